@@ -31,5 +31,6 @@ int debug_level() {
 
 std::optional<std::string> libcuda_path() { return get("ATTNJIT_LIBCUDA"); }
 std::optional<std::string> libnvrtc_path() { return get("ATTNJIT_LIBNVRTC"); }
+std::optional<std::string> cuda_home() { return get("CUDA_HOME"); }
 
 }  // namespace attnjit::env

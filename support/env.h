@@ -1,4 +1,12 @@
 // The only place attnjit reads environment variables. README.md lists them.
+//
+//   ATTNJIT_CACHE_DIR           disk cache root
+//   ATTNJIT_DISABLE_DISK_CACHE  memory cache only
+//   ATTNJIT_DUMP_DIR            dump source / options / log of every compile
+//   ATTNJIT_DEBUG               0..3, log pipeline stages to stderr
+//   ATTNJIT_LIBCUDA             explicit path of libcuda to dlopen
+//   ATTNJIT_LIBNVRTC            explicit path of libnvrtc to dlopen
+//   CUDA_HOME                   toolkit root, searched for libnvrtc (not ours, read-only)
 #pragma once
 
 #include <optional>
@@ -17,6 +25,8 @@ int debug_level();
 // ATTNJIT_LIBCUDA / ATTNJIT_LIBNVRTC: explicit paths of the shared libraries to dlopen.
 std::optional<std::string> libcuda_path();
 std::optional<std::string> libnvrtc_path();
+// CUDA_HOME: the CUDA toolkit root; $CUDA_HOME/lib64 is searched for libnvrtc.
+std::optional<std::string> cuda_home();
 
 std::optional<std::string> get(const char* name);
 

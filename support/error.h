@@ -60,6 +60,11 @@ private:
     std::ostringstream msg_;
 };
 
+struct Voidify {
+    template <class T>
+    void operator&(const T&) {}
+};
+
 template <>
 std::string ErrorReporter<UserError>::finish() const;
 template <>
@@ -70,11 +75,12 @@ std::string ErrorReporter<EnvironmentError>::finish() const;
 }  // namespace detail
 }  // namespace attnjit
 
-// `if (!cond) throw` with a streamed message. The `else` keeps the macro safe in if/else.
-#define ATTNJIT_CHECK_IMPL(kind, cond)                                          \
-    if (cond) {                                                                  \
-    } else                                                                       \
-        ::attnjit::detail::ErrorReporter<::attnjit::kind>(__FILE__, __LINE__, #cond)
+// `if (!cond) throw` with a streamed message, usable as one expression: `&` binds looser
+// than `<<`, so the whole message is collected before the reporter is destroyed.
+#define ATTNJIT_CHECK_IMPL(kind, cond)                                                    \
+    (cond) ? (void)0                                                                       \
+           : ::attnjit::detail::Voidify() &                                                \
+                 ::attnjit::detail::ErrorReporter<::attnjit::kind>(__FILE__, __LINE__, #cond)
 
 #define user_check(cond) ATTNJIT_CHECK_IMPL(UserError, cond)
 #define internal_check(cond) ATTNJIT_CHECK_IMPL(InternalError, cond)

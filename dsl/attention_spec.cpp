@@ -1,0 +1,206 @@
+#include "dsl/attention_spec.h"
+
+#include <cmath>
+#include <cstring>
+#include <sstream>
+
+#include "attnjit/tile_config.h"
+#include "dsl/equality.h"
+#include "dsl/printer.h"
+#include "dsl/visitor.h"
+#include "support/error.h"
+
+namespace attnjit::dsl {
+
+AttentionSpec& AttentionSpec::dtype(DType d) {
+    dtype_ = d;
+    return *this;
+}
+AttentionSpec& AttentionSpec::head_dim(int d) { return head_dims(d, d); }
+AttentionSpec& AttentionSpec::head_dims(int dqk, int dv) {
+    dqk_ = dqk;
+    dv_ = dv;
+    return *this;
+}
+AttentionSpec& AttentionSpec::heads(int q, int kv) {
+    q_heads_ = q;
+    kv_heads_ = kv;
+    return *this;
+}
+AttentionSpec& AttentionSpec::scale(double s) {
+    scale_ = s;
+    return *this;
+}
+AttentionSpec& AttentionSpec::score_mod(Expr e) {
+    score_mod_ = std::move(e);
+    return *this;
+}
+AttentionSpec& AttentionSpec::mask(Expr e) {
+    mask_ = std::move(e);
+    return *this;
+}
+AttentionSpec& AttentionSpec::return_lse(bool on) {
+    return_lse_ = on;
+    return *this;
+}
+
+double AttentionSpec::scale_or_default() const { return scale_ ? *scale_ : 1.0 / std::sqrt(double(dqk_)); }
+
+namespace {
+
+// Collects tensors and scalars; the first conflicting use is reported.
+struct Inputs {
+    std::map<std::string, TensorInfo> tensors;
+    std::map<std::string, Type> scalars;
+    std::optional<std::string> conflict;
+
+    void collect(const Expr& e, const char* where) {
+        if (!e.defined()) return;
+        for_each_node(e, [&](const Expr& n) {
+            if (conflict) return;
+            if (auto t = n.as<TensorLoad>()) {
+                TensorInfo info{t->dtype, static_cast<int>(t->indices.size())};
+                if (scalars.count(t->name)) {
+                    conflict = "'" + t->name + "' is used both as a scalar and as a tensor (in " + where +
+                               "); give them different names";
+                    return;
+                }
+                auto [it, fresh] = tensors.emplace(t->name, info);
+                if (!fresh && !(it->second == info))
+                    conflict = "tensor '" + t->name + "' is used with two different dtypes or ranks (" +
+                               dtype_name(it->second.dtype) + "/" + std::to_string(it->second.rank) +
+                               " and " + dtype_name(info.dtype) + "/" + std::to_string(info.rank) +
+                               ", in " + where + "); declare it once and reuse the Tensor object";
+            } else if (auto s = n.as<ScalarParam>()) {
+                if (tensors.count(s->name)) {
+                    conflict = "'" + s->name + "' is used both as a tensor and as a scalar (in " + where +
+                               "); give them different names";
+                    return;
+                }
+                auto [it, fresh] = scalars.emplace(s->name, s->type);
+                if (!fresh && it->second != s->type)
+                    conflict = "scalar '" + s->name + "' is used both as float and as int (in " +
+                               std::string(where) + "); use scalar() or int_scalar() consistently";
+            }
+        });
+    }
+};
+
+Inputs collect_inputs(const AttentionSpec& s) {
+    Inputs in;
+    in.collect(s.score_mod(), "score_mod");
+    in.collect(s.mask(), "mask");
+    return in;
+}
+
+bool reads_score(const Expr& e) {
+    bool found = false;
+    for_each_node(e, [&](const Expr& n) {
+        if (auto v = n.as<Var>()) found |= v->var == VarKind::Score;
+    });
+    return found;
+}
+
+bool has_temp(const Expr& e) {
+    bool found = false;
+    for_each_node(e, [&](const Expr& n) { found |= n.as<Temp>() != nullptr; });
+    return found;
+}
+
+}  // namespace
+
+std::map<std::string, TensorInfo> AttentionSpec::tensors() const { return collect_inputs(*this).tensors; }
+std::map<std::string, Type> AttentionSpec::scalars() const { return collect_inputs(*this).scalars; }
+
+std::optional<std::string> AttentionSpec::why_invalid() const {
+    std::ostringstream why;
+    if (dtype_ != DType::f16 && dtype_ != DType::bf16 && dtype_ != DType::f32) {
+        why << "AttentionSpec.dtype is " << dtype_name(dtype_) << "; Q, K, V must be f16, bf16 or f32";
+        return why.str();
+    }
+    for (int d : {dqk_, dv_}) {
+        if (!head_dim_supported(d)) {
+            why << "AttentionSpec.head_dims(" << dqk_ << ", " << dv_ << "): head dim " << d
+                << " is not supported; supported head dims are 32, 64, 96, 128 and 256 "
+                   "(pad the head dimension up to the next one)";
+            return why.str();
+        }
+    }
+    if (q_heads_ < 0 || kv_heads_ < 0 || (q_heads_ == 0) != (kv_heads_ == 0)) {
+        why << "AttentionSpec.heads(" << q_heads_ << ", " << kv_heads_
+            << "): give both head counts (positive), or neither to take them from the tensors";
+        return why.str();
+    }
+    if (q_heads_ > 0 && q_heads_ % kv_heads_ != 0) {
+        why << "AttentionSpec.heads(" << q_heads_ << ", " << kv_heads_
+            << "): query heads must be a multiple of key/value heads (MHA: equal, GQA: a divisor, MQA: 1)";
+        return why.str();
+    }
+    if (scale_ && (!std::isfinite(*scale_) || *scale_ == 0.0)) {
+        why << "AttentionSpec.scale(" << *scale_ << "): the softmax scale must be finite and non-zero";
+        return why.str();
+    }
+    if (score_mod_.defined()) {
+        if (score_mod_.type() != Type::Float) {
+            why << "score_mod " << score_mod_ << " has type " << score_mod_.type()
+                << "; a score_mod must produce a float score (a bool condition belongs in mask())";
+            return why.str();
+        }
+        if (has_temp(score_mod_)) return std::string("score_mod contains a codegen temporary; build it from DSL values");
+    }
+    if (mask_.defined()) {
+        if (mask_.type() != Type::Bool) {
+            why << "mask " << mask_ << " has type " << mask_.type()
+                << "; a mask must be a bool expression (true = keep), e.g. kv_idx() <= q_idx()";
+            return why.str();
+        }
+        if (reads_score(mask_)) {
+            why << "mask " << mask_
+                << " reads the score; masks may only depend on indices, scalars and tensors. Put "
+                   "score-dependent logic in score_mod, e.g. select(cond, score(), -infinity())";
+            return why.str();
+        }
+        if (has_temp(mask_)) return std::string("mask contains a codegen temporary; build it from DSL values");
+    }
+    Inputs in = collect_inputs(*this);
+    if (in.conflict) return in.conflict;
+    return std::nullopt;
+}
+
+void AttentionSpec::validate() const {
+    if (auto why = why_invalid()) user_error << *why;
+}
+
+uint64_t AttentionSpec::hash() const {
+    uint64_t h = hash_string("AttentionSpec/v1");
+    h = hash_combine(h, static_cast<uint64_t>(dtype_));
+    h = hash_combine(h, static_cast<uint64_t>(dqk_));
+    h = hash_combine(h, static_cast<uint64_t>(dv_));
+    h = hash_combine(h, static_cast<uint64_t>(q_heads_));
+    h = hash_combine(h, static_cast<uint64_t>(kv_heads_));
+    uint64_t scale_bits = 0;
+    if (scale_) std::memcpy(&scale_bits, &*scale_, sizeof scale_bits);
+    h = hash_combine(h, scale_ ? scale_bits : 0x1234567ULL);
+    h = hash_combine(h, structural_hash(score_mod_));
+    h = hash_combine(h, structural_hash(mask_));
+    return hash_combine(h, return_lse_ ? 1 : 2);
+}
+
+bool AttentionSpec::operator==(const AttentionSpec& o) const {
+    return dtype_ == o.dtype_ && dqk_ == o.dqk_ && dv_ == o.dv_ && q_heads_ == o.q_heads_ &&
+           kv_heads_ == o.kv_heads_ && scale_ == o.scale_ && equal(score_mod_, o.score_mod_) &&
+           equal(mask_, o.mask_) && return_lse_ == o.return_lse_;
+}
+
+std::ostream& operator<<(std::ostream& os, const AttentionSpec& s) {
+    os << "AttentionSpec(dtype=" << dtype_name(s.dtype()) << ", head_dims=" << s.head_dim_qk() << "x"
+       << s.head_dim_v();
+    if (s.q_heads()) os << ", heads=" << s.q_heads() << "/" << s.kv_heads();
+    if (s.scale()) os << ", scale=" << float_literal(*s.scale());
+    if (s.score_mod().defined()) os << ", score_mod=" << s.score_mod();
+    if (s.mask().defined()) os << ", mask=" << s.mask();
+    if (s.returns_lse()) os << ", return_lse";
+    return os << ")";
+}
+
+}  // namespace attnjit::dsl

@@ -1,0 +1,79 @@
+// AttentionSpec: everything a user asks of one attention kernel. A value type with a
+// fluent builder; validate() reports a user's mistake before anything is generated.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <ostream>
+#include <string>
+
+#include "dsl/ir.h"
+#include "support/dtype.h"
+
+namespace attnjit::dsl {
+
+// What a spec reads at launch besides Q, K, V: captured tensors and runtime scalars.
+struct TensorInfo {
+    DType dtype;
+    int rank;
+    bool operator==(const TensorInfo& o) const { return dtype == o.dtype && rank == o.rank; }
+};
+
+class AttentionSpec {
+public:
+    AttentionSpec() = default;
+
+    // Element type of Q, K, V and O: f16, bf16 or f32.
+    AttentionSpec& dtype(DType d);
+    // Head dims of Q/K and of V/O (each 32, 64, 96, 128 or 256).
+    AttentionSpec& head_dim(int d);
+    AttentionSpec& head_dims(int dqk, int dv);
+    // Query and key/value heads; 0 means "taken from the tensors at launch".
+    // Hq == Hkv is MHA, Hkv == 1 is MQA, anything else dividing Hq is GQA.
+    AttentionSpec& heads(int q_heads, int kv_heads);
+    // Softmax scale; default 1/sqrt(Dqk). A runtime value: changing it never recompiles.
+    AttentionSpec& scale(double s);
+    // t = score_mod(score, ...): a float expression that may read score().
+    AttentionSpec& score_mod(Expr e);
+    // keep(i, j): a bool expression of indices, scalars and tensors (never the score).
+    // Calling mask() again replaces the mask; combine masks with &&.
+    AttentionSpec& mask(Expr e);
+    AttentionSpec& return_lse(bool on = true);
+
+    DType dtype() const { return dtype_; }
+    int head_dim_qk() const { return dqk_; }
+    int head_dim_v() const { return dv_; }
+    int q_heads() const { return q_heads_; }
+    int kv_heads() const { return kv_heads_; }
+    std::optional<double> scale() const { return scale_; }
+    double scale_or_default() const;
+    const Expr& score_mod() const { return score_mod_; }  // undefined = identity
+    const Expr& mask() const { return mask_; }            // undefined = keep all
+    bool returns_lse() const { return return_lse_; }
+
+    // Captured tensors and scalars the expressions read, sorted by name.
+    std::map<std::string, TensorInfo> tensors() const;
+    std::map<std::string, Type> scalars() const;
+
+    // Throws UserError naming the first problem and what to do about it.
+    void validate() const;
+    std::optional<std::string> why_invalid() const;
+
+    // Deterministic hash of everything in the spec.
+    uint64_t hash() const;
+    bool operator==(const AttentionSpec& o) const;
+    bool operator!=(const AttentionSpec& o) const { return !(*this == o); }
+
+private:
+    DType dtype_ = DType::f16;
+    int dqk_ = 128, dv_ = 128;
+    int q_heads_ = 0, kv_heads_ = 0;
+    std::optional<double> scale_;
+    Expr score_mod_, mask_;
+    bool return_lse_ = false;
+};
+
+std::ostream& operator<<(std::ostream& os, const AttentionSpec& s);
+
+}  // namespace attnjit::dsl

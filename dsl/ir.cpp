@@ -1,0 +1,161 @@
+#include "dsl/ir.h"
+
+#include "support/error.h"
+
+namespace attnjit::dsl {
+
+Expr::Expr(float v) : Expr(Const::make_float(v)) {}
+Expr::Expr(double v) : Expr(Const::make_float(v)) {}
+Expr::Expr(int v) : Expr(Const::make_int(v)) {}
+Expr::Expr(long long v) : Expr(Const::make_int(v)) {}
+Expr::Expr(bool v) : Expr(Const::make_bool(v)) {}
+
+Type Expr::type() const {
+    internal_check(node_) << "type() of an undefined Expr";
+    return node_->type;
+}
+
+NodeKind Expr::kind() const {
+    internal_check(node_) << "kind() of an undefined Expr";
+    return node_->kind;
+}
+
+const char* var_name(VarKind v) {
+    switch (v) {
+    case VarKind::Score: return "score";
+    case VarKind::Batch: return "b";
+    case VarKind::Head: return "h";
+    case VarKind::KvHead: return "kv_head";
+    case VarKind::QIdx: return "q_idx";
+    case VarKind::KvIdx: return "kv_idx";
+    case VarKind::QLen: return "q_len";
+    case VarKind::KvLen: return "kv_len";
+    }
+    return "?";
+}
+
+const char* unary_name(UnaryOp op) {
+    switch (op) {
+    case UnaryOp::Neg: return "-";
+    case UnaryOp::Not: return "!";
+    case UnaryOp::Exp: return "exp";
+    case UnaryOp::Exp2: return "exp2";
+    case UnaryOp::Log: return "log";
+    case UnaryOp::Log2: return "log2";
+    case UnaryOp::Tanh: return "tanh";
+    case UnaryOp::Sigmoid: return "sigmoid";
+    case UnaryOp::Abs: return "abs";
+    case UnaryOp::Sqrt: return "sqrt";
+    case UnaryOp::Rsqrt: return "rsqrt";
+    case UnaryOp::Floor: return "floor";
+    case UnaryOp::Ceil: return "ceil";
+    case UnaryOp::Sin: return "sin";
+    case UnaryOp::Cos: return "cos";
+    }
+    return "?";
+}
+
+const char* binary_name(BinaryOp op) {
+    switch (op) {
+    case BinaryOp::Add: return "+";
+    case BinaryOp::Sub: return "-";
+    case BinaryOp::Mul: return "*";
+    case BinaryOp::Div: return "/";
+    case BinaryOp::Mod: return "%";
+    case BinaryOp::Min: return "min";
+    case BinaryOp::Max: return "max";
+    case BinaryOp::Pow: return "pow";
+    case BinaryOp::Eq: return "==";
+    case BinaryOp::Ne: return "!=";
+    case BinaryOp::Lt: return "<";
+    case BinaryOp::Le: return "<=";
+    case BinaryOp::Gt: return ">";
+    case BinaryOp::Ge: return ">=";
+    case BinaryOp::And: return "&&";
+    case BinaryOp::Or: return "||";
+    }
+    return "?";
+}
+
+bool is_comparison(BinaryOp op) {
+    return op == BinaryOp::Eq || op == BinaryOp::Ne || op == BinaryOp::Lt || op == BinaryOp::Le ||
+           op == BinaryOp::Gt || op == BinaryOp::Ge;
+}
+
+bool is_logical(BinaryOp op) { return op == BinaryOp::And || op == BinaryOp::Or; }
+
+Expr Const::make_float(double v) {
+    auto n = std::make_shared<Const>(Type::Float);
+    n->f = v;
+    return Expr(n);
+}
+
+Expr Const::make_int(long long v) {
+    auto n = std::make_shared<Const>(Type::Int);
+    n->i = v;
+    return Expr(n);
+}
+
+Expr Const::make_bool(bool v) {
+    auto n = std::make_shared<Const>(Type::Bool);
+    n->i = v ? 1 : 0;
+    return Expr(n);
+}
+
+Expr Var::make(VarKind v) {
+    return Expr(std::make_shared<Var>(v, v == VarKind::Score ? Type::Float : Type::Int));
+}
+
+Expr ScalarParam::make(const std::string& name, Type t) {
+    internal_check(t != Type::Bool) << "scalar " << name << " cannot be bool";
+    return Expr(std::make_shared<ScalarParam>(name, t));
+}
+
+Expr TensorLoad::make(const std::string& name, DType dtype, std::vector<Expr> indices) {
+    for (const auto& i : indices)
+        internal_check(i.defined() && i.type() == Type::Int) << "tensor index must be int";
+    return Expr(std::make_shared<TensorLoad>(name, dtype, std::move(indices)));
+}
+
+Expr Unary::make(UnaryOp op, Expr a) {
+    internal_check(a.defined()) << "undefined operand";
+    Type t = a.type();
+    if (op == UnaryOp::Not) {
+        internal_check(t == Type::Bool) << "! needs bool";
+    } else if (op == UnaryOp::Neg || op == UnaryOp::Abs) {
+        internal_check(t != Type::Bool) << unary_name(op) << " of bool";
+    } else {
+        internal_check(t == Type::Float) << unary_name(op) << " needs float";
+    }
+    return Expr(std::make_shared<Unary>(op, std::move(a), t));
+}
+
+Expr Binary::make(BinaryOp op, Expr a, Expr b) {
+    internal_check(a.defined() && b.defined()) << "undefined operand";
+    internal_check(a.type() == b.type()) << "operand types differ for " << binary_name(op);
+    Type t = a.type();
+    if (is_logical(op)) internal_check(t == Type::Bool) << binary_name(op) << " needs bool";
+    else if (op == BinaryOp::Eq || op == BinaryOp::Ne) {
+    } else internal_check(t != Type::Bool) << binary_name(op) << " of bool";
+    if (op == BinaryOp::Mod) internal_check(t == Type::Int) << "% needs int";
+    if (op == BinaryOp::Pow) internal_check(t == Type::Float) << "pow needs float";
+    return Expr(std::make_shared<Binary>(op, std::move(a), std::move(b),
+                                         is_comparison(op) ? Type::Bool : t));
+}
+
+Expr Select::make(Expr cond, Expr t, Expr f) {
+    internal_check(cond.defined() && t.defined() && f.defined()) << "undefined operand";
+    internal_check(cond.type() == Type::Bool) << "select condition must be bool";
+    internal_check(t.type() == f.type()) << "select branches differ in type";
+    Type ty = t.type();
+    return Expr(std::make_shared<Select>(std::move(cond), std::move(t), std::move(f), ty));
+}
+
+Expr Cast::make(Type to, Expr a) {
+    internal_check(a.defined()) << "undefined operand";
+    return Expr(std::make_shared<Cast>(to, std::move(a)));
+}
+
+Expr Temp::make(const std::string& name, Type t) { return Expr(std::make_shared<Temp>(name, t)); }
+
+}  // namespace attnjit::dsl
