@@ -1,0 +1,27 @@
+// What the kernel cache did, for users (is the disk cache working?) and for tests.
+#pragma once
+
+#include <cstdint>
+#include <ostream>
+
+namespace attnjit::runtime {
+
+struct CacheStats {
+    uint64_t memory_hits = 0;          // served from memory (incl. the fast path and
+                                       // threads that waited on another's compile)
+    uint64_t disk_hits = 0;            // read from the disk cache
+    uint64_t misses = 0;               // compiled (each costs an NVRTC run)
+    uint64_t corrupt_entries = 0;      // disk entries found damaged, removed and rebuilt
+    uint64_t disk_write_failures = 0;  // compiled kernels that could not be written
+    uint64_t loads = 0;                // modules loaded into a context
+    double compile_seconds = 0;        // total NVRTC time of the misses
+};
+
+inline std::ostream& operator<<(std::ostream& os, const CacheStats& s) {
+    return os << "CacheStats(memory hits " << s.memory_hits << ", disk hits " << s.disk_hits
+              << ", misses " << s.misses << " (" << s.compile_seconds << " s compiling)"
+              << ", corrupt entries " << s.corrupt_entries << ", disk write failures "
+              << s.disk_write_failures << ", module loads " << s.loads << ")";
+}
+
+}  // namespace attnjit::runtime

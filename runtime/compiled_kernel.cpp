@@ -1,0 +1,134 @@
+#include "runtime/compiled_kernel.h"
+
+#include <cstdint>
+#include <cstring>
+
+#include "support/sha256.h"
+
+namespace attnjit::runtime {
+namespace {
+
+constexpr char kMagic[8] = {'A', 'T', 'T', 'N', 'J', 'I', 'T', 'K'};
+constexpr size_t kHashChars = 64;
+constexpr size_t kHeaderBytes = sizeof(kMagic) + 4 + 8 + kHashChars;
+
+void put_u64(std::string& out, uint64_t v) {
+    for (int i = 0; i < 8; ++i) out.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
+}
+void put_u32(std::string& out, uint32_t v) {
+    for (int i = 0; i < 4; ++i) out.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
+}
+void put_str(std::string& out, std::string_view s) {
+    put_u64(out, s.size());
+    out.append(s);
+}
+
+// Reads the payload front to back; any read past the end sets failed and yields zeros.
+struct Reader {
+    std::string_view in;
+    bool failed = false;
+
+    uint64_t u64() {
+        if (in.size() < 8) return fail();
+        uint64_t v = 0;
+        for (int i = 0; i < 8; ++i) v |= uint64_t(static_cast<unsigned char>(in[i])) << (8 * i);
+        in.remove_prefix(8);
+        return v;
+    }
+    std::string str() {
+        uint64_t n = u64();
+        if (failed || n > in.size()) return fail(), std::string();
+        std::string s(in.substr(0, n));
+        in.remove_prefix(n);
+        return s;
+    }
+    uint64_t fail() {
+        failed = true;
+        in = {};
+        return 0;
+    }
+};
+
+uint32_t get_u32(std::string_view b) {
+    uint32_t v = 0;
+    for (int i = 0; i < 4; ++i) v |= uint32_t(static_cast<unsigned char>(b[i])) << (8 * i);
+    return v;
+}
+
+}  // namespace
+
+std::ostream& operator<<(std::ostream& os, const CompiledKernel& k) {
+    os << "CompiledKernel(" << k.name << ", entry " << k.entry << ", " << k.arch << ", "
+       << k.cubin.size() << " bytes of cubin, " << k.threads << " threads, " << k.smem_bytes
+       << " B smem";
+    if (k.compile_seconds > 0) os << ", compiled in " << k.compile_seconds << " s";
+    if (!k.log.empty()) os << ", " << k.log.size() << " bytes of log";
+    return os << ")";
+}
+
+std::string serialize(const CompiledKernel& k) {
+    std::string payload;
+    put_str(payload, k.name);
+    put_str(payload, k.entry);
+    put_str(payload, k.arch);
+    put_str(payload, k.cubin);
+    put_str(payload, k.log);
+    put_u64(payload, k.options.size());
+    for (const auto& o : k.options) put_str(payload, o);
+    put_u64(payload, static_cast<uint64_t>(static_cast<int64_t>(k.threads)));
+    put_u64(payload, static_cast<uint64_t>(static_cast<int64_t>(k.smem_bytes)));
+    uint64_t bits = 0;
+    static_assert(sizeof(bits) == sizeof(k.compile_seconds));
+    std::memcpy(&bits, &k.compile_seconds, sizeof(bits));
+    put_u64(payload, bits);
+
+    std::string out(kMagic, sizeof(kMagic));
+    put_u32(out, kCompiledKernelFormatVersion);
+    put_u64(out, payload.size());
+    out += sha256_hex(payload);
+    out += payload;
+    return out;
+}
+
+std::optional<CompiledKernel> deserialize(std::string_view bytes, std::string* why_not) {
+    auto reject = [&](std::string why) -> std::optional<CompiledKernel> {
+        if (why_not) *why_not = std::move(why);
+        return std::nullopt;
+    };
+    if (bytes.size() < kHeaderBytes)
+        return reject("truncated header (" + std::to_string(bytes.size()) + " bytes)");
+    if (std::memcmp(bytes.data(), kMagic, sizeof(kMagic)) != 0)
+        return reject("not an attnjit kernel file (bad magic)");
+    uint32_t version = get_u32(bytes.substr(sizeof(kMagic)));
+    if (version != kCompiledKernelFormatVersion)
+        return reject("format version " + std::to_string(version) + ", expected " +
+                      std::to_string(kCompiledKernelFormatVersion));
+    Reader header{bytes.substr(sizeof(kMagic) + 4, 8)};
+    uint64_t size = header.u64();
+    std::string_view hash = bytes.substr(sizeof(kMagic) + 12, kHashChars);
+    std::string_view payload = bytes.substr(kHeaderBytes);
+    if (payload.size() != size)
+        return reject("payload is " + std::to_string(payload.size()) + " bytes, header says " +
+                      std::to_string(size) + " (truncated or appended to)");
+    if (sha256_hex(payload) != hash) return reject("checksum mismatch (corrupted)");
+
+    Reader r{payload};
+    CompiledKernel k;
+    k.name = r.str();
+    k.entry = r.str();
+    k.arch = r.str();
+    k.cubin = r.str();
+    k.log = r.str();
+    uint64_t n = r.u64();
+    for (uint64_t i = 0; i < n && !r.failed; ++i) k.options.push_back(r.str());
+    k.threads = static_cast<int>(static_cast<int64_t>(r.u64()));
+    k.smem_bytes = static_cast<int>(static_cast<int64_t>(r.u64()));
+    uint64_t bits = r.u64();
+    std::memcpy(&k.compile_seconds, &bits, sizeof(bits));
+    // A payload with a valid checksum but a bad shape means the writer had a bug.
+    if (r.failed) return reject("malformed payload");
+    if (!r.in.empty()) return reject("trailing bytes after the payload");
+    return k;
+}
+
+}  // namespace attnjit::runtime

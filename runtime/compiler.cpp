@@ -1,0 +1,176 @@
+#include "runtime/compiler.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cctype>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <regex>
+
+#include "codegen/template_library.h"
+#include "runtime/cuda_api.h"
+#include "support/debug.h"
+#include "support/env.h"
+#include "support/error.h"
+
+namespace attnjit::runtime {
+namespace {
+
+// NVRTC names the main file in its log; a readable name makes the log readable.
+std::string program_name(const std::string& kernel_name) {
+    std::string out;
+    for (char c : kernel_name) out += (std::isalnum(static_cast<unsigned char>(c)) || c == '_') ? c : '_';
+    return (out.empty() ? "kernel" : out) + ".cu";
+}
+
+// The dump is a debugging aid: failing to write it must not fail the compile.
+void dump(const codegen::KernelSource& src, const std::string& arch,
+          const std::vector<std::string>& options, const std::string& log) {
+    auto dir = env::dump_dir();
+    if (!dir) return;
+    namespace fs = std::filesystem;
+    std::error_code ec;
+    fs::create_directories(*dir, ec);
+    std::string base = program_name(src.name);
+    base.resize(base.size() - 3);  // drop ".cu"
+    const std::string stem = *dir + "/" + base + "." + src.content_hash().substr(0, 16) + "." + arch;
+    bool ok = !ec;
+    auto write = [&](const std::string& path, const std::string& text) {
+        std::ofstream f(path, std::ios::binary | std::ios::trunc);
+        f << text;
+        ok = ok && static_cast<bool>(f);
+    };
+    std::string opts;
+    for (const auto& o : options) opts += o + "\n";
+    if (ok) write(stem + ".cu", src.source);
+    if (ok) write(stem + ".options.txt", opts);
+    if (ok) write(stem + ".log.txt", log);
+    static std::atomic<bool> warned{false};
+    if (!ok && !warned.exchange(true))
+        std::cerr << "attnjit: warning: cannot write compile dumps to ATTNJIT_DUMP_DIR=" << *dir
+                  << "; continuing without them\n";
+    else if (ok)
+        debug(1) << "dumped " << stem << ".{cu,options.txt,log.txt}";
+}
+
+// Destroys the NVRTC program on every path out of compile_kernel.
+struct ProgramGuard {
+    nvrtcProgram prog = nullptr;
+    ~ProgramGuard() {
+        if (prog) nvrtc().nvrtcDestroyProgram(&prog);
+    }
+};
+
+}  // namespace
+
+NvrtcVersion nvrtc_version() {
+    NvrtcVersion v;
+    check_nvrtc(nvrtc().nvrtcVersion(&v.major, &v.minor), "nvrtcVersion");
+    return v;
+}
+
+std::string nvrtc_toolchain_id() {
+    if (!libnvrtc_available()) return "nvrtc unavailable";
+    auto v = nvrtc_version();
+    std::string file = nvrtc().library;
+    file = file.substr(file.find_last_of('/') + 1);
+    // nvrtcVersion has no patch level; the build id tells patch releases apart.
+    std::string id = "nvrtc " + std::to_string(v.major) + "." + std::to_string(v.minor) + " " + file;
+    if (!nvrtc().build_id.empty()) id += " build " + nvrtc().build_id;
+    return id;
+}
+
+std::vector<int> nvrtc_supported_archs() {
+    const auto& api = nvrtc();
+    if (!api.nvrtcGetNumSupportedArchs || !api.nvrtcGetSupportedArchs) return {};
+    int n = 0;
+    check_nvrtc(api.nvrtcGetNumSupportedArchs(&n), "nvrtcGetNumSupportedArchs");
+    std::vector<int> archs(n);
+    if (n > 0) check_nvrtc(api.nvrtcGetSupportedArchs(archs.data()), "nvrtcGetSupportedArchs");
+    return archs;
+}
+
+void check_arch(const std::string& arch) {
+    static const std::regex shape("sm_([0-9]{2,3})[af]?");
+    std::smatch m;
+    user_check(std::regex_match(arch, m, shape))
+        << "'" << arch << "' is not a GPU architecture attnjit can compile for; use a real "
+        << "architecture such as sm_80, sm_89 or sm_90a (virtual compute_XX targets give no "
+        << "cubin)";
+    auto supported = nvrtc_supported_archs();
+    if (supported.empty()) return;
+    int number = std::stoi(m[1].str());
+    if (std::find(supported.begin(), supported.end(), number) != supported.end()) return;
+    std::string list;
+    for (int a : supported) list += " sm_" + std::to_string(a);
+    auto v = nvrtc_version();
+    environment_error << "NVRTC " << v.major << "." << v.minor << " (" << nvrtc().library
+                      << ") cannot compile for " << arch << "; it supports" << list
+                      << ". Use a CUDA toolkit that supports " << arch
+                      << " (set ATTNJIT_LIBNVRTC to its libnvrtc.so).";
+}
+
+std::vector<std::string> base_compile_options(const std::string& arch) {
+    // -default-device: generated code and templates need no __device__ on every helper.
+    return {"-std=c++17", "--gpu-architecture=" + arch, "-default-device"};
+}
+
+CompiledKernel compile_kernel(const codegen::KernelSource& src, const std::string& arch) {
+    const auto& api = nvrtc();
+    check_arch(arch);
+    auto options = base_compile_options(arch);
+    options.insert(options.end(), src.options.begin(), src.options.end());
+    const std::string prog_name = program_name(src.name);
+
+    const auto& headers = codegen::embedded_templates();
+    std::vector<const char*> header_texts, header_names;
+    for (const auto& h : headers) {
+        header_names.push_back(h.name);
+        header_texts.push_back(h.text);
+    }
+    std::vector<const char*> option_ptrs;
+    for (const auto& o : options) option_ptrs.push_back(o.c_str());
+
+    auto start = std::chrono::steady_clock::now();
+    ProgramGuard guard;
+    check_nvrtc(api.nvrtcCreateProgram(&guard.prog, src.source.c_str(), prog_name.c_str(),
+                                       static_cast<int>(headers.size()), header_texts.data(),
+                                       header_names.data()),
+                "nvrtcCreateProgram");
+    nvrtcResult result = api.nvrtcCompileProgram(guard.prog, static_cast<int>(option_ptrs.size()),
+                                                 option_ptrs.data());
+    std::string log;
+    size_t log_size = 0;
+    if (api.nvrtcGetProgramLogSize(guard.prog, &log_size) == NVRTC_SUCCESS && log_size > 1) {
+        log.resize(log_size);
+        api.nvrtcGetProgramLog(guard.prog, log.data());
+        while (!log.empty() && log.back() == '\0') log.pop_back();
+    }
+    dump(src, arch, options, log);
+    if (result != NVRTC_SUCCESS)
+        throw CompileFailure(src.name, prog_name, arch, nvrtc_error_name(result), log, options,
+                             src.source);
+
+    CompiledKernel k;
+    size_t cubin_size = 0;
+    check_nvrtc(api.nvrtcGetCUBINSize(guard.prog, &cubin_size), "nvrtcGetCUBINSize");
+    internal_check(cubin_size > 0) << "NVRTC produced no cubin for " << src.name << " (" << arch
+                                   << ") although check_arch accepted the architecture";
+    k.cubin.resize(cubin_size);
+    check_nvrtc(api.nvrtcGetCUBIN(guard.prog, k.cubin.data()), "nvrtcGetCUBIN");
+    k.compile_seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    k.name = src.name;
+    k.entry = src.entry;
+    k.arch = arch;
+    k.log = std::move(log);
+    k.options = std::move(options);
+    k.threads = src.threads;
+    k.smem_bytes = src.smem_bytes;
+    debug(1) << "compiled " << k;
+    return k;
+}
+
+}  // namespace attnjit::runtime

@@ -1,0 +1,191 @@
+#include "runtime/kernel_cache.h"
+
+#include "runtime/compiler.h"
+#include "runtime/cuda_api.h"
+#include "runtime/device.h"
+#include "runtime/kernel_key.h"
+#include "support/debug.h"
+
+namespace attnjit::runtime {
+
+KernelCache::KernelCache() : KernelCache(Options{}) {}
+
+KernelCache::KernelCache(Options options)
+    : compile_(options.compile ? std::move(options.compile) : CompileFn(compile_kernel)),
+      toolchain_(options.toolchain.empty() ? nvrtc_toolchain_id() : std::move(options.toolchain)),
+      disk_(std::move(options.disk_root)) {
+    debug(1) << "kernel cache: " << (disk_.enabled() ? disk_.directory() : "memory only")
+             << ", toolchain " << toolchain_;
+}
+
+KernelCache& KernelCache::global() {
+    static KernelCache* cache = new KernelCache();
+    return *cache;
+}
+
+std::string KernelCache::key_for(const codegen::KernelSource& source,
+                                 const std::string& arch) const {
+    return kernel_key(source, arch, toolchain_);
+}
+
+std::shared_ptr<const CompiledKernel> KernelCache::get_compiled(
+    const codegen::KernelSource& source, const std::string& arch) {
+    return get_compiled_by_key(key_for(source, arch), source, arch);
+}
+
+KernelCache::CompiledPtr KernelCache::get_compiled_by_key(const std::string& key,
+                                                          const codegen::KernelSource& source,
+                                                          const std::string& arch) {
+    // Single flight: the first thread to miss owns the build; the others wait on its
+    // future (and see its exception if it fails, after which the slot is free again).
+    std::promise<CompiledPtr> promise;
+    std::shared_future<CompiledPtr> future;
+    bool owner = false;
+    {
+        std::lock_guard<std::mutex> lock(mu_);
+        auto it = compiled_.find(key);
+        if (it != compiled_.end()) {
+            future = it->second;
+        } else {
+            future = promise.get_future().share();
+            compiled_.emplace(key, future);
+            owner = true;
+        }
+    }
+    if (!owner) {
+        CompiledPtr p = future.get();
+        count([](CacheStats& s) { ++s.memory_hits; });
+        return p;
+    }
+    try {
+        CompiledPtr p = build(key, source, arch);
+        promise.set_value(p);
+        return p;
+    } catch (...) {
+        {
+            std::lock_guard<std::mutex> lock(mu_);
+            compiled_.erase(key);
+        }
+        promise.set_exception(std::current_exception());
+        throw;
+    }
+}
+
+KernelCache::CompiledPtr KernelCache::build(const std::string& key,
+                                            const codegen::KernelSource& source,
+                                            const std::string& arch) {
+    // An entry that decodes but is not this kernel is as bad as a corrupt one.
+    auto try_disk = [&]() -> CompiledPtr {
+        auto found = disk_.load(key);
+        if (found.kernel && (found.kernel->entry != source.entry || found.kernel->arch != arch)) {
+            debug(1) << "disk cache: entry " << disk_.entry_path(key) << " is "
+                     << found.kernel->entry << " for " << found.kernel->arch << ", expected "
+                     << source.entry << " for " << arch << "; removed, rebuilding";
+            disk_.remove(key);
+            found.kernel.reset();
+            found.corrupt = true;
+        }
+        if (found.corrupt) count([](CacheStats& s) { ++s.corrupt_entries; });
+        if (!found.kernel) return nullptr;
+        count([](CacheStats& s) { ++s.disk_hits; });
+        debug(1) << "disk hit " << source.name << " (" << arch << ")";
+        return std::make_shared<const CompiledKernel>(std::move(*found.kernel));
+    };
+    if (auto hit = try_disk()) return hit;
+    // Other processes missing the same key wait here, then find our entry on disk.
+    FileLock lock = disk_.lock(key);
+    if (lock.held())
+        if (auto hit = try_disk()) return hit;
+
+    debug(1) << "compiling " << source.name << " for " << arch;
+    auto compiled = std::make_shared<const CompiledKernel>(compile_(source, arch));
+    count([&](CacheStats& s) {
+        ++s.misses;
+        s.compile_seconds += compiled->compile_seconds;
+    });
+    if (disk_.enabled() && !disk_.store(key, *compiled))
+        count([](CacheStats& s) { ++s.disk_write_failures; });
+    return compiled;
+}
+
+std::shared_ptr<const LoadedKernel> KernelCache::get_loaded(const codegen::KernelSource& source) {
+    CUcontext ctx = current_context();
+    const std::string arch = current_device().arch();
+    const std::string key = key_for(source, arch);
+    {
+        std::lock_guard<std::mutex> lock(mu_);
+        auto it = loaded_.find({ctx, key});
+        if (it != loaded_.end()) {
+            count([](CacheStats& s) { ++s.memory_hits; });
+            return it->second;
+        }
+    }
+    return load_in(ctx, key, get_compiled_by_key(key, source, arch));
+}
+
+KernelCache::LoadedPtr KernelCache::load_in(CUcontext ctx, const std::string& key,
+                                            const CompiledPtr& compiled) {
+    std::lock_guard<std::mutex> load_lock(load_mu_);
+    {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (auto it = loaded_.find({ctx, key}); it != loaded_.end()) return it->second;
+    }
+    auto loaded = std::make_shared<const LoadedKernel>(compiled);
+    count([](CacheStats& s) { ++s.loads; });
+    std::lock_guard<std::mutex> lock(mu_);
+    loaded_.emplace(ContextKey{ctx, key}, loaded);
+    return loaded;
+}
+
+std::shared_ptr<const CompiledKernel> KernelCache::get_compiled(
+    const std::string& fast_key, const std::function<codegen::KernelSource()>& make_source,
+    const std::string& arch) {
+    std::string full = arch + '\n' + fast_key;
+    {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (auto it = fast_compiled_.find(full); it != fast_compiled_.end()) {
+            count([](CacheStats& s) { ++s.memory_hits; });
+            return it->second;
+        }
+    }
+    auto compiled = get_compiled(make_source(), arch);
+    std::lock_guard<std::mutex> lock(mu_);
+    fast_compiled_.emplace(std::move(full), compiled);
+    return compiled;
+}
+
+std::shared_ptr<const LoadedKernel> KernelCache::get_loaded(
+    const std::string& fast_key, const std::function<codegen::KernelSource()>& make_source) {
+    CUcontext ctx = current_context();
+    {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (auto it = fast_loaded_.find({ctx, fast_key}); it != fast_loaded_.end()) {
+            count([](CacheStats& s) { ++s.memory_hits; });
+            return it->second;
+        }
+    }
+    auto loaded = get_loaded(make_source());
+    std::lock_guard<std::mutex> lock(mu_);
+    fast_loaded_.emplace(ContextKey{ctx, fast_key}, loaded);
+    return loaded;
+}
+
+CacheStats KernelCache::stats() const {
+    std::lock_guard<std::mutex> lock(stats_mu_);
+    return stats_;
+}
+
+void KernelCache::reset_stats() {
+    std::lock_guard<std::mutex> lock(stats_mu_);
+    stats_ = CacheStats{};
+}
+
+void KernelCache::clear_memory() {
+    std::lock_guard<std::mutex> lock(mu_);
+    compiled_.clear();
+    fast_compiled_.clear();
+    loaded_.clear();
+    fast_loaded_.clear();
+}
+
+}  // namespace attnjit::runtime

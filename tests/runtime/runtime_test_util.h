@@ -1,0 +1,132 @@
+// Small helpers shared by the runtime tests: a temporary directory, scoped environment
+// variables, a hand-written kernel that needs no templates, and a fake compiler.
+#pragma once
+
+#include <dirent.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "codegen/kernel_source.h"
+#include "runtime/compiled_kernel.h"
+#include "support/error.h"
+
+namespace attnjit::runtime::testing {
+
+// A fresh directory under $TMPDIR, removed with everything in it at scope exit.
+class TempDir {
+public:
+    TempDir() {
+        std::string tmpl = (std::filesystem::temp_directory_path() / "attnjit-test-XXXXXX").string();
+        path_ = mkdtemp(tmpl.data());
+    }
+    ~TempDir() {
+        std::error_code ec;
+        std::filesystem::permissions(path_, std::filesystem::perms::owner_all,
+                                     std::filesystem::perm_options::add, ec);
+        std::filesystem::remove_all(path_, ec);
+    }
+    const std::string& path() const { return path_; }
+
+private:
+    std::string path_;
+};
+
+// Sets (or unsets, with nullopt) an environment variable for the scope.
+class ScopedEnv {
+public:
+    ScopedEnv(const char* name, std::optional<std::string> value) : name_(name) {
+        if (const char* old = getenv(name)) old_ = old;
+        if (value) setenv(name, value->c_str(), 1);
+        else unsetenv(name);
+    }
+    ~ScopedEnv() {
+        if (old_) setenv(name_, old_->c_str(), 1);
+        else unsetenv(name_);
+    }
+
+private:
+    const char* name_;
+    std::optional<std::string> old_;
+};
+
+// Every regular file under `dir`, relative paths.
+inline std::vector<std::string> files_under(const std::string& dir) {
+    std::vector<std::string> out;
+    std::error_code ec;
+    for (auto it = std::filesystem::recursive_directory_iterator(dir, ec);
+         it != std::filesystem::recursive_directory_iterator(); it.increment(ec)) {
+        if (ec) break;
+        if (it->is_regular_file()) out.push_back(std::filesystem::relative(it->path(), dir).string());
+    }
+    return out;
+}
+
+// The Params of tiny_source(): what the launcher would pack for a real kernel.
+struct TinyParams {
+    float* out;
+    const float* in;
+    float add;
+    int n;
+};
+
+// A trivial kernel with one Params argument, so cache and loader tests need neither
+// the generator nor the templates. `salt` makes distinct kernels.
+inline codegen::KernelSource tiny_source(int salt = 0) {
+    codegen::KernelSource s;
+    s.name = "tiny_add_" + std::to_string(salt);
+    s.entry = "tiny_add";
+    s.source = "// salt " + std::to_string(salt) + R"(
+struct Params {
+    float* out;
+    const float* in;
+    float add;
+    int n;
+};
+
+extern "C" __global__ void __launch_bounds__(128) tiny_add(const __grid_constant__ Params p) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < p.n) p.out[i] = p.in[i] + p.add;
+}
+)";
+    s.options = {"-lineinfo"};
+    s.threads = 128;
+    s.smem_bytes = 0;
+    return s;
+}
+
+// Stands in for NVRTC: deterministic "cubin" text, counts calls, can be slowed down or
+// made to fail.
+struct FakeCompiler {
+    std::atomic<int> calls{0};
+    std::atomic<int> fail_next{0};
+    std::chrono::milliseconds delay{0};
+
+    CompiledKernel operator()(const codegen::KernelSource& s, const std::string& arch) {
+        ++calls;
+        if (delay.count()) std::this_thread::sleep_for(delay);
+        if (fail_next > 0) {
+            --fail_next;
+            throw std::runtime_error("fake compiler failure");
+        }
+        CompiledKernel k;
+        k.name = s.name;
+        k.entry = s.entry;
+        k.arch = arch;
+        k.cubin = "fake cubin of " + s.source + " for " + arch;
+        k.options = s.options;
+        k.threads = s.threads;
+        k.smem_bytes = s.smem_bytes;
+        k.compile_seconds = 0.25;
+        return k;
+    }
+};
+
+}  // namespace attnjit::runtime::testing
