@@ -1,0 +1,143 @@
+// The launch path around the kernel: a second Attention for the same spec is served from
+// the memory cache (no compile, no disk read, no module load), and bad arguments are
+// refused before anything reaches the GPU (UserError; O and LSE keep their poison).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <functional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "runtime/kernel_cache.h"
+#include "support/error.h"
+#include "tests/gpu/gpu_test_support.h"
+
+namespace attnjit::gputest {
+namespace {
+
+Case combination_case() {
+    Case c;
+    c.mod = Mod::Combination;  // captured tensors and scalars: every kind of argument
+    c.dtype = DType::bf16;
+    c.dqk = c.dv = 128;
+    c.batch = 2;
+    c.hq = 4;
+    c.hkv = 2;
+    c.nq = 129;
+    c.nk = 255;
+    return c;
+}
+
+TEST(KernelCache, SecondAttentionForTheSameSpecHitsMemory) {
+    ATTNJIT_SKIP_WITHOUT_GPU();
+    Case c = combination_case();
+    c.mod = Mod::Softcap;
+    const auto spec = make_spec(c);
+    auto& cache = runtime::KernelCache::global();
+
+    Attention first(spec);
+    const runtime::CacheStats after_first = cache.stats();
+    Attention second(make_spec(c));  // an equal spec built anew
+    const runtime::CacheStats after_second = cache.stats();
+
+    EXPECT_GT(after_second.memory_hits, after_first.memory_hits) << after_first << "\n" << after_second;
+    EXPECT_EQ(after_second.misses, after_first.misses) << "the second Attention compiled again";
+    EXPECT_EQ(after_second.disk_hits, after_first.disk_hits) << "the second Attention read the disk";
+    EXPECT_EQ(after_second.loads, after_first.loads) << "the second Attention loaded another module";
+    EXPECT_EQ(second.compile_seconds(), 0.0);
+    EXPECT_TRUE(second.can_launch());
+
+    // Both launch and compute the same bits on the same inputs.
+    Problem p = make_problem(c);
+    p.poison_outputs();
+    first(p.args());
+    p.download_outputs();
+    const auto o1 = p.o.storage();
+    const auto l1 = p.lse.storage();
+    p.poison_outputs();
+    second(p.args());
+    p.download_outputs();
+    EXPECT_EQ(o1, p.o.storage()) << "two launches of one cached kernel differ";
+    EXPECT_EQ(l1, p.lse.storage());
+    auto ref = reference::forward(p.spec, p.in);
+    Check r = check_output(c.name() + " O", p.o, ref.o, reference::output_tolerance(c.dtype));
+    EXPECT_TRUE(r.ok) << r.message;
+}
+
+struct BadArgs {
+    std::string name;
+    std::function<void(LaunchArgs&)> spoil;
+};
+
+std::vector<BadArgs> bad_args_cases(const Problem& p) {
+    const int64_t B = p.c.batch, Nq = p.c.nq;
+    return {
+        {"q of the wrong dtype", [](LaunchArgs& a) { a.q.dtype = DType::f16; }},
+        {"k with the wrong head dim", [](LaunchArgs& a) { a.k.shape[3] = 64; }},
+        {"v shorter than k", [](LaunchArgs& a) { a.v.shape[2] -= 1; }},
+        {"o of the wrong length", [](LaunchArgs& a) { a.o.shape[2] -= 1; }},
+        {"q heads not a multiple of kv heads",
+         [](LaunchArgs& a) {
+             a.q.shape[1] = 3;
+             a.o.shape[1] = 3;
+             a.lse->shape[1] = 3;
+         }},
+        {"null q", [](LaunchArgs& a) { a.q.data = nullptr; }},
+        {"misaligned q", [](LaunchArgs& a) { a.q.data = static_cast<char*>(a.q.data) + 2; }},
+        {"o with a non-unit head-dim stride", [](LaunchArgs& a) { a.o.strides[3] = 2; }},
+        {"o with a stride that breaks 16-byte rows", [](LaunchArgs& a) { a.o.strides[2] += 1; }},
+        {"o overlapping itself (stride 0)", [](LaunchArgs& a) { a.o.strides[2] = 0; }},
+        {"missing lse", [](LaunchArgs& a) { a.lse.reset(); }},
+        {"lse of the wrong dtype", [](LaunchArgs& a) { a.lse->dtype = DType::bf16; }},
+        {"missing captured tensor", [](LaunchArgs& a) { a.tensors.erase("rel_table"); }},
+        {"extra captured tensor", [](LaunchArgs& a) { a.tensors["unused"] = a.tensors.at("q_doc"); }},
+        {"captured tensor of the wrong dtype", [](LaunchArgs& a) { a.tensors.at("q_doc").dtype = DType::f32; }},
+        {"captured tensor too small",
+         [B, Nq](LaunchArgs& a) { a.tensors.at("q_doc").shape = {B, Nq - 1}; }},
+        {"missing scalar", [](LaunchArgs& a) { a.scalars.erase("cap"); }},
+        {"extra scalar", [](LaunchArgs& a) { a.scalars["window"] = 3; }},
+        {"NaN scalar", [](LaunchArgs& a) { a.scalars["cap"] = std::nan(""); }},
+    };
+}
+
+TEST(LaunchArgs, BadArgumentsLaunchNothingAndLeaveOutputsPoisoned) {
+    ATTNJIT_SKIP_WITHOUT_GPU();
+    const Case c = combination_case();
+    Problem p = make_problem(c);
+    Attention attn(p.spec);
+    const auto loads_before = runtime::KernelCache::global().stats().loads;
+    for (const BadArgs& bad : bad_args_cases(p)) {
+        SCOPED_TRACE(bad.name);
+        p.poison_outputs();
+        LaunchArgs a = p.args();
+        bad.spoil(a);
+        EXPECT_THROW(check_launch_args(p.spec, a), UserError) << bad.name;
+        try {
+            attn(a);
+            ADD_FAILURE() << bad.name << ": the launch was not refused";
+        } catch (const UserError& e) {
+            EXPECT_FALSE(std::string(e.what()).empty());
+        } catch (const std::exception& e) {
+            ADD_FAILURE() << bad.name << ": expected a UserError, got " << e.what();
+        }
+        p.download_outputs();  // synchronises: a stray launch would have finished
+        EXPECT_TRUE(all_poison(p.o)) << bad.name << ": O was written";
+        EXPECT_TRUE(all_poison(p.lse)) << bad.name << ": LSE was written";
+    }
+    EXPECT_EQ(runtime::KernelCache::global().stats().loads, loads_before);
+
+    // The same problem with its good arguments is written everywhere and correct, so the
+    // checks above are not vacuous.
+    p.poison_outputs();
+    attn(p.args());
+    p.download_outputs();
+    auto ref = reference::forward(p.spec, p.in);
+    Check o = check_output(c.name() + " O", p.o, ref.o, reference::output_tolerance(c.dtype));
+    EXPECT_TRUE(o.ok) << o.message;
+    Check l = check_output(c.name() + " LSE", p.lse, ref.lse, reference::kLseTolerance);
+    EXPECT_TRUE(l.ok) << l.message;
+}
+
+}  // namespace
+}  // namespace attnjit::gputest

@@ -1,0 +1,337 @@
+#include "tests/gpu/gpu_test_support.h"
+
+#include <algorithm>
+#include <cmath>
+#include <exception>
+#include <limits>
+#include <sstream>
+
+#include "dsl/dsl.h"
+
+namespace attnjit::gputest {
+
+const char* mod_name(Mod m) {
+    switch (m) {
+    case Mod::Plain: return "plain";
+    case Mod::CausalTopLeft: return "causal_tl";
+    case Mod::CausalBottomRight: return "causal_br";
+    case Mod::SlidingWindow: return "window";
+    case Mod::AlibiCausal: return "alibi_causal";
+    case Mod::Softcap: return "softcap";
+    case Mod::BiasBroadcast: return "bias_bcast";
+    case Mod::RelativePosition: return "relpos";
+    case Mod::DocumentMask: return "document";
+    case Mod::PrefixLm: return "prefix_lm";
+    case Mod::Combination: return "softcap_relpos_causal_doc";
+    }
+    return "?";
+}
+
+std::vector<Mod> all_mods() {
+    return {Mod::Plain,        Mod::CausalTopLeft, Mod::CausalBottomRight, Mod::SlidingWindow,
+            Mod::AlibiCausal,  Mod::Softcap,       Mod::BiasBroadcast,     Mod::RelativePosition,
+            Mod::DocumentMask, Mod::PrefixLm,      Mod::Combination};
+}
+
+std::string Case::name() const {
+    std::ostringstream s;
+    s << dtype_name(dtype) << "_d" << dqk;
+    if (dv != dqk) s << "x" << dv;
+    s << "_" << mod_name(mod) << "_b" << batch << "_h" << hq << "x" << hkv << "_q" << nq << "_k" << nk;
+    if (layout == Layout::BNHD) s << "_bnhd";
+    if (!lse) s << "_nolse";
+    return s.str();
+}
+
+uint64_t Case::seed() const {
+    uint64_t h = 0xcbf29ce484222325ULL;  // FNV-1a
+    for (unsigned char ch : name()) h = (h ^ ch) * 0x100000001b3ULL;
+    return h;
+}
+
+std::ostream& operator<<(std::ostream& os, const Case& c) { return os << c.name(); }
+
+namespace {
+
+constexpr int kRelMaxDistance = 32;       // RelativePosition's table: [Hq, 65]
+constexpr int kComboRelMaxDistance = 16;  // Combination's table: [Hq, 33]
+constexpr double kCap = 2.0;              // small enough to bite on N(0, 1) scores
+constexpr int kWindow = 97;               // not a multiple of any tile
+constexpr int kPrefix = 37;
+
+dsl::Tensor slopes_tensor() { return dsl::Tensor("slopes", DType::f32, 1); }
+dsl::Tensor rel_tensor() { return dsl::Tensor("rel_table", DType::f32, 2); }
+dsl::Tensor q_doc_tensor() { return dsl::Tensor("q_doc", DType::i32, 2); }
+dsl::Tensor kv_doc_tensor() { return dsl::Tensor("kv_doc", DType::i32, 2); }
+
+// Strides of a logical [B, H, N, D] tensor stored in `layout`'s memory order.
+std::vector<int64_t> layout_strides(Layout layout, int64_t B, int64_t H, int64_t N, int64_t D) {
+    (void)B;
+    if (layout == Layout::BNHD) return {N * H * D, D, H * D, 1};
+    return {H * N * D, N * D, D, 1};
+}
+
+// Documents as contiguous runs, with the same (random) boundaries at the same relative
+// positions of the queries and of the keys, so both sides see every document (except
+// where a run is shorter than one position: those queries keep no key).
+void fill_documents(HostTensor& q_doc, HostTensor& kv_doc, uint64_t seed) {
+    const int64_t B = q_doc.size(0), Nq = q_doc.size(1), Nk = kv_doc.size(1);
+    for (int64_t b = 0; b < B; ++b) {
+        HostTensor cuts(DType::f32, {5});
+        reference::fill_normal(cuts, seed + 17 * static_cast<uint64_t>(b) + 1);
+        std::vector<double> c;
+        for (int k = 0; k < 5; ++k) c.push_back(0.5 + 0.25 * std::tanh(cuts.get({k})) * 2);  // in (0, 1)
+        std::sort(c.begin(), c.end());
+        auto doc_of = [&](double pos) {
+            int d = 0;
+            for (double x : c) d += pos >= x;
+            return d;
+        };
+        for (int64_t i = 0; i < Nq; ++i) q_doc.set({b, i}, doc_of((i + 0.5) / Nq));
+        for (int64_t j = 0; j < Nk; ++j) kv_doc.set({b, j}, doc_of((j + 0.5) / Nk));
+    }
+}
+
+std::string index_str(const std::vector<int64_t>& idx) {
+    std::ostringstream s;
+    s << "[";
+    for (size_t d = 0; d < idx.size(); ++d) s << (d ? ", " : "") << idx[d];
+    return s.str() + "]";
+}
+
+}  // namespace
+
+dsl::AttentionSpec make_spec(const Case& c) {
+    namespace m = dsl::mods;
+    using m::CausalAlign;
+    dsl::AttentionSpec s;
+    s.dtype(c.dtype).head_dims(c.dqk, c.dv).return_lse(c.lse);
+    switch (c.mod) {
+    case Mod::Plain: break;
+    case Mod::CausalTopLeft: s.mask(m::causal(CausalAlign::TopLeft)); break;
+    case Mod::CausalBottomRight: s.mask(m::causal(CausalAlign::BottomRight)); break;
+    case Mod::SlidingWindow:
+        s.mask(m::sliding_window(dsl::int_scalar("window"), CausalAlign::BottomRight));
+        break;
+    case Mod::AlibiCausal: s.score_mod(m::alibi(slopes_tensor())).mask(m::causal()); break;
+    case Mod::Softcap: s.score_mod(m::softcap(dsl::scalar("cap"))); break;
+    case Mod::BiasBroadcast: s.score_mod(m::bias(dsl::Tensor("bias", c.dtype, 4))); break;
+    case Mod::RelativePosition:
+        s.score_mod(m::relative_position_bias(rel_tensor(), kRelMaxDistance));
+        break;
+    case Mod::DocumentMask: s.mask(m::document_mask(q_doc_tensor(), kv_doc_tensor())); break;
+    case Mod::PrefixLm: s.mask(m::prefix_lm(dsl::int_scalar("prefix"))); break;
+    case Mod::Combination:
+        s.score_mod(m::compose(m::softcap(dsl::scalar("cap")),
+                               m::relative_position_bias(rel_tensor(), kComboRelMaxDistance)))
+            .mask(m::causal(CausalAlign::BottomRight) &&
+                  m::document_mask(q_doc_tensor(), kv_doc_tensor()));
+        break;
+    }
+    return s;
+}
+
+Problem make_problem(const Case& c) {
+    Problem p;
+    p.c = c;
+    p.spec = make_spec(c);
+    const int64_t B = c.batch, Hq = c.hq, Hkv = c.hkv, Nq = c.nq, Nk = c.nk;
+    const uint64_t seed = c.seed();
+    auto& in = p.in;
+    in.q = HostTensor(c.dtype, {B, Hq, Nq, c.dqk}, layout_strides(c.layout, B, Hq, Nq, c.dqk));
+    in.k = HostTensor(c.dtype, {B, Hkv, Nk, c.dqk}, layout_strides(c.layout, B, Hkv, Nk, c.dqk));
+    in.v = HostTensor(c.dtype, {B, Hkv, Nk, c.dv}, layout_strides(c.layout, B, Hkv, Nk, c.dv));
+    reference::fill_normal(in.q, seed + 1);
+    reference::fill_normal(in.k, seed + 2);
+    reference::fill_normal(in.v, seed + 3);
+
+    auto add_docs = [&] {
+        HostTensor q_doc(DType::i32, {B, Nq}), kv_doc(DType::i32, {B, Nk});
+        fill_documents(q_doc, kv_doc, seed + 4);
+        in.tensors.emplace("q_doc", std::move(q_doc));
+        in.tensors.emplace("kv_doc", std::move(kv_doc));
+    };
+    auto add_rel = [&](int max_distance) {
+        HostTensor rel(DType::f32, {Hq, 2 * max_distance + 1});
+        reference::fill_normal(rel, seed + 5);
+        in.tensors.emplace("rel_table", std::move(rel));
+    };
+    switch (c.mod) {
+    case Mod::SlidingWindow: in.scalars["window"] = kWindow; break;
+    case Mod::AlibiCausal: {
+        HostTensor slopes(DType::f32, {Hq});
+        for (int64_t h = 0; h < Hq; ++h)
+            slopes.set({h}, std::exp2(-8.0 * static_cast<double>(h + 1) / static_cast<double>(Hq)));
+        in.tensors.emplace("slopes", std::move(slopes));
+        break;
+    }
+    case Mod::Softcap: in.scalars["cap"] = kCap; break;
+    case Mod::BiasBroadcast: {
+        // One [1, Hq, Nq, Nk] bias seen as [B, Hq, Nq, Nk] through a batch stride of 0.
+        HostTensor bias(c.dtype, {B, Hq, Nq, Nk}, {0, Nq * Nk, Nk, 1});
+        reference::fill_normal(bias, seed + 6);
+        in.tensors.emplace("bias", std::move(bias));
+        break;
+    }
+    case Mod::RelativePosition: add_rel(kRelMaxDistance); break;
+    case Mod::DocumentMask: add_docs(); break;
+    case Mod::PrefixLm: in.scalars["prefix"] = kPrefix; break;
+    case Mod::Combination:
+        in.scalars["cap"] = kCap + 1.0;
+        add_rel(kComboRelMaxDistance);
+        add_docs();
+        break;
+    default: break;
+    }
+
+    p.o = HostTensor(c.dtype, {B, Hq, Nq, c.dv}, layout_strides(c.layout, B, Hq, Nq, c.dv));
+    reference::fill_poison(p.o);
+    if (c.lse) {
+        p.lse = HostTensor(DType::f32, {B, Hq, Nq});
+        reference::fill_poison(p.lse);
+    }
+
+    p.dq = runtime::to_device(in.q);
+    p.dk = runtime::to_device(in.k);
+    p.dv = runtime::to_device(in.v);
+    p.d_o = runtime::to_device(p.o);
+    if (c.lse) p.d_lse = runtime::to_device(p.lse);
+    for (const auto& [name, t] : in.tensors) p.d_tensors.emplace(name, runtime::to_device(t));
+    return p;
+}
+
+LaunchArgs Problem::args() const {
+    LaunchArgs a;
+    a.q = dq.view;
+    a.k = dk.view;
+    a.v = dv.view;
+    a.o = d_o.view;
+    if (c.lse) a.lse = d_lse.view;
+    for (const auto& [name, t] : d_tensors) a.tensors[name] = t.view;
+    a.scalars = in.scalars;
+    return a;
+}
+
+void Problem::poison_outputs() {
+    reference::fill_poison(o);
+    d_o.buffer.upload(o.storage().data(), o.storage().size());
+    if (c.lse) {
+        reference::fill_poison(lse);
+        d_lse.buffer.upload(lse.storage().data(), lse.storage().size());
+    }
+}
+
+void Problem::download_outputs() {
+    runtime::synchronize("cuCtxSynchronize after the attention kernel");
+    runtime::from_device(d_o, o);
+    if (c.lse) runtime::from_device(d_lse, lse);
+}
+
+Check check_output(const std::string& what, const HostTensor& actual, const reference::DoubleTensor& expected,
+                   reference::Tolerance tol) {
+    Check r;
+    auto cmp = reference::compare(actual, expected, tol);
+    if (cmp.ok) return r;
+    // Where the largest error is (the reference's report lists the first failures).
+    double worst = -1, worst_a = 0, worst_e = 0;
+    std::vector<int64_t> worst_idx, first_bad_idx;
+    int64_t n = 0;
+    actual.for_each_index([&](const int64_t* idx) {
+        double a = actual.get(idx), e = expected.data[static_cast<size_t>(n++)];
+        bool bad = reference::is_poison(actual, idx) || std::isnan(a) || std::isnan(e) ||
+                   ((std::isinf(a) || std::isinf(e)) && a != e);
+        double err = bad ? std::numeric_limits<double>::infinity()
+                         : (std::isinf(a) ? 0.0 : std::fabs(a - e));
+        if (bad && first_bad_idx.empty()) first_bad_idx.assign(idx, idx + actual.rank());
+        if (err > worst) {
+            worst = err;
+            worst_a = a;
+            worst_e = e;
+            worst_idx.assign(idx, idx + actual.rank());
+        }
+    });
+    std::ostringstream s;
+    s << what << ": max abs error " << cmp.max_abs_error << " (max rel " << cmp.max_rel_error << "), worst at "
+      << index_str(worst_idx) << " (actual " << worst_a << ", expected " << worst_e << ")";
+    if (!first_bad_idx.empty())
+        s << "; first NaN/unwritten/infinity mismatch at " << index_str(first_bad_idx);
+    s << "\n  " << cmp.report;
+    r.ok = false;
+    r.message = s.str();
+    return r;
+}
+
+Check check_fully_masked_rows(const std::string& what, const HostTensor& o, const HostTensor* lse,
+                              const reference::DoubleTensor& ref_lse, int64_t* rows) {
+    Check r;
+    int64_t count = 0;
+    const int64_t B = o.size(0), H = o.size(1), N = o.size(2), D = o.size(3);
+    for (int64_t b = 0; b < B; ++b)
+        for (int64_t h = 0; h < H; ++h)
+            for (int64_t i = 0; i < N; ++i) {
+                if (!(std::isinf(ref_lse.at({b, h, i})) && ref_lse.at({b, h, i}) < 0)) continue;
+                ++count;
+                if (!r.ok) continue;
+                for (int64_t d = 0; d < D && r.ok; ++d) {
+                    int64_t idx[4] = {b, h, i, d};
+                    double v = o.get(idx);
+                    if (v != 0.0 || reference::is_poison(o, idx)) {
+                        std::ostringstream s;
+                        s << what << ": row [" << b << ", " << h << ", " << i
+                          << "] keeps no key, so O must be 0, but O" << index_str({b, h, i, d}) << " = "
+                          << (reference::is_poison(o, idx) ? std::string("never written") : std::to_string(v));
+                        r = {false, s.str()};
+                    }
+                }
+                if (lse && r.ok) {
+                    double l = lse->get({b, h, i});
+                    if (!(std::isinf(l) && l < 0)) {
+                        std::ostringstream s;
+                        s << what << ": row [" << b << ", " << h << ", " << i
+                          << "] keeps no key, so LSE must be -inf, but it is "
+                          << (reference::is_poison(*lse, std::vector<int64_t>{b, h, i}.data())
+                                  ? std::string("never written")
+                                  : std::to_string(l));
+                        r = {false, s.str()};
+                    }
+                }
+            }
+    if (rows) *rows = count;
+    return r;
+}
+
+bool all_poison(const HostTensor& t) {
+    bool all = true;
+    t.for_each_index([&](const int64_t* idx) { all = all && reference::is_poison(t, idx); });
+    return all;
+}
+
+Check run_case(const Case& c) {
+    const std::string name = c.name();
+    try {
+        Problem p = make_problem(c);
+        Attention attn(p.spec);
+        p.poison_outputs();
+        attn(p.args());
+        p.download_outputs();
+        auto ref = reference::forward(p.spec, p.in);
+
+        Check r;
+        std::string msg;
+        auto add = [&](const Check& k) {
+            if (!k.ok) {
+                r.ok = false;
+                msg += (msg.empty() ? "" : "\n") + k.message;
+            }
+        };
+        add(check_output(name + " O", p.o, ref.o, reference::output_tolerance(c.dtype)));
+        if (c.lse) add(check_output(name + " LSE", p.lse, ref.lse, reference::kLseTolerance));
+        add(check_fully_masked_rows(name, p.o, c.lse ? &p.lse : nullptr, ref.lse));
+        r.message = msg;
+        return r;
+    } catch (const std::exception& e) {
+        return {false, name + ": threw " + e.what()};
+    }
+}
+
+}  // namespace attnjit::gputest

@@ -1,0 +1,117 @@
+// Shared by the GPU correctness tests: the case description (modifier, dtype, head dims,
+// lengths, heads, layout), building its spec and fresh seeded inputs, running it through
+// attnjit::Attention with poisoned outputs, and comparing with the fp64 reference.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "reference/attention_reference.h"
+#include "reference/host_tensor.h"
+#include "runtime/attention.h"
+#include "runtime/device.h"
+#include "runtime/device_buffer.h"
+
+// First line of every GPU test: skips (never fails) with the reason when no GPU is usable.
+#define ATTNJIT_SKIP_WITHOUT_GPU()                                                 \
+    do {                                                                           \
+        if (auto attnjit_why_no_gpu = ::attnjit::runtime::why_no_gpu())            \
+            GTEST_SKIP() << "no usable GPU: " << *attnjit_why_no_gpu;              \
+    } while (0)
+
+namespace attnjit::gputest {
+
+using reference::HostTensor;
+
+// The ready-made modifiers of dsl/mods.h under test.
+enum class Mod {
+    Plain,
+    CausalTopLeft,
+    CausalBottomRight,
+    SlidingWindow,   // sliding_window(int_scalar window, BottomRight)
+    AlibiCausal,     // alibi(slopes[Hq]) + causal top-left
+    Softcap,         // softcap(scalar cap)
+    BiasBroadcast,   // bias([1, Hq, Nq, Nk] broadcast over B by stride 0), dtype of Q
+    RelativePosition,  // relative_position_bias(table[Hq, 2*32+1], 32)
+    DocumentMask,    // document_mask(q_doc[B, Nq], kv_doc[B, Nk])
+    PrefixLm,        // prefix_lm(int_scalar prefix)
+    Combination,     // score_mod softcap(relpos) + mask causal bottom-right && document
+};
+const char* mod_name(Mod m);
+std::vector<Mod> all_mods();
+
+enum class Layout {
+    BHND,  // [B, H, N, D] contiguous
+    BNHD,  // [B, N, H, D] memory order, viewed as [B, H, N, D] through strides (no copy)
+};
+
+struct Case {
+    Mod mod = Mod::Plain;
+    DType dtype = DType::bf16;
+    int dqk = 128, dv = 128;
+    int batch = 1, hq = 4, hkv = 4;
+    int nq = 1, nk = 1;
+    Layout layout = Layout::BHND;
+    bool lse = true;
+
+    // A readable, unique, gtest-safe name: "bf16_d128_causal_br_b2_h4x2_q17_k255".
+    std::string name() const;
+    // A per-case seed (FNV-1a of the name): every case draws its own inputs.
+    uint64_t seed() const;
+};
+std::ostream& operator<<(std::ostream& os, const Case& c);
+
+// The spec of a case (return_lse as asked; heads left to the tensors, so GQA and MHA
+// share one kernel).
+dsl::AttentionSpec make_spec(const Case& c);
+
+// Host and device data of one problem. Inputs are fresh N(0, 1) values rounded to the
+// dtype, seeded by the case; outputs are poisoned (reference::fill_poison) on host and
+// device before every launch.
+struct Problem {
+    Case c;
+    dsl::AttentionSpec spec;
+    reference::ForwardInputs in;
+    HostTensor o, lse;  // host mirrors of the outputs (lse empty when not asked)
+    runtime::DeviceTensor dq, dk, dv, d_o, d_lse;
+    std::map<std::string, runtime::DeviceTensor> d_tensors;
+
+    LaunchArgs args() const;
+    // Poisons o and lse on the host and uploads the poison to the device.
+    void poison_outputs();
+    // Downloads o and lse (synchronises first).
+    void download_outputs();
+};
+Problem make_problem(const Case& c);
+
+// The result of checking one output against the reference.
+struct Check {
+    bool ok = true;
+    std::string message;  // empty when ok
+};
+
+// Compares `actual` with `expected` under `tol`: NaN, poison (never written) and
+// mismatched infinities fail; the message names `what`, the max error and where it is,
+// and the reference's report of the first failing elements.
+Check check_output(const std::string& what, const HostTensor& actual,
+                   const reference::DoubleTensor& expected, reference::Tolerance tol);
+
+// Rows with no kept key (reference LSE = -inf) must be O = 0 exactly and LSE = -inf.
+// Returns the number of such rows through `rows` and fails naming the first bad one.
+Check check_fully_masked_rows(const std::string& what, const HostTensor& o, const HostTensor* lse,
+                              const reference::DoubleTensor& ref_lse, int64_t* rows = nullptr);
+
+// True when every logical element of `t` still holds the poison pattern.
+bool all_poison(const HostTensor& t);
+
+// Runs a whole case: compile (through the caches), poison, launch, synchronise, compare O
+// and LSE with the reference. The message names the case.
+Check run_case(const Case& c);
+
+}  // namespace attnjit::gputest
