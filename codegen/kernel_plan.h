@@ -1,0 +1,46 @@
+// KernelPlan: what lower() made of an AttentionSpec. Tile-independent; generate() turns
+// it into CUDA text. Every expression here is simplified, common subexpressions are
+// bindings, and loop invariants sit at the level where they are computed.
+#pragma once
+
+#include <map>
+#include <ostream>
+#include <string>
+
+#include "attnjit/tile_config.h"
+#include "codegen/binding.h"
+#include "dsl/attention_spec.h"
+
+namespace attnjit::codegen {
+
+struct KernelPlan {
+    dsl::AttentionSpec spec;  // what was asked for, unchanged
+    ElemKind elem = ElemKind::f16;
+    int head_dim_qk = 0, head_dim_v = 0;
+
+    Bindings head;            // Variant::Head fields (make_head), evaluation order
+    Bindings row;             // Variant::Row fields (make_row)
+    Bindings score_bindings;  // per-element temporaries computed in score_mod
+    Bindings mask_bindings;   // per-element temporaries computed in mask
+
+    dsl::Expr score_mod;  // undefined: the identity (no score_mod hook work)
+    dsl::Expr mask;       // undefined: keep every in-bounds key
+    bool can_classify = false;  // classify() may return kSkip / kFull
+
+    // Runtime inputs the lowered expressions still read (the Params struct carries
+    // every one the spec declares; see params_layout.h).
+    std::map<std::string, dsl::Type> scalars;
+    std::map<std::string, dsl::TensorInfo> tensors;
+
+    bool has_score_mod() const { return score_mod.defined(); }
+    bool has_mask() const { return mask.defined(); }
+    // head, row, then the element bindings of score_mod and of mask (each name once).
+    Bindings all_bindings() const;
+};
+
+std::ostream& operator<<(std::ostream& os, const KernelPlan& plan);
+
+ElemKind elem_kind(DType d);  // f16/bf16/f32; UserError otherwise
+const char* elem_kind_name(ElemKind e);
+
+}  // namespace attnjit::codegen

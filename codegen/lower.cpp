@@ -1,0 +1,153 @@
+#include "codegen/lower.h"
+
+#include <chrono>
+#include <set>
+#include <sstream>
+
+#include "codegen/cse.h"
+#include "codegen/hoist.h"
+#include "codegen/mask_analysis.h"
+#include "codegen/simplify.h"
+#include "dsl/printer.h"
+#include "dsl/visitor.h"
+#include "support/debug.h"
+
+namespace attnjit::codegen {
+namespace {
+
+// Times one pass (debug 1) and prints what it produced (debug 2).
+class PassLog {
+public:
+    explicit PassLog(const char* name) : name_(name), start_(std::chrono::steady_clock::now()) {}
+    template <class Print>
+    void done(Print&& print) {
+        double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start_).count();
+        debug(1) << "codegen pass " << name_ << ": " << ms << " ms";
+        if (env::debug_level() >= 2) {
+            std::ostringstream s;
+            print(s);
+            debug(2) << "after " << name_ << ":\n" << s.str();
+        }
+    }
+
+private:
+    const char* name_;
+    std::chrono::steady_clock::time_point start_;
+};
+
+void print_expr(std::ostream& os, const char* what, const dsl::Expr& e) {
+    os << "  " << what << ": ";
+    if (e.defined()) os << e;
+    else os << "none";
+    os << "\n";
+}
+
+void print_bindings(std::ostream& os, const Bindings& bs) {
+    for (const auto& b : bs) os << "  " << b.name << " [" << level_name(b.level) << "] = " << b.value << "\n";
+}
+
+// The element bindings `result` needs, directly or through other element bindings,
+// in evaluation order.
+Bindings used_bindings(const dsl::Expr& result, const Bindings& element) {
+    std::set<std::string> used;
+    auto mark = [&](const dsl::Expr& e) {
+        dsl::for_each_node(e, [&](const dsl::Expr& n) {
+            if (auto t = n.as<dsl::Temp>()) used.insert(t->name);
+        });
+    };
+    if (result.defined()) mark(result);
+    // Later bindings only read earlier ones: one backward sweep closes the set.
+    for (auto it = element.rbegin(); it != element.rend(); ++it)
+        if (used.count(it->name)) mark(it->value);
+    Bindings out;
+    for (const auto& b : element)
+        if (used.count(b.name)) out.push_back(b);
+    return out;
+}
+
+}  // namespace
+
+KernelPlan lower(const dsl::AttentionSpec& spec) {
+    spec.validate();
+    KernelPlan plan;
+    plan.spec = spec;
+    plan.elem = elem_kind(spec.dtype());
+    plan.head_dim_qk = spec.head_dim_qk();
+    plan.head_dim_v = spec.head_dim_v();
+    debug(1) << "lowering " << spec;
+
+    dsl::Expr score_mod, mask;
+    {
+        PassLog log("simplify");
+        score_mod = simplify(spec.score_mod());
+        mask = simplify(spec.mask());
+        // The identity score_mod and the always-true mask are no hook at all.
+        if (auto v = score_mod.defined() ? score_mod.as<dsl::Var>() : nullptr; v && v->var == dsl::VarKind::Score)
+            score_mod = dsl::Expr();
+        if (auto c = mask.defined() ? mask.as<dsl::Const>() : nullptr; c && c->i != 0) mask = dsl::Expr();
+        log.done([&](std::ostream& os) {
+            print_expr(os, "score_mod", score_mod);
+            print_expr(os, "mask", mask);
+        });
+    }
+
+    CseResult shared;
+    {
+        PassLog log("cse");
+        shared = cse({score_mod, mask});
+        log.done([&](std::ostream& os) {
+            print_bindings(os, shared.bindings);
+            print_expr(os, "score_mod", shared.results[0]);
+            print_expr(os, "mask", shared.results[1]);
+        });
+    }
+
+    HoistResult hoisted;
+    {
+        PassLog log("hoist");
+        hoisted = hoist(shared.bindings, shared.results);
+        plan.head = hoisted.head;
+        plan.row = hoisted.row;
+        plan.score_mod = hoisted.results[0];
+        plan.mask = hoisted.results[1];
+        plan.score_bindings = used_bindings(plan.score_mod, hoisted.element);
+        plan.mask_bindings = used_bindings(plan.mask, hoisted.element);
+        log.done([&](std::ostream& os) {
+            print_bindings(os, plan.head);
+            print_bindings(os, plan.row);
+            print_bindings(os, hoisted.element);
+            print_expr(os, "score_mod", plan.score_mod);
+            print_expr(os, "mask", plan.mask);
+        });
+    }
+
+    {
+        PassLog log("mask_analysis");
+        ClassifyCode code = mask_analysis(plan.mask, plan.all_bindings());
+        plan.can_classify = code.can_classify;
+        log.done([&](std::ostream& os) {
+            os << "  can_classify: " << (plan.can_classify ? "true" : "false") << "\n";
+            for (const auto& l : code.lines) os << "  " << l << "\n";
+        });
+    }
+
+    for (const auto& b : plan.all_bindings()) {
+        dsl::for_each_node(b.value, [&](const dsl::Expr& n) {
+            if (auto s = n.as<dsl::ScalarParam>()) plan.scalars[s->name] = s->type;
+            if (auto t = n.as<dsl::TensorLoad>())
+                plan.tensors[t->name] = dsl::TensorInfo{t->dtype, static_cast<int>(t->indices.size())};
+        });
+    }
+    for (const auto* e : {&plan.score_mod, &plan.mask}) {
+        if (!e->defined()) continue;
+        dsl::for_each_node(*e, [&](const dsl::Expr& n) {
+            if (auto s = n.as<dsl::ScalarParam>()) plan.scalars[s->name] = s->type;
+            if (auto t = n.as<dsl::TensorLoad>())
+                plan.tensors[t->name] = dsl::TensorInfo{t->dtype, static_cast<int>(t->indices.size())};
+        });
+    }
+    debug(2) << plan;
+    return plan;
+}
+
+}  // namespace attnjit::codegen

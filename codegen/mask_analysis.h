@@ -1,0 +1,31 @@
+// mask_analysis: tile classification by interval arithmetic (interval_rules.h).
+//
+// Emits the body of Variant::classify(p, hd, q0, q1, k0, k1, ctx): a straight-line
+// computation of an interval for every int subexpression of the mask and of "may be
+// true" / "may be false" for every bool one over the box [q0, q1] x [k0, k1], ending in
+// kSkip (no element kept), kFull (every element kept) or kPartial. Document masks get
+// their ranges from the template's block-collective ctx.int_range(ptr, stride, first,
+// last) (templates/attnjit/intervals.cuh), which every thread calls alike.
+//
+// can_classify is false when the analysis learns nothing at codegen time (both "may
+// be true" and "may be false" are the constant true): the kernel then treats every tile
+// as partial and never calls classify.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "codegen/binding.h"
+
+namespace attnjit::codegen {
+
+struct ClassifyCode {
+    bool can_classify = false;
+    std::vector<std::string> lines;  // statements of the body, comments included
+};
+
+// `mask` reads `bindings` (all levels) through Temps; head-level ones are read from the
+// Head struct ("hd.<name>"). An undefined mask keeps everything: kFull.
+ClassifyCode mask_analysis(const dsl::Expr& mask, const Bindings& bindings);
+
+}  // namespace attnjit::codegen

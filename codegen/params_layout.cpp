@@ -1,0 +1,89 @@
+#include "codegen/params_layout.h"
+
+#include "attnjit/forward_args.h"
+#include "codegen/cuda_emitter.h"
+
+namespace attnjit::codegen {
+
+const char* params_field_kind_name(ParamsField::Kind k) {
+    switch (k) {
+    case ParamsField::Kind::Args: return "args";
+    case ParamsField::Kind::FloatScalar: return "float scalar";
+    case ParamsField::Kind::IntScalar: return "int scalar";
+    case ParamsField::Kind::Tensor: return "tensor";
+    }
+    return "?";
+}
+
+const ParamsField* ParamsLayout::find(const std::string& name) const {
+    for (const auto& f : fields)
+        if (f.name == name) return &f;
+    return nullptr;
+}
+
+namespace {
+
+int round_up(int x, int a) { return (x + a - 1) / a * a; }
+
+// The device pointer and long long are 8 bytes on every target NVRTC supports (64-bit),
+// as on the host; ForwardArgs's size comes from the same header NVRTC compiles.
+constexpr int kPointerBytes = 8;
+constexpr int kStrideBytes = 8;
+
+void place(ParamsLayout& l, ParamsField f) {
+    f.offset = round_up(l.size, f.align);
+    l.size = f.offset + f.size;
+    if (f.align > l.align) l.align = f.align;
+    l.fields.push_back(std::move(f));
+}
+
+}  // namespace
+
+ParamsLayout params_layout(const dsl::AttentionSpec& spec) {
+    static_assert(sizeof(void*) == kPointerBytes && sizeof(long long) == kStrideBytes,
+                  "attnjit assumes a 64-bit host with the device's pointer and long long sizes");
+    ParamsLayout l;
+    ParamsField args;
+    args.name = "args";
+    args.kind = ParamsField::Kind::Args;
+    args.size = static_cast<int>(sizeof(attnjit::ForwardArgs));
+    args.align = static_cast<int>(alignof(attnjit::ForwardArgs));
+    args.c_name = "args";
+    args.c_type = "attnjit::ForwardArgs";
+    place(l, args);
+
+    for (const auto& [name, type] : spec.scalars()) {  // std::map: sorted by name
+        ParamsField f;
+        f.name = name;
+        f.kind = type == dsl::Type::Float ? ParamsField::Kind::FloatScalar : ParamsField::Kind::IntScalar;
+        f.dtype = type == dsl::Type::Float ? DType::f32 : DType::i32;
+        f.size = f.align = 4;
+        f.c_name = scalar_field(name);
+        f.c_type = type == dsl::Type::Float ? "float" : "int";
+        place(l, f);
+    }
+    for (const auto& [name, info] : spec.tensors()) {
+        ParamsField f;
+        f.name = name;
+        f.kind = ParamsField::Kind::Tensor;
+        f.dtype = info.dtype;
+        f.rank = info.rank;
+        f.size = kPointerBytes + kStrideBytes * info.rank;
+        f.align = kPointerBytes;
+        f.c_name = tensor_field(name);
+        f.c_type = std::string("attnjit::TensorArg<") + cuda_elem_type(info.dtype) + ", " + std::to_string(info.rank) + ">";
+        place(l, f);
+    }
+    l.size = round_up(l.size, l.align);
+    return l;
+}
+
+std::ostream& operator<<(std::ostream& os, const ParamsLayout& l) {
+    os << "ParamsLayout (" << l.size << " bytes, align " << l.align << ") {\n";
+    for (const auto& f : l.fields)
+        os << "  " << f.offset << "\t" << f.size << "\t" << f.c_type << " " << f.c_name << ";  // "
+           << params_field_kind_name(f.kind) << (f.kind == ParamsField::Kind::Args ? "" : " '" + f.name + "'") << "\n";
+    return os << "}";
+}
+
+}  // namespace attnjit::codegen

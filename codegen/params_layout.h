@@ -1,0 +1,50 @@
+// ParamsLayout: the fields of the generated Params struct, in order, with C layout
+// (offsets, sizes, alignment). The host launcher packs the kernel's one argument with
+// exactly this object; the generated source static_asserts every offset and the size,
+// so NVRTC rejects any disagreement instead of the kernel reading garbage.
+//
+//   args      attnjit::ForwardArgs (templates/attnjit/forward_args.h), offset 0
+//   scalars   one per runtime scalar, sorted by name: float or int, 4 bytes
+//   tensors   one per captured tensor, sorted by name: attnjit::TensorArg<T, R>
+//             = an 8-byte pointer and R int64 element strides
+#pragma once
+
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "dsl/attention_spec.h"
+#include "support/dtype.h"
+
+namespace attnjit::codegen {
+
+struct ParamsField {
+    enum class Kind { Args, FloatScalar, IntScalar, Tensor };
+    std::string name;    // the spec's name ("cap", "bias"); "args" for ForwardArgs
+    Kind kind = Kind::Args;
+    DType dtype = DType::f32;  // scalar: f32 / i32; tensor: its element type
+    int rank = 0;              // tensors only
+    int offset = 0;  // bytes from the start of Params
+    int size = 0;
+    int align = 0;
+    std::string c_name;  // field name in Params: "args", "scalar_cap", "tensor_bias"
+    std::string c_type;  // "attnjit::ForwardArgs", "float", "attnjit::TensorArg<float, 4>"
+};
+
+const char* params_field_kind_name(ParamsField::Kind k);
+
+struct ParamsLayout {
+    std::vector<ParamsField> fields;  // args first, then scalars, then tensors
+    int size = 0;                     // sizeof(Params)
+    int align = 0;                    // alignof(Params)
+
+    // The field for a spec name (scalar or tensor) or "args"; null when absent.
+    const ParamsField* find(const std::string& name) const;
+};
+
+// The layout for a spec's scalars and tensors (every one it declares).
+ParamsLayout params_layout(const dsl::AttentionSpec& spec);
+
+std::ostream& operator<<(std::ostream& os, const ParamsLayout& l);
+
+}  // namespace attnjit::codegen

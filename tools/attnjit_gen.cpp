@@ -1,0 +1,76 @@
+// attnjit-gen: print what codegen makes of a named example spec (codegen/example_specs.h).
+//
+//   attnjit-gen causal                      the generated CUDA translation unit
+//   attnjit-gen alibi_causal --plan         the KernelPlan after lowering
+//   attnjit-gen bias --layout               the Params layout the launcher packs
+//   attnjit-gen document --dtype bf16 --head-dim 64 --tile 64,64,4,2
+//   attnjit-gen --list                      the example names
+#include <CLI/CLI.hpp>
+
+#include <iostream>
+#include <map>
+
+#include "codegen/example_specs.h"
+#include "codegen/generate.h"
+#include "codegen/lower.h"
+#include "codegen/params_layout.h"
+#include "support/error.h"
+
+using namespace attnjit;
+
+namespace {
+
+DType parse_dtype(const std::string& s) {
+    static const std::map<std::string, DType> names = {{"f16", DType::f16}, {"bf16", DType::bf16}, {"f32", DType::f32}};
+    auto it = names.find(s);
+    user_check(it != names.end()) << "--dtype " << s << ": use f16, bf16 or f32";
+    return it->second;
+}
+
+TileConfig parse_tile(const std::string& s) {
+    TileConfig t{};
+    char tail = 0;
+    user_check(std::sscanf(s.c_str(), "%d,%d,%d,%d%c", &t.block_m, &t.block_n, &t.warps, &t.stages, &tail) == 4)
+        << "--tile " << s << ": expected block_m,block_n,warps,stages, e.g. 128,64,4,2";
+    return t;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    CLI::App app{"attnjit-gen: print the generated kernel source, plan or params layout of an example spec"};
+    std::string name, dtype = "f16", tile;
+    int head_dim = 128;
+    bool plan = false, layout = false, list = false;
+    app.add_option("spec", name, "example spec name (see --list)");
+    app.add_option("--dtype", dtype, "Q/K/V element type: f16, bf16, f32")->capture_default_str();
+    app.add_option("--head-dim", head_dim, "head dim of Q/K and V: 32, 64, 96, 128, 256")->capture_default_str();
+    app.add_option("--tile", tile, "block_m,block_n,warps,stages (default: default_forward_tile)");
+    auto* plan_flag = app.add_flag("--plan", plan, "print the KernelPlan instead of the source");
+    app.add_flag("--layout", layout, "print the ParamsLayout instead of the source")->excludes(plan_flag);
+    app.add_flag("--list", list, "list the example specs");
+    CLI11_PARSE(app, argc, argv);
+
+    try {
+        if (list) {
+            for (const auto& n : codegen::example_names()) std::cout << n << "\n";
+            return 0;
+        }
+        user_check(!name.empty()) << "name an example spec (attnjit-gen --list shows them)";
+        const dsl::AttentionSpec spec = codegen::example_spec(name, parse_dtype(dtype), head_dim);
+        if (plan) {
+            std::cout << codegen::lower(spec) << "\n";
+        } else if (layout) {
+            spec.validate();
+            std::cout << codegen::params_layout(spec) << "\n";
+        } else {
+            const auto src = tile.empty() ? codegen::generate_forward(spec)
+                                          : codegen::generate_forward(spec, parse_tile(tile));
+            std::cout << src.source;
+        }
+    } catch (const UserError& e) {
+        std::cerr << "attnjit-gen: " << e.what() << "\n";
+        return 2;
+    }
+    return 0;
+}
