@@ -20,7 +20,7 @@
 # every test passed (or skipped) and every example exited 0.
 set -u
 
-TEST_BINARIES=(tests/gpu/forward_correctness_test tests/gpu/cache_and_args_test)
+TEST_BINARIES=(tests/gpu/device_buffer_test tests/gpu/cache_and_args_test tests/gpu/forward_correctness_test)
 EXAMPLES=(examples/01_causal_alibi examples/02_softcap_sliding_window examples/03_bias_broadcast
           examples/04_document_mask)
 
@@ -92,7 +92,7 @@ run() {
             {
                 echo "== $name: $passed passed, $failed failed, $skipped skipped; shard exit codes: $rcs"
                 cat "$tmp/$name".*.log | grep '^\[  FAILED  \] .*(.*ms)$' | sed 's/^/   /'
-                cat "$tmp/$name".*.log | grep -m3 '^\[  SKIPPED \]\|no usable GPU' | sed 's/^/   /'
+                [ "$skipped" -gt 0 ] && cat "$tmp/$name".*.log | grep -m1 -A1 'no usable GPU' | sed 's/^/   skipped: /'
                 grep -l -E 'Segmentation|terminate called|Aborted' "$tmp/$name".*.log 2>/dev/null |
                     sed 's/^/   crashed: /'
             } | tee -a "$summary"
