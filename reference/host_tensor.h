@@ -59,15 +59,12 @@ public:
     // Calls f(index) for every logical element, last dimension fastest.
     template <class F>
     void for_each_index(F&& f) const {
-        std::vector<int64_t> idx(shape_.size(), 0);
         if (numel() == 0) return;
-        while (true) {
+        std::vector<int64_t> idx(shape_.size(), 0);
+        for (;;) {
             f(idx.data());
             int d = rank() - 1;
-            for (; d >= 0; --d) {
-                if (++idx[d] < shape_[d]) break;
-                idx[d] = 0;
-            }
+            while (d >= 0 && ++idx[d] == shape_[d]) idx[d--] = 0;
             if (d < 0) return;
         }
     }

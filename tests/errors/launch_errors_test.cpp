@@ -1,0 +1,315 @@
+// Bad launch arguments, caught by attnjit::check_launch_args (runtime/argument_check.cpp)
+// before anything reaches a GPU: these tests need no GPU. Each starts from a valid set
+// of arguments (checked to pass) and breaks one thing.
+#include <cmath>
+#include <cstdint>
+
+#include <gtest/gtest.h>
+
+#include "dsl/dsl.h"
+#include "runtime/attention.h"
+#include "tests/common/expect_error.h"
+
+namespace attnjit {
+namespace {
+
+using namespace attnjit::dsl;
+
+constexpr int64_t B = 2, Hq = 4, Hkv = 2, Nq = 16, Nk = 32, D = 64;
+
+// Never dereferenced: check_launch_args looks at pointers, never at memory.
+alignas(256) char g_memory[16 * 256];
+void* ptr(int slot) { return g_memory + 256 * slot; }
+
+TensorView view(int slot, DType dt, std::vector<int64_t> shape) {
+    return TensorView::contiguous(ptr(slot), dt, std::move(shape));
+}
+
+struct Case {
+    AttentionSpec spec;
+    LaunchArgs args;
+};
+
+// softcap(cap) over a bias [B, Hq, Nq, Nk], a sliding window of int size, and LSE.
+Case valid() {
+    Case c;
+    Tensor bias("bias", DType::f32, 4);
+    c.spec.dtype(DType::f16)
+        .head_dim(D)
+        .score_mod(mods::compose(mods::softcap(scalar("cap")), mods::bias(bias)))
+        .mask(mods::sliding_window(int_scalar("window")))
+        .return_lse();
+    c.args.q = view(0, DType::f16, {B, Hq, Nq, D});
+    c.args.k = view(1, DType::f16, {B, Hkv, Nk, D});
+    c.args.v = view(2, DType::f16, {B, Hkv, Nk, D});
+    c.args.o = view(3, DType::f16, {B, Hq, Nq, D});
+    c.args.lse = view(4, DType::f32, {B, Hq, Nq});
+    c.args.tensors["bias"] = view(5, DType::f32, {B, Hq, Nq, Nk});
+    c.args.scalars = {{"cap", 30.0}, {"window", 8}};
+    return c;
+}
+
+// A minimal spec: no captured inputs, no LSE.
+Case plain() {
+    Case c = valid();
+    c.spec = AttentionSpec().dtype(DType::f16).head_dim(D);
+    c.args.lse.reset();
+    c.args.tensors.clear();
+    c.args.scalars.clear();
+    return c;
+}
+
+TEST(LaunchErrors, ValidArgumentsPass) {
+    Case c = valid();
+    EXPECT_NO_THROW(check_launch_args(c.spec, c.args));
+    Case p = plain();
+    EXPECT_NO_THROW(check_launch_args(p.spec, p.args));
+}
+
+TEST(LaunchErrors, BroadcastBiasWithStrideZeroPasses) {
+    Case c = valid();
+    c.args.tensors["bias"] = TensorView{ptr(5), DType::f32, {1, Hq, Nq, Nk}, {0, Nq * Nk, Nk, 1}};
+    EXPECT_NO_THROW(check_launch_args(c.spec, c.args));
+}
+
+TEST(LaunchErrors, TransposedLayoutPasses) {  // [B, N, H, D] memory viewed as [B, H, N, D]
+    Case c = plain();
+    c.args.q = TensorView{ptr(0), DType::f16, {B, Hq, Nq, D}, {Nq * Hq * D, D, Hq * D, 1}};
+    EXPECT_NO_THROW(check_launch_args(c.spec, c.args));
+}
+
+TEST(LaunchErrors, WrongDtypeOfQ) {
+    Case c = valid();
+    c.args.q.dtype = DType::bf16;
+    EXPECT_USER_ERROR(check_launch_args(c.spec, c.args), "argument 'q' has dtype bf16 but the spec was compiled for f16");
+}
+
+TEST(LaunchErrors, WrongDtypeOfO) {
+    Case c = valid();
+    c.args.o.dtype = DType::f32;
+    EXPECT_USER_ERROR(check_launch_args(c.spec, c.args), "argument 'o' has dtype f32");
+}
+
+TEST(LaunchErrors, RankNotFour) {
+    Case c = valid();
+    c.args.q = view(0, DType::f16, {Hq, Nq, D});
+    EXPECT_USER_ERROR(check_launch_args(c.spec, c.args), "argument 'q' has rank 3");
+}
+
+TEST(LaunchErrors, StrideCountDiffersFromRank) {
+    Case c = valid();
+    c.args.k.strides.pop_back();
+    EXPECT_USER_ERROR(check_launch_args(c.spec, c.args), "argument 'k' has 3 strides for rank 4");
+}
+
+TEST(LaunchErrors, HeadDimMismatch) {
+    Case c = valid();
+    c.args.k = view(1, DType::f16, {B, Hkv, Nk, 32});
+    EXPECT_USER_ERROR(check_launch_args(c.spec, c.args), "argument 'k' has head dim 32");
+}
+
+TEST(LaunchErrors, ValueHeadDimMismatch) {
+    Case c = valid();
+    c.args.v = view(2, DType::f16, {B, Hkv, Nk, 128});
+    EXPECT_USER_ERROR(check_launch_args(c.spec, c.args), "argument 'v' has head dim 128");
+}
+
+TEST(LaunchErrors, BatchMismatchBetweenQAndK) {
+    Case c = valid();
+    c.args.k = view(1, DType::f16, {1, Hkv, Nk, D});
+    c.args.v = view(2, DType::f16, {1, Hkv, Nk, D});
+    EXPECT_USER_ERROR(check_launch_args(c.spec, c.args), "batch sizes differ: q [2, 4, 16, 64], k [1, 2, 32, 64]");
+}
+
+TEST(LaunchErrors, QueryHeadsNotAMultipleOfKvHeads) {
+    Case c = valid();
+    c.args.k = view(1, DType::f16, {B, 3, Nk, D});
+    c.args.v = view(2, DType::f16, {B, 3, Nk, D});
+    EXPECT_USER_ERROR(check_launch_args(c.spec, c.args), "argument 'q' has 4 heads and 'k' has 3");
+}
+
+TEST(LaunchErrors, HeadsDifferFromTheSpec) {
+    Case c = valid();
+    c.spec.heads(8, 2);
+    EXPECT_USER_ERROR(check_launch_args(c.spec, c.args), "the spec says 8 and 2");
+}
+
+TEST(LaunchErrors, KeyAndValueLengthsDiffer) {
+    Case c = valid();
+    c.args.v = view(2, DType::f16, {B, Hkv, Nk - 1, D});
+    EXPECT_USER_ERROR(check_launch_args(c.spec, c.args), "arguments 'k' [2, 2, 32, 64] and 'v' [2, 2, 31, 64]");
+}
+
+TEST(LaunchErrors, NoKeys) {
+    Case c = plain();
+    c.args.k = view(1, DType::f16, {B, Hkv, 0, D});
+    c.args.v = view(2, DType::f16, {B, Hkv, 0, D});
+    EXPECT_USER_ERROR(check_launch_args(c.spec, c.args), "argument 'k' has length 0");
+}
+
+TEST(LaunchErrors, OutputShapeWrong) {
+    Case c = valid();
+    c.args.o = view(3, DType::f16, {B, Hq, Nq - 1, D});
+    EXPECT_USER_ERROR(check_launch_args(c.spec, c.args), "argument 'o' has shape [2, 4, 15, 64] but must be [2, 4, 16, 64]");
+}
+
+TEST(LaunchErrors, OutputRowsOverlap) {
+    Case c = plain();
+    c.args.o.strides[2] = 0;
+    EXPECT_USER_ERROR(check_launch_args(c.spec, c.args), "argument 'o' has stride 0 in dimension 2");
+}
+
+TEST(LaunchErrors, NonUnitHeadDimStride) {
+    Case c = valid();
+    c.args.v.strides[3] = 2;
+    EXPECT_USER_ERROR(check_launch_args(c.spec, c.args), "argument 'v' has stride 2 on the head dimension");
+}
+
+TEST(LaunchErrors, NegativeStride) {
+    Case c = valid();
+    c.args.k.strides[2] = -D;
+    EXPECT_USER_ERROR(check_launch_args(c.spec, c.args), "argument 'k' has negative stride");
+}
+
+TEST(LaunchErrors, RowStrideNotMultipleOf16Bytes) {
+    Case c = plain();
+    c.args.q.strides = {Hq * Nq * 68, Nq * 68, 68, 1};  // 136-byte rows
+    EXPECT_USER_ERROR(check_launch_args(c.spec, c.args), "argument 'q' has stride 68 in dimension 2 (136 bytes)");
+}
+
+TEST(LaunchErrors, NullDataPointer) {
+    Case c = valid();
+    c.args.k.data = nullptr;
+    EXPECT_USER_ERROR(check_launch_args(c.spec, c.args), "argument 'k' has a null data pointer");
+}
+
+TEST(LaunchErrors, MisalignedPointer) {
+    Case c = valid();
+    c.args.q.data = g_memory + 8;
+    EXPECT_USER_ERROR(check_launch_args(c.spec, c.args), "which is not 16-byte aligned");
+    EXPECT_USER_ERROR(check_launch_args(c.spec, c.args), "argument 'q' points to");
+}
+
+TEST(LaunchErrors, MissingLse) {
+    Case c = valid();
+    c.args.lse.reset();
+    EXPECT_USER_ERROR(check_launch_args(c.spec, c.args), "the spec returns LSE (return_lse()) but args.lse is empty");
+}
+
+TEST(LaunchErrors, LseWithWrongShape) {
+    Case c = valid();
+    c.args.lse = view(4, DType::f32, {B, Hq, Nq / 2});
+    EXPECT_USER_ERROR(check_launch_args(c.spec, c.args), "argument 'lse' has shape [2, 4, 8] but must be [2, 4, 16]");
+}
+
+TEST(LaunchErrors, LseWithWrongDtype) {
+    Case c = valid();
+    c.args.lse = view(4, DType::f16, {B, Hq, Nq});
+    EXPECT_USER_ERROR(check_launch_args(c.spec, c.args), "argument 'lse' has dtype f16; LSE is f32");
+}
+
+TEST(LaunchErrors, LseWithWrongRank) {
+    Case c = valid();
+    c.args.lse = view(4, DType::f32, {B * Hq * Nq});
+    EXPECT_USER_ERROR(check_launch_args(c.spec, c.args), "argument 'lse' has rank 1");
+}
+
+TEST(LaunchErrors, LseGivenButNotReturned) {
+    Case c = plain();
+    c.args.lse = view(4, DType::f32, {B, Hq, Nq});
+    EXPECT_USER_ERROR(check_launch_args(c.spec, c.args), "args.lse was given but the spec does not return LSE");
+}
+
+TEST(LaunchErrors, MissingCapturedTensor) {
+    Case c = valid();
+    c.args.tensors.clear();
+    EXPECT_USER_ERROR(check_launch_args(c.spec, c.args), "the spec reads tensor 'bias' (f32, rank 4)");
+}
+
+TEST(LaunchErrors, UnknownExtraTensor) {
+    Case c = valid();
+    c.args.tensors["extra"] = view(6, DType::f32, {4});
+    EXPECT_USER_ERROR(check_launch_args(c.spec, c.args), "argument tensors['extra'] is not read by the spec");
+}
+
+TEST(LaunchErrors, MisspelledTensorName) {
+    Case c = valid();
+    c.args.tensors["Bias"] = c.args.tensors.at("bias");
+    c.args.tensors.erase("bias");
+    EXPECT_USER_ERROR(check_launch_args(c.spec, c.args), "tensors['Bias']");
+}
+
+TEST(LaunchErrors, CapturedTensorWithWrongDtype) {
+    Case c = valid();
+    c.args.tensors["bias"].dtype = DType::f16;
+    EXPECT_USER_ERROR(check_launch_args(c.spec, c.args), "tensor 'bias' has dtype f16 but the spec declared f32");
+}
+
+TEST(LaunchErrors, CapturedTensorWithWrongRank) {
+    Case c = valid();
+    c.args.tensors["bias"] = view(5, DType::f32, {Hq, Nq, Nk});
+    EXPECT_USER_ERROR(check_launch_args(c.spec, c.args), "argument 'bias' has rank 3");
+}
+
+TEST(LaunchErrors, CapturedTensorNullPointer) {
+    Case c = valid();
+    c.args.tensors["bias"].data = nullptr;
+    EXPECT_USER_ERROR(check_launch_args(c.spec, c.args), "argument 'bias' has a null data pointer");
+}
+
+TEST(LaunchErrors, CapturedTensorSizeOneWithoutStrideZero) {
+    // Extent 1 over the batch but a real stride: batch 1 would read past the end.
+    Case c = valid();
+    c.args.tensors["bias"] = view(5, DType::f32, {1, Hq, Nq, Nk});
+    EXPECT_USER_ERROR(check_launch_args(c.spec, c.args),
+                      "tensor 'bias' has shape [1, 4, 16, 32] but index 0 (b) ranges over [0, 1]");
+}
+
+TEST(LaunchErrors, CapturedTensorTooShortForTheKeys) {
+    Case c = valid();
+    c.args.tensors["bias"] = view(5, DType::f32, {B, Hq, Nq, Nk / 2});
+    EXPECT_USER_ERROR(check_launch_args(c.spec, c.args), "index 3 (kv_idx) ranges over [0, 31]");
+}
+
+TEST(LaunchErrors, RelativePositionTableTooSmall) {
+    Case c = plain();
+    Tensor table("table", DType::f32, 2);
+    c.spec.score_mod(mods::relative_position_bias(table, 8));  // index 1 spans [0, 16]
+    c.args.tensors["table"] = view(5, DType::f32, {Hq, 16});
+    EXPECT_USER_ERROR(check_launch_args(c.spec, c.args), "tensor 'table' has shape [4, 16] but index 1");
+    c.args.tensors["table"] = view(5, DType::f32, {Hq, 17});
+    EXPECT_NO_THROW(check_launch_args(c.spec, c.args));
+}
+
+TEST(LaunchErrors, MissingScalar) {
+    Case c = valid();
+    c.args.scalars.erase("cap");
+    EXPECT_USER_ERROR(check_launch_args(c.spec, c.args), "the spec reads scalar 'cap' (float)");
+}
+
+TEST(LaunchErrors, UnknownScalar) {
+    Case c = valid();
+    c.args.scalars["typo"] = 1.0;
+    EXPECT_USER_ERROR(check_launch_args(c.spec, c.args), "argument scalars['typo'] is not read by the spec");
+}
+
+TEST(LaunchErrors, IntScalarGivenANonInteger) {
+    Case c = valid();
+    c.args.scalars["window"] = 2.5;
+    EXPECT_USER_ERROR(check_launch_args(c.spec, c.args), "scalar 'window' is an int scalar but got 2.5");
+}
+
+TEST(LaunchErrors, NanScalar) {
+    Case c = valid();
+    c.args.scalars["cap"] = std::nan("");
+    EXPECT_USER_ERROR(check_launch_args(c.spec, c.args), "scalar 'cap' is NaN");
+}
+
+TEST(LaunchErrors, InvalidSpec) {
+    Case c = plain();
+    c.spec.head_dim(80);
+    EXPECT_USER_ERROR(check_launch_args(c.spec, c.args), "head dim 80 is not supported");
+}
+
+}  // namespace
+}  // namespace attnjit

@@ -1,0 +1,88 @@
+// Bad AttentionSpec fields and bad tiles: UserError naming the field and the value.
+#include <cmath>
+#include <limits>
+
+#include <gtest/gtest.h>
+
+#include "codegen/generate.h"
+#include "dsl/dsl.h"
+#include "runtime/attention.h"
+#include "tests/common/expect_error.h"
+
+namespace attnjit {
+namespace {
+
+using dsl::AttentionSpec;
+
+TEST(SpecErrors, UnsupportedHeadDim) {
+    EXPECT_USER_ERROR(AttentionSpec().head_dim(80).validate(), "head dim 80 is not supported");
+}
+
+TEST(SpecErrors, UnsupportedValueHeadDim) {
+    EXPECT_USER_ERROR(AttentionSpec().head_dims(128, 512).validate(), "head_dims(128, 512): head dim 512");
+}
+
+TEST(SpecErrors, ZeroHeadDim) { EXPECT_USER_ERROR(AttentionSpec().head_dim(0).validate(), "head dim 0"); }
+
+TEST(SpecErrors, IntegerDtype) {
+    EXPECT_USER_ERROR(AttentionSpec().dtype(DType::i32).validate(), "AttentionSpec.dtype is i32; Q, K, V must be f16");
+}
+
+TEST(SpecErrors, ByteDtype) { EXPECT_USER_ERROR(AttentionSpec().dtype(DType::u8).validate(), "dtype is u8"); }
+
+TEST(SpecErrors, HeadsNotDivisible) {
+    EXPECT_USER_ERROR(AttentionSpec().heads(6, 4).validate(),
+                      "heads(6, 4): query heads must be a multiple of key/value heads");
+}
+
+TEST(SpecErrors, OnlyOneHeadCount) {
+    EXPECT_USER_ERROR(AttentionSpec().heads(8, 0).validate(), "heads(8, 0): give both head counts");
+}
+
+TEST(SpecErrors, NegativeHeads) { EXPECT_USER_ERROR(AttentionSpec().heads(-2, -1).validate(), "heads(-2, -1)"); }
+
+TEST(SpecErrors, ZeroScale) {
+    EXPECT_USER_ERROR(AttentionSpec().scale(0.0).validate(), "scale(0): the softmax scale must be finite and non-zero");
+}
+
+TEST(SpecErrors, InfiniteScale) {
+    EXPECT_USER_ERROR(AttentionSpec().scale(std::numeric_limits<double>::infinity()).validate(), "scale(inf)");
+}
+
+TEST(SpecErrors, NanScale) { EXPECT_USER_ERROR(AttentionSpec().scale(std::nan("")).validate(), "scale(nan)"); }
+
+// Tiles are refused by the same rules (templates/attnjit/tile_config.h) in codegen and
+// in the facade, before anything is compiled: no GPU or NVRTC is needed.
+TEST(SpecErrors, GeneratorRejectsBadTile) {
+    AttentionSpec s = AttentionSpec().dtype(DType::f16).head_dim(128);
+    EXPECT_USER_ERROR(codegen::generate_forward(s, TileConfig{100, 64, 4, 2}), "block_m must be a multiple of 16");
+}
+
+TEST(SpecErrors, GeneratorRejectsTileTooLargeForSharedMemory) {
+    AttentionSpec s = AttentionSpec().dtype(DType::bf16).head_dim(256);
+    EXPECT_USER_ERROR(codegen::generate_forward(s, TileConfig{256, 256, 4, 3}), "227 KiB");
+}
+
+TEST(SpecErrors, FacadeRejectsBadTile) {
+    CompileOptions o;
+    o.arch = "sm_80";
+    o.tile = TileConfig{64, 64, 4, 2};  // fp32 needs stages == 1
+    EXPECT_USER_ERROR(Attention(AttentionSpec().dtype(DType::f32).head_dim(64), o),
+                      "CompileOptions.tile {block_m 64, block_n 64, warps 4, stages 2} is invalid for f32");
+}
+
+TEST(SpecErrors, FacadeRejectsTooManyWarps) {
+    CompileOptions o;
+    o.arch = "sm_80";
+    o.tile = TileConfig{128, 64, 32, 2};
+    EXPECT_USER_ERROR(Attention(AttentionSpec().head_dim(64), o), "warps must be in [1, 16]");
+}
+
+TEST(SpecErrors, FacadeValidatesTheSpecFirst) {
+    CompileOptions o;
+    o.arch = "sm_80";
+    EXPECT_USER_ERROR(Attention(AttentionSpec().head_dim(48), o), "head dim 48");
+}
+
+}  // namespace
+}  // namespace attnjit
