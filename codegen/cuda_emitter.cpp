@@ -6,6 +6,7 @@
 #include <cstring>
 #include <sstream>
 
+#include "dsl/visitor.h"
 #include "support/error.h"
 
 namespace attnjit::codegen {
@@ -57,6 +58,16 @@ std::string float_literal_cuda(double v) {
         if (std::strtof(buf, nullptr) == f) {
             best = buf;
             break;
+        }
+    }
+    // Fixed notation when it is about as short ("30.0f", not "3e+01f").
+    if (std::fabs(f) < 1e9f) {
+        for (int d = 1; d <= 12; ++d) {
+            std::snprintf(buf, sizeof buf, "%.*f", d, static_cast<double>(f));
+            if (std::strtof(buf, nullptr) == f) {
+                if (std::strlen(buf) <= best.size() + 2) best = buf;
+                break;
+            }
         }
     }
     if (best.find_first_of(".e") == std::string::npos) best += ".0";
@@ -204,7 +215,7 @@ private:
         switch (b.op) {
         case BinaryOp::Min:
         case BinaryOp::Max: {
-            std::string fn = b.op == BinaryOp::Min ? (is_float ? "fminf" : "min") : (is_float ? "fmaxf" : "max");
+            std::string fn = b.op == BinaryOp::Min ? (is_float ? "fmin_nan" : "min") : (is_float ? "fmax_nan" : "max");
             return {fn + "(" + wrap(b.a, 0) + ", " + wrap(b.b, 0) + ")", kPrimary};
         }
         case BinaryOp::Pow: return {"powf(" + wrap(b.a, 0) + ", " + wrap(b.b, 0) + ")", kPrimary};
@@ -224,6 +235,20 @@ private:
 };
 
 }  // namespace
+
+bool uses_float_min_max(const Expr& e) {
+    bool found = false;
+    for_each_node(e, [&](const Expr& n) {
+        if (auto b = n.as<Binary>())
+            found |= (b->op == BinaryOp::Min || b->op == BinaryOp::Max) && b->a.type() == Type::Float;
+    });
+    return found;
+}
+
+const char* const kNanMinMaxHelpers[2] = {
+    "__device__ static float fmin_nan(float a, float b) { return a != a || b != b ? a + b : fminf(a, b); }",
+    "__device__ static float fmax_nan(float a, float b) { return a != a || b != b ? a + b : fmaxf(a, b); }",
+};
 
 std::string emit_expr(const Expr& e, const EmitNames& names) {
     internal_check(e.defined()) << "emit_expr of an undefined Expr";

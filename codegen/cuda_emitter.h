@@ -12,8 +12,10 @@
 //  * float literals are fp32 ("30.0f"); inf and NaN are attnjit::bits_to_float(...);
 //  * math uses the CUDA fp32 functions: exp -> expf (not exp2f(x * log2e): expf is the
 //    accurate form, and -use_fast_math turns it into the same ex2.approx sequence),
-//    tanhf, logf, ..., sigmoid(x) -> 1.0f / (1.0f + expf(-x)), float min/max -> fminf /
-//    fmaxf, int min/max -> min / max;
+//    tanhf, logf, ..., sigmoid(x) -> 1.0f / (1.0f + expf(-x)), int min/max -> min / max;
+//    float min/max -> fmin_nan / fmax_nan, which return NaN when either operand is NaN
+//    (the DSL's meaning, dsl/interpreter.h; fminf would drop the NaN). generate() defines
+//    them in the Variant when used (kNanMinMaxHelpers);
 //  * int / and % are C's (truncate toward zero; the sign of % follows the dividend);
 //    float -> int casts truncate, as to_int() does in the DSL.
 // Parentheses follow C precedence, so the text reads like the DSL printer's.
@@ -33,6 +35,11 @@ struct EmitNames {
 };
 
 std::string emit_expr(const dsl::Expr& e, const EmitNames& names = {});
+
+// True when emit_expr(e) calls fmin_nan / fmax_nan.
+bool uses_float_min_max(const dsl::Expr& e);
+// Their definitions, as static member functions (one line each).
+extern const char* const kNanMinMaxHelpers[2];
 
 // "float", "int" or "bool".
 const char* cuda_type(dsl::Type t);

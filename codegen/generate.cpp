@@ -96,11 +96,15 @@ private:
             w_.line(f.c_type + " " + f.c_name + ";" + comment);
         }
         w_.close(";");
+        // NVRTC has no offsetof, so each field's size and alignment are checked instead:
+        // with the field order above, C's layout rules then give exactly ParamsLayout's
+        // offsets (each is the previous end rounded up to the field's alignment).
         for (const auto& f : layout.fields)
-            w_.line("static_assert(__builtin_offsetof(Params, " + f.c_name + ") == " + std::to_string(f.offset) +
-                    ", \"Params::" + f.c_name + " is not where codegen::ParamsLayout puts it\");");
-        w_.line("static_assert(sizeof(Params) == " + std::to_string(layout.size) +
-                ", \"sizeof(Params) differs from codegen::ParamsLayout\");");
+            w_.line("static_assert(sizeof(" + f.c_type + ") == " + std::to_string(f.size) + " && alignof(" + f.c_type +
+                    ") == " + std::to_string(f.align) + ", \"Params::" + f.c_name + " (offset " +
+                    std::to_string(f.offset) + ") differs from codegen::ParamsLayout\");");
+        w_.line("static_assert(sizeof(Params) == " + std::to_string(layout.size) + " && alignof(Params) == " +
+                std::to_string(layout.align) + ", \"sizeof(Params) differs from codegen::ParamsLayout\");");
     }
 
     // `// dsl text` then `target = value;` for each binding.
@@ -111,6 +115,13 @@ private:
                                       : target_prefix + b.name;
             w_.line(lhs + " = " + emit_expr(b.value, names_) + ";");
         }
+    }
+
+    bool uses_nan_min_max() const {
+        for (const auto& b : all_)
+            if (uses_float_min_max(b.value)) return true;
+        return (plan_.has_score_mod() && uses_float_min_max(plan_.score_mod)) ||
+               (plan_.has_mask() && uses_float_min_max(plan_.mask));
     }
 
     void fields(const Bindings& bs) {
@@ -125,6 +136,11 @@ private:
         w_.line(std::string("static constexpr bool kHasMask = ") + (has_mask ? "true" : "false") + ";");
         w_.line(std::string("static constexpr bool kCanClassify = ") + (plan_.can_classify ? "true" : "false") + ";");
         w_.line();
+        if (uses_nan_min_max()) {
+            w_.line("// min / max that keep NaN (the DSL's meaning; fminf / fmaxf drop it).");
+            for (const char* helper : kNanMinMaxHelpers) w_.line(helper);
+            w_.line();
+        }
         w_.line("// Computed once per (batch, head).");
         w_.open("struct Head");
         w_.line("int b, h, kvh;");

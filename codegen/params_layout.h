@@ -1,7 +1,9 @@
 // ParamsLayout: the fields of the generated Params struct, in order, with C layout
 // (offsets, sizes, alignment). The host launcher packs the kernel's one argument with
-// exactly this object; the generated source static_asserts every offset and the size,
-// so NVRTC rejects any disagreement instead of the kernel reading garbage.
+// exactly this object; the generated source static_asserts every field's size and
+// alignment and the struct's size (NVRTC has no offsetof; with the same field order,
+// C's layout rules then fix every offset), so NVRTC rejects any disagreement instead of
+// the kernel reading garbage.
 //
 //   args      attnjit::ForwardArgs (templates/attnjit/forward_args.h), offset 0
 //   scalars   one per runtime scalar, sorted by name: float or int, 4 bytes

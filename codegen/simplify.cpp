@@ -147,8 +147,9 @@ std::optional<Expr> fold_binary(BinaryOp op, const Expr& a, const Expr& b) {
     case BinaryOp::Sub: return Const::make_float(p - q);
     case BinaryOp::Mul: return Const::make_float(p * q);
     case BinaryOp::Div: return Const::make_float(p / q);
-    case BinaryOp::Min: return std::isnan(p) ? Const::make_float(q) : std::isnan(q) ? Const::make_float(p) : Const::make_float(std::fmin(p, q));
-    case BinaryOp::Max: return std::isnan(p) ? Const::make_float(q) : std::isnan(q) ? Const::make_float(p) : Const::make_float(std::fmax(p, q));
+    // min / max keep NaN (dsl/interpreter.h).
+    case BinaryOp::Min: return Const::make_float(std::isnan(p) || std::isnan(q) ? p + q : std::fmin(p, q));
+    case BinaryOp::Max: return Const::make_float(std::isnan(p) || std::isnan(q) ? p + q : std::fmax(p, q));
     case BinaryOp::Pow: return Const::make_float(std::pow(p, q));
     default: return fold_compare(op, p, q);
     }

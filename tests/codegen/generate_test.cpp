@@ -1,0 +1,161 @@
+// generate_forward: KernelSource fields, tile and spec errors, the Params layout, the
+// emitter's fp32 text and the DSL comments above each statement.
+#include <gtest/gtest.h>
+
+#include <limits>
+
+#include "attnjit/forward_args.h"
+#include "codegen/cuda_emitter.h"
+#include "codegen/example_specs.h"
+#include "codegen/generate.h"
+#include "codegen/lower.h"
+#include "codegen/template_library.h"
+#include "common/expect_error.h"
+#include "dsl/dsl.h"
+
+namespace attnjit::codegen {
+namespace {
+
+using namespace dsl;
+
+TEST(Generate, FillsTheKernelSource) {
+    auto spec = example_spec("alibi_causal", DType::bf16, 128);
+    const TileConfig tile{128, 64, 4, 2};
+    KernelSource k = generate_forward(spec, tile);
+    EXPECT_EQ(k.entry, "attnjit_forward");
+    EXPECT_EQ(k.threads, 128);
+    EXPECT_EQ(k.smem_bytes, forward_smem_bytes(ElemKind::bf16, 128, 128, tile));
+    EXPECT_EQ(k.tile.block_m, 128);
+    EXPECT_EQ(k.tile.stages, 2);
+    EXPECT_EQ(k.name.rfind("fwd_bf16_d128x128_m128n64w4s2_", 0), 0u) << k.name;
+    EXPECT_NE(k.source.find("attnjit::ForwardTraits<attnjit::bf16_t, 128, 128, 128, 64, 4, 2>"), std::string::npos);
+    EXPECT_NE(k.source.find("// spec:      AttentionSpec(dtype=bf16"), std::string::npos);
+    EXPECT_NE(k.source.find("// templates: sha256 " + templates_hash()), std::string::npos);
+}
+
+TEST(Generate, DefaultTileComesFromTileConfig) {
+    auto spec = example_spec("causal", DType::f32, 64);
+    KernelSource k = generate_forward(spec);
+    const TileConfig d = default_forward_tile(ElemKind::f32, 64, 64);
+    EXPECT_EQ(k.tile.block_m, d.block_m);
+    EXPECT_EQ(k.tile.block_n, d.block_n);
+    EXPECT_EQ(k.threads, d.warps * 32);
+}
+
+TEST(Generate, InvalidTileIsAUserErrorNamingTheTileAndWhy) {
+    auto spec = example_spec("causal");
+    EXPECT_USER_ERROR(generate_forward(spec, TileConfig{100, 64, 4, 2}), "tile block_m=100 block_n=64 warps=4 stages=2");
+    EXPECT_USER_ERROR(generate_forward(spec, TileConfig{128, 64, 4, 7}), "stages must be 1, 2 or 3");
+    EXPECT_USER_ERROR(generate_forward(spec, TileConfig{128, 64, 4, 7}), "f16 with head dims 128x128");
+}
+
+TEST(Generate, InvalidSpecIsAUserError) {
+    AttentionSpec bad = AttentionSpec().head_dim(80);
+    EXPECT_USER_ERROR(generate_forward(bad), "head dim 80 is not supported");
+    EXPECT_USER_ERROR(lower(AttentionSpec().mask(score() > 0.0)), "reads the score");
+}
+
+TEST(ParamsLayoutTest, ArgsFirstThenScalarsThenTensorsSortedByName) {
+    Tensor zeta("zeta", DType::f16, 4), alpha("alpha", DType::i64, 2);
+    auto spec = AttentionSpec()
+                    .score_mod(score() * scalar("s2") + to_float(alpha(batch(), kv_idx())) + zeta(batch(), head(), q_idx(), kv_idx()))
+                    .mask(kv_idx() < int_scalar("n1"));
+    ParamsLayout l = params_layout(spec);
+    ASSERT_EQ(l.fields.size(), 5u);
+    const int args = static_cast<int>(sizeof(ForwardArgs));
+    EXPECT_EQ(l.fields[0].c_name, "args");
+    EXPECT_EQ(l.fields[0].offset, 0);
+    EXPECT_EQ(l.fields[0].size, args);
+    EXPECT_EQ(l.fields[1].c_name, "scalar_n1");
+    EXPECT_EQ(l.fields[1].kind, ParamsField::Kind::IntScalar);
+    EXPECT_EQ(l.fields[1].offset, args);
+    EXPECT_EQ(l.fields[2].c_name, "scalar_s2");
+    EXPECT_EQ(l.fields[2].kind, ParamsField::Kind::FloatScalar);
+    EXPECT_EQ(l.fields[2].offset, args + 4);
+    EXPECT_EQ(l.fields[3].c_name, "tensor_alpha");
+    EXPECT_EQ(l.fields[3].c_type, "attnjit::TensorArg<long long, 2>");
+    EXPECT_EQ(l.fields[3].offset, args + 8);  // 8-aligned after two 4-byte scalars
+    EXPECT_EQ(l.fields[3].size, 8 + 2 * 8);
+    EXPECT_EQ(l.fields[4].c_name, "tensor_zeta");
+    EXPECT_EQ(l.fields[4].c_type, "attnjit::TensorArg<attnjit::half_t, 4>");
+    EXPECT_EQ(l.fields[4].offset, args + 8 + 24);
+    EXPECT_EQ(l.size, args + 8 + 24 + 40);
+    EXPECT_EQ(l.align, 8);
+    ASSERT_NE(l.find("zeta"), nullptr);
+    EXPECT_EQ(l.find("zeta")->rank, 4);
+    EXPECT_EQ(l.find("nope"), nullptr);
+}
+
+TEST(ParamsLayoutTest, OddScalarCountIsPaddedBeforeTensors) {
+    auto spec = AttentionSpec().score_mod(score() * scalar("a") + Tensor("t", DType::f32, 1)(head()));
+    ParamsLayout l = params_layout(spec);
+    const int args = static_cast<int>(sizeof(ForwardArgs));
+    EXPECT_EQ(l.find("a")->offset, args);
+    EXPECT_EQ(l.find("t")->offset, args + 8);
+    EXPECT_EQ(l.size, args + 8 + 16);
+}
+
+TEST(ParamsLayoutTest, GeneratedStructAssertsEveryFieldAndTheSize) {
+    auto spec = example_spec("softcap_sliding_window");
+    std::string src = generate_forward(spec).source;
+    for (const auto& f : params_layout(spec).fields)
+        EXPECT_NE(src.find("static_assert(sizeof(" + f.c_type + ") == " + std::to_string(f.size) + " && alignof(" +
+                           f.c_type + ") == " + std::to_string(f.align) + ", \"Params::" + f.c_name + " (offset " +
+                           std::to_string(f.offset) + ")"),
+                  std::string::npos)
+            << f.c_name << "\n" << src;
+    EXPECT_NE(src.find("static_assert(sizeof(Params) == " + std::to_string(params_layout(spec).size) +
+                       " && alignof(Params) == 8"),
+              std::string::npos);
+}
+
+TEST(CudaEmitter, Fp32Text) {
+    Tensor t("bias", DType::bf16, 2);
+    EXPECT_EQ(emit_expr(score() * 0.125), "s * 0.125f");
+    EXPECT_EQ(emit_expr(score() / 3.0), "s / 3.0f");
+    EXPECT_EQ(emit_expr(select(kv_idx() <= q_idx(), score(), -infinity())),
+              "k <= q ? s : -attnjit::bits_to_float(0x7f800000u)");
+    EXPECT_EQ(emit_expr(Expr(-std::numeric_limits<double>::infinity())), "attnjit::bits_to_float(0xff800000u)");
+    EXPECT_EQ(emit_expr(exp(score())), "expf(s)");
+    EXPECT_EQ(emit_expr(sigmoid(score())), "1.0f / (1.0f + expf(-s))");
+    EXPECT_EQ(emit_expr(tanh(score() / scalar("cap"))), "tanhf(s / p.scalar_cap)");
+    EXPECT_EQ(emit_expr((q_idx() - kv_idx()) / 2 % 3), "(q - k) / 2 % 3");
+    EXPECT_EQ(emit_expr(q_idx() - (kv_idx() - 1)), "q - (k - 1)");
+    EXPECT_EQ(emit_expr(-(-score())), "-(-s)");
+    EXPECT_EQ(emit_expr(to_float(q_idx() + 1) * score()), "(float)(q + 1) * s");
+    EXPECT_EQ(emit_expr(to_int(score())), "(int)s");
+    EXPECT_EQ(emit_expr(min(q_idx(), kv_idx())), "min(q, k)");
+    EXPECT_EQ(emit_expr(max(score(), 0.0)), "fmax_nan(s, 0.0f)");
+    EXPECT_EQ(emit_expr(t(batch(), 0)), "attnjit::to_float(p.tensor_bias.ptr[hd.b * p.tensor_bias.stride[0]])");
+    EXPECT_EQ(emit_expr(t(q_idx() + 1, kv_idx())),
+              "attnjit::to_float(p.tensor_bias.ptr[(q + 1) * p.tensor_bias.stride[0] + k * p.tensor_bias.stride[1]])");
+    EXPECT_EQ(emit_expr((q_idx() < 3 && kv_idx() < 4) || q_len() == kv_len()),
+              "(q < 3 && k < 4) || p.args.q_len == p.args.kv_len");
+    EXPECT_EQ(emit_expr(Tensor("m", DType::u8, 1)(kv_idx())), "attnjit::to_bool(p.tensor_m.ptr[k * p.tensor_m.stride[0]])");
+}
+
+TEST(CudaEmitter, FloatLiteralsRoundTripInFp32) {
+    EXPECT_EQ(float_literal_cuda(0.1), "0.1f");
+    EXPECT_EQ(float_literal_cuda(30.0), "30.0f");
+    EXPECT_EQ(float_literal_cuda(-2.5), "-2.5f");
+    EXPECT_EQ(float_literal_cuda(1e-30), "1e-30f");
+    EXPECT_EQ(float_literal_cuda(1e300), "attnjit::bits_to_float(0x7f800000u)");  // overflows fp32
+}
+
+TEST(Generate, EveryStatementCarriesItsDslText) {
+    auto spec = AttentionSpec().score_mod(mods::softcap(scalar("cap")));
+    std::string src = generate_forward(spec).source;
+    EXPECT_NE(src.find("        // cap * tanh(score / cap)\n        return p.scalar_cap * tanhf(s / p.scalar_cap);"),
+              std::string::npos)
+        << src;
+}
+
+TEST(Generate, NanMinMaxHelpersOnlyWhenUsed) {
+    EXPECT_EQ(generate_forward(example_spec("causal")).source.find("fmax_nan"), std::string::npos);
+    auto spec = AttentionSpec().score_mod(max(score(), -5.0));
+    std::string src = generate_forward(spec).source;
+    EXPECT_NE(src.find("__device__ static float fmax_nan(float a, float b)"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace attnjit::codegen
