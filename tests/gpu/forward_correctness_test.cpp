@@ -4,7 +4,7 @@
 // the device before the launch, and fails on NaN, unwritten elements or any element
 // outside the reference's per-dtype tolerance (reference/tolerance.h).
 //
-// The matrix (all_cases() below), sized to run in a few minutes on one H100 with
+// The matrix (forward_matrix() in gpu_test_support.cpp), sized to run in a few minutes on one H100 with
 // `ctest -j`:
 //  A. every modifier, bf16, D = 128: each Nq in {1, 17, 129, 1000} and each Nk in
 //     {1, 255, 4097} at least once, with MHA (Hkv = Hq = 4), GQA (Hkv = 2) and MQA
@@ -26,81 +26,6 @@
 namespace attnjit::gputest {
 namespace {
 
-struct Shape {
-    int batch, hq, hkv, nq, nk;
-};
-
-std::vector<Case> all_cases() {
-    std::vector<Case> cases;
-    auto add = [&](Mod mod, DType dt, int dqk, int dv, Shape s, Layout layout = Layout::BHND,
-                   bool lse = true) {
-        Case c;
-        c.mod = mod;
-        c.dtype = dt;
-        c.dqk = dqk;
-        c.dv = dv;
-        c.batch = s.batch;
-        c.hq = s.hq;
-        c.hkv = s.hkv;
-        c.nq = s.nq;
-        c.nk = s.nk;
-        c.layout = layout;
-        c.lse = lse;
-        cases.push_back(c);
-    };
-    const auto mods = all_mods();
-
-    // A. bf16 D = 128: every length for every modifier.
-    const Shape lengths_a[] = {
-        {1, 4, 4, 1, 4097},   // decode against a long cache, MHA
-        {2, 4, 2, 17, 255},   // GQA, ragged in both
-        {2, 4, 1, 129, 1},    // MQA, one key
-        {1, 4, 2, 1000, 255}, // many query tiles, Nq > Nk
-        {1, 4, 1, 129, 4097}, // many key tiles
-    };
-    for (Mod m : mods)
-        for (const Shape& s : lengths_a) add(m, DType::bf16, 128, 128, s);
-    for (Mod m : {Mod::Plain, Mod::CausalBottomRight, Mod::Combination})
-        add(m, DType::bf16, 128, 128, {1, 4, 2, 1000, 4097});
-
-    // B. the other dtype x head-dim pairs, one case per modifier, rotating shapes.
-    const Shape lengths_b[] = {
-        {2, 4, 2, 129, 255}, {1, 4, 1, 17, 4097}, {2, 4, 4, 1000, 255},
-        {1, 4, 2, 1, 4097},  {2, 4, 1, 129, 1},   {1, 4, 4, 17, 255},
-    };
-    struct DtDim {
-        DType dt;
-        int d;
-    };
-    const DtDim pairs[] = {{DType::f16, 64}, {DType::f16, 128}, {DType::bf16, 64}, {DType::f32, 64},
-                           {DType::f32, 128}};
-    int rot = 0;
-    for (const DtDim& p : pairs) {
-        for (Mod m : mods) add(m, p.dt, p.d, p.d, lengths_b[rot++ % 6]);
-        ++rot;  // shift the rotation so each pair sees a different modifier/shape pairing
-    }
-
-    // C. the remaining head dims.
-    struct Dims {
-        int dqk, dv;
-    };
-    const Dims dims[] = {{32, 32}, {96, 96}, {256, 256}, {128, 64}};
-    for (DType dt : {DType::f16, DType::bf16, DType::f32})
-        for (const Dims& d : dims) add(Mod::Plain, dt, d.dqk, d.dv, {2, 4, 2, 129, 255});
-    for (const Dims& d : dims) add(Mod::CausalBottomRight, DType::bf16, d.dqk, d.dv, {1, 4, 1, 17, 4097});
-
-    // D. [B, N, H, D] layout.
-    add(Mod::CausalBottomRight, DType::bf16, 128, 128, {2, 4, 2, 129, 255}, Layout::BNHD);
-    add(Mod::Plain, DType::f16, 64, 64, {1, 4, 1, 1000, 255}, Layout::BNHD);
-    add(Mod::DocumentMask, DType::f32, 128, 128, {1, 4, 4, 17, 4097}, Layout::BNHD);
-    add(Mod::BiasBroadcast, DType::bf16, 64, 64, {2, 4, 2, 129, 1}, Layout::BNHD);
-
-    // E. no LSE.
-    add(Mod::Plain, DType::bf16, 128, 128, {2, 4, 2, 129, 255}, Layout::BHND, false);
-    add(Mod::CausalTopLeft, DType::f16, 64, 64, {1, 4, 4, 1000, 255}, Layout::BHND, false);
-    return cases;
-}
-
 class Forward : public ::testing::TestWithParam<Case> {};
 
 TEST_P(Forward, MatchesReference) {
@@ -109,13 +34,13 @@ TEST_P(Forward, MatchesReference) {
     EXPECT_TRUE(r.ok) << r.message;
 }
 
-INSTANTIATE_TEST_SUITE_P(Matrix, Forward, ::testing::ValuesIn(all_cases()),
+INSTANTIATE_TEST_SUITE_P(Matrix, Forward, ::testing::ValuesIn(forward_matrix()),
                          [](const ::testing::TestParamInfo<Case>& info) { return info.param.name(); });
 
 // The matrix promises: every modifier meets every length with bf16 D = 128, and every
 // modifier runs in every dtype at D 64 and 128. Needs no GPU.
 TEST(ForwardMatrix, CoversEveryLengthForEveryModifier) {
-    const auto cases = all_cases();
+    const auto cases = forward_matrix();
     std::set<std::string> names;
     for (const Case& c : cases) EXPECT_TRUE(names.insert(c.name()).second) << "duplicate case " << c.name();
     for (Mod m : all_mods()) {

@@ -131,7 +131,7 @@ dsl::AttentionSpec make_spec(const Case& c) {
     return s;
 }
 
-Problem make_problem(const Case& c) {
+Problem make_problem(const Case& c, bool upload) {
     Problem p;
     p.c = c;
     p.spec = make_spec(c);
@@ -190,6 +190,7 @@ Problem make_problem(const Case& c) {
         p.lse = HostTensor(DType::f32, {B, Hq, Nq});
         reference::fill_poison(p.lse);
     }
+    if (!upload) return p;
 
     p.dq = runtime::to_device(in.q);
     p.dk = runtime::to_device(in.k);
@@ -304,6 +305,83 @@ bool all_poison(const HostTensor& t) {
     bool all = true;
     t.for_each_index([&](const int64_t* idx) { all = all && reference::is_poison(t, idx); });
     return all;
+}
+
+namespace {
+struct Shape {
+    int batch, hq, hkv, nq, nk;
+};
+}  // namespace
+
+std::vector<Case> forward_matrix() {
+    std::vector<Case> cases;
+    auto add = [&](Mod mod, DType dt, int dqk, int dv, Shape s, Layout layout = Layout::BHND,
+                   bool lse = true) {
+        Case c;
+        c.mod = mod;
+        c.dtype = dt;
+        c.dqk = dqk;
+        c.dv = dv;
+        c.batch = s.batch;
+        c.hq = s.hq;
+        c.hkv = s.hkv;
+        c.nq = s.nq;
+        c.nk = s.nk;
+        c.layout = layout;
+        c.lse = lse;
+        cases.push_back(c);
+    };
+    const auto mods = all_mods();
+
+    // A. bf16 D = 128: every length for every modifier.
+    const Shape lengths_a[] = {
+        {1, 4, 4, 1, 4097},   // decode against a long cache, MHA
+        {2, 4, 2, 17, 255},   // GQA, ragged in both
+        {2, 4, 1, 129, 1},    // MQA, one key
+        {1, 4, 2, 1000, 255}, // many query tiles, Nq > Nk
+        {1, 4, 1, 129, 4097}, // many key tiles
+    };
+    for (Mod m : mods)
+        for (const Shape& s : lengths_a) add(m, DType::bf16, 128, 128, s);
+    for (Mod m : {Mod::Plain, Mod::CausalBottomRight, Mod::Combination})
+        add(m, DType::bf16, 128, 128, {1, 4, 2, 1000, 4097});
+
+    // B. the other dtype x head-dim pairs, one case per modifier, rotating shapes.
+    const Shape lengths_b[] = {
+        {2, 4, 2, 129, 255}, {1, 4, 1, 17, 4097}, {2, 4, 4, 1000, 255},
+        {1, 4, 2, 1, 4097},  {2, 4, 1, 129, 1},   {1, 4, 4, 17, 255},
+    };
+    struct DtDim {
+        DType dt;
+        int d;
+    };
+    const DtDim pairs[] = {{DType::f16, 64}, {DType::f16, 128}, {DType::bf16, 64}, {DType::f32, 64},
+                           {DType::f32, 128}};
+    int rot = 0;
+    for (const DtDim& p : pairs) {
+        for (Mod m : mods) add(m, p.dt, p.d, p.d, lengths_b[rot++ % 6]);
+        ++rot;  // shift the rotation so each pair sees a different modifier/shape pairing
+    }
+
+    // C. the remaining head dims.
+    struct Dims {
+        int dqk, dv;
+    };
+    const Dims dims[] = {{32, 32}, {96, 96}, {256, 256}, {128, 64}};
+    for (DType dt : {DType::f16, DType::bf16, DType::f32})
+        for (const Dims& d : dims) add(Mod::Plain, dt, d.dqk, d.dv, {2, 4, 2, 129, 255});
+    for (const Dims& d : dims) add(Mod::CausalBottomRight, DType::bf16, d.dqk, d.dv, {1, 4, 1, 17, 4097});
+
+    // D. [B, N, H, D] layout.
+    add(Mod::CausalBottomRight, DType::bf16, 128, 128, {2, 4, 2, 129, 255}, Layout::BNHD);
+    add(Mod::Plain, DType::f16, 64, 64, {1, 4, 1, 1000, 255}, Layout::BNHD);
+    add(Mod::DocumentMask, DType::f32, 128, 128, {1, 4, 4, 17, 4097}, Layout::BNHD);
+    add(Mod::BiasBroadcast, DType::bf16, 64, 64, {2, 4, 2, 129, 1}, Layout::BNHD);
+
+    // E. no LSE.
+    add(Mod::Plain, DType::bf16, 128, 128, {2, 4, 2, 129, 255}, Layout::BHND, false);
+    add(Mod::CausalTopLeft, DType::f16, 64, 64, {1, 4, 4, 1000, 255}, Layout::BHND, false);
+    return cases;
 }
 
 Check run_case(const Case& c) {

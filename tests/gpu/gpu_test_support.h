@@ -67,6 +67,9 @@ struct Case {
 };
 std::ostream& operator<<(std::ostream& os, const Case& c);
 
+// The forward correctness matrix (see forward_correctness_test.cpp for what it covers).
+std::vector<Case> forward_matrix();
+
 // The spec of a case (return_lse as asked; heads left to the tensors, so GQA and MHA
 // share one kernel).
 dsl::AttentionSpec make_spec(const Case& c);
@@ -88,7 +91,8 @@ struct Problem {
     // Downloads o and lse (synchronises first).
     void download_outputs();
 };
-Problem make_problem(const Case& c);
+// upload = false builds the host side only (inputs, poisoned outputs): no GPU needed.
+Problem make_problem(const Case& c, bool upload = true);
 
 // The result of checking one output against the reference.
 struct Check {
