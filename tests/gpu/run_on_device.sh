@@ -2,9 +2,9 @@
 # Runs the GPU correctness tests (label gpu) and the examples on the device machine.
 #
 #   Here (builds, strips and copies the binaries into a folder git ignores, to carry):
-#     tests/gpu/run_on_device.sh stage build-gpu .gpu-carry
+#     tests/gpu/run_on_device.sh stage build-gpu .carry/gpu   (.carry/ is git-ignored)
 #   On the device machine (from the repository root; DIR is a build dir or a staged one):
-#     tests/gpu/run_on_device.sh run .gpu-carry
+#     tests/gpu/run_on_device.sh run .carry/gpu    (or: run build-gpu, carrying build-gpu)
 #
 # The binaries are run directly, not through ctest: CTest files hold this machine's
 # absolute paths, which do not exist on the device machine. Each test binary runs as
