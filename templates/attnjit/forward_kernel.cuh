@@ -21,7 +21,7 @@
 
 namespace attnjit {
 
-constexpr bool tile_is_valid(ElemKind e, int dqk, int dv, TileConfig t) {
+__host__ __device__ constexpr bool tile_is_valid(ElemKind e, int dqk, int dv, TileConfig t) {
     return why_tile_invalid(e, dqk, dv, t) == nullptr;
 }
 

@@ -14,11 +14,19 @@
 // or 4 bytes (fp32) at a time.
 #pragma once
 
+// Host and NVRTC alike: under CUDA compilers these constexpr helpers are host+device (NVRTC
+// rejects unannotated functions unless -default-device is given).
+#if defined(__CUDACC__) || defined(__CUDACC_RTC__)
+#define ATTNJIT_HD __host__ __device__
+#else
+#define ATTNJIT_HD
+#endif
+
 namespace attnjit {
 
 enum class ElemKind : int { f16 = 0, bf16 = 1, f32 = 2 };
 
-constexpr int elem_bytes(ElemKind e) { return e == ElemKind::f32 ? 4 : 2; }
+ATTNJIT_HD constexpr int elem_bytes(ElemKind e) { return e == ElemKind::f32 ? 4 : 2; }
 
 constexpr int kForwardAlignBytes = 16;
 
@@ -29,15 +37,15 @@ struct TileConfig {
     int stages;   // shared-memory stages for K/V
 };
 
-constexpr bool head_dim_supported(int d) {
+ATTNJIT_HD constexpr bool head_dim_supported(int d) {
     return d == 32 || d == 64 || d == 96 || d == 128 || d == 256;
 }
 
-constexpr int ceil_div(int a, int b) { return (a + b - 1) / b; }
+ATTNJIT_HD constexpr int ceil_div(int a, int b) { return (a + b - 1) / b; }
 
 // Shared scratch for the block-collective classify helpers (intervals.cuh): 16 bytes
 // per warp, rounded up to 128 so the tiles after it stay 128-byte aligned.
-constexpr int forward_scratch_bytes(int warps) { return ceil_div(16 * warps, 128) * 128; }
+ATTNJIT_HD constexpr int forward_scratch_bytes(int warps) { return ceil_div(16 * warps, 128) * 128; }
 
 // fp32 (SIMT) main loop: rows are padded by 4 floats (16 bytes) to spread banks.
 constexpr int simt_row_pad = 4;
@@ -47,7 +55,7 @@ constexpr int simt_row_pad = 4;
 //                          V [stages][block_n x dv]       (XOR-swizzled, no padding)
 //  fp32 (SIMT) path:       scratch | Q [block_m x (dqk+4)] | K [block_n x (dqk+4)] |
 //                          V [block_n x dv] | P [warps x block_n]
-constexpr int forward_smem_bytes(ElemKind e, int dqk, int dv, TileConfig t) {
+ATTNJIT_HD constexpr int forward_smem_bytes(ElemKind e, int dqk, int dv, TileConfig t) {
     return e == ElemKind::f32
                ? forward_scratch_bytes(t.warps) +
                      4 * (t.block_m * (dqk + simt_row_pad) + t.block_n * (dqk + simt_row_pad) +
@@ -57,7 +65,7 @@ constexpr int forward_smem_bytes(ElemKind e, int dqk, int dv, TileConfig t) {
 }
 
 // Null when the configuration is valid; otherwise the reason, in English.
-constexpr const char* why_tile_invalid(ElemKind e, int dqk, int dv, TileConfig t) {
+ATTNJIT_HD constexpr const char* why_tile_invalid(ElemKind e, int dqk, int dv, TileConfig t) {
     if (!head_dim_supported(dqk) || !head_dim_supported(dv)) return "unsupported head dim";
     if (t.warps <= 0 || t.warps > 16) return "warps must be in [1, 16]";
     if (t.block_m <= 0 || t.block_n <= 0) return "block sizes must be positive";
@@ -77,7 +85,7 @@ constexpr const char* why_tile_invalid(ElemKind e, int dqk, int dv, TileConfig t
 }
 
 // The configuration used when nothing else is asked for.
-constexpr TileConfig default_forward_tile(ElemKind e, int dqk, int dv) {
+ATTNJIT_HD constexpr TileConfig default_forward_tile(ElemKind e, int dqk, int dv) {
     return e == ElemKind::f32 ? TileConfig{32, 32, 4, 1}
            : (dqk > 128 || dv > 128) ? TileConfig{128, 64, 8, 1}
            : (dqk > 64 || dv > 64)   ? TileConfig{128, 64, 4, 2}

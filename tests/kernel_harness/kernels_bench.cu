@@ -1,0 +1,56 @@
+// Timing configurations (bf16): the defaults and alternatives, plain and top-left causal.
+#include "instantiate.cuh"
+
+namespace harness {
+
+// The same tile with a forced CTA order (see cta_coords in mainloop_sm80.cuh).
+template <int D, int BM, int BN, int W, int S, int O>
+struct OrderTraits : attnjit::ForwardTraits<attnjit::bf16_t, D, D, BM, BN, W, S> {
+    using Mainloop = attnjit::MainloopSm80<attnjit::bf16_t, D, D, BM, BN, W, S, O>;
+};
+
+template <class Traits, int V>
+void add_traits_kernel(int order) {
+    using Var = typename VariantOf<V>::type;
+    KernelEntry e;
+    e.elem = Traits::kElem;
+    e.dqk = Traits::kDqk;
+    e.dv = Traits::kDv;
+    e.variant = V;
+    e.tile = Traits::kTile;
+    e.tile.stages += 10 * order;  // tag in reports: stages + 10 * (forced order + 1)
+    e.func = reinterpret_cast<const void*>(&attnjit_forward<Traits, Var>);
+    e.smem_bytes = attnjit::forward_smem_bytes(Traits::kElem, Traits::kDqk, Traits::kDv, Traits::kTile);
+    e.launch = &launch_kernel<Traits, V>;
+    e.bench = true;
+    registry().push_back(e);
+}
+
+template <int D, int BM, int BN, int W, int S>
+void add_bench_pair() {
+    add_kernel<attnjit::bf16_t, D, D, BM, BN, W, S, kPlain>(true);
+    add_kernel<attnjit::bf16_t, D, D, BM, BN, W, S, kCausalTL>(true);
+}
+template <int D, int BM, int BN, int W, int S, int O>
+void add_bench_pair_order() {
+    add_traits_kernel<OrderTraits<D, BM, BN, W, S, O>, kPlain>(O + 1);
+    add_traits_kernel<OrderTraits<D, BM, BN, W, S, O>, kCausalTL>(O + 1);
+}
+
+void register_bench() {
+    // Defaults (kOrderAuto: per head for plain, chunked for causal).
+    add_bench_pair<128, 128, 64, 4, 2>();
+    add_bench_pair<64, 128, 128, 4, 2>();
+    add_bench_pair<256, 128, 64, 8, 1>();
+    // Forced orders: 1x = per head, 2x = chunk 16 MiB, 3x = 4 MiB, 4x = 1 MiB.
+    add_bench_pair_order<128, 128, 64, 4, 2, attnjit::kOrderPerHead>();
+    add_bench_pair_order<128, 128, 64, 4, 2, attnjit::kOrderChunked16>();
+    add_bench_pair_order<128, 128, 64, 4, 2, attnjit::kOrderChunked4>();
+    add_bench_pair_order<128, 128, 64, 4, 2, attnjit::kOrderChunked1>();
+    add_bench_pair_order<64, 128, 128, 4, 2, attnjit::kOrderPerHead>();
+    add_bench_pair_order<64, 128, 128, 4, 2, attnjit::kOrderChunked16>();
+    add_bench_pair_order<64, 128, 128, 4, 2, attnjit::kOrderChunked4>();
+    add_bench_pair_order<64, 128, 128, 4, 2, attnjit::kOrderChunked1>();
+}
+
+}  // namespace harness
