@@ -1,0 +1,23 @@
+# install() rules and the exported CMake package:
+#   find_package(attnjit REQUIRED)
+#   target_link_libraries(app PRIVATE attnjit::attnjit)
+include(CMakePackageConfigHelpers)
+
+set(ATTNJIT_LIBS attnjit attnjit_runtime attnjit_codegen attnjit_dsl attnjit_support)
+install(TARGETS ${ATTNJIT_LIBS} EXPORT attnjitTargets
+        ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
+        LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
+
+foreach(dir support dsl codegen runtime)
+  install(DIRECTORY ${PROJECT_SOURCE_DIR}/${dir}/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/attnjit/${dir}
+          FILES_MATCHING PATTERN "*.h")
+endforeach()
+install(FILES ${PROJECT_SOURCE_DIR}/runtime/attnjit.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/attnjit)
+
+install(EXPORT attnjitTargets NAMESPACE attnjit:: DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/attnjit)
+configure_package_config_file(${PROJECT_SOURCE_DIR}/cmake/attnjitConfig.cmake.in
+  ${PROJECT_BINARY_DIR}/attnjitConfig.cmake INSTALL_DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/attnjit)
+write_basic_package_version_file(${PROJECT_BINARY_DIR}/attnjitConfigVersion.cmake
+  VERSION ${PROJECT_VERSION} COMPATIBILITY SameMinorVersion)
+install(FILES ${PROJECT_BINARY_DIR}/attnjitConfig.cmake ${PROJECT_BINARY_DIR}/attnjitConfigVersion.cmake
+        DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/attnjit)

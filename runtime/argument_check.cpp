@@ -1,0 +1,248 @@
+// Launch-argument validation: every check runs before any CUDA call, and each failure
+// is a UserError naming the argument, what is wrong with it and what to do.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <optional>
+#include <sstream>
+
+#include "attnjit/tile_config.h"
+#include "dsl/printer.h"
+#include "dsl/visitor.h"
+#include "runtime/attention.h"
+#include "support/error.h"
+
+namespace attnjit {
+namespace {
+
+std::string shape_str(const std::vector<int64_t>& v) {
+    std::ostringstream s;
+    s << "[";
+    for (size_t i = 0; i < v.size(); ++i) s << (i ? ", " : "") << v[i];
+    s << "]";
+    return s.str();
+}
+
+// Structure common to every tensor argument: data, rank, strides.
+void check_view(const std::string& name, const TensorView& t, int rank) {
+    user_check(t.data != nullptr) << "argument '" << name << "' has a null data pointer; pass device memory";
+    user_check(static_cast<int>(t.shape.size()) == rank)
+        << "argument '" << name << "' has rank " << t.shape.size() << " (shape " << shape_str(t.shape)
+        << "); it must have rank " << rank;
+    user_check(t.strides.size() == t.shape.size())
+        << "argument '" << name << "' has " << t.strides.size() << " strides for rank " << t.shape.size()
+        << "; give one stride (in elements) per dimension";
+    for (int d = 0; d < rank; ++d) {
+        user_check(t.shape[d] >= 0) << "argument '" << name << "' has a negative size in shape "
+                                    << shape_str(t.shape);
+        user_check(t.strides[d] >= 0) << "argument '" << name << "' has negative stride " << t.strides[d]
+                                      << " in dimension " << d << "; flip the tensor into a copy first";
+    }
+}
+
+// Q, K, V, O: the spec's dtype, unit stride and 16-byte alignment for vector loads.
+void check_qkvo(const std::string& name, const TensorView& t, DType dtype) {
+    check_view(name, t, 4);
+    user_check(t.dtype == dtype) << "argument '" << name << "' has dtype " << dtype_name(t.dtype)
+                                 << " but the spec was compiled for " << dtype_name(dtype)
+                                 << "; convert the tensor or build a spec with .dtype(" << dtype_name(t.dtype)
+                                 << ")";
+    user_check(t.strides[3] == 1 || t.shape[3] == 1)
+        << "argument '" << name << "' has stride " << t.strides[3]
+        << " on the head dimension; it must be 1 (other dimensions may have any stride)";
+    const int esize = dtype_size(dtype);
+    user_check(reinterpret_cast<uintptr_t>(t.data) % 16 == 0)
+        << "argument '" << name << "' points to " << t.data
+        << ", which is not 16-byte aligned; attnjit loads 16 bytes at a time, so pass an aligned "
+           "allocation (a fresh or contiguous tensor)";
+    for (int d = 0; d < 3; ++d)
+        user_check((t.strides[d] * esize) % 16 == 0 || t.shape[d] == 1)
+            << "argument '" << name << "' has stride " << t.strides[d] << " in dimension " << d << " ("
+            << t.strides[d] * esize << " bytes); strides must be multiples of 16 bytes so rows stay "
+            << "aligned: make the tensor contiguous or pad the head dimension";
+}
+
+struct Extents {
+    int64_t B, Hq, Hkv, Nq, Nk;
+};
+
+// Range [lo, hi] an int index expression can take over the whole launch, if we can tell.
+struct Range {
+    int64_t lo, hi;
+};
+
+std::optional<Range> index_range(const dsl::Expr& e, const Extents& x, const std::map<std::string, double>& scalars) {
+    using namespace dsl;
+    if (auto c = e.as<Const>()) return Range{c->i, c->i};
+    if (auto v = e.as<Var>()) {
+        switch (v->var) {
+        case VarKind::Batch: return Range{0, x.B - 1};
+        case VarKind::Head: return Range{0, x.Hq - 1};
+        case VarKind::KvHead: return Range{0, x.Hkv - 1};
+        case VarKind::QIdx: return Range{0, x.Nq - 1};
+        case VarKind::KvIdx: return Range{0, x.Nk - 1};
+        case VarKind::QLen: return Range{x.Nq, x.Nq};
+        case VarKind::KvLen: return Range{x.Nk, x.Nk};
+        default: return std::nullopt;
+        }
+    }
+    if (auto s = e.as<ScalarParam>()) {
+        auto it = scalars.find(s->name);
+        if (it == scalars.end()) return std::nullopt;
+        auto v = static_cast<int64_t>(it->second);
+        return Range{v, v};
+    }
+    if (auto b = e.as<Binary>()) {
+        auto l = index_range(b->a, x, scalars), r = index_range(b->b, x, scalars);
+        if (!l || !r) return std::nullopt;
+        switch (b->op) {
+        case BinaryOp::Add: return Range{l->lo + r->lo, l->hi + r->hi};
+        case BinaryOp::Sub: return Range{l->lo - r->hi, l->hi - r->lo};
+        case BinaryOp::Min: return Range{std::min(l->lo, r->lo), std::min(l->hi, r->hi)};
+        case BinaryOp::Max: return Range{std::max(l->lo, r->lo), std::max(l->hi, r->hi)};
+        case BinaryOp::Mul: {
+            int64_t c[] = {l->lo * r->lo, l->lo * r->hi, l->hi * r->lo, l->hi * r->hi};
+            return Range{*std::min_element(c, c + 4), *std::max_element(c, c + 4)};
+        }
+        default: return std::nullopt;
+        }
+    }
+    if (auto s = e.as<Select>()) {
+        auto t = index_range(s->t, x, scalars), f = index_range(s->f, x, scalars);
+        if (!t || !f) return std::nullopt;
+        return Range{std::min(t->lo, f->lo), std::max(t->hi, f->hi)};
+    }
+    return std::nullopt;
+}
+
+// Each captured tensor: present, right dtype/rank, and large enough for every index the
+// expressions can produce (a dimension of stride 0 broadcasts and may be of size 1).
+void check_captured(const AttentionSpec& spec, const LaunchArgs& a, const Extents& x) {
+    auto wanted = spec.tensors();
+    for (const auto& [name, view] : a.tensors)
+        user_check(wanted.count(name)) << "argument tensors['" << name << "'] is not read by the spec"
+                                       << (wanted.empty() ? " (the spec captures no tensors)" : "")
+                                       << "; remove it or check the name";
+    for (const auto& [name, info] : wanted) {
+        auto it = a.tensors.find(name);
+        user_check(it != a.tensors.end()) << "the spec reads tensor '" << name << "' (" << dtype_name(info.dtype)
+                                          << ", rank " << info.rank << ") but args.tensors has no entry '"
+                                          << name << "'; pass it by that name";
+        const TensorView& t = it->second;
+        check_view(name, t, info.rank);
+        user_check(t.dtype == info.dtype) << "tensor '" << name << "' has dtype " << dtype_name(t.dtype)
+                                          << " but the spec declared " << dtype_name(info.dtype);
+        user_check(reinterpret_cast<uintptr_t>(t.data) % dtype_size(t.dtype) == 0)
+            << "tensor '" << name << "' is not aligned to its element size";
+    }
+    // Bounds: every load's index ranges against the tensor's shape.
+    std::optional<std::string> problem;
+    auto check_loads = [&](const dsl::Expr& e) {
+        if (!e.defined()) return;
+        dsl::for_each_node(e, [&](const dsl::Expr& n) {
+            auto load = n.as<dsl::TensorLoad>();
+            if (!load || problem) return;
+            const TensorView& t = a.tensors.at(load->name);
+            for (size_t d = 0; d < load->indices.size(); ++d) {
+                auto r = index_range(load->indices[d], x, a.scalars);
+                if (!r) continue;  // data-dependent index: not checkable on the host
+                if (t.strides[d] == 0 && t.shape[d] >= 1) continue;  // broadcast dimension
+                if (r->lo < 0 || r->hi >= t.shape[d]) {
+                    std::ostringstream s;
+                    s << "tensor '" << load->name << "' has shape " << shape_str(t.shape) << " but index " << d
+                      << " (" << load->indices[d] << ") ranges over [" << r->lo << ", " << r->hi
+                      << "] for these inputs; give dimension " << d << " at least " << r->hi + 1
+                      << " elements, or stride 0 to broadcast it";
+                    problem = s.str();
+                    return;
+                }
+            }
+        });
+    };
+    check_loads(spec.score_mod());
+    check_loads(spec.mask());
+    if (problem) user_error << *problem;
+}
+
+void check_scalars(const AttentionSpec& spec, const LaunchArgs& a) {
+    auto wanted = spec.scalars();
+    for (const auto& [name, value] : a.scalars)
+        user_check(wanted.count(name)) << "argument scalars['" << name << "'] is not read by the spec"
+                                       << (wanted.empty() ? " (the spec has no runtime scalars)" : "")
+                                       << "; remove it or check the name";
+    for (const auto& [name, type] : wanted) {
+        auto it = a.scalars.find(name);
+        user_check(it != a.scalars.end()) << "the spec reads scalar '" << name << "' (" << dsl::type_name(type)
+                                          << ") but args.scalars has no entry '" << name << "'; pass its value";
+        double v = it->second;
+        user_check(!std::isnan(v)) << "scalar '" << name << "' is NaN";
+        if (type == dsl::Type::Int)
+            user_check(v == std::floor(v) && std::fabs(v) <= std::numeric_limits<int32_t>::max())
+                << "scalar '" << name << "' is an int scalar but got " << v << "; pass a whole number that fits in int32";
+    }
+}
+
+}  // namespace
+
+void check_launch_args(const AttentionSpec& spec, const LaunchArgs& a) {
+    spec.validate();
+    const DType dt = spec.dtype();
+    check_qkvo("q", a.q, dt);
+    check_qkvo("k", a.k, dt);
+    check_qkvo("v", a.v, dt);
+    check_qkvo("o", a.o, dt);
+    const auto &q = a.q.shape, &k = a.k.shape, &v = a.v.shape, &o = a.o.shape;
+    const int dqk = spec.head_dim_qk(), dv = spec.head_dim_v();
+    user_check(q[3] == dqk) << "argument 'q' has head dim " << q[3] << " (shape " << shape_str(q)
+                            << ") but the spec was compiled for Dqk = " << dqk;
+    user_check(k[3] == dqk) << "argument 'k' has head dim " << k[3] << " (shape " << shape_str(k)
+                            << ") but the spec was compiled for Dqk = " << dqk;
+    user_check(v[3] == dv) << "argument 'v' has head dim " << v[3] << " (shape " << shape_str(v)
+                           << ") but the spec was compiled for Dv = " << dv;
+    user_check(k[0] == q[0] && v[0] == q[0] && o[0] == q[0])
+        << "batch sizes differ: q " << shape_str(q) << ", k " << shape_str(k) << ", v " << shape_str(v)
+        << ", o " << shape_str(o) << "; dimension 0 must agree";
+    user_check(v[1] == k[1] && v[2] == k[2]) << "arguments 'k' " << shape_str(k) << " and 'v' " << shape_str(v)
+                                             << " must have the same number of heads and the same length";
+    user_check(k[1] >= 1 && q[1] >= 1) << "arguments 'q' " << shape_str(q) << " and 'k' " << shape_str(k)
+                                       << " must have at least one head";
+    user_check(q[1] % k[1] == 0) << "argument 'q' has " << q[1] << " heads and 'k' has " << k[1]
+                                 << "; query heads must be a multiple of key/value heads (GQA)";
+    if (spec.q_heads() > 0)
+        user_check(q[1] == spec.q_heads() && k[1] == spec.kv_heads())
+            << "arguments have " << q[1] << " query and " << k[1] << " key/value heads but the spec says "
+            << spec.q_heads() << " and " << spec.kv_heads();
+    user_check(o[1] == q[1] && o[2] == q[2] && o[3] == dv)
+        << "argument 'o' has shape " << shape_str(o) << " but must be [" << q[0] << ", " << q[1] << ", " << q[2]
+        << ", " << dv << "] (B, Hq, Nq, Dv)";
+    user_check(k[2] >= 1 || q[2] == 0 || q[0] == 0)
+        << "argument 'k' has length 0; attention needs at least one key";
+    for (int d = 0; d < 3; ++d)
+        user_check(a.o.strides[d] != 0 || o[d] <= 1)
+            << "argument 'o' has stride 0 in dimension " << d << "; outputs must not overlap";
+    user_check(q[1] <= 65535 && q[0] <= 65535)
+        << "arguments have B = " << q[0] << " and Hq = " << q[1] << "; each must be at most 65535 (grid limit)";
+    user_check(q[2] <= std::numeric_limits<int32_t>::max() && k[2] <= std::numeric_limits<int32_t>::max())
+        << "sequence lengths must fit in int32";
+
+    if (spec.returns_lse()) {
+        user_check(a.lse.has_value()) << "the spec returns LSE (return_lse()) but args.lse is empty; pass a "
+                                         "[B, Hq, Nq] f32 tensor";
+        check_view("lse", *a.lse, 3);
+        user_check(a.lse->dtype == DType::f32) << "argument 'lse' has dtype " << dtype_name(a.lse->dtype)
+                                               << "; LSE is f32";
+        const auto& l = a.lse->shape;
+        user_check(l[0] == q[0] && l[1] == q[1] && l[2] == q[2])
+            << "argument 'lse' has shape " << shape_str(l) << " but must be [" << q[0] << ", " << q[1] << ", "
+            << q[2] << "] (B, Hq, Nq)";
+        user_check(reinterpret_cast<uintptr_t>(a.lse->data) % 4 == 0) << "argument 'lse' is not 4-byte aligned";
+    } else {
+        user_check(!a.lse.has_value()) << "args.lse was given but the spec does not return LSE; build the spec "
+                                          "with .return_lse() or leave args.lse empty";
+    }
+    check_scalars(spec, a);
+    check_captured(spec, a, Extents{q[0], q[1], k[1], q[2], k[2]});
+}
+
+}  // namespace attnjit

@@ -1,0 +1,71 @@
+// The user-facing entry point: compile an AttentionSpec once, launch it many times.
+//
+//   attnjit::Attention attn(spec);             // generate, compile (JIT + caches), load
+//   attnjit::LaunchArgs a{q, k, v, o};         // TensorViews over device memory
+//   a.tensors["bias"] = bias;  a.scalars["cap"] = 30.0;
+//   attn(a, stream);                           // every argument is checked before launch
+#pragma once
+
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "attnjit/tile_config.h"
+#include "codegen/kernel_source.h"
+#include "dsl/attention_spec.h"
+#include "runtime/tensor_view.h"
+
+namespace attnjit {
+
+using dsl::AttentionSpec;
+using runtime::TensorView;
+
+// Any CUDA stream handle (CUstream or cudaStream_t); null is the legacy default stream.
+using Stream = void*;
+
+struct CompileOptions {
+    // Compile for this arch ("sm_80", "sm_90a", ...) instead of the current GPU's. With
+    // no GPU present attnjit compiles only, and launching throws.
+    std::optional<std::string> arch;
+    // Tile configuration; default: default_forward_tile() for the spec's dtype and head dims.
+    std::optional<TileConfig> tile;
+};
+
+struct LaunchArgs {
+    TensorView q;  // [B, Hq, Nq, Dqk]  any strides, unit stride on the last dim
+    TensorView k;  // [B, Hkv, Nk, Dqk]
+    TensorView v;  // [B, Hkv, Nk, Dv]
+    TensorView o;  // [B, Hq, Nq, Dv]   written
+    std::optional<TensorView> lse;            // [B, Hq, Nq] f32, required iff spec.return_lse()
+    std::map<std::string, TensorView> tensors;  // every captured tensor of the spec, by name
+    std::map<std::string, double> scalars;      // every runtime scalar of the spec, by name
+};
+
+class Attention {
+public:
+    explicit Attention(const AttentionSpec& spec, const CompileOptions& options = {});
+    ~Attention();
+    Attention(Attention&&) noexcept;
+    Attention& operator=(Attention&&) noexcept;
+
+    // Checks every argument against the spec (UserError, nothing launched on failure),
+    // then launches on `stream`. Asynchronous, like any CUDA launch.
+    void operator()(const LaunchArgs& args, Stream stream = nullptr) const;
+
+    const AttentionSpec& spec() const;
+    const codegen::KernelSource& source() const;  // the generated CUDA
+    const std::string& arch() const;              // what it was compiled for
+    double compile_seconds() const;               // 0 when it came from a cache
+    bool can_launch() const;                      // false when compiled without a GPU
+
+private:
+    struct Impl;
+    std::unique_ptr<Impl> impl_;
+};
+
+// Checks launch arguments against a spec without launching (what operator() does
+// first). Throws UserError naming the argument, the problem and the fix.
+void check_launch_args(const AttentionSpec& spec, const LaunchArgs& args);
+
+}  // namespace attnjit

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Installs what attnjit needs to build from Debian's packages and configures + builds it.
+# The CUDA toolkit (for nvrtc.h/cuda.h and libnvrtc) is expected under /usr/local/cuda or
+# $CUDA_HOME; the GPU driver (libcuda) is only needed to run kernels.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+packages=(cmake g++ make pkg-config libgtest-dev libssl-dev llvm-14-tools nlohmann-json3-dev libcli11-dev)
+missing=()
+for p in "${packages[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
+if [ ${#missing[@]} -gt 0 ]; then
+  sudo=""; [ "$(id -u)" -ne 0 ] && sudo="sudo"
+  echo "[setup] installing: ${missing[*]}"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+cuda="${CUDA_HOME:-/usr/local/cuda}"
+if [ ! -f "$cuda/include/nvrtc.h" ]; then
+  echo "[setup] no CUDA toolkit at $cuda (nvrtc.h missing): install the CUDA toolkit or set CUDA_HOME" >&2
+  exit 1
+fi
+
+build="${ATTNJIT_BUILD_DIR:-build}"
+cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DCUDAToolkit_ROOT="$cuda" >/dev/null
+cmake --build "$build" -j"$(nproc)"
