@@ -71,6 +71,9 @@ Expr operator%(const Expr& a, const Expr& b) {
 Expr operator-(const Expr& a) {
     check_defined(a, "-");
     user_check(a.type() != Type::Bool) << "type mismatch in -(" << a << "): cannot negate a bool; use !";
+    // -literal is a literal: -infinity() reads and prints as -inf.
+    if (auto c = a.as<Const>())
+        return c->type == Type::Float ? Const::make_float(-c->f) : Const::make_int(-c->i);
     return Unary::make(UnaryOp::Neg, a);
 }
 

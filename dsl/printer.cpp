@@ -109,10 +109,13 @@ void print(std::ostream& os, const Expr& e) {
             return;
         }
         int p = precedence(b->op);
+        // A comparison of comparisons is legal C but hard to read: parenthesise those.
+        int left = p, right = p + 1;
+        if (is_comparison(b->op)) left = right = precedence(BinaryOp::Lt) + 1;
         // Left-associative: the right child needs strictly higher precedence.
-        print_child(os, b->a, p);
+        print_child(os, b->a, left);
         os << " " << binary_name(b->op) << " ";
-        print_child(os, b->b, p + 1);
+        print_child(os, b->b, right);
         return;
     }
     case NodeKind::Select: {

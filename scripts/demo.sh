@@ -6,7 +6,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 build="${ATTNJIT_BUILD_DIR:-build}"
-for ex in "$build"/examples/example_*; do
+for ex in "$build"/examples/0*_*; do
+  [ -x "$ex" ] || continue
   echo "== $(basename "$ex")"
   "$ex"
 done

@@ -20,7 +20,8 @@
 # every test passed (or skipped) and every example exited 0.
 set -u
 
-TEST_BINARIES=(tests/gpu/device_buffer_test tests/gpu/cache_and_args_test tests/gpu/forward_correctness_test)
+TEST_BINARIES=(tests/runtime/runtime_gpu_test tests/gpu/device_buffer_test tests/gpu/cache_and_args_test
+              tests/gpu/forward_correctness_test)
 EXAMPLES=(examples/01_causal_alibi examples/02_softcap_sliding_window examples/03_bias_broadcast
           examples/04_document_mask)
 

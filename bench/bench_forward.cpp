@@ -1,0 +1,158 @@
+// Forward benchmark of attnjit through the product path (DSL -> codegen -> NVRTC ->
+// cache -> Driver API launch), on the shapes of ANCHORS.md, plus compile and cache
+// timings. One JSON object per line on stdout; bench/run_device.sh runs it beside the
+// PyTorch anchors (bench/sdpa_anchor.py) on the same GPU.
+//
+// FLOP convention (ANCHORS.md): 4 * B * H * Nq * Nk * D, halved for causal masks; other
+// masks are counted at the density of the mask (the fraction of kept (i, j) pairs).
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "reference/host_tensor.h"
+#include "runtime/attnjit.h"
+#include "runtime/cuda_api.h"
+#include "runtime/device.h"
+#include "runtime/device_buffer.h"
+#include "runtime/kernel_cache.h"
+
+using namespace attnjit;
+using namespace attnjit::dsl;
+using runtime::cuda;
+using runtime::check_cu;
+
+namespace {
+
+struct Case {
+    std::string variant;
+    AttentionSpec spec;
+    int B, H, N, D;
+    double density;  // fraction of (i, j) pairs the mask keeps, for the FLOP count
+    std::function<void(LaunchArgs&, std::vector<runtime::DeviceTensor>&)> extras;
+};
+
+double now_s() {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+runtime::DeviceTensor random_device(DType dt, std::vector<int64_t> shape, uint64_t seed) {
+    reference::HostTensor h(dt, std::move(shape));
+    reference::fill_normal(h, seed);
+    return runtime::to_device(h);
+}
+
+// Median of `reps` event-timed launches after `warmup` untimed ones, in ms.
+double time_ms(const std::function<void()>& launch, int warmup = 5, int reps = 30) {
+    for (int i = 0; i < warmup; ++i) launch();
+    CUevent a, b;
+    check_cu(cuda().cuEventCreate(&a, CU_EVENT_DEFAULT), "cuEventCreate");
+    check_cu(cuda().cuEventCreate(&b, CU_EVENT_DEFAULT), "cuEventCreate");
+    std::vector<float> ms;
+    for (int i = 0; i < reps; ++i) {
+        check_cu(cuda().cuEventRecord(a, nullptr), "cuEventRecord");
+        launch();
+        check_cu(cuda().cuEventRecord(b, nullptr), "cuEventRecord");
+        check_cu(cuda().cuEventSynchronize(b), "cuEventSynchronize");
+        float t = 0;
+        check_cu(cuda().cuEventElapsedTime(&t, a, b), "cuEventElapsedTime");
+        ms.push_back(t);
+    }
+    cuda().cuEventDestroy(a);
+    cuda().cuEventDestroy(b);
+    std::sort(ms.begin(), ms.end());
+    return ms[ms.size() / 2];
+}
+
+std::vector<Case> cases() {
+    std::vector<Case> out;
+    for (int D : {64, 128}) {
+        const int H = 2048 / D;
+        for (int N : {1024, 4096, 16384}) {
+            const int B = 16384 / N;
+            auto base = AttentionSpec().dtype(DType::bf16).head_dim(D);
+            out.push_back({"plain", base, B, H, N, D, 1.0, nullptr});
+            out.push_back({"causal", AttentionSpec(base).mask(mods::causal()), B, H, N, D, 0.5, nullptr});
+        }
+    }
+    // Variants at FlexAttention's anchor shapes (D = 128, H = 16, N = 2048 and 8192).
+    for (int N : {2048, 8192}) {
+        const int B = 16384 / N, H = 16, D = 128;
+        auto base = AttentionSpec().dtype(DType::bf16).head_dim(D).mask(mods::causal());
+        Tensor slopes("slopes", DType::f32, 1);
+        out.push_back({"alibi_causal", AttentionSpec(base).score_mod(mods::alibi(slopes)), B, H, N, D, 0.5,
+                       [H](LaunchArgs& a, std::vector<runtime::DeviceTensor>& keep) {
+                           keep.push_back(random_device(DType::f32, {H}, 7));
+                           a.tensors["slopes"] = keep.back().view;
+                       }});
+        out.push_back({"softcap_causal", AttentionSpec(base).score_mod(mods::softcap(30.0)), B, H, N, D, 0.5, nullptr});
+        const double w = 1024;
+        out.push_back({"sliding_window_1024", AttentionSpec(base).mask(mods::sliding_window(Expr(1024))), B, H, N, D,
+                       (w * N - w * (w - 1) / 2) / (double(N) * N), nullptr});
+    }
+    return out;
+}
+
+void print_case(const Case& c, double ms, double compile_s, const std::string& gpu, const std::string& commit) {
+    const double flops = 4.0 * c.B * c.H * double(c.N) * c.N * c.D * c.density;
+    std::printf(
+        "{\"impl\": \"attnjit\", \"variant\": \"%s\", \"dtype\": \"bf16\", \"B\": %d, \"H\": %d, \"Hkv\": %d, "
+        "\"Nq\": %d, \"Nk\": %d, \"D\": %d, \"causal\": %s, \"mode\": \"fwd\", \"ms\": %.5f, \"tflops\": %.2f, "
+        "\"compile_s\": %.3f, \"gpu\": \"%s\", \"commit\": \"%s\"}\n",
+        c.variant.c_str(), c.B, c.H, c.H, c.N, c.N, c.D, c.density < 1.0 ? "true" : "false", ms,
+        flops / ms / 1e9, compile_s, gpu.c_str(), commit.c_str());
+    std::fflush(stdout);
+}
+
+// Cold compile, disk-cache hit and memory-cache hit of one spec, in a fresh cache.
+void compile_timings(const std::string& gpu, const std::string& commit) {
+    auto spec = AttentionSpec().dtype(DType::bf16).head_dim(128).score_mod(mods::softcap(scalar("cap"))).mask(mods::causal());
+    auto& cache = runtime::KernelCache::global();
+    double t0 = now_s();
+    Attention cold(spec);
+    double cold_s = now_s() - t0;
+    cache.clear_memory();
+    t0 = now_s();
+    Attention disk(spec);
+    double disk_s = now_s() - t0;
+    const int n = 1000;
+    t0 = now_s();
+    for (int i = 0; i < n; ++i) Attention hit(spec);
+    double mem_s = (now_s() - t0) / n;
+    std::printf("{\"kind\": \"compile\", \"cold_compile_s\": %.4f, \"nvrtc_s\": %.4f, \"disk_hit_ms\": %.3f, "
+                "\"memory_hit_us\": %.2f, \"gpu\": \"%s\", \"commit\": \"%s\"}\n",
+                cold_s, cold.compile_seconds(), disk_s * 1e3, mem_s * 1e6, gpu.c_str(), commit.c_str());
+    std::fflush(stdout);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    const std::string commit = argc > 1 ? argv[1] : "unknown";
+    if (auto why = runtime::why_no_gpu()) {
+        std::fprintf(stderr, "bench_forward needs a GPU: %s\n", why->c_str());
+        return 77;
+    }
+    const std::string gpu = runtime::current_device().name;
+    compile_timings(gpu, commit);
+    for (const Case& c : cases()) {
+        std::vector<runtime::DeviceTensor> keep;
+        auto q = random_device(DType::bf16, {c.B, c.H, c.N, c.D}, 1);
+        auto k = random_device(DType::bf16, {c.B, c.H, c.N, c.D}, 2);
+        auto v = random_device(DType::bf16, {c.B, c.H, c.N, c.D}, 3);
+        runtime::DeviceBuffer o(size_t(c.B) * c.H * c.N * c.D * 2);
+        LaunchArgs a;
+        a.q = q.view;
+        a.k = k.view;
+        a.v = v.view;
+        a.o = TensorView::contiguous(o.data(), DType::bf16, {c.B, c.H, c.N, c.D});
+        if (c.extras) c.extras(a, keep);
+        Attention attn(c.spec);
+        double ms = time_ms([&] { attn(a); });
+        print_case(c, ms, attn.compile_seconds(), gpu, commit);
+    }
+    return 0;
+}
