@@ -114,7 +114,7 @@ TEST(CudaEmitter, Fp32Text) {
     EXPECT_EQ(emit_expr(score() * 0.125), "s * 0.125f");
     EXPECT_EQ(emit_expr(score() / 3.0), "s / 3.0f");
     EXPECT_EQ(emit_expr(select(kv_idx() <= q_idx(), score(), -infinity())),
-              "k <= q ? s : -attnjit::bits_to_float(0x7f800000u)");
+              "k <= q ? s : attnjit::bits_to_float(0xff800000u)");
     EXPECT_EQ(emit_expr(Expr(-std::numeric_limits<double>::infinity())), "attnjit::bits_to_float(0xff800000u)");
     EXPECT_EQ(emit_expr(exp(score())), "expf(s)");
     EXPECT_EQ(emit_expr(sigmoid(score())), "1.0f / (1.0f + expf(-s))");

@@ -78,7 +78,7 @@ TEST(Printer, PrecedenceAndParentheses) {
     EXPECT_EQ(str(i % 4 == 0), "q_idx % 4 == 0");
     // C precedence: relational binds tighter than equality, so no parentheses are needed.
     EXPECT_EQ(str((i < 1) == (j < 1)), "(q_idx < 1) == (kv_idx < 1)");
-    EXPECT_EQ(str((i == 1) == (j == 1)), "q_idx == 1 == (kv_idx == 1)");
+    EXPECT_EQ(str((i == 1) == (j == 1)), "(q_idx == 1) == (kv_idx == 1)");
     EXPECT_EQ(str(i >= 0 && j < 5), "q_idx >= 0 && kv_idx < 5");
     EXPECT_EQ(str((i < 1 || j < 1) && i < 3), "(q_idx < 1 || kv_idx < 1) && q_idx < 3");
     EXPECT_EQ(str(i < 1 || (j < 1 && i < 3)), "q_idx < 1 || kv_idx < 1 && q_idx < 3");
