@@ -140,6 +140,14 @@ std::optional<std::string> AttentionSpec::why_invalid() const {
         why << "AttentionSpec.scale(" << *scale_ << "): the softmax scale must be finite and non-zero";
         return why.str();
     }
+    if (scale_ && *scale_ < 0 && !score_mod_.defined()) {
+        // Without a score_mod the kernel folds the scale into exp2 and takes the running
+        // max of the raw <q, k>, which is only the max of the scores for a positive scale.
+        why << "AttentionSpec.scale(" << *scale_
+            << "): a negative scale needs a score_mod; write scale(" << -*scale_
+            << ") and score_mod(-score()) instead";
+        return why.str();
+    }
     if (score_mod_.defined()) {
         if (score_mod_.type() != Type::Float) {
             why << "score_mod " << score_mod_ << " has type " << score_mod_.type()

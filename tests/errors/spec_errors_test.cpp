@@ -41,6 +41,11 @@ TEST(SpecErrors, OnlyOneHeadCount) {
 
 TEST(SpecErrors, NegativeHeads) { EXPECT_USER_ERROR(AttentionSpec().heads(-2, -1).validate(), "heads(-2, -1)"); }
 
+TEST(SpecErrors, NegativeScaleWithoutScoreMod) {
+    EXPECT_USER_ERROR(AttentionSpec().scale(-0.5).validate(), "a negative scale needs a score_mod");
+    EXPECT_NO_THROW(AttentionSpec().scale(-0.5).score_mod(dsl::score() * 2.0).validate());
+}
+
 TEST(SpecErrors, ZeroScale) {
     EXPECT_USER_ERROR(AttentionSpec().scale(0.0).validate(), "scale(0): the softmax scale must be finite and non-zero");
 }
