@@ -80,22 +80,8 @@ namespace {
 constexpr int kTernary = 0, kUnary = 7, kPrimary = 8;
 
 int binary_prec(BinaryOp op) {
-    switch (op) {
-    case BinaryOp::Or: return 1;
-    case BinaryOp::And: return 2;
-    case BinaryOp::Eq:
-    case BinaryOp::Ne: return 3;
-    case BinaryOp::Lt:
-    case BinaryOp::Le:
-    case BinaryOp::Gt:
-    case BinaryOp::Ge: return 4;
-    case BinaryOp::Add:
-    case BinaryOp::Sub: return 5;
-    case BinaryOp::Mul:
-    case BinaryOp::Div:
-    case BinaryOp::Mod: return 6;
-    default: return kPrimary;  // min, max, pow: calls
-    }
+    int p = infix_precedence(op);
+    return p ? p : kPrimary;  // min, max, pow: calls
 }
 
 const char* float_fn(UnaryOp op) {

@@ -10,6 +10,19 @@
 namespace attnjit::dsl {
 namespace {
 
+// The six comparisons, the same for doubles and int64 (IEEE: NaN compares false).
+template <class T>
+bool compare(BinaryOp op, T x, T y) {
+    switch (op) {
+    case BinaryOp::Eq: return x == y;
+    case BinaryOp::Ne: return x != y;
+    case BinaryOp::Lt: return x < y;
+    case BinaryOp::Le: return x <= y;
+    case BinaryOp::Gt: return x > y;
+    default: return x >= y;  // Ge
+    }
+}
+
 constexpr int kMaxRank = 8;
 
 // Two's complement wrap-around without undefined behaviour.
@@ -165,6 +178,8 @@ private:
         if (n->op == BinaryOp::And) return Value::of_bool(eval(n->a).as_bool() && eval(n->b).as_bool());
         if (n->op == BinaryOp::Or) return Value::of_bool(eval(n->a).as_bool() || eval(n->b).as_bool());
         Value a = eval(n->a), b = eval(n->b);
+        if (is_comparison(n->op))
+            return Value::of_bool(a.type == Type::Float ? compare(n->op, a.f, b.f) : compare(n->op, a.i, b.i));
         if (a.type == Type::Float) {
             double x = a.f, y = b.f;
             switch (n->op) {
@@ -176,12 +191,6 @@ private:
             case BinaryOp::Min: return Value::of_float(nan_min(x, y));
             case BinaryOp::Max: return Value::of_float(nan_max(x, y));
             case BinaryOp::Pow: return Value::of_float(std::pow(x, y));
-            case BinaryOp::Eq: return Value::of_bool(x == y);
-            case BinaryOp::Ne: return Value::of_bool(x != y);
-            case BinaryOp::Lt: return Value::of_bool(x < y);
-            case BinaryOp::Le: return Value::of_bool(x <= y);
-            case BinaryOp::Gt: return Value::of_bool(x > y);
-            case BinaryOp::Ge: return Value::of_bool(x >= y);
             default: break;
             }
         } else {  // Int, or Bool for == and !=
@@ -201,12 +210,6 @@ private:
             case BinaryOp::Min: return Value::of_int(x < y ? x : y);
             case BinaryOp::Max: return Value::of_int(x > y ? x : y);
             case BinaryOp::Pow: return Value::of_float(std::pow(double(x), double(y)));  // not built
-            case BinaryOp::Eq: return Value::of_bool(x == y);
-            case BinaryOp::Ne: return Value::of_bool(x != y);
-            case BinaryOp::Lt: return Value::of_bool(x < y);
-            case BinaryOp::Le: return Value::of_bool(x <= y);
-            case BinaryOp::Gt: return Value::of_bool(x > y);
-            case BinaryOp::Ge: return Value::of_bool(x >= y);
             default: break;
             }
         }

@@ -82,6 +82,25 @@ bool is_comparison(BinaryOp op) {
            op == BinaryOp::Gt || op == BinaryOp::Ge;
 }
 
+int infix_precedence(BinaryOp op) {
+    switch (op) {
+    case BinaryOp::Or: return 1;
+    case BinaryOp::And: return 2;
+    case BinaryOp::Eq:
+    case BinaryOp::Ne: return 3;
+    case BinaryOp::Lt:
+    case BinaryOp::Le:
+    case BinaryOp::Gt:
+    case BinaryOp::Ge: return 4;
+    case BinaryOp::Add:
+    case BinaryOp::Sub: return 5;
+    case BinaryOp::Mul:
+    case BinaryOp::Div:
+    case BinaryOp::Mod: return 6;
+    default: return 0;
+    }
+}
+
 bool is_logical(BinaryOp op) { return op == BinaryOp::And || op == BinaryOp::Or; }
 
 Expr Const::make_float(double v) {

@@ -42,6 +42,8 @@ const char* var_name(VarKind v);
 const char* unary_name(UnaryOp op);
 const char* binary_name(BinaryOp op);
 bool is_comparison(BinaryOp op);
+// C precedence of an infix operator (|| 1 ... * / % 6); 0 for min, max, pow (calls).
+int infix_precedence(BinaryOp op);
 bool is_logical(BinaryOp op);
 
 struct ExprNode;

@@ -10,22 +10,8 @@ namespace attnjit::dsl {
 namespace {
 
 int precedence(BinaryOp op) {
-    switch (op) {
-    case BinaryOp::Or: return 1;
-    case BinaryOp::And: return 2;
-    case BinaryOp::Eq:
-    case BinaryOp::Ne: return 3;
-    case BinaryOp::Lt:
-    case BinaryOp::Le:
-    case BinaryOp::Gt:
-    case BinaryOp::Ge: return 4;
-    case BinaryOp::Add:
-    case BinaryOp::Sub: return 5;
-    case BinaryOp::Mul:
-    case BinaryOp::Div:
-    case BinaryOp::Mod: return 6;
-    default: return 100;  // min, max, pow print as calls
-    }
+    int p = infix_precedence(op);
+    return p ? p : 100;  // min, max, pow print as calls
 }
 
 constexpr int kUnaryPrec = 7;

@@ -315,8 +315,13 @@ Comparison compare(const DoubleTensor& actual, const DoubleTensor& expected, Tol
         [](int64_t) { return false; });
 }
 
-double max_abs_error(const DoubleTensor& actual, const DoubleTensor& expected) {
-    user_check(actual.shape == expected.shape) << "max_abs_error: shapes " << shape_str(actual.shape) << " and "
+namespace {
+
+// The largest err(a, e) over all elements: NaN if either side has a NaN, inf where the
+// two disagree on an infinity, equal infinities count as exact.
+template <class Err>
+double max_error(const char* what, const DoubleTensor& actual, const DoubleTensor& expected, Err err) {
+    user_check(actual.shape == expected.shape) << what << ": shapes " << shape_str(actual.shape) << " and "
                                                << shape_str(expected.shape) << " differ";
     double worst = 0;
     for (size_t n = 0; n < actual.data.size(); ++n) {
@@ -326,25 +331,20 @@ double max_abs_error(const DoubleTensor& actual, const DoubleTensor& expected) {
             if (a != e) worst = kInf;
             continue;
         }
-        worst = std::max(worst, std::fabs(a - e));
+        worst = std::max(worst, err(a, e));
     }
     return worst;
 }
 
+}  // namespace
+
+double max_abs_error(const DoubleTensor& actual, const DoubleTensor& expected) {
+    return max_error("max_abs_error", actual, expected, [](double a, double e) { return std::fabs(a - e); });
+}
+
 double max_rel_error(const DoubleTensor& actual, const DoubleTensor& expected, double floor) {
-    user_check(actual.shape == expected.shape) << "max_rel_error: shapes " << shape_str(actual.shape) << " and "
-                                               << shape_str(expected.shape) << " differ";
-    double worst = 0;
-    for (size_t n = 0; n < actual.data.size(); ++n) {
-        double a = actual.data[n], e = expected.data[n];
-        if (std::isnan(a) || std::isnan(e)) return kNaN;
-        if (std::isinf(a) || std::isinf(e)) {
-            if (a != e) worst = kInf;
-            continue;
-        }
-        worst = std::max(worst, std::fabs(a - e) / std::max(std::fabs(e), floor));
-    }
-    return worst;
+    return max_error("max_rel_error", actual, expected,
+                     [floor](double a, double e) { return std::fabs(a - e) / std::max(std::fabs(e), floor); });
 }
 
 }  // namespace attnjit::reference
