@@ -1,6 +1,6 @@
 #include "runtime/attention.h"
 
-#include <chrono>
+#include <mutex>
 #include <sstream>
 
 #include "codegen/generate.h"
@@ -20,6 +20,7 @@ struct Attention::Impl {
     codegen::ParamsLayout layout;
     std::shared_ptr<const runtime::CompiledKernel> compiled;
     std::shared_ptr<const runtime::LoadedKernel> loaded;  // null when compiled without a GPU
+    mutable std::once_flag source_once;  // source() may be called from several threads
     mutable std::optional<codegen::KernelSource> source;  // generated on demand
     double compile_seconds = 0;
 
@@ -103,12 +104,19 @@ void Attention::operator()(const LaunchArgs& args, Stream stream) const {
 const AttentionSpec& Attention::spec() const { return impl_->spec; }
 
 const codegen::KernelSource& Attention::source() const {
-    if (!impl_->source) impl_->source = impl_->make_source();
+    std::call_once(impl_->source_once, [this] { impl_->source = impl_->make_source(); });
     return *impl_->source;
 }
 
 const std::string& Attention::arch() const { return impl_->arch; }
 double Attention::compile_seconds() const { return impl_->compile_seconds; }
 bool Attention::can_launch() const { return impl_->loaded != nullptr; }
+const TileConfig& Attention::tile() const { return impl_->tile; }
+
+std::ostream& operator<<(std::ostream& os, const Attention& a) {
+    const TileConfig& t = a.tile();
+    return os << "Attention(" << a.spec() << ", tile " << t.block_m << "x" << t.block_n << " w" << t.warps << " s"
+              << t.stages << ", " << a.arch() << (a.can_launch() ? ", loaded" : ", compiled only") << ")";
+}
 
 }  // namespace attnjit

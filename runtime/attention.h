@@ -9,6 +9,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <ostream>
 #include <string>
 
 #include "attnjit/tile_config.h"
@@ -58,11 +59,14 @@ public:
     const std::string& arch() const;              // what it was compiled for
     double compile_seconds() const;               // 0 when it came from a cache
     bool can_launch() const;                      // false when compiled without a GPU
+    const TileConfig& tile() const;
 
 private:
     struct Impl;
     std::unique_ptr<Impl> impl_;
 };
+
+std::ostream& operator<<(std::ostream& os, const Attention& a);
 
 // Checks launch arguments against a spec without launching (what operator() does
 // first). Throws UserError naming the argument, the problem and the fix.
