@@ -42,7 +42,8 @@ static const char* elem_name(attnjit::ElemKind e) {
     return e == attnjit::ElemKind::f16 ? "f16" : e == attnjit::ElemKind::bf16 ? "bf16" : "f32";
 }
 static const char* variant_name(int v) {
-    static const char* n[] = {"plain", "causal_tl", "softcap", "docmask", "causal_br", "thresh"};
+    static const char* n[] = {"plain", "causal_tl", "softcap", "docmask", "causal_br", "thresh", "causal_nomask",
+                              "uniform"};
     return n[v];
 }
 
@@ -372,7 +373,7 @@ static bool run_case(const Case& c, uint64_t seed) {
 
 // ---- timing ------------------------------------------------------------------------------
 struct BenchRow {
-    int d, n, causal;
+    int d, n, causal, variant;
     attnjit::TileConfig t;
     double ms, tflops;
 };
@@ -424,7 +425,7 @@ static double time_entry(const KernelEntry& k, int D, int N, int H, std::vector<
     double flop = 4.0 * B * H * (double)N * N * D;
     if (causal) flop /= 2;
     const double tf = flop / (ms * 1e-3) / 1e12;
-    rows.push_back(BenchRow{D, N, causal, k.tile, ms, tf});
+    rows.push_back(BenchRow{D, N, causal, k.variant, k.tile, ms, tf});
     CK(cudaEventDestroy(e0));
     CK(cudaEventDestroy(e1));
     return tf;
@@ -493,7 +494,7 @@ int main(int argc, char** argv) {
         }
         // Each timing configuration once.
         for (const KernelEntry& k : registry()) {
-            if (!k.bench) continue;
+            if (!k.bench || k.variant >= kNumVariants) continue;  // timing-only variants
             Case c{k.elem, k.dqk, k.dv, k.variant, 1, 2, 1, 1000, 1000, 0, true, k.tile};
             run_case(c, seed++);
         }
@@ -519,6 +520,31 @@ int main(int argc, char** argv) {
                 std::snprintf(tile, sizeof tile, "%dx%dx%dw%ds", r.t.block_m, r.t.block_n, r.t.warps, r.t.stages);
                 std::printf("%4d %-14s %6d %10.1f %10.1f %9.2fx  (%.3f ms / %.3f ms)\n", r.d, tile, r.n, r.tflops,
                             c.tflops, r.ms / c.ms, r.ms, c.ms);
+            }
+        }
+    }
+    if (bench) {
+        // Every timed row with the KV tiles it visits: ns per visited (query tile, KV tile).
+        std::vector<BenchRow> rows2;
+        std::printf("\n%4s %-14s %-13s %6s %9s %8s %10s\n", "D", "tile", "variant", "N", "ms", "tiles", "ns/tile");
+        for (const KernelEntry& k : registry()) {
+            if (!k.bench) continue;
+            const int H = 2048 / k.dqk;
+            for (int N : {1024, 4096, 16384}) {
+                time_entry(k, k.dqk, N, H, rows2, 0);
+                const BenchRow& r = rows2.back();
+                const int bm = k.tile.block_m, bn = k.tile.block_n, gx = (N + bm - 1) / bm, nt = (N + bn - 1) / bn;
+                long long visited = 0;
+                for (int m = 0; m < gx; ++m) {
+                    const int q1 = std::min((m + 1) * bm, N) - 1;
+                    const int causal_tiles = q1 / bn + 1;
+                    visited += k.variant == kPlain ? nt : k.variant == kUniform ? (N / 2 + bn - 1) / bn + 1 : causal_tiles;
+                }
+                visited *= (long long)(16384 / N) * H;
+                char tile[32];
+                std::snprintf(tile, sizeof tile, "%dx%dx%dw%ds", bm, bn, k.tile.warps, k.tile.stages);
+                std::printf("%4d %-14s %-13s %6d %9.3f %8lld %10.2f\n", k.dqk, tile, variant_name(k.variant), N, r.ms,
+                            visited, r.ms * 1e6 / visited);
             }
         }
     }

@@ -14,7 +14,10 @@ enum VariantId : int {
     kDoc = 3,       // (d) document mask doc[b][q] == doc[b][k], classify by ctx.int_range
     kCausalBR = 4,  // (e) causal, bottom-right (k <= q + Nk - Nq): rows with no key when Nq > Nk
     kThresh = 5,    // (f) keep iff w[b][k] > 0 (bf16 tensor), classify by ctx.float_range
-    kNumVariants = 6
+    kNumVariants = 6,
+    // Timing-only variants (wrong outputs; never checked): what the causal time is made of.
+    kCausalNoMask = 6,  // causal's tile skipping, but diagonal tiles run as kFull (no mask code)
+    kUniform = 7        // every CTA visits the first ceil(Nk/2 / BN) + 1 tiles, as kFull
 };
 
 struct Params {
@@ -128,7 +131,23 @@ struct VThresh : VPlain {
     }
 };
 
+struct VCausalNoMask : VCausalTL {
+    template <class Ctx>
+    __device__ static attnjit::TileClass classify(const Params&, const Head&, int q0, int q1, int k0, int k1, Ctx&) {
+        return k0 > q1 ? attnjit::TileClass::kSkip : attnjit::TileClass::kFull;
+    }
+};
+struct VUniform : VCausalTL {
+    template <class Ctx>
+    __device__ static attnjit::TileClass classify(const Params& p, const Head&, int, int, int k0, int k1, Ctx&) {
+        const int bn = k1 - k0 + 1, half = (p.args.kv_len / 2 + bn - 1) / bn;
+        return k0 / bn > half ? attnjit::TileClass::kSkip : attnjit::TileClass::kFull;
+    }
+};
+
 template <int V> struct VariantOf;
+template <> struct VariantOf<kCausalNoMask> { using type = VCausalNoMask; };
+template <> struct VariantOf<kUniform> { using type = VUniform; };
 template <> struct VariantOf<kPlain> { using type = VPlain; };
 template <> struct VariantOf<kCausalTL> { using type = VCausalTL; };
 template <> struct VariantOf<kSoftcap> { using type = VSoftcap; };
