@@ -140,6 +140,16 @@ std::optional<std::string> AttentionSpec::why_invalid() const {
         why << "AttentionSpec.scale(" << *scale_ << "): the softmax scale must be finite and non-zero";
         return why.str();
     }
+    if (scale_) {
+        // The kernels use the scale, and the scale times log2(e), as normal fp32 numbers.
+        const float f = static_cast<float>(*scale_), f2 = static_cast<float>(*scale_ * 1.4426950408889634);
+        if (!std::isnormal(f) || !std::isnormal(f2)) {
+            why << "AttentionSpec.scale(" << *scale_
+                << "): the softmax scale must be a normal fp32 number (about 1e-38 to 1e38 in magnitude); "
+                   "fold a larger or smaller factor into score_mod";
+            return why.str();
+        }
+    }
     if (scale_ && *scale_ < 0 && !score_mod_.defined()) {
         // Without a score_mod the kernel folds the scale into exp2 and takes the running
         // max of the raw <q, k>, which is only the max of the scores for a positive scale.

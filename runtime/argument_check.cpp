@@ -11,6 +11,7 @@
 #include "dsl/printer.h"
 #include "dsl/visitor.h"
 #include "runtime/attention.h"
+#include "runtime/index_bounds.h"
 #include "support/error.h"
 
 namespace attnjit {
@@ -48,7 +49,7 @@ void check_qkvo(const std::string& name, const TensorView& t, DType dtype) {
                                  << " but the spec was compiled for " << dtype_name(dtype)
                                  << "; convert the tensor or build a spec with .dtype(" << dtype_name(t.dtype)
                                  << ")";
-    user_check(t.strides[3] == 1 || t.shape[3] == 1)
+    user_check(t.strides[3] == 1)
         << "argument '" << name << "' has stride " << t.strides[3]
         << " on the head dimension; it must be 1 (other dimensions may have any stride)";
     const int esize = dtype_size(dtype);
@@ -63,62 +64,9 @@ void check_qkvo(const std::string& name, const TensorView& t, DType dtype) {
             << "aligned: make the tensor contiguous or pad the head dimension";
 }
 
-struct Extents {
-    int64_t B, Hq, Hkv, Nq, Nk;
-};
-
-// Range [lo, hi] an int index expression can take over the whole launch, if we can tell.
-struct Range {
-    int64_t lo, hi;
-};
-
-std::optional<Range> index_range(const dsl::Expr& e, const Extents& x, const std::map<std::string, double>& scalars) {
-    using namespace dsl;
-    if (auto c = e.as<Const>()) return Range{c->i, c->i};
-    if (auto v = e.as<Var>()) {
-        switch (v->var) {
-        case VarKind::Batch: return Range{0, x.B - 1};
-        case VarKind::Head: return Range{0, x.Hq - 1};
-        case VarKind::KvHead: return Range{0, x.Hkv - 1};
-        case VarKind::QIdx: return Range{0, x.Nq - 1};
-        case VarKind::KvIdx: return Range{0, x.Nk - 1};
-        case VarKind::QLen: return Range{x.Nq, x.Nq};
-        case VarKind::KvLen: return Range{x.Nk, x.Nk};
-        default: return std::nullopt;
-        }
-    }
-    if (auto s = e.as<ScalarParam>()) {
-        auto it = scalars.find(s->name);
-        if (it == scalars.end()) return std::nullopt;
-        auto v = static_cast<int64_t>(it->second);
-        return Range{v, v};
-    }
-    if (auto b = e.as<Binary>()) {
-        auto l = index_range(b->a, x, scalars), r = index_range(b->b, x, scalars);
-        if (!l || !r) return std::nullopt;
-        switch (b->op) {
-        case BinaryOp::Add: return Range{l->lo + r->lo, l->hi + r->hi};
-        case BinaryOp::Sub: return Range{l->lo - r->hi, l->hi - r->lo};
-        case BinaryOp::Min: return Range{std::min(l->lo, r->lo), std::min(l->hi, r->hi)};
-        case BinaryOp::Max: return Range{std::max(l->lo, r->lo), std::max(l->hi, r->hi)};
-        case BinaryOp::Mul: {
-            int64_t c[] = {l->lo * r->lo, l->lo * r->hi, l->hi * r->lo, l->hi * r->hi};
-            return Range{*std::min_element(c, c + 4), *std::max_element(c, c + 4)};
-        }
-        default: return std::nullopt;
-        }
-    }
-    if (auto s = e.as<Select>()) {
-        auto t = index_range(s->t, x, scalars), f = index_range(s->f, x, scalars);
-        if (!t || !f) return std::nullopt;
-        return Range{std::min(t->lo, f->lo), std::max(t->hi, f->hi)};
-    }
-    return std::nullopt;
-}
-
 // Each captured tensor: present, right dtype/rank, and large enough for every index the
 // expressions can produce (a dimension of stride 0 broadcasts and may be of size 1).
-void check_captured(const AttentionSpec& spec, const LaunchArgs& a, const Extents& x) {
+void check_captured(const AttentionSpec& spec, const LaunchArgs& a, const runtime::LaunchExtents& x) {
     auto wanted = spec.tensors();
     for (const auto& [name, view] : a.tensors)
         user_check(wanted.count(name)) << "argument tensors['" << name << "'] is not read by the spec"
@@ -136,33 +84,9 @@ void check_captured(const AttentionSpec& spec, const LaunchArgs& a, const Extent
         user_check(reinterpret_cast<uintptr_t>(t.data) % dtype_size(t.dtype) == 0)
             << "tensor '" << name << "' is not aligned to its element size";
     }
-    // Bounds: every load's index ranges against the tensor's shape.
-    std::optional<std::string> problem;
-    auto check_loads = [&](const dsl::Expr& e) {
-        if (!e.defined()) return;
-        dsl::for_each_node(e, [&](const dsl::Expr& n) {
-            auto load = n.as<dsl::TensorLoad>();
-            if (!load || problem) return;
-            const TensorView& t = a.tensors.at(load->name);
-            for (size_t d = 0; d < load->indices.size(); ++d) {
-                auto r = index_range(load->indices[d], x, a.scalars);
-                if (!r) continue;  // data-dependent index: not checkable on the host
-                if (t.strides[d] == 0 && t.shape[d] >= 1) continue;  // broadcast dimension
-                if (r->lo < 0 || r->hi >= t.shape[d]) {
-                    std::ostringstream s;
-                    s << "tensor '" << load->name << "' has shape " << shape_str(t.shape) << " but index " << d
-                      << " (" << load->indices[d] << ") ranges over [" << r->lo << ", " << r->hi
-                      << "] for these inputs; give dimension " << d << " at least " << r->hi + 1
-                      << " elements, or stride 0 to broadcast it";
-                    problem = s.str();
-                    return;
-                }
-            }
-        });
-    };
-    check_loads(spec.score_mod());
-    check_loads(spec.mask());
-    if (problem) user_error << *problem;
+    // Bounds: no read of any captured tensor can leave it (runtime/index_bounds.h).
+    check_tensor_reads(spec.score_mod(), x, a.scalars, a.tensors);
+    check_tensor_reads(spec.mask(), x, a.scalars, a.tensors);
 }
 
 void check_scalars(const AttentionSpec& spec, const LaunchArgs& a) {
@@ -218,13 +142,16 @@ void check_launch_args(const AttentionSpec& spec, const LaunchArgs& a) {
         << ", " << dv << "] (B, Hq, Nq, Dv)";
     user_check(k[2] >= 1 || q[2] == 0 || q[0] == 0)
         << "argument 'k' has length 0; attention needs at least one key";
-    for (int d = 0; d < 3; ++d)
+    const bool empty = q[0] == 0 || q[1] == 0 || q[2] == 0;  // nothing is written
+    for (int d = 0; d < 3 && !empty; ++d)
         user_check(a.o.strides[d] != 0 || o[d] <= 1)
             << "argument 'o' has stride 0 in dimension " << d << "; outputs must not overlap";
     user_check(q[1] <= 65535 && q[0] <= 65535)
         << "arguments have B = " << q[0] << " and Hq = " << q[1] << "; each must be at most 65535 (grid limit)";
-    user_check(q[2] <= std::numeric_limits<int32_t>::max() && k[2] <= std::numeric_limits<int32_t>::max())
-        << "sequence lengths must fit in int32";
+    // Kernels round lengths up to whole tiles in int32 arithmetic.
+    constexpr int64_t kMaxLen = std::numeric_limits<int32_t>::max() - 1024;
+    user_check(q[2] <= kMaxLen && k[2] <= kMaxLen)
+        << "arguments have Nq = " << q[2] << " and Nk = " << k[2] << "; each must be at most " << kMaxLen;
 
     if (spec.returns_lse()) {
         user_check(a.lse.has_value()) << "the spec returns LSE (return_lse()) but args.lse is empty; pass a "
@@ -237,12 +164,16 @@ void check_launch_args(const AttentionSpec& spec, const LaunchArgs& a) {
             << "argument 'lse' has shape " << shape_str(l) << " but must be [" << q[0] << ", " << q[1] << ", "
             << q[2] << "] (B, Hq, Nq)";
         user_check(reinterpret_cast<uintptr_t>(a.lse->data) % 4 == 0) << "argument 'lse' is not 4-byte aligned";
+        for (int d = 0; d < 3 && !empty; ++d)
+            user_check(a.lse->strides[d] != 0 || l[d] <= 1)
+                << "argument 'lse' has stride 0 in dimension " << d << "; outputs must not overlap";
     } else {
         user_check(!a.lse.has_value()) << "args.lse was given but the spec does not return LSE; build the spec "
                                           "with .return_lse() or leave args.lse empty";
     }
+    // Scalars first: the bounds of captured-tensor reads use their values.
     check_scalars(spec, a);
-    check_captured(spec, a, Extents{q[0], q[1], k[1], q[2], k[2]});
+    check_captured(spec, a, runtime::LaunchExtents{q[0], q[1], k[1], q[2], k[2]});
 }
 
 }  // namespace attnjit

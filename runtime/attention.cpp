@@ -1,5 +1,6 @@
 #include "runtime/attention.h"
 
+#include <chrono>
 #include <mutex>
 #include <sstream>
 
@@ -38,11 +39,15 @@ ElemKind elem_kind(DType d) {
 }
 
 // Unique per generated kernel and architecture, and cheap: no source is generated to
-// compute it, so a memory-cache hit costs a hash of the spec and a map lookup.
+// compute it. It is the spec's full printed form plus the types of its inputs (the
+// printer leaves those out), not a hash, so two specs can never share a kernel.
 std::string fast_key(const AttentionSpec& spec, const TileConfig& t, const std::string& arch) {
     std::ostringstream s;
-    s << std::hex << spec.hash() << std::dec << "/" << t.block_m << "x" << t.block_n << "w" << t.warps << "s"
-      << t.stages << "/" << arch << "/g" << codegen::kGeneratorVersion;
+    s << spec << "|";
+    for (const auto& [name, info] : spec.tensors()) s << name << ":" << dtype_name(info.dtype) << info.rank << ",";
+    for (const auto& [name, type] : spec.scalars()) s << name << ":" << dsl::type_name(type) << ",";
+    s << "|" << t.block_m << "x" << t.block_n << "w" << t.warps << "s" << t.stages << "|" << arch << "|g"
+      << codegen::kGeneratorVersion;
     return s.str();
 }
 
@@ -72,16 +77,23 @@ Attention::Attention(const AttentionSpec& spec, const CompileOptions& options) :
     impl_->layout = codegen::params_layout(spec);
 
     auto& cache = runtime::KernelCache::global();
-    const double before = cache.stats().compile_seconds;
     const std::string key = fast_key(spec, impl_->tile, impl_->arch);
-    auto make = [this] { return impl_->make_source(); };
+    // The cache calls make() only when the kernel is not in memory: then this
+    // constructor generated it and compiled it or read it from disk.
+    bool generated = false;
+    const auto start = std::chrono::steady_clock::now();
+    auto make = [this, &generated] {
+        generated = true;
+        return impl_->make_source();
+    };
     if (on_device) {
         impl_->loaded = cache.get_loaded(key, make);
         impl_->compiled = std::shared_ptr<const runtime::CompiledKernel>(impl_->loaded, &impl_->loaded->compiled());
     } else {
         impl_->compiled = cache.get_compiled(key, make, impl_->arch);
     }
-    impl_->compile_seconds = cache.stats().compile_seconds - before;
+    if (generated)
+        impl_->compile_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     debug(1) << "Attention ready: " << spec << " -> " << *impl_->compiled;
 }
 
@@ -92,7 +104,8 @@ Attention& Attention::operator=(Attention&&) noexcept = default;
 void Attention::operator()(const LaunchArgs& args, Stream stream) const {
     check_launch_args(impl_->spec, args);
     user_check(impl_->loaded) << "this Attention was compiled for " << impl_->arch
-                              << " without a usable GPU, so it cannot launch; construct it where the GPU is";
+                              << " only (CompileOptions.arch, or no usable GPU at construction), so it cannot "
+                                 "launch; construct it without CompileOptions.arch where the GPU is";
     if (args.q.shape[0] == 0 || args.q.shape[2] == 0) return;  // empty problem: nothing to do
     const auto params = runtime::pack_params(impl_->layout, impl_->spec, args);
     const auto& c = impl_->loaded->compiled();

@@ -57,7 +57,9 @@ public:
     const AttentionSpec& spec() const;
     const codegen::KernelSource& source() const;  // the generated CUDA
     const std::string& arch() const;              // what it was compiled for
-    double compile_seconds() const;               // 0 when it came from a cache
+    // Seconds the constructor spent generating the kernel and compiling it (or reading
+    // it from the disk cache); 0 when it was already in memory.
+    double compile_seconds() const;
     bool can_launch() const;                      // false when compiled without a GPU
     const TileConfig& tile() const;
 

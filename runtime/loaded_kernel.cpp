@@ -99,7 +99,8 @@ void LoadedKernel::launch(Dim3 grid, Dim3 block, unsigned smem_bytes, const void
     else
         user_check(cur == context_)
             << "kernel '" << k.name << "' was loaded in another CUDA context than the one "
-            << "current on this thread; get it from KernelCache with this context current";
+            << "current on this thread (another GPU or context); construct the Attention (or get the "
+            << "kernel from KernelCache) while the context you launch in is current";
 
     void* args[] = {const_cast<void*>(params)};
     CUresult r = cu.cuLaunchKernel(function_, grid.x, grid.y, grid.z, block.x, block.y, block.z,

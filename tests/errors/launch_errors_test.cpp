@@ -281,6 +281,77 @@ TEST(LaunchErrors, RelativePositionTableTooSmall) {
     EXPECT_NO_THROW(check_launch_args(c.spec, c.args));
 }
 
+// Index forms the bounds analysis must see through (runtime/index_bounds.cpp).
+Case with_table(Expr score_mod, std::vector<int64_t> shape, DType dt = DType::f32) {
+    Case c = plain();
+    c.spec.score_mod(score_mod);
+    c.args.tensors["table"] = view(5, dt, std::move(shape));
+    return c;
+}
+
+TEST(LaunchErrors, AbsoluteDistanceIndexIsBounded) {  // T5-style |i - j|
+    Tensor table("table", DType::f32, 2);
+    Case c = with_table(score() + table(head(), abs(q_idx() - kv_idx())), {Hq, 4});
+    EXPECT_USER_ERROR(check_launch_args(c.spec, c.args), "index 1 (abs(q_idx - kv_idx)) ranges over [0, 31]");
+    c.args.tensors["table"] = view(5, DType::f32, {Hq, Nk});
+    EXPECT_NO_THROW(check_launch_args(c.spec, c.args));
+}
+
+TEST(LaunchErrors, DividedIndexIsBounded) {
+    Tensor table("table", DType::f32, 2);
+    Case c = with_table(score() + table(head(), q_idx() / 2), {Hq, 4});
+    EXPECT_USER_ERROR(check_launch_args(c.spec, c.args), "index 1 (q_idx / 2) ranges over [0, 7]");
+}
+
+TEST(LaunchErrors, ModuloIndexCanBeNegative) {  // C's % keeps the dividend's sign
+    Tensor table("table", DType::f32, 2);
+    Case c = with_table(score() + table(head(), (q_idx() - kv_idx()) % 7), {Hq, 7});
+    EXPECT_USER_ERROR(check_launch_args(c.spec, c.args), "ranges over [-6, 6]");
+}
+
+TEST(LaunchErrors, DataDependentIndexMustBeBounded) {
+    Tensor table("table", DType::f32, 1), doc("doc", DType::i32, 2);
+    Case c = with_table(score() + table(doc(batch(), kv_idx())), {10});
+    c.args.tensors["doc"] = view(6, DType::i32, {B, Nk});
+    EXPECT_USER_ERROR(check_launch_args(c.spec, c.args), "depends on values the host cannot see");
+    c.spec.score_mod(score() + table(clamp(doc(batch(), kv_idx()), 0, 9)));
+    EXPECT_NO_THROW(check_launch_args(c.spec, c.args));
+}
+
+TEST(LaunchErrors, IndexArithmeticBeyondInt32) {
+    Tensor flat("table", DType::f32, 1);
+    Case c = with_table(score() + flat(q_idx() * 100000 * 100000 + kv_idx()), {int64_t(1) << 40});
+    EXPECT_USER_ERROR(check_launch_args(c.spec, c.args), "beyond int32");
+}
+
+TEST(LaunchErrors, GuardedReadIsBoundedOnItsPath) {  // select(i < 8, t[i], 0) reads t only for i < 8
+    Tensor table("table", DType::f32, 1);
+    Case c = with_table(score() + select(q_idx() < 8, table(q_idx()), 0.0), {8});
+    EXPECT_NO_THROW(check_launch_args(c.spec, c.args));
+    c.spec.score_mod(score() + select(q_idx() < 9, table(q_idx()), 0.0));
+    EXPECT_USER_ERROR(check_launch_args(c.spec, c.args), "index 0 (q_idx) ranges over [0, 8]");
+    // The right side of && is only evaluated where the left side holds.
+    Tensor valid("valid", DType::u8, 1);
+    c = plain();
+    c.spec.mask(kv_idx() < 4 && valid(kv_idx()));
+    c.args.tensors["valid"] = view(6, DType::u8, {4});
+    EXPECT_NO_THROW(check_launch_args(c.spec, c.args));
+}
+
+TEST(LaunchErrors, LseMustNotOverlapItself) {
+    Case c = valid();
+    c.args.lse = TensorView{ptr(4), DType::f32, {B, Hq, Nq}, {Hq * Nq, Nq, 0}};
+    EXPECT_USER_ERROR(check_launch_args(c.spec, c.args), "argument 'lse' has stride 0 in dimension 2");
+}
+
+TEST(LaunchErrors, EmptyProblemReadsNothing) {  // Nq = 0: no index is ever formed
+    Tensor table("table", DType::f32, 2);
+    Case c = with_table(score() + table(head(), q_idx() - kv_idx()), {Hq, 1});
+    c.args.q = view(0, DType::f16, {B, Hq, 0, D});
+    c.args.o = view(3, DType::f16, {B, Hq, 0, D});
+    EXPECT_NO_THROW(check_launch_args(c.spec, c.args));
+}
+
 TEST(LaunchErrors, MissingScalar) {
     Case c = valid();
     c.args.scalars.erase("cap");

@@ -46,6 +46,11 @@ TEST(SpecErrors, NegativeScaleWithoutScoreMod) {
     EXPECT_NO_THROW(AttentionSpec().scale(-0.5).score_mod(dsl::score() * 2.0).validate());
 }
 
+TEST(SpecErrors, ScaleOutsideFp32) {
+    EXPECT_USER_ERROR(AttentionSpec().scale(1e-46).validate(), "must be a normal fp32 number");
+    EXPECT_USER_ERROR(AttentionSpec().scale(1e39).validate(), "must be a normal fp32 number");
+}
+
 TEST(SpecErrors, ZeroScale) {
     EXPECT_USER_ERROR(AttentionSpec().scale(0.0).validate(), "scale(0): the softmax scale must be finite and non-zero");
 }
