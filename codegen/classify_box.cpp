@@ -1,6 +1,7 @@
 #include "codegen/classify_box.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <limits>
 
 #include "codegen/interval_rules.h"
@@ -62,7 +63,7 @@ public:
     std::pair<V, V> load_int_range(const dsl::TensorLoad& l, const std::vector<V>& idx, int dim, V first, V last) {
         long long lo = std::numeric_limits<long long>::max(), hi = -lo;
         for (long long i = first; i <= last; ++i) {
-            long long v = static_cast<long long>(element(l, idx, dim, i));
+            long long v = to_int(element(l, idx, dim, i));
             lo = std::min(lo, v);
             hi = std::max(hi, v);
         }
@@ -108,8 +109,11 @@ private:
         user_check(it != env_.scalars.end()) << "classify_box: no value for scalar '" << n << "' in HostEnv";
         return it->second;
     }
-    // The device reads int elements through to_int (int32).
-    static long long to_int(double v) { return static_cast<int>(static_cast<long long>(v)); }
+    // An int element is read as int32, an i64 one truncated like a C cast, by every
+    // reader: the device's to_int (point loads and ctx.int_range) and dsl::interpret.
+    static long long to_int(double v) {
+        return static_cast<int32_t>(static_cast<uint32_t>(static_cast<uint64_t>(static_cast<long long>(v))));
+    }
     double element(const dsl::TensorLoad& l, const std::vector<V>& idx, int dim, long long i) const {
         auto it = env_.tensors.find(l.name);
         user_check(it != env_.tensors.end()) << "classify_box: no data for tensor '" << l.name << "' in HostEnv";
@@ -142,7 +146,7 @@ TileClass classify_box(const dsl::Expr& mask, const Box& box, const HostEnv& env
 
 TileClass classify_box(const KernelPlan& plan, const Box& box, const HostEnv& env) {
     if (!plan.mask.defined()) return TileClass::kFull;
-    if (!plan.can_classify) return TileClass::kPartial;
+    if (!plan.classify.can_classify) return TileClass::kPartial;
     return classify_box(plan.mask, box, env, plan.all_bindings());
 }
 

@@ -25,7 +25,8 @@ struct Box {
 };
 
 // A captured tensor on the host: elements as doubles (ints are exact below 2^53),
-// addressed through element strides like the device's TensorArg.
+// addressed through element strides like the device's TensorArg. Int elements are read
+// as int32 (an i64 value truncated like a C cast), as the device and dsl::interpret do.
 struct HostTensor {
     std::vector<double> data;
     std::vector<long long> strides;

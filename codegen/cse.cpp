@@ -20,6 +20,8 @@ bool speculatable(const Expr& e) {
     return ok;
 }
 
+bool short_circuits(BinaryOp op) { return op == BinaryOp::And || op == BinaryOp::Or; }
+
 namespace {
 
 bool trivial(const Expr& e) { return e.as<Const>() || e.as<Var>() || e.as<ScalarParam>() || e.as<Temp>(); }
@@ -82,7 +84,7 @@ private:
             f(u->a, conditional);
         } else if (auto b = e.as<Binary>()) {
             f(b->a, conditional);
-            f(b->b, conditional);
+            f(b->b, conditional || short_circuits(b->op));
         } else if (auto s = e.as<Select>()) {
             f(s->cond, conditional);
             f(s->t, true);
@@ -101,7 +103,7 @@ private:
         if (auto u = e.as<Unary>()) return Unary::make(u->op, rebuild(u->a, conditional));
         if (auto b = e.as<Binary>()) {
             Expr a = rebuild(b->a, conditional);
-            return Binary::make(b->op, a, rebuild(b->b, conditional));
+            return Binary::make(b->op, a, rebuild(b->b, conditional || short_circuits(b->op)));
         }
         if (auto s = e.as<Select>()) {
             Expr c = rebuild(s->cond, conditional);

@@ -7,7 +7,9 @@
 //  * runtime scalars are Params fields "p.scalar_<name>"; a captured tensor element is
 //    attnjit::to_float / to_int / to_bool of "p.tensor_<name>.ptr[off]" with
 //    off = i0 * p.tensor_<name>.stride[0] + i1 * ... (strides are long long, so the
-//    offset is computed in 64 bits; constant-zero indices are left out);
+//    offset is computed in 64 bits; constant-zero indices are left out); to_int makes an
+//    i64 element an int32, truncated like a C cast, as every other reader does
+//    (codegen/README.md);
 //  * temporaries are named by EmitNames::temps (e.g. "hd.h0", "r.r0", "t0");
 //  * float literals are fp32 ("30.0f"); inf and NaN are attnjit::bits_to_float(...);
 //  * math uses the CUDA fp32 functions: exp -> expf (not exp2f(x * log2e): expf is the

@@ -5,7 +5,6 @@
 
 #include "codegen/cuda_emitter.h"
 #include "codegen/lower.h"
-#include "codegen/mask_analysis.h"
 #include "codegen/template_library.h"
 #include "dsl/printer.h"
 #include "support/debug.h"
@@ -24,15 +23,6 @@ TileConfig default_tile(const dsl::AttentionSpec& spec) {
 }
 
 namespace {
-
-const char* elem_cuda_type(ElemKind e) {
-    switch (e) {
-    case ElemKind::f16: return "attnjit::half_t";
-    case ElemKind::bf16: return "attnjit::bf16_t";
-    case ElemKind::f32: return "float";
-    }
-    return "?";
-}
 
 // Lines with indentation; one statement or comment per line.
 class Writer {
@@ -134,7 +124,7 @@ private:
         w_.open("struct Variant");
         w_.line(std::string("static constexpr bool kHasScoreMod = ") + (has_sm ? "true" : "false") + ";");
         w_.line(std::string("static constexpr bool kHasMask = ") + (has_mask ? "true" : "false") + ";");
-        w_.line(std::string("static constexpr bool kCanClassify = ") + (plan_.can_classify ? "true" : "false") + ";");
+        w_.line(std::string("static constexpr bool kCanClassify = ") + (plan_.classify.can_classify ? "true" : "false") + ";");
         w_.line();
         if (uses_nan_min_max()) {
             w_.line("// min / max that keep NaN (the DSL's meaning; fminf / fmaxf drop it).");
@@ -198,13 +188,13 @@ private:
         w_.line("// Interval analysis of the mask over q in [q0, q1], k in [k0, k1] (codegen/mask_analysis.h).");
         w_.line("template <class Ctx>");
         w_.open("__device__ static attnjit::TileClass classify(const Params& p, const Head& hd, int q0, int q1, int k0, int k1, Ctx& ctx)");
-        for (const auto& l : mask_analysis(plan_.mask, all_).lines) w_.line(l);
+        for (const auto& l : plan_.classify.lines) w_.line(l);  // lower() ran mask_analysis
         w_.close();
         w_.close(";");
     }
 
     void entry() {
-        w_.line(std::string("using Traits = attnjit::ForwardTraits<") + elem_cuda_type(plan_.elem) + ", " +
+        w_.line(std::string("using Traits = attnjit::ForwardTraits<") + cuda_elem_type(plan_.spec.dtype()) + ", " +
                 std::to_string(plan_.head_dim_qk) + ", " + std::to_string(plan_.head_dim_v) + ", " +
                 std::to_string(tile_.block_m) + ", " + std::to_string(tile_.block_n) + ", " +
                 std::to_string(tile_.warps) + ", " + std::to_string(tile_.stages) + ">;");

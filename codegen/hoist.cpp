@@ -77,11 +77,23 @@ private:
         return Temp::make(name, value.type());
     }
 
+    // The Temp of a level-l binding whose value equals e, or undefined.
+    Expr existing(const Expr& e, Level l) {
+        for (const auto& b : list(l))
+            if (equal(b.value, e)) return Temp::make(b.name, e.type());
+        return Expr();
+    }
+
     // Rewrites e, evaluated at level ctx, so that its maximal lower-level parts read fields.
     Expr process(const Expr& e, Level ctx, bool conditional) {
         if (trivial(e)) return e;
         Level l = level_with(e, levels_);
-        if (l < ctx && (!conditional || speculatable(e))) return append(process(e, l, false), l);
+        if (l < ctx) {
+            if (!conditional || speculatable(e)) return append(process(e, l, false), l);
+            // Guarded and unsafe to speculate: only a field that is already computed
+            // unconditionally (an equal, unguarded occurrence) may be read instead.
+            if (Expr t = existing(e, l); t.defined()) return t;
+        }
         return substitute_children(e, ctx, conditional);
     }
 
@@ -94,7 +106,8 @@ private:
         if (auto u = e.as<Unary>()) return Unary::make(u->op, process(u->a, ctx, conditional));
         if (auto b = e.as<Binary>()) {
             Expr a = process(b->a, ctx, conditional);
-            return Binary::make(b->op, a, process(b->b, ctx, conditional));
+            // && and || short-circuit: their right operand is as guarded as a select branch.
+            return Binary::make(b->op, a, process(b->b, ctx, conditional || short_circuits(b->op)));
         }
         if (auto s = e.as<Select>()) {
             Expr c = process(s->cond, ctx, conditional);

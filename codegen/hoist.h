@@ -7,7 +7,11 @@
 // subexpressions of a higher-level expression become fields of their level (equal ones
 // share a field), so ALiBi's slopes[h] is loaded once per head, not once per score.
 // Trivial leaves (constants, variables, scalars) are never hoisted, and inside a select
-// branch only speculatable expressions move (see cse.h).
+// branch or the right operand of && / || only speculatable expressions move (see cse.h):
+// an expression hoisted whole keeps its own short-circuit. A guarded unsafe expression
+// may still read a field that an equal unguarded occurrence already computes.
+// (dq[b, q_idx] >= kv_idx && valid[dq[b, q_idx]]: r0 = dq[b, q_idx]; the mask reads
+// valid[r0] per element, never in make_row.)
 //
 // Names: head fields h0, h1, ..., row fields r0, ..., element bindings t0, ..., each in
 // evaluation order.

@@ -58,7 +58,7 @@ std::ostream& operator<<(std::ostream& os, const KernelPlan& p) {
     os << "  mask: ";
     if (p.has_mask()) os << p.mask << "\n";
     else os << "none (keep all)\n";
-    os << "  can_classify: " << (p.can_classify ? "true" : "false") << "\n";
+    os << "  can_classify: " << (p.classify.can_classify ? "true" : "false") << "\n";
     if (!p.scalars.empty()) {
         os << "  scalars:";
         for (const auto& [n, t] : p.scalars) os << " " << n << ":" << t;

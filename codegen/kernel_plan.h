@@ -9,6 +9,7 @@
 
 #include "attnjit/tile_config.h"
 #include "codegen/binding.h"
+#include "codegen/mask_analysis.h"
 #include "dsl/attention_spec.h"
 
 namespace attnjit::codegen {
@@ -25,7 +26,7 @@ struct KernelPlan {
 
     dsl::Expr score_mod;  // undefined: the identity (no score_mod hook work)
     dsl::Expr mask;       // undefined: keep every in-bounds key
-    bool can_classify = false;  // classify() may return kSkip / kFull
+    ClassifyCode classify;  // the body of Variant::classify; can_classify: it may return kSkip / kFull
 
     // Runtime inputs the lowered expressions still read (the Params struct carries
     // every one the spec declares; see params_layout.h).

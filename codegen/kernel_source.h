@@ -25,6 +25,6 @@ struct KernelSource {
 std::ostream& operator<<(std::ostream& os, const KernelSource& k);
 
 // Bumped whenever the generator changes what it emits for the same spec.
-inline constexpr int kGeneratorVersion = 1;
+inline constexpr int kGeneratorVersion = 2;
 
 }  // namespace attnjit::codegen

@@ -123,11 +123,10 @@ KernelPlan lower(const dsl::AttentionSpec& spec) {
 
     {
         PassLog log("mask_analysis");
-        ClassifyCode code = mask_analysis(plan.mask, plan.all_bindings());
-        plan.can_classify = code.can_classify;
+        plan.classify = mask_analysis(plan.mask, plan.all_bindings());
         log.done([&](std::ostream& os) {
-            os << "  can_classify: " << (plan.can_classify ? "true" : "false") << "\n";
-            for (const auto& l : code.lines) os << "  " << l << "\n";
+            os << "  can_classify: " << (plan.classify.can_classify ? "true" : "false") << "\n";
+            for (const auto& l : plan.classify.lines) os << "  " << l << "\n";
         });
     }
 

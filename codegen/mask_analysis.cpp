@@ -1,6 +1,8 @@
 #include "codegen/mask_analysis.h"
 
+#include <cctype>
 #include <optional>
+#include <set>
 
 #include "codegen/cuda_emitter.h"
 #include "codegen/interval_rules.h"
@@ -33,9 +35,35 @@ public:
         std::optional<bool> k;
     };
 
-    CodeDomain(std::vector<std::string>& lines, const Bindings& bindings) : lines_(lines), bindings_(bindings) {}
+    CodeDomain(const Bindings& bindings) : bindings_(bindings) {}
 
-    void note(const dsl::Expr& e) { pending_ = dsl::to_string(inline_bindings(e, bindings_)); }
+    void note(const dsl::Expr& e) {
+        note_ = dsl::to_string(inline_bindings(e, bindings_));
+        ++group_;
+    }
+
+    // The statements that `result` (the return logic's text) reads, directly or through
+    // other statements, in emission order; each note's DSL comment goes above the first
+    // kept statement of its group. The numbering of the kept locals is left as emitted.
+    std::vector<std::string> live_lines(const std::string& result) const {
+        std::set<std::string> used = identifiers(result);
+        std::vector<bool> keep(stmts_.size(), false);
+        for (size_t i = stmts_.size(); i-- > 0;) {
+            if (!used.count(stmts_[i].name)) continue;
+            keep[i] = true;
+            for (const auto& id : identifiers(stmts_[i].rhs)) used.insert(id);
+        }
+        std::vector<std::string> lines;
+        int printed_group = -1;
+        for (size_t i = 0; i < stmts_.size(); ++i) {
+            if (!keep[i]) continue;
+            const Stmt& st = stmts_[i];
+            if (st.group != printed_group && !st.note.empty()) lines.push_back("// " + st.note);
+            printed_group = st.group;
+            lines.push_back(st.decl + " " + st.name + " = " + st.rhs + ";");
+        }
+        return lines;
+    }
 
     V int_const(long long v) {
         std::string t = std::to_string(v);
@@ -71,18 +99,14 @@ public:
         return local_int("attnjit::to_int(p." + tensor_field(l.name) + ".ptr[" + offset(l, idx) + "])");
     }
     F load_float(const dsl::TensorLoad& l, const std::vector<V>& idx) {
-        std::string name = "f" + std::to_string(next_++);
-        emit("const float " + name + " = attnjit::to_float(p." + tensor_field(l.name) + ".ptr[" + offset(l, idx) + "]);");
-        return {name};
+        return {emit("const float", "f", "attnjit::to_float(p." + tensor_field(l.name) + ".ptr[" + offset(l, idx) + "])")};
     }
     std::pair<V, V> load_int_range(const dsl::TensorLoad& l, const std::vector<V>& idx, int dim, V first, V last) {
-        std::string name = "range" + std::to_string(next_++);
-        emit("const attnjit::IntRange " + name + " = " + range_call("int_range", l, idx, dim, first, last));
+        std::string name = emit("const attnjit::IntRange", "range", range_call("int_range", l, idx, dim, first, last));
         return {V{name + ".lo", std::nullopt, true}, V{name + ".hi", std::nullopt, true}};
     }
     std::pair<F, F> load_float_range(const dsl::TensorLoad& l, const std::vector<V>& idx, int dim, V first, V last) {
-        std::string name = "range" + std::to_string(next_++);
-        emit("const attnjit::FloatRange " + name + " = " + range_call("float_range", l, idx, dim, first, last));
+        std::string name = emit("const attnjit::FloatRange", "range", range_call("float_range", l, idx, dim, first, last));
         return {F{name + ".lo"}, F{name + ".hi"}};
     }
 
@@ -160,10 +184,37 @@ public:
     }
 
 private:
-    void emit(const std::string& line) {
-        if (!pending_.empty()) lines_.push_back("// " + pending_);
-        pending_.clear();
-        lines_.push_back(line);
+    // `<decl> <name> = <rhs>;` under the current note.
+    struct Stmt {
+        std::string decl, name, rhs, note;
+        int group;
+    };
+
+    // Declares a new local <prefix><n> = rhs and returns its name.
+    std::string emit(const std::string& decl, const char* prefix, const std::string& rhs) {
+        std::string name = prefix + std::to_string(next_++);
+        stmts_.push_back(Stmt{decl, name, rhs, note_, group_});
+        return name;
+    }
+
+    // The C identifiers in `text` (member names after '.' included; they never collide
+    // with the locals, which are the only names looked up).
+    static std::set<std::string> identifiers(const std::string& text) {
+        std::set<std::string> ids;
+        for (size_t i = 0; i < text.size();) {
+            const unsigned char c = static_cast<unsigned char>(text[i]);
+            if (std::isalpha(c) || c == '_') {
+                size_t j = i;
+                while (j < text.size() && (std::isalnum(static_cast<unsigned char>(text[j])) || text[j] == '_')) ++j;
+                ids.insert(text.substr(i, j - i));
+                i = j;
+            } else if (std::isdigit(c)) {
+                while (i < text.size() && (std::isalnum(static_cast<unsigned char>(text[i])) || text[i] == '.')) ++i;
+            } else {
+                ++i;
+            }
+        }
+        return ids;
     }
     std::string widened(const V& a) { return a.wide ? a.text : "(long long)" + a.text; }
     V arith(const V& a, const char* op, const V& b) {
@@ -171,16 +222,8 @@ private:
         std::string lhs = a.wide || b.wide ? a.text : widened(a);
         return local_int(lhs + " " + op + " " + b.text);
     }
-    V local_int(const std::string& rhs) {
-        std::string name = "i" + std::to_string(next_++);
-        emit("const long long " + name + " = " + rhs + ";");
-        return {name, std::nullopt, true};
-    }
-    P local_bool(const std::string& rhs) {
-        std::string name = "b" + std::to_string(next_++);
-        emit("const bool " + name + " = " + rhs + ";");
-        return {name, std::nullopt};
-    }
+    V local_int(const std::string& rhs) { return {emit("const long long", "i", rhs), std::nullopt, true}; }
+    P local_bool(const std::string& rhs) { return {emit("const bool", "b", rhs), std::nullopt}; }
     std::string offset(const dsl::TensorLoad& l, const std::vector<V>& idx) {
         std::vector<std::string> texts;
         for (const auto& v : idx) texts.push_back(v.text);
@@ -191,12 +234,13 @@ private:
         std::string off = offset(l, idx);
         std::string base = "p." + tensor_field(l.name) + ".ptr" + (off == "0" ? "" : " + " + off);
         return std::string("ctx.") + fn + "(" + base + ", p." + tensor_field(l.name) + ".stride[" +
-               std::to_string(dim) + "], " + first.text + ", " + last.text + ");";
+               std::to_string(dim) + "], " + first.text + ", " + last.text + ")";
     }
 
-    std::vector<std::string>& lines_;
     const Bindings& bindings_;
-    std::string pending_;
+    std::vector<Stmt> stmts_;
+    std::string note_;
+    int group_ = 0;
     int next_ = 0;
 };
 
@@ -208,26 +252,31 @@ ClassifyCode mask_analysis(const dsl::Expr& mask, const Bindings& bindings) {
         out.lines.push_back("return attnjit::TileClass::kFull;  // no mask");
         return out;
     }
-    CodeDomain d(out.lines, bindings);
+    CodeDomain d(bindings);
     detail::IntervalRules<CodeDomain> rules(d, bindings);
     auto tri = rules.boolean(mask);
     out.can_classify = !(tri.may_true.k == true && tri.may_false.k == true);
     if (!out.can_classify) {
-        out.lines.clear();
         out.lines.push_back("return attnjit::TileClass::kPartial;  // nothing is known about the mask over a tile");
         return out;
     }
+    // The return logic first; then only the statements it reads go above it.
+    std::vector<std::string> returns;
     if (tri.may_true.k != true) {
-        out.lines.push_back(tri.may_true.k ? "return attnjit::TileClass::kSkip;"
-                                           : "if (!" + tri.may_true.text + ") return attnjit::TileClass::kSkip;");
-        if (tri.may_true.k) return out;
+        returns.push_back(tri.may_true.k ? "return attnjit::TileClass::kSkip;"
+                                         : "if (!" + tri.may_true.text + ") return attnjit::TileClass::kSkip;");
     }
-    if (tri.may_false.k != true) {
-        out.lines.push_back(tri.may_false.k ? "return attnjit::TileClass::kFull;"
-                                            : "if (!" + tri.may_false.text + ") return attnjit::TileClass::kFull;");
-        if (tri.may_false.k) return out;
+    if (!tri.may_true.k.has_value() || *tri.may_true.k) {  // kSkip is not certain
+        if (tri.may_false.k != true) {
+            returns.push_back(tri.may_false.k ? "return attnjit::TileClass::kFull;"
+                                              : "if (!" + tri.may_false.text + ") return attnjit::TileClass::kFull;");
+        }
+        if (tri.may_false.k != false) returns.push_back("return attnjit::TileClass::kPartial;");
     }
-    out.lines.push_back("return attnjit::TileClass::kPartial;");
+    std::string read;
+    for (const auto& r : returns) read += r + "\n";
+    out.lines = d.live_lines(read);
+    out.lines.insert(out.lines.end(), returns.begin(), returns.end());
     return out;
 }
 

@@ -3,7 +3,10 @@
 // Emits the body of Variant::classify(p, hd, q0, q1, k0, k1, ctx): a straight-line
 // computation of an interval for every int subexpression of the mask and of "may be
 // true" / "may be false" for every bool one over the box [q0, q1] x [k0, k1], ending in
-// kSkip (no element kept), kFull (every element kept) or kPartial. Document masks get
+// kSkip (no element kept), kFull (every element kept) or kPartial; only the locals that
+// the return logic reads are emitted (the rules compute both bounds of everything; a
+// bound no decision needs is dropped, so nothing is declared and never read), each under
+// the DSL text of the subexpression it belongs to. Document masks get
 // their ranges from the template's block-collective ctx.int_range(ptr, stride, first,
 // last) (templates/attnjit/intervals.cuh), which every thread calls alike.
 //
@@ -19,6 +22,7 @@
 
 namespace attnjit::codegen {
 
+// Stored in KernelPlan::classify by lower(); generate() emits `lines` as is.
 struct ClassifyCode {
     bool can_classify = false;
     std::vector<std::string> lines;  // statements of the body, comments included

@@ -50,6 +50,12 @@ long long integral(double v, const char* what, const std::string& name) {
     return static_cast<long long>(v);
 }
 
+// An int tensor element is an int32 (an i64 one truncated like a C cast), as the
+// generated code reads it (attnjit::to_int).
+long long to_int32(long long v) {
+    return static_cast<int32_t>(static_cast<uint32_t>(static_cast<uint64_t>(v)));
+}
+
 double nan_min(double a, double b) {
     if (std::isnan(a) || std::isnan(b)) return std::numeric_limits<double>::quiet_NaN();
     return a < b ? a : (b < a ? b : (std::signbit(a) ? a : b));  // min(-0, +0) = -0
@@ -127,7 +133,7 @@ private:
         double v = env_.load(t->name, idx, rank);
         switch (t->type) {
         case Type::Float: return Value::of_float(v);
-        case Type::Int: return Value::of_int(integral(v, "int tensor", t->name));
+        case Type::Int: return Value::of_int(to_int32(integral(v, "int tensor", t->name)));
         case Type::Bool: return Value::of_bool(v != 0);
         }
         return {};

@@ -15,7 +15,9 @@
 //  - select, && and || evaluate lazily, as in C: the branch not taken is not evaluated,
 //    so a guarded tensor read (select(j < n, t[j], 0.0)) never reads out of bounds.
 //  - Tensor elements are read through Env::load; an Int tensor element must hold an
-//    integral value, a Bool (u8) element is true when != 0.
+//    integral value and is read as int32, truncated like a C cast (an i64 element
+//    2^32 + 5 reads 5), as the generated code reads it; a Bool (u8) element is true
+//    when != 0.
 #pragma once
 
 #include <functional>

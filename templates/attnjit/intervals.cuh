@@ -5,7 +5,9 @@
 //   attnjit::FloatRange f = ctx.float_range(base, stride, first, last); // T = half_t, bf16_t, float
 //
 // Each returns the min (lo) and max (hi) of base[i * stride] for i in [first, last]
-// (inclusive). Every thread of the CTA must make the same call with the same arguments
+// (inclusive). int_range reads each element through to_int (types.cuh), exactly as the
+// generated point loads do: an int element of a captured tensor (i32 or i64) is an int32,
+// an i64 one truncated like a C cast, everywhere (codegen/README.md). Every thread of the CTA must make the same call with the same arguments
 // (they are collectives: shared scratch and two __syncthreads). An empty range
 // (first > last) returns lo > hi (lo = +max, hi = -max). float_range ignores NaNs; a range
 // of only NaNs returns lo = +inf, hi = -inf.
@@ -36,13 +38,6 @@ __device__ __forceinline__ bool ranges_single_equal(IntRange a, IntRange b) {
     return a.lo == a.hi && b.lo == b.hi && a.lo == b.lo;
 }
 
-template <class T> struct IntLoad {
-    __device__ __forceinline__ static long long get(const T* p) { return (long long)*p; }
-};
-template <> struct IntLoad<unsigned char> {
-    __device__ __forceinline__ static long long get(const unsigned char* p) { return (long long)*p; }
-};
-
 // The Ctx handed to Variant::classify. `scratch` is a CTA-private shared-memory area of
 // at least 16 * warps bytes that nothing else uses while classify runs.
 struct BlockCtx {
@@ -55,7 +50,7 @@ struct BlockCtx {
         const long long kMax = 0x7fffffffffffffffLL;
         long long lo = kMax, hi = -kMax;
         for (int i = first + tid; i <= last; i += nthreads) {
-            long long v = IntLoad<T>::get(base + (long long)i * stride);
+            const long long v = to_int(base[(long long)i * stride]);  // int32, as the point loads read it
             lo = v < lo ? v : lo;
             hi = v > hi ? v : hi;
         }

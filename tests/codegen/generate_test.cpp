@@ -157,5 +157,36 @@ TEST(Generate, NanMinMaxHelpersOnlyWhenUsed) {
     EXPECT_NE(src.find("__device__ static float fmax_nan(float a, float b)"), std::string::npos);
 }
 
+// The text of the emitted function that starts with `signature`, up to its closing brace.
+std::string function_body(const std::string& src, const std::string& signature) {
+    size_t start = src.find(signature);
+    if (start == std::string::npos) return "<no " + signature + ">";
+    size_t end = src.find("\n    }\n", start);
+    return src.substr(start, end == std::string::npos ? std::string::npos : end - start);
+}
+
+TEST(Generate, GuardedLoadsAndDivisionsStayUnderTheirShortCircuit) {
+    Tensor dq("dq", DType::i32, 2);
+    Tensor valid("valid", DType::u8, 1);
+    Expr row = dq(batch(), q_idx());
+    Expr d = int_scalar("d");
+    auto spec = AttentionSpec().mask(row >= kv_idx() && valid(row)).score_mod(
+        select(d != 0 && kv_idx() < q_idx() / d, score(), score() * 0.5));
+    std::string src = generate_forward(spec).source;
+    const std::string make_row = function_body(src, "static Row make_row(");
+    const std::string mask = function_body(src, "static bool mask(");
+    const std::string score_mod = function_body(src, "static float score_mod(");
+    // The row's dq is loaded once per row; valid[...] only where r0 >= k holds.
+    EXPECT_NE(make_row.find("r.r0 = attnjit::to_int(p.tensor_dq.ptr["), std::string::npos) << make_row;
+    EXPECT_EQ(make_row.find("tensor_valid"), std::string::npos) << make_row;
+    EXPECT_NE(mask.find("return r.r0 >= k && attnjit::to_bool(p.tensor_valid.ptr[r.r0 * p.tensor_valid.stride[0]]);"),
+              std::string::npos)
+        << mask;
+    // q / d only behind d != 0, never in make_row or a temporary computed up front.
+    EXPECT_EQ(make_row.find("/ p.scalar_d"), std::string::npos) << make_row;
+    EXPECT_NE(score_mod.find("return hd.h0 && k < q / p.scalar_d ? s : s * 0.5f;"), std::string::npos) << score_mod;
+    EXPECT_EQ(score_mod.find("const int"), std::string::npos) << score_mod;
+}
+
 }  // namespace
 }  // namespace attnjit::codegen

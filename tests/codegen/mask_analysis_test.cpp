@@ -5,9 +5,12 @@
 // on one side of the diagonal is kSkip or kFull, never kPartial.
 #include <gtest/gtest.h>
 
+#include <cctype>
+#include <cstdint>
 #include <random>
 
 #include "codegen/classify_box.h"
+#include "codegen/example_specs.h"
 #include "codegen/generate.h"
 #include "codegen/lower.h"
 #include "codegen/mask_analysis.h"
@@ -173,6 +176,64 @@ TEST(MaskAnalysis, DocumentMaskIsSoundAndSkipsOtherDocuments) {
     EXPECT_EQ(classify_box(plan, {32, 63, 0, 63}, env), TileClass::kPartial);
 }
 
+TEST(MaskAnalysis, I64IdsBeyondInt32AreReadTruncatedEverywhere) {
+    // Document ids as i64 with values beyond 2^32: every reader (point loads, block
+    // ranges, the interpreter) sees the int32 truncation, so ids 5 and 2^32 + 5 are one
+    // document. Classification must match brute force over the truncated ids whatever
+    // the box, and the tile ranges must agree with the point loads.
+    const int n = 192;
+    const long long two32 = 1LL << 32;
+    // documents [0, 50) id 5, [50, 110) id 2^32 + 5 (truncates to 5), [110, 150) id
+    // 2^33 + 9 (9), [150, 192) id 3 * 2^32 - 1 (-1); batch 1 reversed.
+    auto id_at = [&](int i) -> long long {
+        return i < 50 ? 5 : i < 110 ? two32 + 5 : i < 150 ? 2 * two32 + 9 : 3 * two32 - 1;
+    };
+    HostEnv wide = lengths(n, n), narrow = lengths(n, n);
+    HostTensor w, t;
+    w.strides = t.strides = {n, 1};
+    for (int b = 0; b < 2; ++b)
+        for (int i = 0; i < n; ++i) {
+            const long long id = id_at(b == 0 ? i : n - 1 - i);
+            w.data.push_back(static_cast<double>(id));
+            t.data.push_back(static_cast<double>(static_cast<int32_t>(static_cast<uint32_t>(id))));
+        }
+    wide.tensors["doc_ids"] = w;
+    narrow.tensors["doc_ids"] = t;
+    Tensor doc("doc_ids", DType::i64, 2);
+    for (const Expr& mask : {mods::document_mask(doc), doc(batch(), 0) == doc(batch(), kv_idx()),
+                             doc(batch(), q_idx()) <= doc(batch(), kv_idx()) && mods::causal()}) {
+        auto spec = with_mask(mask);
+        KernelPlan plan = lower(spec);
+        ASSERT_TRUE(plan.classify.can_classify) << mask;
+        std::mt19937 rng(41);
+        for (int b : {0, 1}) {
+            wide.b = narrow.b = b;
+            for (int i = 0; i < 300; ++i) {
+                Box box = random_box(rng, n, n);
+                SCOPED_TRACE(::testing::Message() << "b " << b << " box q [" << box.q0 << ", " << box.q1 << "] k ["
+                                                  << box.k0 << ", " << box.k1 << "], mask " << mask);
+                TileClass c = classify_box(plan, box, wide);
+                ASSERT_EQ(c, classify_box(plan, box, narrow));
+                Truth truth = brute_force(mask, box, narrow);
+                Truth seen = brute_force(mask, box, wide);  // the interpreter truncates too
+                ASSERT_EQ(truth.any_kept, seen.any_kept);
+                ASSERT_EQ(truth.any_dropped, seen.any_dropped);
+                if (c == TileClass::kSkip) {
+                    ASSERT_FALSE(truth.any_kept);
+                }
+                if (c == TileClass::kFull) {
+                    ASSERT_FALSE(truth.any_dropped);
+                }
+            }
+        }
+    }
+    // Ids 5 and 2^32 + 5 are one document: the box across their boundary is kept whole.
+    KernelPlan plan = lower(with_mask(mods::document_mask(doc)));
+    wide.b = 0;
+    EXPECT_EQ(classify_box(plan, {0, 31, 64, 95}, wide), TileClass::kFull);
+    EXPECT_EQ(classify_box(plan, {0, 31, 112, 143}, wide), TileClass::kSkip);
+}
+
 TEST(MaskAnalysis, CombinedMasksStaySound) {
     Tensor doc("doc_ids", DType::i32, 2);
     auto spec = with_mask(mods::document_mask(doc) && mods::causal() && kv_idx() % 3 != 1);
@@ -198,12 +259,12 @@ TEST(MaskAnalysis, StrictlyAboveOrBelowTheDiagonal) {
 
 TEST(MaskAnalysis, CanClassifyOnlyWhenSomethingIsKnown) {
     Tensor bias("bias", DType::f32, 4);
-    EXPECT_TRUE(lower(with_mask(mods::causal())).can_classify);
-    EXPECT_TRUE(lower(with_mask(mods::document_mask(Tensor("d", DType::i32, 2)))).can_classify);
+    EXPECT_TRUE(lower(with_mask(mods::causal())).classify.can_classify);
+    EXPECT_TRUE(lower(with_mask(mods::document_mask(Tensor("d", DType::i32, 2)))).classify.can_classify);
     // A float tensor indexed by both q and k: nothing is known over a tile.
-    EXPECT_FALSE(lower(with_mask(bias(batch(), head(), q_idx(), kv_idx()) > 0.0)).can_classify);
+    EXPECT_FALSE(lower(with_mask(bias(batch(), head(), q_idx(), kv_idx()) > 0.0)).classify.can_classify);
     // No mask at all: nothing to classify.
-    EXPECT_FALSE(lower(AttentionSpec()).can_classify);
+    EXPECT_FALSE(lower(AttentionSpec()).classify.can_classify);
 }
 
 TEST(MaskAnalysis, ConstantMasks) {
@@ -213,7 +274,7 @@ TEST(MaskAnalysis, ConstantMasks) {
     EXPECT_FALSE(all.has_mask());
     KernelPlan none = lower(with_mask(Expr(3) < 2));
     ASSERT_TRUE(none.has_mask());
-    EXPECT_TRUE(none.can_classify);
+    EXPECT_TRUE(none.classify.can_classify);
     EXPECT_EQ(classify_box(none, {0, 10, 0, 10}, lengths(16, 16)), TileClass::kSkip);
 }
 
@@ -226,6 +287,68 @@ TEST(MaskAnalysis, EmittedClassifyUsesTheBlockRangeHelper) {
               std::string::npos)
         << body;
     EXPECT_NE(body.find("return attnjit::TileClass::kSkip;"), std::string::npos) << body;
+}
+
+// Names declared by `const <type> <name> = ...;` lines that no later line reads.
+std::vector<std::string> unread_locals(const std::vector<std::string>& lines) {
+    std::vector<std::string> unread;
+    for (size_t i = 0; i < lines.size(); ++i) {
+        const std::string& l = lines[i];
+        if (l.rfind("const ", 0) != 0) continue;
+        size_t eq = l.find(" = ");
+        size_t sp = l.rfind(' ', eq - 1);
+        std::string name = l.substr(sp + 1, eq - sp - 1);
+        bool read = false;
+        for (size_t j = i + 1; j < lines.size() && !read; ++j) {
+            if (lines[j].rfind("//", 0) == 0) continue;
+            for (size_t at = lines[j].find(name); at != std::string::npos; at = lines[j].find(name, at + 1)) {
+                auto ident = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; };
+                size_t end = at + name.size();
+                if ((at == 0 || !ident(lines[j][at - 1])) && (end == lines[j].size() || !ident(lines[j][end]))) read = true;
+            }
+        }
+        if (!read) unread.push_back(name);
+    }
+    return unread;
+}
+
+std::string joined(const std::vector<std::string>& lines) {
+    std::string s;
+    for (const auto& l : lines) s += l + "\n";
+    return s;
+}
+
+TEST(MaskAnalysis, EmittedClassifyDeclaresOnlyWhatItReads) {
+    std::vector<std::pair<std::string, AttentionSpec>> specs = example_specs();
+    for (auto& m : modifier_specs()) specs.push_back(m);
+    Tensor slopes("slopes", DType::f32, 1);
+    Tensor doc("doc", DType::i32, 2);
+    // A float comparison never proves "always true": the causal side's "may be false"
+    // bounds are not needed, nor is anything when the mask is never true.
+    specs.emplace_back("float_and_causal", with_mask(mods::causal() && slopes(head()) > 0.0));
+    specs.emplace_back("never", with_mask(mods::causal() && q_idx() < 0));
+    specs.emplace_back("doc_or_float", with_mask(mods::document_mask(doc) || slopes(head()) > 0.5));
+    for (const auto& [name, spec] : specs) {
+        KernelPlan plan = lower(spec);
+        EXPECT_EQ(unread_locals(plan.classify.lines), std::vector<std::string>()) << name << ":\n"
+                                                                                << joined(plan.classify.lines);
+    }
+    // What is kept still carries its DSL text, numbered as emitted.
+    KernelPlan p = lower(with_mask(mods::causal() && slopes(head()) > 0.0));
+    ASSERT_TRUE(p.classify.can_classify);
+    EXPECT_EQ(joined(p.classify.lines),
+              "// q_idx - kv_idx\n"
+              "const long long i1 = (long long)q1 - k0;\n"
+              "// q_idx - kv_idx >= 0\n"
+              "const bool b2 = 0 <= i1;\n"
+              "// slopes[h]\n"
+              "const float f4 = attnjit::to_float(p.tensor_slopes.ptr[hd.h * p.tensor_slopes.stride[0]]);\n"
+              "// slopes[h] > 0.0\n"
+              "const bool b5 = 0.0f < f4;\n"
+              "// q_idx - kv_idx >= 0 && slopes[h] > 0.0\n"
+              "const bool b6 = b2 && b5;\n"
+              "if (!b6) return attnjit::TileClass::kSkip;\n"
+              "return attnjit::TileClass::kPartial;\n");
 }
 
 }  // namespace

@@ -153,6 +153,28 @@ TEST(Cse, NeverLiftsAGuardedLoadOutOfItsSelect) {
     EXPECT_EQ(print(cse({s})), "t0 = score * 2.0; -> select(kv_idx < 4, t0 + 1.0, t0); ");
 }
 
+TEST(Cse, NeverLiftsAGuardedLoadOrDivisionOutOfAShortCircuit) {
+    // && and || only evaluate their right operand when the left does not decide: the
+    // right operand is guarded like a select branch.
+    Tensor dq("dq", DType::i32, 2);
+    Tensor valid("valid", DType::u8, 1);
+    Expr guarded = kv_idx() < 4 && valid(kv_idx());
+    EXPECT_EQ(print(cse({guarded || valid(kv_idx())})),
+              "-> kv_idx < 4 && valid[kv_idx] || valid[kv_idx]; ");
+    Expr d = int_scalar("d");
+    Expr div = d != 0 && (kv_idx() < q_idx() / d || kv_idx() > q_idx() / d * 2);
+    EXPECT_EQ(print(cse({div})), "-> d != 0 && (kv_idx < q_idx / d || kv_idx > q_idx / d * 2); ");
+    Expr mod = d == 0 || (kv_idx() % d == 0 && q_idx() % d == kv_idx() % d);
+    EXPECT_EQ(print(cse({mod})), "-> d == 0 || kv_idx % d == 0 && q_idx % d == kv_idx % d; ");
+    // An unguarded occurrence makes the shared value safe to compute up front.
+    Expr row = dq(batch(), q_idx());
+    EXPECT_EQ(print(cse({row >= 0 && valid(row) && row < kv_idx(), row > kv_idx()})),
+              "t0 = dq[b, q_idx]; -> t0 >= 0 && valid[t0] && t0 < kv_idx; -> t0 > kv_idx; ");
+    // Speculatable arithmetic is still shared out of the right operand.
+    Expr s = q_idx() - kv_idx();
+    EXPECT_EQ(print(cse({d != 0 && s < d && s > 0})), "t0 = q_idx - kv_idx; -> d != 0 && t0 < d && t0 > 0; ");
+}
+
 TEST(Cse, TrivialLeavesAreNeverBound) {
     EXPECT_EQ(print(cse({score() * score()})), "-> score * score; ");
 }
@@ -219,6 +241,32 @@ TEST(Hoist, GuardedLoadsStayUnderTheirGuard) {
     Tensor t("t", DType::f32, 1);
     Expr e = select(head() < 4, score() + t(head()), score());
     EXPECT_EQ(print(hoist_exprs({e})), "h0 = h < 4; -> select(h0, score + t[h], score); ");
+}
+
+TEST(Hoist, GuardedLoadsStayUnderTheirShortCircuit) {
+    // dq[b, q_idx] is row level, but valid[...] may only be read where the guard holds:
+    // valid[...] must not move into make_row (it would read rows whose guard is false).
+    Tensor dq("dq", DType::i32, 2);
+    Tensor valid("valid", DType::u8, 1);
+    Expr row = dq(batch(), q_idx());
+    EXPECT_EQ(print(hoist_exprs({row >= kv_idx() && valid(row)})), "r0 = dq[b, q_idx]; -> r0 >= kv_idx && valid[r0]; ");
+    EXPECT_EQ(print(hoist_exprs({kv_idx() < 8 || valid(row)})), "-> kv_idx < 8 || valid[dq[b, q_idx]]; ");
+    // A guard that is itself row level: the whole && moves, keeping its short-circuit.
+    EXPECT_EQ(print(hoist_exprs({row >= 0 && valid(row) && kv_idx() < 8})),
+              "r0 = dq[b, q_idx] >= 0 && valid[dq[b, q_idx]]; -> r0 && kv_idx < 8; ");
+    // Head level: the guarded load of a head value stays per element too.
+    Tensor t("t", DType::f32, 1);
+    EXPECT_EQ(print(hoist_exprs({kv_idx() < 4 && t(head()) > 0.0})), "-> kv_idx < 4 && t[h] > 0.0; ");
+}
+
+TEST(Hoist, GuardedIntDivisionStaysUnderItsShortCircuit) {
+    Expr d = int_scalar("d");
+    // q_idx / d is row level; hoisting it into make_row would divide by zero when d == 0.
+    EXPECT_EQ(print(hoist_exprs({d != 0 && kv_idx() < q_idx() / d})), "h0 = d != 0; -> h0 && kv_idx < q_idx / d; ");
+    EXPECT_EQ(print(hoist_exprs({d == 0 || kv_idx() % d == q_idx() % d})), "h0 = d == 0; -> h0 || kv_idx % d == q_idx % d; ");
+    // Speculatable row-level parts of a guarded operand still move.
+    EXPECT_EQ(print(hoist_exprs({d != 0 && kv_idx() < (q_idx() + 1) * d})),
+              "h0 = d != 0; r0 = (q_idx + 1) * d; -> h0 && kv_idx < r0; ");
 }
 
 TEST(Hoist, LevelOf) {

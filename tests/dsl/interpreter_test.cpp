@@ -156,6 +156,31 @@ TEST(Interpreter, ScalarsAndTensors) {
     EXPECT_THROW(fval(Tensor("slopes", DType::f32, 1)(0), no_tensors), UserError);
 }
 
+TEST(Interpreter, IntTensorElementsAreInt32LikeTheDevice) {
+    // An i64 element is truncated to int32 like a C cast, as attnjit::to_int reads it.
+    Env env;
+    env.load = [](const std::string&, const long long* idx, int) -> double {
+        const double two32 = 4294967296.0;
+        switch (idx[0]) {
+        case 0: return two32 + 5;        // 5
+        case 1: return 2147483648.0;     // 2^31 -> -2^31
+        case 2: return -2147483649.0;    // -2^31 - 1 -> 2^31 - 1
+        case 3: return -3 * two32 - 7;   // -7
+        default: return 123456;          // unchanged
+        }
+    };
+    Tensor ids("ids", DType::i64, 1);
+    EXPECT_EQ(ival(ids(0), env), 5);
+    EXPECT_EQ(ival(ids(1), env), -2147483648LL);
+    EXPECT_EQ(ival(ids(2), env), 2147483647LL);
+    EXPECT_EQ(ival(ids(3), env), -7);
+    EXPECT_EQ(ival(ids(4), env), 123456);
+    EXPECT_TRUE(bval(ids(0) == ids(4) - 123451, env));
+    // Only the element is truncated: arithmetic on it stays 64-bit as documented.
+    EXPECT_EQ(ival(ids(2) + 1, env), 2147483648LL);
+    EXPECT_EQ(ival(Tensor("ids32", DType::i32, 1)(0), env), 5);
+}
+
 TEST(Interpreter, ResultTypeIsChecked) {
     EXPECT_THROW(interpret_bool(score(), {}), UserError);
     EXPECT_THROW(interpret_float(q_idx(), {}), UserError);
