@@ -85,8 +85,8 @@ void check_captured(const AttentionSpec& spec, const LaunchArgs& a, const runtim
             << "tensor '" << name << "' is not aligned to its element size";
     }
     // Bounds: no read of any captured tensor can leave it (runtime/index_bounds.h).
-    check_tensor_reads(spec.score_mod(), x, a.scalars, a.tensors);
-    check_tensor_reads(spec.mask(), x, a.scalars, a.tensors);
+    check_tensor_reads(spec.score_mod(), runtime::Guards::Narrow, x, a.scalars, a.tensors);
+    check_tensor_reads(spec.mask(), runtime::Guards::Ignore, x, a.scalars, a.tensors);
 }
 
 void check_scalars(const AttentionSpec& spec, const LaunchArgs& a) {

@@ -35,8 +35,9 @@ struct Domain {
 
 class Bounds {
 public:
-    Bounds(const std::map<std::string, double>& scalars, const std::map<std::string, TensorView>& tensors)
-        : scalars_(scalars), tensors_(tensors) {}
+    Bounds(Guards guards, const std::map<std::string, double>& scalars,
+           const std::map<std::string, TensorView>& tensors)
+        : guards_(guards), scalars_(scalars), tensors_(tensors) {}
 
     // Checks every load reachable from e on the paths allowed by d.
     void walk(const Expr& e, const Domain& d) {
@@ -168,6 +169,7 @@ private:
 
     // The domain on the path where `cond` has the value `truth`.
     Domain refine(const Domain& d, const Expr& cond, bool truth) {
+        if (guards_ == Guards::Ignore) return d;
         if (auto u = cond.as<Unary>(); u && u->op == UnaryOp::Not) return refine(d, u->a, !truth);
         auto b = cond.as<Binary>();
         if (!b) return d;
@@ -223,13 +225,15 @@ private:
         }
     }
 
+    Guards guards_;
     const std::map<std::string, double>& scalars_;
     const std::map<std::string, TensorView>& tensors_;
 };
 
 }  // namespace
 
-void check_tensor_reads(const Expr& expr, const LaunchExtents& x, const std::map<std::string, double>& scalars,
+void check_tensor_reads(const Expr& expr, Guards guards, const LaunchExtents& x,
+                        const std::map<std::string, double>& scalars,
                         const std::map<std::string, TensorView>& tensors) {
     if (!expr.defined() || x.batch == 0 || x.q_len == 0) return;  // nothing is read
     Domain d;
@@ -240,7 +244,7 @@ void check_tensor_reads(const Expr& expr, const LaunchExtents& x, const std::map
     d.vars[VarKind::KvIdx] = {0, x.kv_len - 1};
     d.vars[VarKind::QLen] = {x.q_len, x.q_len};
     d.vars[VarKind::KvLen] = {x.kv_len, x.kv_len};
-    Bounds(scalars, tensors).walk(expr, d);
+    Bounds(guards, scalars, tensors).walk(expr, d);
 }
 
 }  // namespace attnjit::runtime

@@ -330,11 +330,18 @@ TEST(LaunchErrors, GuardedReadIsBoundedOnItsPath) {  // select(i < 8, t[i], 0) r
     EXPECT_NO_THROW(check_launch_args(c.spec, c.args));
     c.spec.score_mod(score() + select(q_idx() < 9, table(q_idx()), 0.0));
     EXPECT_USER_ERROR(check_launch_args(c.spec, c.args), "index 0 (q_idx) ranges over [0, 8]");
-    // The right side of && is only evaluated where the left side holds.
+    // In a score_mod the right side of && is only evaluated where the left side holds.
+    c.spec.score_mod(select(q_idx() < 8 && table(q_idx()) > 0.0, score(), 0.0));
+    EXPECT_NO_THROW(check_launch_args(c.spec, c.args));
+}
+
+TEST(LaunchErrors, GuardsInAMaskDoNotNarrowItsReads) {  // classify() reads masks over whole tiles
     Tensor valid("valid", DType::u8, 1);
-    c = plain();
+    Case c = plain();
     c.spec.mask(kv_idx() < 4 && valid(kv_idx()));
     c.args.tensors["valid"] = view(6, DType::u8, {4});
+    EXPECT_USER_ERROR(check_launch_args(c.spec, c.args), "tensor 'valid' has shape [4] but index 0 (kv_idx)");
+    c.args.tensors["valid"] = view(6, DType::u8, {Nk});
     EXPECT_NO_THROW(check_launch_args(c.spec, c.args));
 }
 
