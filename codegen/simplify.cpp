@@ -41,33 +41,12 @@ bool is_commutative(BinaryOp op) {
            op == BinaryOp::Eq || op == BinaryOp::Ne || op == BinaryOp::And || op == BinaryOp::Or;
 }
 
-// a op b == b flipped(op) a
-BinaryOp flipped(BinaryOp op) {
-    switch (op) {
-    case BinaryOp::Lt: return BinaryOp::Gt;
-    case BinaryOp::Le: return BinaryOp::Ge;
-    case BinaryOp::Gt: return BinaryOp::Lt;
-    case BinaryOp::Ge: return BinaryOp::Le;
-    default: return op;
-    }
-}
-
 // !(a op b) == a negated(op) b; exact for Eq/Ne on any type, for the orderings only
 // on ints (a NaN operand makes both a < b and a >= b false).
 std::optional<BinaryOp> negated(BinaryOp op, Type operand) {
-    switch (op) {
-    case BinaryOp::Eq: return BinaryOp::Ne;
-    case BinaryOp::Ne: return BinaryOp::Eq;
-    default: break;
-    }
-    if (operand == Type::Float) return std::nullopt;
-    switch (op) {
-    case BinaryOp::Lt: return BinaryOp::Ge;
-    case BinaryOp::Le: return BinaryOp::Gt;
-    case BinaryOp::Gt: return BinaryOp::Le;
-    case BinaryOp::Ge: return BinaryOp::Lt;
-    default: return std::nullopt;
-    }
+    if (!is_comparison(op)) return std::nullopt;
+    if (operand == Type::Float && op != BinaryOp::Eq && op != BinaryOp::Ne) return std::nullopt;
+    return negated_comparison(op);
 }
 
 std::optional<Expr> fold_unary(UnaryOp op, const Expr& a) {
@@ -181,7 +160,7 @@ Expr simplify_binary(BinaryOp op, Expr a, Expr b) {
         if (is_commutative(op)) std::swap(a, b);
         else if (is_comparison(op)) {
             std::swap(a, b);
-            op = flipped(op);
+            op = flipped_comparison(op);
         }
     }
     const Type t = a.type();

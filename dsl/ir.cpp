@@ -82,6 +82,28 @@ bool is_comparison(BinaryOp op) {
            op == BinaryOp::Gt || op == BinaryOp::Ge;
 }
 
+BinaryOp flipped_comparison(BinaryOp op) {
+    switch (op) {
+    case BinaryOp::Lt: return BinaryOp::Gt;
+    case BinaryOp::Le: return BinaryOp::Ge;
+    case BinaryOp::Gt: return BinaryOp::Lt;
+    case BinaryOp::Ge: return BinaryOp::Le;
+    default: return op;
+    }
+}
+
+BinaryOp negated_comparison(BinaryOp op) {
+    switch (op) {
+    case BinaryOp::Eq: return BinaryOp::Ne;
+    case BinaryOp::Ne: return BinaryOp::Eq;
+    case BinaryOp::Lt: return BinaryOp::Ge;
+    case BinaryOp::Le: return BinaryOp::Gt;
+    case BinaryOp::Gt: return BinaryOp::Le;
+    case BinaryOp::Ge: return BinaryOp::Lt;
+    default: internal_error << binary_name(op) << " is not a comparison"; return op;
+    }
+}
+
 int infix_precedence(BinaryOp op) {
     switch (op) {
     case BinaryOp::Or: return 1;

@@ -42,6 +42,11 @@ const char* var_name(VarKind v);
 const char* unary_name(UnaryOp op);
 const char* binary_name(BinaryOp op);
 bool is_comparison(BinaryOp op);
+// For a comparison: a op b == b flipped_comparison(op) a (other ops unchanged).
+BinaryOp flipped_comparison(BinaryOp op);
+// For a comparison of ints: !(a op b) == a negated_comparison(op) b. (For floats only
+// Eq/Ne negate exactly: a NaN makes both a < b and a >= b false.)
+BinaryOp negated_comparison(BinaryOp op);
 // C precedence of an infix operator (|| 1 ... * / % 6); 0 for min, max, pow (calls).
 int infix_precedence(BinaryOp op);
 bool is_logical(BinaryOp op);

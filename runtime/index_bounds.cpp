@@ -177,10 +177,10 @@ private:
             return refine(refine(d, b->a, truth), b->b, truth);
         if (!is_comparison(b->op) || b->a.type() != Type::Int) return d;
         BinaryOp op = b->op;
-        if (!truth) op = negate(op);
+        if (!truth) op = negated_comparison(op);
         Domain out = d;
         narrow(out, b->a, op, b->b, d);
-        narrow(out, b->b, mirror(op), b->a, d);
+        narrow(out, b->b, flipped_comparison(op), b->a, d);
         return out;
     }
 
@@ -201,27 +201,6 @@ private:
             r.hi = std::min(r.hi, o.hi);
             break;
         default: break;
-        }
-    }
-
-    static BinaryOp negate(BinaryOp op) {
-        switch (op) {
-        case BinaryOp::Lt: return BinaryOp::Ge;
-        case BinaryOp::Le: return BinaryOp::Gt;
-        case BinaryOp::Gt: return BinaryOp::Le;
-        case BinaryOp::Ge: return BinaryOp::Lt;
-        case BinaryOp::Eq: return BinaryOp::Ne;
-        default: return BinaryOp::Eq;  // Ne
-        }
-    }
-
-    static BinaryOp mirror(BinaryOp op) {  // a op b  <=>  b mirror(op) a
-        switch (op) {
-        case BinaryOp::Lt: return BinaryOp::Gt;
-        case BinaryOp::Le: return BinaryOp::Ge;
-        case BinaryOp::Gt: return BinaryOp::Lt;
-        case BinaryOp::Ge: return BinaryOp::Le;
-        default: return op;
         }
     }
 
