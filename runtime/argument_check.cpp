@@ -66,8 +66,9 @@ void check_qkvo(const std::string& name, const TensorView& t, DType dtype) {
 
 // Each captured tensor: present, right dtype/rank, and large enough for every index the
 // expressions can produce (a dimension of stride 0 broadcasts and may be of size 1).
-void check_captured(const AttentionSpec& spec, const LaunchArgs& a, const runtime::LaunchExtents& x) {
-    auto wanted = spec.tensors();
+void check_captured(const AttentionSpec& spec, const SpecInputs& in, const LaunchArgs& a,
+                    const runtime::LaunchExtents& x) {
+    const auto& wanted = in.tensors;
     for (const auto& [name, view] : a.tensors)
         user_check(wanted.count(name)) << "argument tensors['" << name << "'] is not read by the spec"
                                        << (wanted.empty() ? " (the spec captures no tensors)" : "")
@@ -89,8 +90,8 @@ void check_captured(const AttentionSpec& spec, const LaunchArgs& a, const runtim
     check_tensor_reads(spec.mask(), runtime::Guards::Ignore, x, a.scalars, a.tensors);
 }
 
-void check_scalars(const AttentionSpec& spec, const LaunchArgs& a) {
-    auto wanted = spec.scalars();
+void check_scalars(const SpecInputs& in, const LaunchArgs& a) {
+    const auto& wanted = in.scalars;
     for (const auto& [name, value] : a.scalars)
         user_check(wanted.count(name)) << "argument scalars['" << name << "'] is not read by the spec"
                                        << (wanted.empty() ? " (the spec has no runtime scalars)" : "")
@@ -111,6 +112,10 @@ void check_scalars(const AttentionSpec& spec, const LaunchArgs& a) {
 
 void check_launch_args(const AttentionSpec& spec, const LaunchArgs& a) {
     spec.validate();
+    check_launch_args(spec, SpecInputs{spec.tensors(), spec.scalars()}, a);
+}
+
+void check_launch_args(const AttentionSpec& spec, const SpecInputs& in, const LaunchArgs& a) {
     const DType dt = spec.dtype();
     check_qkvo("q", a.q, dt);
     check_qkvo("k", a.k, dt);
@@ -172,8 +177,8 @@ void check_launch_args(const AttentionSpec& spec, const LaunchArgs& a) {
                                           "with .return_lse() or leave args.lse empty";
     }
     // Scalars first: the bounds of captured-tensor reads use their values.
-    check_scalars(spec, a);
-    check_captured(spec, a, runtime::LaunchExtents{q[0], q[1], k[1], q[2], k[2]});
+    check_scalars(in, a);
+    check_captured(spec, in, a, runtime::LaunchExtents{q[0], q[1], k[1], q[2], k[2]});
 }
 
 }  // namespace attnjit

@@ -15,7 +15,8 @@
 namespace attnjit {
 
 struct Attention::Impl {
-    AttentionSpec spec;
+    AttentionSpec spec;  // validated
+    SpecInputs inputs;   // spec.tensors() and spec.scalars()
     TileConfig tile{};
     std::string arch;
     codegen::ParamsLayout layout;
@@ -41,11 +42,11 @@ ElemKind elem_kind(DType d) {
 // Unique per generated kernel and architecture, and cheap: no source is generated to
 // compute it. It is the spec's full printed form plus the types of its inputs (the
 // printer leaves those out), not a hash, so two specs can never share a kernel.
-std::string fast_key(const AttentionSpec& spec, const TileConfig& t, const std::string& arch) {
+std::string fast_key(const AttentionSpec& spec, const SpecInputs& in, const TileConfig& t, const std::string& arch) {
     std::ostringstream s;
     s << spec << "|";
-    for (const auto& [name, info] : spec.tensors()) s << name << ":" << dtype_name(info.dtype) << info.rank << ",";
-    for (const auto& [name, type] : spec.scalars()) s << name << ":" << dsl::type_name(type) << ",";
+    for (const auto& [name, info] : in.tensors) s << name << ":" << dtype_name(info.dtype) << info.rank << ",";
+    for (const auto& [name, type] : in.scalars) s << name << ":" << dsl::type_name(type) << ",";
     s << "|" << t.block_m << "x" << t.block_n << "w" << t.warps << "s" << t.stages << "|" << arch << "|g"
       << codegen::kGeneratorVersion;
     return s.str();
@@ -56,6 +57,7 @@ std::string fast_key(const AttentionSpec& spec, const TileConfig& t, const std::
 Attention::Attention(const AttentionSpec& spec, const CompileOptions& options) : impl_(std::make_unique<Impl>()) {
     spec.validate();
     impl_->spec = spec;
+    impl_->inputs = SpecInputs{spec.tensors(), spec.scalars()};
     const ElemKind e = elem_kind(spec.dtype());
     impl_->tile = options.tile ? *options.tile : default_forward_tile(e, spec.head_dim_qk(), spec.head_dim_v());
     if (const char* why = why_tile_invalid(e, spec.head_dim_qk(), spec.head_dim_v(), impl_->tile)) {
@@ -77,7 +79,7 @@ Attention::Attention(const AttentionSpec& spec, const CompileOptions& options) :
     impl_->layout = codegen::params_layout(spec);
 
     auto& cache = runtime::KernelCache::global();
-    const std::string key = fast_key(spec, impl_->tile, impl_->arch);
+    const std::string key = fast_key(spec, impl_->inputs, impl_->tile, impl_->arch);
     // The cache calls make() only when the kernel is not in memory: then this
     // constructor generated it and compiled it or read it from disk.
     bool generated = false;
@@ -102,7 +104,7 @@ Attention::Attention(Attention&&) noexcept = default;
 Attention& Attention::operator=(Attention&&) noexcept = default;
 
 void Attention::operator()(const LaunchArgs& args, Stream stream) const {
-    check_launch_args(impl_->spec, args);
+    check_launch_args(impl_->spec, impl_->inputs, args);
     user_check(impl_->loaded) << "this Attention was compiled for " << impl_->arch
                               << " only (CompileOptions.arch, or no usable GPU at construction), so it cannot "
                                  "launch; construct it without CompileOptions.arch where the GPU is";

@@ -70,8 +70,16 @@ private:
 
 std::ostream& operator<<(std::ostream& os, const Attention& a);
 
+// What a (valid) spec reads besides Q, K, V; computed once per Attention, not per launch.
+struct SpecInputs {
+    std::map<std::string, dsl::TensorInfo> tensors;
+    std::map<std::string, dsl::Type> scalars;
+};
+
 // Checks launch arguments against a spec without launching (what operator() does
 // first). Throws UserError naming the argument, the problem and the fix.
 void check_launch_args(const AttentionSpec& spec, const LaunchArgs& args);
+// The same for a spec already validated, with its inputs already collected.
+void check_launch_args(const AttentionSpec& spec, const SpecInputs& inputs, const LaunchArgs& args);
 
 }  // namespace attnjit
