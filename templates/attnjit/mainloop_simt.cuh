@@ -9,6 +9,7 @@
 //   scratch | Q [BM x (DQK+4)] | K [BN x (DQK+4)] | V [BN x DV] | P [W x BN]   (floats)
 #pragma once
 
+#include "attnjit/cta_operands.cuh"
 #include "attnjit/forward_args.h"
 #include "attnjit/intervals.cuh"
 #include "attnjit/kv_schedule.cuh"
@@ -64,9 +65,8 @@ struct MainloopSimt {
         const int nq = a.q_len, nk = a.kv_len;
         const int m0 = m_block * BM;
 
-        const float* qg = static_cast<const float*>(a.q) + b * a.q_stride[0] + h * a.q_stride[1] + m0 * a.q_stride[2];
-        const float* kg = static_cast<const float*>(a.k) + b * a.k_stride[0] + kvh * a.k_stride[1];
-        const float* vg = static_cast<const float*>(a.v) + b * a.v_stride[0] + kvh * a.v_stride[1];
+        const CtaOperands<float> g(a, b, h, kvh, m0);
+        const float *qg = g.q, *kg = g.k, *vg = g.v;
         const long long ksn = a.k_stride[2], vsn = a.v_stride[2];
 
         const unsigned sbase = ptx::smem_addr(smem);

@@ -17,6 +17,7 @@
 //           (S-1)-th next non-skipped tile is issued, so up to S-1 tiles are in flight.
 #pragma once
 
+#include "attnjit/cta_operands.cuh"
 #include "attnjit/forward_args.h"
 #include "attnjit/intervals.cuh"
 #include "attnjit/kv_schedule.cuh"
@@ -218,9 +219,8 @@ struct MainloopSm80 {
         const int kvh = h / a.group;
         const int m0 = m_block * BM;
 
-        const E* qg = static_cast<const E*>(a.q) + b * a.q_stride[0] + h * a.q_stride[1] + m0 * a.q_stride[2];
-        const E* kg = static_cast<const E*>(a.k) + b * a.k_stride[0] + kvh * a.k_stride[1];
-        const E* vg = static_cast<const E*>(a.v) + b * a.v_stride[0] + kvh * a.v_stride[1];
+        const CtaOperands<E> g(a, b, h, kvh, m0);
+        const E *qg = g.q, *kg = g.k, *vg = g.v;
         const long long ksn = a.k_stride[2], vsn = a.v_stride[2];
 
         const unsigned sbase = ptx::smem_addr(smem);
