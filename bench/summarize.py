@@ -26,7 +26,7 @@ def main():
     if comp:
         c = comp[0]
         out.append(f"Device: {c['gpu']}, commit {c['commit']}.\n")
-        out.append(f"Compile: cold {c['cold_compile_s']:.2f} s (NVRTC {c['nvrtc_s']:.2f} s), "
+        out.append(f"Compile: cold {c['cold_compile_s']:.2f} s (generate, NVRTC, load), "
                    f"disk-cache hit {c['disk_hit_ms']:.2f} ms, memory-cache hit {c['memory_hit_us']:.1f} us.\n")
     out.append("| variant | D | B x N | attnjit TFLOP/s | SDPA flash (FA2) | ratio | SDPA cuDNN | ratio |")
     out.append("|---|---|---|---|---|---|---|---|")
