@@ -65,8 +65,8 @@ struct MainloopSimt {
         const int nq = a.q_len, nk = a.kv_len;
         const int m0 = m_block * BM;
 
-        const CtaOperands<float> g(a, b, h, kvh, m0);
-        const float *qg = g.q, *kg = g.k, *vg = g.v;
+        const CtaOperands<float> ops(a, b, h, kvh, m0);
+        const float *qg = ops.q, *kg = ops.k, *vg = ops.v;
         const long long ksn = a.k_stride[2], vsn = a.v_stride[2];
 
         const unsigned sbase = ptx::smem_addr(smem);

@@ -219,8 +219,8 @@ struct MainloopSm80 {
         const int kvh = h / a.group;
         const int m0 = m_block * BM;
 
-        const CtaOperands<E> g(a, b, h, kvh, m0);
-        const E *qg = g.q, *kg = g.k, *vg = g.v;
+        const CtaOperands<E> ops(a, b, h, kvh, m0);
+        const E *qg = ops.q, *kg = ops.k, *vg = ops.v;
         const long long ksn = a.k_stride[2], vsn = a.v_stride[2];
 
         const unsigned sbase = ptx::smem_addr(smem);
