@@ -5,7 +5,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-packages=(cmake g++ make pkg-config libgtest-dev libssl-dev llvm-14-tools nlohmann-json3-dev libcli11-dev)
+packages=(cmake g++ make pkg-config libgtest-dev libssl-dev llvm-14-tools nlohmann-json3-dev libcli11-dev
+          python3 python3-pytest)
 missing=()
 for p in "${packages[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if [ ${#missing[@]} -gt 0 ]; then
