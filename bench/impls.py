@@ -1,0 +1,242 @@
+"""The implementations under test, each built for one case as a zero-argument step().
+
+    attnjit     attnjit.compile(score_mod, mask, causal, enable_gqa) called on (q, k, v)
+    sdpa_flash  F.scaled_dot_product_attention under sdpa_kernel(FLASH_ATTENTION)
+    sdpa_cudnn  the same under sdpa_kernel(CUDNN_ATTENTION); pair bias as a float attn_mask
+    flex        torch.compile(flex_attention, dynamic=False), same score_mod, block mask
+                from the same mask function (create_block_mask)
+    naive       materialised scores in the input dtype, float32 softmax
+
+A step() returns the forward output (mode fwd), or runs forward and backward and returns the
+forward output (mode fwdbwd). Variants a backend cannot express are skipped before any GPU
+work (cases.runs); nothing is emulated. torch is imported inside the functions, so this
+module imports on a machine without torch.
+"""
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import math
+import time
+import zlib
+from typing import Callable, Optional
+
+from cases import Case
+from mods import Variant, and_masks, attnjit_variant, causal_mask, inline_variant
+
+
+class Skip(Exception):
+    """The implementation refuses this case (recorded as 'skipped' with the message)."""
+
+
+@dataclasses.dataclass
+class Inputs:
+    q: object
+    k: object
+    v: object
+    caps: dict              # captured tensors: slopes [H] f32, doc [B, N] i32, bias [1, H, N, N]
+    variant: Variant        # the inline mods over caps
+    dO: object = None       # gradient of the output (fwdbwd)
+
+
+@dataclasses.dataclass
+class Built:
+    step: Callable                      # one call: forward (and backward in fwdbwd)
+    ctx: Callable = contextlib.nullcontext  # entered around every use of step
+    setup_s: float = 0.0                # construction time before the first call
+    extra: dict = dataclasses.field(default_factory=dict)
+
+
+TORCH_DTYPES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}
+
+
+def torch_dtype(name: str):
+    import torch
+    return getattr(torch, TORCH_DTYPES[name])
+
+
+def case_seed(case: Case) -> int:
+    return zlib.crc32(f"{case.variant}/{case.dtype}/{case.B}/{case.H}/{case.Hkv}/{case.N}/{case.D}".encode())
+
+
+def alibi_slopes(H: int):
+    """ALiBi's geometric slopes 2^(-8 (h + 1) / H) (exact for H a power of two)."""
+    import torch
+    return torch.exp2(-8.0 * torch.arange(1, H + 1, dtype=torch.float32) / H).cuda()
+
+
+def make_inputs(case: Case) -> Inputs:
+    """Random q, k, v ~ N(0, 1) (never zeros) and the variant's captured tensors."""
+    import torch
+    from cases import doc_ids
+    dt = torch_dtype(case.dtype)
+    g = torch.Generator(device="cuda")
+    g.manual_seed(case_seed(case))
+    grad = case.mode == "fwdbwd"
+    q = torch.randn(case.B, case.H, case.N, case.D, device="cuda", dtype=dt, generator=g)
+    k = torch.randn(case.B, case.Hkv, case.N, case.D, device="cuda", dtype=dt, generator=g)
+    v = torch.randn(case.B, case.Hkv, case.N, case.D, device="cuda", dtype=dt, generator=g)
+    caps = {"B": case.B}
+    if case.variant == "alibi_causal":
+        caps["slopes"] = alibi_slopes(case.H)
+    if case.variant == "document":
+        caps["doc"] = torch.tensor(doc_ids(case.B, case.N), dtype=torch.int32, device="cuda")
+    if case.variant == "pair_bias":
+        caps["bias"] = torch.randn(1, case.H, case.N, case.N, device="cuda", dtype=dt, generator=g)
+    inp = Inputs(q, k, v, caps, inline_variant(case.variant, caps))
+    if grad:
+        for t in (inp.q, inp.k, inp.v):
+            t.requires_grad_(True)
+        inp.dO = torch.randn(case.B, case.H, case.N, case.D, device="cuda", dtype=dt, generator=g)
+    return inp
+
+
+def _with_backward(forward: Callable, inp: Inputs, mode: str) -> Callable:
+    if mode == "fwd":
+        return forward
+
+    def step():
+        out = forward()
+        o = out[0] if isinstance(out, (tuple, list)) else out
+        o.backward(inp.dO)
+        return o.detach()
+    return step
+
+
+# ---------------------------------------------------------------- attnjit
+_attnjit = None
+
+
+def attnjit_module():
+    """import attnjit once; raises Skip with the reason when it cannot be imported."""
+    global _attnjit
+    if _attnjit is None:
+        try:
+            import attnjit
+        except Exception as e:  # not built / library missing: every attnjit row says why
+            raise Skip(f"import attnjit failed: {type(e).__name__}: {e}") from e
+        _attnjit = attnjit
+    return _attnjit
+
+
+def build_attnjit(case: Case, inp: Inputs, opts) -> Built:
+    attnjit = attnjit_module()
+    var, source = attnjit_variant(case.variant, inp.caps, getattr(attnjit, "mods", None),
+                                  use_library=not getattr(opts, "inline_mods", False))
+    kw = {}
+    if case.H != case.Hkv:
+        kw["enable_gqa"] = True
+    t0 = time.perf_counter()
+    fn = attnjit.compile(score_mod=var.score_mod, mask=var.mask, causal=var.causal, **kw)
+    setup = time.perf_counter() - t0
+    q, k, v = inp.q, inp.k, inp.v
+    return Built(_with_backward(lambda: fn(q, k, v), inp, case.mode), setup_s=setup,
+                 extra={"mod_source": source})
+
+
+# ---------------------------------------------------------------- SDPA
+def build_sdpa(case: Case, inp: Inputs, opts, backend_name: str) -> Built:
+    import torch.nn.functional as F
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    backend = {"sdpa_flash": SDPBackend.FLASH_ATTENTION, "sdpa_cudnn": SDPBackend.CUDNN_ATTENTION}[backend_name]
+    kw = {}
+    if case.H != case.Hkv:
+        kw["enable_gqa"] = True
+    if case.variant == "pair_bias":
+        kw["attn_mask"] = inp.caps["bias"]  # [1, H, N, N], broadcast over the batch
+    elif inp.variant.score_mod is not None or inp.variant.mask is not None:
+        raise Skip("SDPA cannot express this variant without emulation")
+    causal = inp.variant.causal
+    q, k, v = inp.q, inp.k, inp.v
+
+    def forward():
+        return F.scaled_dot_product_attention(q, k, v, is_causal=causal, **kw)
+    return Built(_with_backward(forward, inp, case.mode), ctx=lambda: sdpa_kernel(backend))
+
+
+# ---------------------------------------------------------------- FlexAttention
+_flex = None
+
+
+def flex_compiled():
+    """torch.compile(flex_attention, dynamic=False), made once, with dynamo's recompile
+    limits raised so a new shape or mod recompiles instead of silently falling back to eager."""
+    global _flex
+    if _flex is None:
+        import torch
+        import torch._dynamo as dyn
+        from torch.nn.attention.flex_attention import flex_attention
+        for name, value in (("cache_size_limit", 1024), ("recompile_limit", 1024),
+                            ("accumulated_cache_size_limit", 4096), ("accumulated_recompile_limit", 4096)):
+            if hasattr(dyn.config, name):
+                setattr(dyn.config, name, value)
+        _flex = torch.compile(flex_attention, dynamic=False)
+    return _flex
+
+
+def build_flex(case: Case, inp: Inputs, opts) -> Built:
+    from torch.nn.attention.flex_attention import create_block_mask
+    flex = flex_compiled()
+    var = inp.variant
+    mask_fn = and_masks(var.mask, causal_mask if var.causal else None)
+    t0 = time.perf_counter()
+    block_mask = None
+    if mask_fn is not None:
+        # the document mask reads doc[b]: one block mask per batch row; the others broadcast
+        B = case.B if case.variant == "document" else None
+        block_mask = create_block_mask(mask_fn, B, None, case.N, case.N, device="cuda")
+    setup = time.perf_counter() - t0
+    kw = {}
+    if case.H != case.Hkv:
+        kw["enable_gqa"] = True
+    q, k, v, sm = inp.q, inp.k, inp.v, var.score_mod
+
+    def forward():
+        return flex(q, k, v, score_mod=sm, block_mask=block_mask, **kw)
+    return Built(_with_backward(forward, inp, case.mode), setup_s=setup,
+                 extra={"block_mask_s": round(setup, 4)})
+
+
+# ---------------------------------------------------------------- naive
+def build_naive(case: Case, inp: Inputs, opts) -> Built:
+    import torch
+    var = inp.variant
+    q, k, v = inp.q, inp.k, inp.v
+    dt = q.dtype
+    scale = 1.0 / math.sqrt(case.D)
+    B, H, N = case.B, case.H, case.N
+    bi = torch.arange(B, device="cuda").view(B, 1, 1, 1)
+    hi = torch.arange(H, device="cuda").view(1, H, 1, 1)
+    qi = torch.arange(N, device="cuda").view(1, 1, N, 1)
+    kj = torch.arange(N, device="cuda").view(1, 1, 1, N)
+    groups = case.H // case.Hkv
+
+    def forward():
+        kk, vv = k, v
+        if groups > 1:
+            kk, vv = k.repeat_interleave(groups, dim=1), v.repeat_interleave(groups, dim=1)
+        s = torch.matmul(q, kk.transpose(-1, -2)).mul_(scale)         # scores in the input dtype
+        if var.score_mod is not None:
+            s = var.score_mod(s, bi, hi, qi, kj).to(dt)
+        keep = var.mask(bi, hi, qi, kj) if var.mask is not None else None
+        if var.causal:
+            keep = (kj <= qi) if keep is None else keep & (kj <= qi)
+        if keep is not None:
+            s.masked_fill_(~keep, -math.inf)
+        p = torch.softmax(s, dim=-1, dtype=torch.float32)            # fp32 softmax
+        del s
+        return torch.matmul(p.to(dt), vv)
+    return Built(_with_backward(forward, inp, case.mode))
+
+
+BUILDERS = {
+    "attnjit": build_attnjit,
+    "sdpa_flash": lambda c, i, o: build_sdpa(c, i, o, "sdpa_flash"),
+    "sdpa_cudnn": lambda c, i, o: build_sdpa(c, i, o, "sdpa_cudnn"),
+    "flex": build_flex,
+    "naive": build_naive,
+}
+
+
+def build(impl: str, case: Case, inp: Inputs, opts) -> Built:
+    return BUILDERS[impl](case, inp, opts)

@@ -1,0 +1,125 @@
+"""How one (implementation, case) is measured, and the per-call overhead rows.
+
+For each implementation of a case, in this order:
+  1. build (attnjit.compile / create_block_mask / nothing) and a first call, synchronised:
+     compile_s = build + first call (JIT, torch.compile, cuDNN plans all land here);
+  2. the first call's output against the fp64 reference (reference.check);
+  3. a second call between reset_peak_memory_stats() and max_memory_allocated():
+     peak_mib = the most memory the call had allocated above what was allocated before it
+     (its output included); deterministic = the second output equals the first bit for bit;
+  4. triton.testing.do_bench(step, warmup, rep, return_mode="median") -> ms.
+An implementation that fails the check is still timed (ok = false flags it).
+"""
+from __future__ import annotations
+
+import statistics
+import time
+import traceback
+import warnings
+
+
+def _sync():
+    import torch
+    torch.cuda.synchronize()
+
+
+def _short(e: BaseException, limit: int = 400) -> str:
+    msg = f"{type(e).__name__}: {e}".strip().replace("\n", " ")
+    return msg[:limit]
+
+
+def measure(case, impl, inp, ref, opts) -> dict:
+    """The measured keys of one row (or 'skipped' and 'error' when the implementation
+    refused the case or failed)."""
+    import torch
+    from impls import Skip, build
+    from reference import check
+    from triton.testing import do_bench
+    row: dict = {}
+    grad = torch.enable_grad() if case.mode == "fwdbwd" else torch.no_grad()
+    caught: list = []
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            _sync()
+            t0 = time.perf_counter()
+            built = build(impl, case, inp, opts)
+            row.update(built.extra)
+            with built.ctx(), grad:
+                out = built.step()
+                _sync()
+                row["compile_s"] = round(time.perf_counter() - t0, 4)
+        with built.ctx(), grad:
+            row.update(check(out, ref, case.dtype))
+            before = torch.cuda.memory_allocated()
+            torch.cuda.reset_peak_memory_stats()
+            out2 = built.step()
+            _sync()
+            row["peak_mib"] = round((torch.cuda.max_memory_allocated() - before) / 2**20, 1)
+            a = out[0] if isinstance(out, (tuple, list)) else out
+            b = out2[0] if isinstance(out2, (tuple, list)) else out2
+            row["deterministic"] = bool(torch.equal(a, b))
+            del out, out2, a, b
+            ms = do_bench(built.step, warmup=opts.warmup, rep=opts.rep, return_mode="median")
+        row["ms"] = round(float(ms), 5)
+        row["tflops"] = round(case.flops() / (ms * 1e-3) / 1e12, 2)
+    except Skip as e:
+        row = {"skipped": str(e)}
+    except Exception as e:  # a runtime refusal or a failure: recorded, never hidden
+        why = [str(w.message).replace("\n", " ")[:200] for w in caught
+               if "kernel" in str(w.message).lower() or "support" in str(w.message).lower()]
+        row = {"skipped": "error: " + _short(e), "error": _short(e, 2000)}
+        if why:
+            row["warnings"] = why[:4]
+        if getattr(opts, "verbose", False):
+            traceback.print_exc()
+        try:
+            _sync()
+        except Exception as e2:  # the CUDA context is broken: later rows will say so too
+            row["cuda_error"] = _short(e2)
+    return row
+
+
+def overhead(impl, case, inp, opts, calls: int = 200, batches: int = 10) -> dict:
+    """Host time per call of an already built step, without synchronising inside the loop
+    (no CUDA graphs): `batches` loops of `calls` calls, each loop timed with perf_counter
+    between two synchronisations; host_us is the median loop's time per call (host_us_min
+    the fastest). Loops of 200 stay well inside the launch queue, so a slow GPU cannot
+    block the host. ms is do_bench's median device time per call for comparison."""
+    import torch
+    from impls import Skip, build
+    from reference import check, reference
+    from triton.testing import do_bench
+    row: dict = {}
+    try:
+        with torch.no_grad():
+            built = build(impl, case, inp, opts)
+            row.update(built.extra)
+            with built.ctx():
+                t0 = time.perf_counter()
+                out = built.step()
+                _sync()
+                row["compile_s"] = round(time.perf_counter() - t0, 4)
+                var = inp.variant
+                ref = reference(inp.q, inp.k, inp.v, var.score_mod, var.mask, var.causal)
+                row.update(check(out, ref, case.dtype))
+                del out, ref
+                for _ in range(20):
+                    built.step()
+                per_call = []
+                for _ in range(batches):
+                    _sync()
+                    t0 = time.perf_counter()
+                    for _ in range(calls):
+                        built.step()
+                    t1 = time.perf_counter()
+                    _sync()
+                    per_call.append((t1 - t0) / calls * 1e6)
+                ms = do_bench(built.step, warmup=opts.warmup, rep=opts.rep, return_mode="median")
+        row.update(host_us=round(statistics.median(per_call), 2), host_us_min=round(min(per_call), 2),
+                   calls=calls * batches, ms=round(float(ms), 5))
+    except Skip as e:
+        row = {"skipped": str(e)}
+    except Exception as e:
+        row = {"skipped": "error: " + _short(e), "error": _short(e, 2000)}
+    return row

@@ -1,0 +1,205 @@
+"""Tests of the benchmark harness that need no GPU and no torch: report.py on synthetic
+JSON lines (skipped, failing and erroring rows included), the case list and its FLOP
+fractions, and a byte-compile of every bench/*.py.
+
+    python3 -m pytest bench/test_report.py
+"""
+import glob
+import json
+import os
+import py_compile
+import subprocess
+import sys
+
+import pytest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+import cases as C  # noqa: E402
+import report  # noqa: E402
+
+
+def row(impl, variant, N, tflops=None, D=128, H=16, Hkv=16, dtype="bf16", ok=True, **kw):
+    r = dict(impl=impl, variant=variant, dtype=dtype, B=16384 // N, H=H, Hkv=Hkv, Nq=N, Nk=N, D=D,
+             causal=variant.endswith("causal"), mode="fwd", gpu="h100", gpu_name="NVIDIA H100 80GB HBM3",
+             commit="abc1234", date="2026-11-21")
+    if tflops is not None:
+        r.update(ms=1.0, tflops=tflops, max_err=1e-3 if ok else 0.5, rel_err=1e-3 if ok else 0.2,
+                 ok=ok, bad=0 if ok else 17, peak_mib=64.0, compile_s=1.5, deterministic=True)
+    elif "host_us" in kw:
+        r["ok"] = ok
+    r.update(kw)
+    return r
+
+
+def synthetic():
+    rows = [dict(kind="env", torch="2.11.0+cu130", cuda="13.0", triton="3.6.0", cudnn=91900, sms=132,
+                 python="3.12.3", gpu="h100", gpu_name="NVIDIA H100 80GB HBM3", commit="abc1234")]
+    for N in (4096, 16384):
+        rows += [row("attnjit", "plain", N, 360), row("sdpa_flash", "plain", N, 340),
+                 row("sdpa_cudnn", "plain", N, 600), row("flex", "plain", N, 450),
+                 row("naive", "plain", N, 40) if N == 4096 else row("naive", "plain", N, skipped="too big")]
+        rows += [row("attnjit", "alibi_causal", N, 300),
+                 row("sdpa_flash", "alibi_causal", N, skipped="SDPA's flash backend takes no mask"),
+                 row("sdpa_cudnn", "alibi_causal", N, skipped="not emulated"),
+                 row("flex", "alibi_causal", N, 350, ok=False),   # fastest but wrong: not 'best'
+                 row("naive", "alibi_causal", N, 10)]
+    rows += [row("attnjit", "document", 4096, skipped="error: RuntimeError: boom", error="RuntimeError: boom"),
+             row("flex", "document", 4096, 200)]
+    # pair bias only up to 8192: the README cell falls back to N=8192
+    rows += [row("attnjit", "pair_bias", 8192, 250), row("sdpa_cudnn", "pair_bias", 8192, 500),
+             row("attnjit", "pair_bias", 16384, skipped="pair bias is 8 GiB"),
+             row("sdpa_cudnn", "pair_bias", 16384, skipped="pair bias is 8 GiB")]
+    rows += [row("attnjit", "overhead", 128, None, D=64, H=1, Hkv=1, overhead_of="plain", host_us=3.5,
+                 host_us_min=3.2, ms=0.006, ok=True, max_err=1e-3),
+             row("sdpa_flash", "overhead", 128, None, D=64, H=1, Hkv=1, overhead_of="plain", host_us=12.0,
+                 host_us_min=11.0, ms=0.007, ok=True, max_err=1e-3),
+             row("flex", "overhead", 128, None, D=64, H=1, Hkv=1, overhead_of="plain", host_us=40.0,
+                 host_us_min=35.0, ms=0.01, ok=True, max_err=1e-3)]
+    return rows
+
+
+@pytest.fixture()
+def run(tmp_path):
+    path = tmp_path / "2026-11-21-h100.jsonl"
+    with open(path, "w") as f:
+        for r in synthetic():
+            f.write(json.dumps(r) + "\n")
+        f.write("# a comment line the loader ignores\n")
+    readme = tmp_path / "README.md"
+    readme.write_text("# x\n\n## Performance\n\n<!-- perf:begin -->\nold\n<!-- perf:end -->\n\ntail\n")
+    res = report.write_report([str(path)], readme=str(readme), png=True)
+    return res, path, readme
+
+
+def test_markdown_tables_and_ratios(run):
+    res, path, _ = run
+    assert res["md"] == str(path)[:-6] + ".md"
+    md = open(res["md"]).read()
+    assert "## plain, bf16, fwd" in md and "## alibi_causal, bf16, fwd" in md
+    # plain N=4096: attnjit 360, best other cuDNN 600 -> 0.60; / flash 360/340 = 1.06; / flex 0.80
+    line = next(l for l in md.splitlines() if l.startswith("| 128 | 16/16 | 4 x 4096 | 360"))
+    assert "0.60 (cuDNN)" in line and "| 1.06 |" in line and "| 0.80 |" in line
+    # naive skipped at 16384 shows '-'
+    line = next(l for l in md.splitlines() if l.startswith("| 128 | 16/16 | 1 x 16384 | 360"))
+    assert "| - |" in line
+    # alibi: flex failed its check -> marked, and not the 'best': naive (10) is -> 30.00
+    line = next(l for l in md.splitlines() if "alibi" not in l and l.startswith("| 128 | 16/16 | 4 x 4096 | 300"))
+    assert "350 ✗" in line and "30.00 (naive)" in line
+    assert "SDPA flash skipped: SDPA's flash backend takes no mask" in md
+    # the error is called out, and shown as err in the table
+    assert "## Errors" in md and "RuntimeError: boom" in md
+    assert "| err |" in md
+    # failures listed
+    assert "failed checks" in md and "flex alibi_causal bf16 D=128" in md
+    # overhead table
+    assert "## Per-call overhead" in md and "3.5 (3.2)" in md
+    # conventions stated
+    assert "4 * B * Hq * Nq * Nk * D" in md and "peak" in md.lower()
+
+
+def test_readme_section(run):
+    res, _, readme = run
+    text = readme.read_text()
+    assert res["readme"] is True
+    assert "old" not in text and text.endswith("<!-- perf:end -->\n\ntail\n")
+    sec = text[text.index("<!-- perf:begin -->"):text.index("<!-- perf:end -->")]
+    assert len(sec.splitlines()) <= 30
+    assert "| plain | 128 | 360 | 0.60 (cuDNN) | 360 | 0.60 (cuDNN) |" in sec
+    # pair bias has no N=16384: falls back to 8192 for both columns
+    assert "250 (N=8192)" in sec and "0.50 (cuDNN)" in sec
+    # alibi: the only anchor (flex) failed -> no ratio
+    assert "| alibi_causal | 128 | 300 | - |" in sec
+    assert "attnjit 3.5 us" in sec and "NVIDIA H100" in sec and "`abc1234`" in sec
+    assert "(2026-11-21-h100.md)" in sec
+    assert "1 error(s)" in sec
+
+
+def test_readme_without_markers(tmp_path):
+    path = tmp_path / "r.jsonl"
+    path.write_text("\n".join(json.dumps(r) for r in synthetic()) + "\n")
+    readme = tmp_path / "README.md"
+    readme.write_text("# no markers\n")
+    res = report.write_report([str(path)], readme=str(readme), png=False)
+    assert res["readme"] is False and readme.read_text() == "# no markers\n"
+    out = subprocess.run([sys.executable, os.path.join(HERE, "report.py"), str(path), "--readme", str(readme),
+                          "--no-png"], capture_output=True, text=True)
+    assert out.returncode == 0 and "not found" in out.stdout and "| variant | D |" in out.stdout
+
+
+def test_pngs(run):
+    pytest.importorskip("matplotlib")
+    res, path, _ = run
+    pngs = res["pngs"]
+    assert any(p.endswith("-plain-bf16.png") for p in pngs)
+    for p in pngs:
+        with open(p, "rb") as f:
+            assert f.read(8) == b"\x89PNG\r\n\x1a\n"
+    assert "![plain bf16](2026-11-21-h100-plain-bf16.png)" in open(res["md"]).read()
+
+
+def test_later_rows_replace_earlier(tmp_path):
+    a, b = tmp_path / "x-piece1of2.jsonl", tmp_path / "x-piece2of2.jsonl"
+    a.write_text(json.dumps(row("attnjit", "plain", 4096, 100)) + "\n")
+    b.write_text(json.dumps(row("attnjit", "plain", 4096, 200)) + "\n")
+    rows, _ = report.load([str(a), str(b)])
+    assert len(rows) == 1 and rows[0]["tflops"] == 200
+    assert report.default_md(str(a)) == str(tmp_path / "x.md")
+
+
+# ---------------------------------------------------------------- the case list
+def test_case_list():
+    cs = C.all_cases()
+    assert len(cs) == 118
+    plain = [c for c in cs if c.variant == "plain" and c.dtype == "bf16"]
+    assert {(c.D, c.H) for c in plain} == {(64, 32), (128, 16)}
+    assert all(c.B * c.N == 16384 and c.H * c.D == 2048 for c in plain)
+    gqa = [c for c in cs if c.variant.startswith("gqa")]
+    assert all(c.H == 32 and c.Hkv == 8 and c.D == 64 for c in gqa)
+    pb = {c.N: c.case_skip() for c in cs if c.variant == "pair_bias" and c.dtype == "bf16"}
+    assert pb[16384] and not pb[8192]
+
+
+def test_flop_fractions():
+    mk = lambda v, N: C.Case(v, "bf16", 16384 // N, 16, 16, N, 128)
+    assert mk("plain", 1024).flop_fraction() == 1.0
+    assert mk("causal", 1024).flop_fraction() == 0.5
+    assert mk("alibi_causal", 4096).flop_fraction() == 0.5
+    # window: brute force on a small N
+    for N, w in ((10, 3), (5, 8), (7, 7)):
+        brute = sum(1 for i in range(N) for j in range(N) if 0 <= i - j < w)
+        assert C.window_pairs(N, w) == brute
+    c = mk("sliding_window", 4096)
+    assert c.flop_fraction() == C.window_pairs(4096, 1024) / 4096**2
+    assert mk("sliding_window", 1024).flop_fraction() == pytest.approx(1025 / 2048)
+    # documents: brute force over doc ids, deterministic
+    ids = C.doc_ids(2, 64)
+    brute = sum(1 for b in range(2) for i in range(64) for j in range(64) if ids[b][i] == ids[b][j])
+    assert C.flop_fraction(C.Case("document", "bf16", 2, 16, 16, 64, 128)) == brute / (2 * 64 * 64)
+    assert C.doc_lengths(4, 1024) == C.doc_lengths(4, 1024)
+    assert all(sum(r) == 1024 and min(r) > 0 for r in C.doc_lengths(16, 1024))
+    assert mk("plain", 4096).flops() == 4 * 4 * 16 * 4096 * 4096 * 128
+
+
+def test_pieces_cover_everything_once():
+    cs = C.all_cases()
+    for n in (1, 2, 3, 5):
+        pieces = C.split_pieces(cs, n)
+        assert [c for p in pieces for c in p] == cs
+        est = [sum(C.estimate_all(p)) for p in pieces]
+        assert max(est) < 1.6 * sum(est) / n + 10
+
+
+def test_list_runs_without_torch():
+    out = subprocess.run([sys.executable, os.path.join(HERE, "bench_attention.py"), "--list", "--quick"],
+                         capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert "6 cases" in out.stderr and "document/bf16" in out.stderr
+
+
+def test_bench_files_compile(tmp_path):
+    files = glob.glob(os.path.join(HERE, "*.py"))
+    assert len(files) >= 8
+    for f in files:
+        py_compile.compile(f, cfile=str(tmp_path / (os.path.basename(f) + "c")), doraise=True)
