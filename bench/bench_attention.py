@@ -47,7 +47,10 @@ def parse_args(argv=None):
     p.add_argument("--quick", action="store_true", help="a handful of bf16 cases (smoke test)")
     p.add_argument("--piece", help="I/N: run the I-th of N pieces of about equal estimated time")
     p.add_argument("--list", action="store_true", help="print the cases and estimates, run nothing")
-    p.add_argument("--out", help="JSON lines file to append to (default bench/results/<date>-<gpu>.jsonl)")
+    p.add_argument("--out", help="JSON lines file to append to (default bench/results/<date>-<gpu>.jsonl, "
+                                 "<date>-<gpu>-piece<I>of<N>.jsonl with --piece)")
+    p.add_argument("--results-dir", default=os.path.join(HERE, "results"),
+                   help="folder of the default output file (default bench/results)")
     p.add_argument("--commit", help="commit to record (default $ATTNJIT_COMMIT, else git rev-parse)")
     p.add_argument("--gpu-name", help="short GPU name for rows and file names (default from the device)")
     p.add_argument("--warmup", type=float, default=25.0, help="do_bench warm-up, ms (default 25)")
@@ -158,6 +161,7 @@ def main(argv=None):
         return 0
 
     import torch
+    import torch._dynamo
     start = time.perf_counter()
     if not torch.cuda.is_available():
         print("no CUDA device", file=sys.stderr)
@@ -167,7 +171,8 @@ def main(argv=None):
     gpu = a.gpu_name or gpu_short(gpu_name)
     commit = a.commit or git_commit()
     date = datetime.date.today().isoformat()
-    out = a.out or os.path.join(HERE, "results", f"{date}-{gpu}.jsonl")
+    suffix = f"-piece{piece[0]}of{piece[1]}" if piece else ""
+    out = a.out or os.path.join(a.results_dir, f"{date}-{gpu}{suffix}.jsonl")
     w = Writer(out)
     print(f"# writing {out}", file=sys.stderr)
     common = dict(gpu=gpu, gpu_name=gpu_name, commit=commit, date=date)
@@ -183,7 +188,7 @@ def main(argv=None):
 
     from impls import make_inputs
     from measure import measure, overhead
-    from reference import reference
+    from reference import reference_of
 
     if run_overhead(a, piece):
         for which in ("plain", "alibi_causal"):
@@ -220,8 +225,7 @@ def main(argv=None):
             summary.append(f"all skipped ({skip_all})")
         else:
             inp = make_inputs(case)
-            var = inp.variant
-            ref = reference(inp.q.detach(), inp.k.detach(), inp.v.detach(), var.score_mod, var.mask, var.causal)
+            ref = reference_of(case, inp)
             for impl in impls(a):
                 why = C.runs(case, impl)
                 r = {"skipped": why} if why else measure(case, impl, inp, ref, a)

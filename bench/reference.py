@@ -72,6 +72,14 @@ def reference(q, k, v, score_mod=None, mask=None, causal=False, scale=None, chun
     return out
 
 
+def reference_of(case, inp):
+    """The fp64 reference of a case's inputs (impls.Inputs), with the variant's mods
+    rebuilt over float64 copies of the small captured tensors (ALiBi slopes)."""
+    from mods import inline_variant
+    var = inline_variant(case.variant, upcast_caps(inp.caps))
+    return reference(inp.q.detach(), inp.k.detach(), inp.v.detach(), var.score_mod, var.mask, var.causal)
+
+
 def check(out, ref, dtype: str) -> dict:
     """Compare an implementation's output with the fp64 reference."""
     import torch

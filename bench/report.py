@@ -403,7 +403,7 @@ def readme_section(rows, md_link, dtype="bf16", ns=(4096, 16384)):
     hdr = ["variant", "D"]
     for n in ns:
         hdr += [f"N={n}", "ratio (best)"]
-    body, notes = [], []
+    body = []
     for (variant, dt, mode), cells in sorted(g.items(), key=lambda kv: order_variants(VARIANTS).index(kv[0][0])
                                              if kv[0][0] in VARIANTS else 99):
         if dt != dtype or mode != "fwd":
@@ -491,9 +491,19 @@ def main(argv=None):
     p.add_argument("jsonl", nargs="+")
     p.add_argument("--md", help="summary path (default: the first input's name with .md)")
     p.add_argument("--readme", default=os.path.join(HERE, "..", "README.md"))
-    p.add_argument("--no-readme", action="store_true")
+    p.add_argument("--no-readme", action="store_true", help="leave the README alone")
+    p.add_argument("--print-section", action="store_true",
+                   help="print the README section instead of writing it (e.g. on the device machine)")
     p.add_argument("--no-png", action="store_true")
     a = p.parse_args(argv)
+    if a.print_section:
+        rows, _ = load(a.jsonl)
+        res = write_report(a.jsonl, a.md, None, not a.no_png)
+        link = "bench/results/" + os.path.basename(res["md"])  # where the lead will put it
+        for path in [res["md"]] + res["pngs"]:
+            print(f"wrote {path}")
+        print("\n".join(readme_section(rows, link)))
+        return 0
     res = write_report(a.jsonl, a.md, None if a.no_readme else a.readme, not a.no_png)
     print(f"summary: {res['md']}")
     for path in res["pngs"]:
