@@ -1,0 +1,59 @@
+"""ctypes mirrors of the C API's structs and function signatures (attnjit_c.h)."""
+from __future__ import annotations
+
+import ctypes
+from ctypes import POINTER, c_char_p, c_double, c_int32, c_size_t, c_uint32, c_uint64, c_void_p
+
+MAX_RANK = 8
+
+
+class CTensor(ctypes.Structure):
+    """attnjit_tensor: shape and strides in elements, outermost first."""
+    _fields_ = [("data", c_void_p), ("dtype", c_int32), ("rank", c_int32),
+                ("shape", ctypes.c_int64 * MAX_RANK), ("strides", ctypes.c_int64 * MAX_RANK)]
+
+
+class CCompileOptions(ctypes.Structure):
+    _fields_ = [("struct_size", c_uint32), ("arch", c_char_p), ("block_m", c_int32),
+                ("block_n", c_int32), ("warps", c_int32), ("stages", c_int32)]
+
+
+class CLaunchArgs(ctypes.Structure):
+    _fields_ = [("struct_size", c_uint32), ("q", CTensor), ("k", CTensor), ("v", CTensor),
+                ("o", CTensor), ("lse", POINTER(CTensor)),
+                ("num_tensors", c_int32), ("tensor_names", POINTER(c_char_p)), ("tensors", POINTER(CTensor)),
+                ("num_scalars", c_int32), ("scalar_names", POINTER(c_char_p)), ("scalars", POINTER(c_double))]
+
+
+_SIGNATURES = {
+    "attnjit_api_version": (c_int32, []),
+    "attnjit_version_string": (c_char_p, []),
+    "attnjit_status_name": (c_char_p, [c_int32]),
+    "attnjit_last_error": (c_char_p, []),
+    "attnjit_spec_from_json": (c_int32, [c_char_p, c_size_t, POINTER(c_void_p)]),
+    "attnjit_spec_to_json": (c_int32, [c_void_p, POINTER(c_void_p)]),
+    "attnjit_free_string": (None, [c_void_p]),
+    "attnjit_spec_hash": (c_int32, [c_void_p, POINTER(c_uint64)]),
+    "attnjit_spec_destroy": (None, [c_void_p]),
+    "attnjit_compile": (c_int32, [c_void_p, POINTER(CCompileOptions), POINTER(c_void_p)]),
+    "attnjit_kernel_destroy": (None, [c_void_p]),
+    "attnjit_kernel_can_launch": (c_int32, [c_void_p]),
+    "attnjit_kernel_source": (c_char_p, [c_void_p]),
+    "attnjit_kernel_arch": (c_char_p, [c_void_p]),
+    "attnjit_kernel_compile_seconds": (c_double, [c_void_p]),
+    "attnjit_kernel_spec": (c_void_p, [c_void_p]),
+    "attnjit_spec_returns_lse": (c_int32, [c_void_p]),
+    "attnjit_spec_num_tensors": (c_int32, [c_void_p]),
+    "attnjit_spec_tensor": (c_int32, [c_void_p, c_int32, POINTER(c_char_p), POINTER(c_int32), POINTER(c_int32)]),
+    "attnjit_spec_num_scalars": (c_int32, [c_void_p]),
+    "attnjit_spec_scalar": (c_int32, [c_void_p, c_int32, POINTER(c_char_p), POINTER(c_int32)]),
+    # args and stream as plain addresses: the hot path passes ints, no conversions
+    "attnjit_launch": (c_int32, [c_void_p, c_void_p, c_void_p]),
+}
+
+
+def declare(lib) -> None:
+    for name, (restype, argtypes) in _SIGNATURES.items():
+        fn = getattr(lib, name)
+        fn.restype = restype
+        fn.argtypes = argtypes

@@ -1,0 +1,71 @@
+"""The public entry points: compile(), attention(), spec_json()."""
+from __future__ import annotations
+
+import collections
+import threading
+
+from . import spec_json as _spec_json
+from .compiled import CompiledAttention
+from .trace import trace
+
+_recent: "collections.OrderedDict" = collections.OrderedDict()  # attention()'s callables
+_recent_lock = threading.Lock()
+_RECENT_MAX = 64
+
+
+def compile(score_mod=None, mask=None, causal=False, scale=None, enable_gqa=False, return_lse=False,
+            tile=None) -> CompiledAttention:  # noqa: A001 (the name users expect)
+    """A reusable attention callable: fn(q, k, v) -> out, or (out, lse) with return_lse.
+
+    score_mod(score, b, h, q_idx, kv_idx) -> new score and mask(b, h, q_idx, kv_idx) -> keep
+    are traced here, once (errors in them are raised now). causal=True ANDs the top-left
+    causal mask (q_idx >= kv_idx) with `mask`. scale defaults to 1/sqrt(Dqk). enable_gqa
+    allows Hq to be a multiple of Hkv. tile optionally pins the kernel's tile configuration
+    (block_m, block_n, warps, stages). The kernel is compiled on the first call for each
+    (dtype, head dims, device) and cached in the process (and on disk by attnjit).
+    """
+    return CompiledAttention(score_mod, mask, causal, scale, enable_gqa, return_lse, tile)
+
+
+def attention(q, k, v, *, score_mod=None, mask=None, causal=False, scale=None, enable_gqa=False,
+              return_lse=False):
+    """out = softmax(mask ? score_mod(scale * q k^T) : -inf) v, like torch SDPA / FlexAttention.
+
+    q [B, Hq, Nq, Dqk], k [B, Hkv, Nk, Dqk], v [B, Hkv, Nk, Dv]: CUDA tensors of one dtype
+    (float16, bfloat16, float32), any strides with a contiguous last dimension. Returns out
+    [B, Hq, Nq, Dv] in q's dtype, and with return_lse also lse [B, Hq, Nq] float32 (natural
+    log). Runs on torch's current CUDA stream. The callable for these arguments is cached
+    (by the identity of score_mod and mask), so calling again with the same functions does
+    not trace again; use compile() in hot loops all the same.
+    """
+    fn = _cached(score_mod, mask, causal, scale, enable_gqa, return_lse)
+    return fn(q, k, v)
+
+
+def _cached(score_mod, mask, causal, scale, enable_gqa, return_lse) -> CompiledAttention:
+    key = (score_mod, mask, bool(causal), scale, bool(enable_gqa), bool(return_lse))
+    try:
+        hash(key)
+    except TypeError:
+        return CompiledAttention(score_mod, mask, causal, scale, enable_gqa, return_lse)
+    with _recent_lock:
+        fn = _recent.get(key)
+        if fn is not None:
+            _recent.move_to_end(key)
+            return fn
+    fn = CompiledAttention(score_mod, mask, causal, scale, enable_gqa, return_lse)
+    with _recent_lock:
+        _recent[key] = fn
+        while len(_recent) > _RECENT_MAX:
+            _recent.popitem(last=False)
+    return fn
+
+
+def spec_json(score_mod=None, mask=None, causal=False, scale=None, return_lse=False, *, dtype="bf16",
+              head_dim: int = 128, head_dim_v: int | None = None) -> str:
+    """The JSON spec (docs/spec_format.md) of a score_mod / mask for one dtype and head dims,
+    without torch or a GPU: the text attnjit_spec_from_json reads."""
+    traced = trace(score_mod, mask, causal)
+    return _spec_json.build(traced, dtype=dtype, head_dim_qk=head_dim,
+                            head_dim_v=head_dim if head_dim_v is None else head_dim_v,
+                            scale=scale, return_lse=return_lse)

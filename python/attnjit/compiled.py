@@ -1,0 +1,234 @@
+"""attnjit.compile(...): a reusable attention callable.
+
+Tracing happens once, in compile(). A call checks q, k, v cheaply, re-reads the captured
+tensors and float scalars from the traced function's closure / globals, finds the
+Launcher for (dtype, Dqk, Dv, device) and launches on torch's current stream. A kernel is
+compiled (attnjit's memory / disk caches, else NVRTC) the first time a key is seen. Heads
+are not part of the key: the kernel reads them from the tensors."""
+from __future__ import annotations
+
+import threading
+import warnings
+
+from . import capi, dtypes, spec_json
+from .errors import ArgumentError, InternalError, RuntimeEnvironmentError
+from .launcher import Launcher
+from .trace import trace
+
+_MAX_VARIANTS = 8          # traces kept per callable (int constants / functions that changed)
+_kernels: dict = {}        # (spec json, device, tile) -> capi.Kernel, shared by all callables
+_kernels_lock = threading.Lock()
+
+
+def _torch():
+    try:
+        import torch
+    except ImportError:
+        raise RuntimeEnvironmentError("calling attnjit attention needs PyTorch (import torch failed); "
+                                      "without torch, attnjit.spec_json() still builds the spec text") from None
+    return torch
+
+
+def kernel_for(json_text: str, device: int, tile: dict | None):
+    """The compiled kernel of a spec on a CUDA device (compiled at most once per process)."""
+    key = (json_text, device, tuple(sorted((tile or {}).items())))
+    kernel = _kernels.get(key)
+    if kernel is not None:
+        return kernel
+    torch = _torch()
+    with _kernels_lock:
+        kernel = _kernels.get(key)
+        if kernel is None:
+            spec = capi.Spec.from_json(json_text)
+            with torch.cuda.device(device):  # load into this device's primary context
+                kernel = capi.Kernel(spec, None, tile)
+            if not kernel.can_launch:
+                raise RuntimeEnvironmentError(f"the kernel compiled for {kernel.arch} but could not be loaded "
+                                              f"on CUDA device {device}")
+            _kernels[key] = kernel
+    return kernel
+
+
+class _Variant:
+    """One trace and the launchers built for it."""
+
+    def __init__(self, traced):
+        self.traced = traced
+        self.launchers: dict = {}
+        # what a call reads, precomputed: (read, torch dtype, ndim, dtype code, input)
+        self.tensor_reads = [(t.slot.read, t.torch_dtype, 0 if t.zero_dim else t.rank, dtypes.CODES[t.dtype], t)
+                             for t in traced.tensors]
+        self.scalar_reads = [s.slot.read for s in traced.scalars]
+
+
+class CompiledAttention:
+    """fn(q, k, v) -> out, or (out, lse) with return_lse. See attnjit.compile."""
+
+    def __init__(self, score_mod=None, mask=None, causal=False, scale=None, enable_gqa=False,
+                 return_lse=False, tile=None):
+        if scale is not None and not isinstance(scale, (int, float)):
+            raise TypeError(f"scale must be a number or None, got {type(scale).__name__}")
+        self.score_mod, self.mask, self.causal = score_mod, mask, bool(causal)
+        self.scale, self.enable_gqa, self.return_lse = scale, bool(enable_gqa), bool(return_lse)
+        self.tile = dict(tile) if tile else None
+        self._variants: list[_Variant] = []
+        self._variant = self._add_variant()
+        self._warned_grad = False
+
+    # ---- inspection ---------------------------------------------------------------------
+    @property
+    def traced(self):
+        """The current trace: .score_mod and .mask texts, .tensors, .scalars."""
+        return self._variant.traced
+
+    def spec_json(self, dtype="bf16", head_dim: int = 128, head_dim_v: int | None = None) -> str:
+        """The JSON spec this callable compiles for one dtype and head dims."""
+        return spec_json.build(self.traced, dtype=dtype, head_dim_qk=head_dim,
+                               head_dim_v=head_dim if head_dim_v is None else head_dim_v,
+                               scale=self.scale, return_lse=self.return_lse)
+
+    def __repr__(self):
+        t = self.traced
+        return (f"attnjit.compile(score_mod={t.score_mod!r}, mask={t.mask!r}, scale={self.scale}, "
+                f"enable_gqa={self.enable_gqa}, return_lse={self.return_lse})")
+
+    # ---- tracing ------------------------------------------------------------------------
+    def _add_variant(self) -> _Variant:
+        variant = _Variant(trace(self.score_mod, self.mask, self.causal))
+        self._variants.insert(0, variant)
+        del self._variants[_MAX_VARIANTS:]
+        return variant
+
+    def _current_variant(self) -> _Variant:
+        """The trace whose guards hold for the current closure / globals (retraces if none)."""
+        for variant in self._variants:
+            if variant.traced.guards_hold() and self._tensors_match(variant):
+                self._variant = variant
+                return variant
+        self._variant = self._add_variant()
+        return self._variant
+
+    @staticmethod
+    def _tensors_match(variant) -> bool:
+        for t in variant.traced.tensors:
+            try:
+                value = t.slot.read()
+            except Exception:
+                return False
+            if getattr(value, "dtype", None) is not t.torch_dtype or value.dim() != (0 if t.zero_dim else t.rank):
+                return False
+        return True
+
+    # ---- the call -----------------------------------------------------------------------
+    def __call__(self, q, k, v):
+        variant = self._variant
+        traced = variant.traced
+        if traced.guards and not traced.guards_hold():
+            variant = self._current_variant()
+            traced = variant.traced
+        qs, ks, vs = q.shape, k.shape, v.shape
+        if len(qs) != 4 or len(ks) != 4 or len(vs) != 4:
+            self._bad_arguments(q, k, v)
+        dtype = q.dtype
+        device = q.get_device()
+        B, Hq, Nq, Dqk = qs
+        Hkv, Nk = ks[1], ks[2]
+        if not (k.dtype is dtype and v.dtype is dtype and k.get_device() == device and v.get_device() == device
+                and ks[0] == B and vs[0] == B and ks[3] == Dqk and vs[1] == Hkv and vs[2] == Nk
+                and (Hq == Hkv or (self.enable_gqa and Hkv > 0 and Hq % Hkv == 0))
+                and q.stride(3) == 1 and k.stride(3) == 1 and v.stride(3) == 1 and Nk > 0):
+            self._bad_arguments(q, k, v)
+        if not self._warned_grad and (q.requires_grad or k.requires_grad or v.requires_grad):
+            self._warn_no_grad()
+
+        tensors = []
+        for read, torch_dtype, ndim, code, t in variant.tensor_reads:
+            value = read()
+            if getattr(value, "dtype", None) is not torch_dtype or value.dim() != ndim:
+                return self._retrace_call(q, k, v)
+            if value.get_device() != device:
+                raise ArgumentError(f"captured tensor '{t.name}' ({t.slot.where}) is on "
+                                    f"{value.device} but q is on {q.device}; move it to the same device")
+            if ndim:
+                tensors.append((value.data_ptr(), code, value.shape, value.stride()))
+            else:  # a 0-dim tensor is read as a rank-1 tensor of one element
+                tensors.append((value.data_ptr(), code, (1,), (1,)))
+        scalars = [float(read()) for read in variant.scalar_reads]
+
+        launcher = variant.launchers.get((dtype, Dqk, vs[3], device))
+        if launcher is None:
+            launcher = self._make_launcher(variant, q, vs[3], device)
+        if B == 0 or Nq == 0 or Hq == 0:
+            out = q.new_empty((B, Hq, Nq, vs[3]))
+            return (out, q.new_empty((B, Hq, Nq), dtype=_torch().float32)) if self.return_lse else out
+        return launcher(q, k, v, qs, ks, vs, device, tensors, scalars)
+
+    def _retrace_call(self, q, k, v):
+        """A captured tensor changed dtype or rank: trace again (once) and call."""
+        variant = self._current_variant()
+        for t in variant.traced.tensors:
+            value = t.slot.read()
+            if not (getattr(value, "dtype", None) is t.torch_dtype and hasattr(value, "data_ptr")):
+                raise ArgumentError(f"captured tensor '{t.name}' ({t.slot.where}) holds {value!r}; bind a "
+                                    "CUDA torch tensor to it before calling")
+        return self(q, k, v)
+
+    def _make_launcher(self, variant, q, dv: int, device: int) -> Launcher:
+        if device < 0:
+            raise ArgumentError(f"q, k and v must be CUDA tensors, got {q.device}")
+        dtype = dtypes.name_of(q.dtype)
+        if dtype not in dtypes.ATTENTION_DTYPES:
+            raise ArgumentError(f"q has dtype {q.dtype}; attnjit takes float16, bfloat16 or float32")
+        traced = variant.traced
+        text = spec_json.build(traced, dtype=dtype, head_dim_qk=q.shape[3], head_dim_v=dv,
+                               scale=self.scale, return_lse=self.return_lse)
+        kernel = kernel_for(text, device, self.tile)
+        spec = kernel.spec
+        expected = [(t.name, t.dtype, t.rank) for t in traced.tensors]
+        if spec.tensors() != expected or [n for n, _ in spec.scalars()] != [s.name for s in traced.scalars]:
+            raise InternalError(f"the compiled spec reads {spec.tensors()} / {spec.scalars()} but the trace "
+                                f"captured {expected} / {[s.name for s in traced.scalars]}")
+        launcher = Launcher(kernel, dtype=dtype, head_dim_v=dv, return_lse=self.return_lse,
+                            tensor_ranks=[t.rank for t in traced.tensors], num_scalars=len(traced.scalars))
+        variant.launchers[(q.dtype, q.shape[3], dv, device)] = launcher
+        return launcher
+
+    def _warn_no_grad(self):
+        self._warned_grad = True
+        warnings.warn("attnjit computes the forward pass only: its output does not require grad and "
+                      "no gradient flows back to q, k, v", stacklevel=3)
+
+    def _bad_arguments(self, q, k, v):
+        """Raises the ArgumentError that says what is wrong with q, k, v."""
+        torch = _torch()
+        for name, t in (("q", q), ("k", k), ("v", v)):
+            if not isinstance(t, torch.Tensor):
+                raise ArgumentError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+            if t.dim() != 4:
+                raise ArgumentError(f"{name} has shape {tuple(t.shape)}; q, k, v are 4-D: "
+                                    "q [B, Hq, Nq, D], k [B, Hkv, Nk, D], v [B, Hkv, Nk, Dv]")
+            if not t.is_cuda:
+                raise ArgumentError(f"{name} is on {t.device}; attnjit runs on CUDA tensors")
+            if t.dtype is not q.dtype:
+                raise ArgumentError(f"{name} has dtype {t.dtype} but q has {q.dtype}; q, k, v share one dtype")
+            if t.device != q.device:
+                raise ArgumentError(f"{name} is on {t.device} but q is on {q.device}")
+            if t.stride(3) != 1:
+                raise ArgumentError(f"{name} has strides {t.stride()}: the last (head) dimension must be "
+                                    "contiguous (stride 1); other dimensions may have any stride")
+        (B, Hq, _, D), (Bk, Hkv, Nk, Dk), (Bv, Hv, Nv, _) = q.shape, k.shape, v.shape
+        if not B == Bk == Bv:
+            raise ArgumentError(f"batch sizes differ: q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)}")
+        if Dk != D:
+            raise ArgumentError(f"q has head dim {D} but k has {Dk}; they must match")
+        if (Hv, Nv) != (Hkv, Nk):
+            raise ArgumentError(f"k {tuple(k.shape)} and v {tuple(v.shape)} must have the same heads and length")
+        if Nk == 0:
+            raise ArgumentError("k and v have length 0: attention needs at least one key")
+        if Hq != Hkv:
+            if not self.enable_gqa:
+                raise ArgumentError(f"q has {Hq} heads and k, v have {Hkv}; pass enable_gqa=True for "
+                                    "grouped-query attention (as with torch SDPA)")
+            if Hkv == 0 or Hq % Hkv:
+                raise ArgumentError(f"q has {Hq} heads, not a multiple of k and v's {Hkv} (GQA needs Hq % Hkv == 0)")
+        raise InternalError(f"q, k, v were rejected but no check failed: {q.shape} {k.shape} {v.shape}")

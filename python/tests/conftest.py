@@ -1,0 +1,5 @@
+"""Puts python/ on sys.path so the tests import this checkout's attnjit package."""
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
