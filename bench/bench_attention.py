@@ -142,7 +142,7 @@ class Writer:
         self.path = path
 
     def emit(self, row):
-        self.f.write(json.dumps(clean(row)) + "\n")
+        self.f.write(json.dumps(clean(row), default=str) + "\n")
         self.f.flush()
 
 

@@ -435,6 +435,9 @@ def readme_section(rows, md_link, dtype="bf16", ns=(4096, 16384)):
     errs = [r for r in rows if r["impl"] == "attnjit" and r.get("error")]
     if fails or errs:
         out += ["", f"attnjit: {len(fails)} failed check(s), {len(errs)} error(s) (see the summary)."]
+    ours = [r for r in rows if r["impl"] == "attnjit"]
+    if ours and not any(measured(r) or "host_us" in r for r in ours):
+        out += ["", f"attnjit measured nothing in this run: {ours[0].get('skipped', '?')}"]
     out += ["", "Reproduce with `bench/run_bench.sh` (see [bench/README.md](bench/README.md))."]
     return out
 

@@ -139,6 +139,17 @@ def test_pngs(run):
     assert "![plain bf16](2026-11-21-h100-plain-bf16.png)" in open(res["md"]).read()
 
 
+def test_attnjit_missing_is_said(tmp_path):
+    path = tmp_path / "r.jsonl"
+    rows = [row("attnjit", "plain", 4096, skipped="import attnjit failed: no library"),
+            row("sdpa_flash", "plain", 4096, 300)]
+    path.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    readme = tmp_path / "README.md"
+    readme.write_text("<!-- perf:begin -->\n<!-- perf:end -->\n")
+    report.write_report([str(path)], readme=str(readme), png=False)
+    assert "attnjit measured nothing in this run: import attnjit failed" in readme.read_text()
+
+
 def test_later_rows_replace_earlier(tmp_path):
     a, b = tmp_path / "x-piece1of2.jsonl", tmp_path / "x-piece2of2.jsonl"
     a.write_text(json.dumps(row("attnjit", "plain", 4096, 100)) + "\n")
