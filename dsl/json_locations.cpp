@@ -1,6 +1,7 @@
 #include "dsl/json_locations.h"
 
 #include <cctype>
+#include <algorithm>
 #include <charconv>
 #include <set>
 
@@ -115,7 +116,10 @@ public:
         try {
             space();
             value("", 0);
+            space();
+            if (i_ < t_.size()) throw Stop{};  // trailing content
         } catch (const Stop&) {
+            out_.stop_ = std::min(i_, t_.size());
         }
     }
 
@@ -162,7 +166,10 @@ private:
             size_t start = i_;
             while (i_ < t_.size() && std::isalpha(static_cast<unsigned char>(t_[i_]))) ++i_;
             std::string_view word = t_.substr(start, i_ - start);
-            if (word != "true" && word != "false" && word != "null") throw Stop{};
+            if (word != "true" && word != "false" && word != "null") {
+                i_ = start;  // located at the start of the bad literal
+                throw Stop{};
+            }
         }
     }
 

@@ -37,6 +37,9 @@ public:
     const std::optional<Duplicate>& duplicate_key() const { return duplicate_; }
     // Offset of the first number too large for a double, or npos.
     size_t overflowing_number() const { return overflow_; }
+    // Where the scan met a syntax error (the start of the token that does not fit), or
+    // npos when it scanned the whole document.
+    size_t stop_offset() const { return stop_; }
 
 private:
     friend class JsonScanner;
@@ -47,6 +50,7 @@ private:
     std::map<std::string, Where> where_;
     std::optional<Duplicate> duplicate_;
     size_t overflow_ = npos;
+    size_t stop_ = npos;
 };
 
 // `parent` + "/" + key, with '~' and '/' escaped as RFC 6901 says.

@@ -150,8 +150,8 @@ Expr apply_unary_function(UnaryOp op, const Expr& a) {
 
 class Parser {
 public:
-    Parser(std::string_view text, const ExprNames& names, TextPosition first)
-        : text_(text), names_(names), first_(first), tokens_(tokenize(text)) {}
+    Parser(std::string_view text, const ExprNames& names, const std::function<TextPosition(size_t)>& position_of)
+        : text_(text), names_(names), position_of_(position_of), tokens_(tokenize(text)) {}
 
     Expr parse() {
         if (peek().kind == TokenKind::End)
@@ -188,9 +188,7 @@ private:
 
     // "3:9" in the coordinates the caller reports (embedded expressions are shifted).
     std::string where(const Token& t) const {
-        TextPosition p = position_at(text_, t.offset);
-        if (p.line == 1) p.column += first_.column - 1;
-        p.line += first_.line - 1;
+        TextPosition p = position_of_(t.offset);
         return std::to_string(p.line) + ":" + std::to_string(p.column);
     }
 
@@ -448,7 +446,7 @@ private:
 
     std::string_view text_;
     const ExprNames& names_;
-    TextPosition first_;
+    const std::function<TextPosition(size_t)>& position_of_;
     std::vector<Token> tokens_;
     size_t pos_ = 0;
     int depth_ = 0;
@@ -473,20 +471,23 @@ std::optional<std::string> bad_names(const ExprNames& names) {
 
 Expr parse_expr(std::string_view text, const ExprNames& names, std::string_view source_name, int first_line,
                 int first_column) {
-    const TextPosition first{first_line, first_column};
-    auto shown = [&](size_t offset) {
+    return parse_expr(text, names, source_name, [&](size_t offset) {
         TextPosition p = position_at(text, offset);
-        if (p.line == 1) p.column += first.column - 1;
-        p.line += first.line - 1;
+        if (p.line == 1) p.column += first_column - 1;
+        p.line += first_line - 1;
         return p;
-    };
+    });
+}
+
+Expr parse_expr(std::string_view text, const ExprNames& names, std::string_view source_name,
+                const std::function<TextPosition(size_t offset)>& position_of) {
     auto error = [&](const std::string& reason, size_t offset) {
-        TextPosition p = shown(offset);
+        TextPosition p = position_of(offset);
         return SpecParseError(located_message(source_name, p, reason, text, offset), reason, p.line, p.column);
     };
     if (auto why = bad_names(names)) throw error(*why, 0);
     try {
-        return Parser(text, names, first).parse();
+        return Parser(text, names, position_of).parse();
     } catch (const ExprSyntaxError& e) {
         throw error(e.reason, e.offset);
     }

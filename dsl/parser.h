@@ -5,12 +5,14 @@
 //   dsl/operators.h).
 #pragma once
 
+#include <functional>
 #include <map>
 #include <string>
 #include <string_view>
 
 #include "dsl/attention_spec.h"
 #include "dsl/ir.h"
+#include "dsl/source_diagnostics.h"
 
 namespace attnjit::dsl {
 
@@ -27,5 +29,12 @@ struct ExprNames {
 // located in that document.
 Expr parse_expr(std::string_view text, const ExprNames& names, std::string_view source_name = "expr",
                 int first_line = 1, int first_column = 1);
+
+// The same, for an expression embedded in a document where a plain shift is not enough
+// (a JSON string with escape sequences): `position_of(offset)` says where the byte at
+// `offset` of `text` (or text.size(), the end) was written. Errors and the positions
+// quoted in messages ("the '(' at 3:9") use it.
+Expr parse_expr(std::string_view text, const ExprNames& names, std::string_view source_name,
+                const std::function<TextPosition(size_t offset)>& position_of);
 
 }  // namespace attnjit::dsl

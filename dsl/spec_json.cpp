@@ -140,10 +140,14 @@ private:
 
     // --- JSON syntax ---------------------------------------------------------------------
     void parse_json() {
+        // nlohmann reads a NUL byte as the end of the input; the document is all of `text_`.
+        if (size_t nul = text_.find('\0'); nul != std::string_view::npos)
+            fail_at(nul, "the document contains a NUL byte; a spec is UTF-8 text");
         try {
             doc_ = Json::parse(text_.begin(), text_.end(), nullptr, /*allow_exceptions=*/true, /*ignore_comments=*/true);
         } catch (const Json::parse_error& e) {
-            fail_at(syntax_error_offset(e), "invalid JSON: " + nlohmann_reason(e.what()));
+            const size_t at = syntax_error_offset(e);
+            fail_at(at, "invalid JSON: " + nlohmann_reason(e.what()) + syntax_hint(at));
         } catch (const Json::exception& e) {  // out_of_range.406: a number too large for a double
             JsonLocations scan(text_);
             size_t at = scan.overflowing_number();
@@ -153,17 +157,33 @@ private:
         where_.emplace(text_);
     }
 
-    // nlohmann's byte count points past the character that broke the syntax; an invalid
-    // literal is located at its first character.
+    // nlohmann's byte count points past the token that broke the syntax. Our scanner stops
+    // at the start of that token, which is where a reader looks; inside a string (a control
+    // character, a bad escape) nlohmann's own position is the precise one.
     size_t syntax_error_offset(const Json::parse_error& e) const {
         size_t at = e.byte > 0 ? std::min<size_t>(e.byte - 1, text_.size()) : 0;
         const std::string what = e.what();
+        if (what.find("invalid string") != std::string::npos) return at;
+        const size_t stop = JsonLocations(text_).stop_offset();
+        if (stop != JsonLocations::npos && stop <= at) return stop;
         if (what.find("invalid literal") == std::string::npos && what.find("invalid number") == std::string::npos)
             return at;
         auto literal_char = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '+' || c == '.'; };
         if (at > 0 && (at == text_.size() || !literal_char(text_[at]))) --at;
         while (at > 0 && literal_char(text_[at - 1])) --at;
         return at;
+    }
+
+    // The two slips JSON does not forgive: a trailing comma and a missing one.
+    std::string syntax_hint(size_t at) const {
+        if (at >= text_.size()) return "";
+        size_t before = at;
+        while (before > 0 && std::isspace(static_cast<unsigned char>(text_[before - 1]))) --before;
+        const char prev = before > 0 ? text_[before - 1] : '\0';
+        if ((text_[at] == '}' || text_[at] == ']') && prev == ',') return " (JSON allows no comma before a closing bracket)";
+        if (text_[at] == '"' && (prev == '"' || prev == '}' || prev == ']' || std::isalnum(static_cast<unsigned char>(prev))))
+            return " (is a ',' missing before it?)";
+        return "";
     }
 
     // "[json.exception.parse_error.101] parse error at line 1, column 9: syntax error ..."
@@ -293,16 +313,17 @@ private:
                         (key == "mask" ? "\"kv_idx <= q_idx\"" : "\"cap * tanh(score / cap)\"") + ", or null; found " +
                         describe(*j));
         const std::string text = j->get<std::string>();
+        // Each character of the expression is located where it was written in the
+        // document, through any escape sequences (else at the string's opening quote).
+        const size_t quote = offset_of(p, false);
+        const auto decoded = decode_json_string(text_, quote);
+        auto doc_offset = [&](size_t offset) {
+            return decoded && decoded->value == text && offset < decoded->offsets.size() ? decoded->offsets[offset] : quote;
+        };
         try {
-            return parse_expr(text, names_, source_);
+            return parse_expr(text, names_, source_, [&](size_t offset) { return position_at(text_, doc_offset(offset)); });
         } catch (const SpecParseError& e) {
-            // Map the expression's line:column to where that character was written in the
-            // document (through any escape sequences).
-            const size_t quote = offset_of(p, false);
-            auto decoded = decode_json_string(text_, quote);
-            size_t at = quote;
-            if (decoded && decoded->value == text) at = decoded->offsets[offset_at(text, {e.line(), e.column()})];
-            fail_at(at, "in " + key_text(key) + ": " + e.reason());
+            fail_at(offset_at(text_, {e.line(), e.column()}), "in " + key_text(key) + ": " + e.reason());
         }
     }
 
