@@ -1,19 +1,25 @@
-// attnjit-gen: print what codegen makes of a named example spec (codegen/example_specs.h).
+// attnjit-gen: print what codegen makes of a named example spec (codegen/example_specs.h)
+// or of a spec file in the JSON format (docs/spec_format.md).
 //
 //   attnjit-gen causal                      the generated CUDA translation unit
 //   attnjit-gen alibi_causal --plan         the KernelPlan after lowering
 //   attnjit-gen bias --layout               the Params layout the launcher packs
 //   attnjit-gen document --dtype bf16 --head-dim 64 --tile 64,64,4,2
+//   attnjit-gen --spec my_variant.json      the same for a spec file
+//   attnjit-gen softcap_sliding_window --json   the spec as a JSON document
 //   attnjit-gen --list                      the example names
 #include <CLI/CLI.hpp>
 
+#include <fstream>
 #include <iostream>
 #include <map>
+#include <sstream>
 
 #include "codegen/example_specs.h"
 #include "codegen/generate.h"
 #include "codegen/lower.h"
 #include "codegen/params_layout.h"
+#include "dsl/spec_json.h"
 #include "support/error.h"
 
 using namespace attnjit;
@@ -35,19 +41,37 @@ TileConfig parse_tile(const std::string& s) {
     return t;
 }
 
+dsl::AttentionSpec read_spec_file(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    user_check(in.good()) << "--spec " << path << ": cannot open the file";
+    std::ostringstream text;
+    text << in.rdbuf();
+    return dsl::spec_from_json(text.str(), path);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
     CLI::App app{"attnjit-gen: print the generated kernel source, plan or params layout of an example spec"};
-    std::string name, dtype = "f16", tile;
+    std::string name, dtype = "f16", tile, spec_file;
     int head_dim = 128;
-    bool plan = false, layout = false, list = false;
-    app.add_option("spec", name, "example spec name (see --list)");
-    app.add_option("--dtype", dtype, "Q/K/V element type: f16, bf16, f32")->capture_default_str();
-    app.add_option("--head-dim", head_dim, "head dim of Q/K and V: 32, 64, 96, 128, 256")->capture_default_str();
+    bool plan = false, layout = false, list = false, json = false;
+    auto* name_opt = app.add_option("spec", name, "example spec name (see --list)");
+    auto* file_opt = app.add_option("--spec", spec_file, "read the spec from a JSON file (docs/spec_format.md)")
+                         ->excludes(name_opt);
+    app.add_option("--dtype", dtype, "Q/K/V element type of an example: f16, bf16, f32")
+        ->capture_default_str()
+        ->excludes(file_opt);
+    app.add_option("--head-dim", head_dim, "head dim of Q/K and V of an example: 32, 64, 96, 128, 256")
+        ->capture_default_str()
+        ->excludes(file_opt);
     app.add_option("--tile", tile, "block_m,block_n,warps,stages (default: default_forward_tile)");
     auto* plan_flag = app.add_flag("--plan", plan, "print the KernelPlan instead of the source");
-    app.add_flag("--layout", layout, "print the ParamsLayout instead of the source")->excludes(plan_flag);
+    auto* layout_flag =
+        app.add_flag("--layout", layout, "print the ParamsLayout instead of the source")->excludes(plan_flag);
+    app.add_flag("--json", json, "print the spec as a JSON document instead of the source")
+        ->excludes(plan_flag)
+        ->excludes(layout_flag);
     app.add_flag("--list", list, "list the example specs");
     CLI11_PARSE(app, argc, argv);
 
@@ -56,9 +80,13 @@ int main(int argc, char** argv) {
             for (const auto& n : codegen::example_names()) std::cout << n << "\n";
             return 0;
         }
-        user_check(!name.empty()) << "name an example spec (attnjit-gen --list shows them)";
-        const dsl::AttentionSpec spec = codegen::example_spec(name, parse_dtype(dtype), head_dim);
-        if (plan) {
+        user_check(!name.empty() || !spec_file.empty())
+            << "name an example spec (attnjit-gen --list shows them) or a spec file with --spec FILE";
+        const dsl::AttentionSpec spec =
+            spec_file.empty() ? codegen::example_spec(name, parse_dtype(dtype), head_dim) : read_spec_file(spec_file);
+        if (json) {
+            std::cout << dsl::spec_to_json(spec);
+        } else if (plan) {
             std::cout << codegen::lower(spec) << "\n";
         } else if (layout) {
             spec.validate();
