@@ -302,5 +302,38 @@ TEST(Parser, NestingIsBounded) {
     EXPECT_TRUE(equal(parse(fine), score()));
 }
 
+// Whatever the text, the parser answers with an Expr or a SpecParseError located inside
+// the text: never another exception (an InternalError would mean a type check is missing).
+TEST(Parser, MutatedExpressionsParseOrFailCleanly) {
+    testing::RandomExprGenerator gen(99);
+    std::mt19937 rng(5);
+    const std::string alphabet = "()[],+-*/%!=<>&|.e0123456789 _abqhkv";
+    int errors = 0;
+    for (int n = 0; n < 3000; ++n) {
+        const Expr e = gen.make(static_cast<Type>(n % 3), 3);
+        std::string text = to_string(e);
+        for (int edits = 1 + n % 3; edits > 0 && !text.empty(); --edits) {
+            const size_t at = rng() % text.size();
+            const char c = alphabet[rng() % alphabet.size()];
+            switch (rng() % 3) {
+            case 0: text.erase(at, 1); break;
+            case 1: text.insert(at, 1, c); break;
+            default: text[at] = c; break;
+            }
+        }
+        try {
+            parse_expr(text, names_of(e));
+        } catch (const SpecParseError& err) {
+            ++errors;
+            EXPECT_GE(err.line(), 1) << text;
+            EXPECT_GE(err.column(), 1) << text;
+            EXPECT_LE(static_cast<size_t>(err.column()), text.size() + 1) << text;
+        } catch (const std::exception& other) {
+            ADD_FAILURE() << "'" << text << "' threw " << other.what();
+        }
+    }
+    EXPECT_GT(errors, 1000) << "the mutations should break most expressions";
+}
+
 }  // namespace
 }  // namespace attnjit::dsl

@@ -1,8 +1,10 @@
 // The JSON spec format: canonical output, exact round trips (same spec, same hash) for
 // every example and modifier spec and for random expressions, hand-written documents that
 // equal C++-built specs, and located errors for malformed documents.
+#include <algorithm>
 #include <cmath>
 #include <limits>
+#include <random>
 
 #include <gtest/gtest.h>
 
@@ -245,6 +247,57 @@ TEST(SpecJson, TheWholeStringViewIsRead) {
     const std::string with_nul = valid + std::string("\0x", 2);
     EXPECT_THROW(spec_from_json(with_nul), SpecParseError) << "bytes after an embedded NUL are part of the document";
     EXPECT_NO_THROW(spec_from_json(std::string_view(with_nul.data(), valid.size())));
+}
+
+// Whatever the bytes, the reader answers with a spec or a SpecParseError located inside
+// the document: never another exception, never a crash.
+TEST(SpecJson, MutatedDocumentsReadOrFailCleanly) {
+    const Tensor bias("bias", DType::f32, 4);
+    const std::string valid = spec_to_json(AttentionSpec()
+                                               .dtype(DType::bf16)
+                                               .heads(8, 2)
+                                               .scale(0.125)
+                                               .score_mod(mods::compose(mods::softcap(scalar("cap")), mods::bias(bias)))
+                                               .mask(mods::sliding_window(int_scalar("window"))));
+    std::mt19937 rng(11);
+    const std::string alphabet = "{}[]:,\"\\/*0123456789.-+eE truefalsnl\n\tu\x01\xc3\xa9";
+    int errors = 0;
+    for (int n = 0; n < 3000; ++n) {
+        std::string doc = valid;
+        for (int edits = 1 + n % 3; edits > 0; --edits) {
+            const size_t at = rng() % doc.size();
+            const char c = alphabet[rng() % alphabet.size()];
+            switch (rng() % 3) {
+            case 0: doc.erase(at, 1); break;
+            case 1: doc.insert(at, 1, c); break;
+            default: doc[at] = c; break;
+            }
+        }
+        try {
+            spec_from_json(doc);
+        } catch (const SpecParseError& e) {
+            ++errors;
+            const int lines = 1 + static_cast<int>(std::count(doc.begin(), doc.end(), '\n'));
+            EXPECT_GE(e.line(), 1);
+            EXPECT_LE(e.line(), lines) << doc << "\n" << e.what();
+            EXPECT_GE(e.column(), 1);
+        } catch (const std::exception& other) {
+            ADD_FAILURE() << doc << "\nthrew " << other.what();
+        }
+    }
+    EXPECT_GT(errors, 1000);
+}
+
+TEST(SpecJson, DeepNestingIsAnErrorNotACrash) {
+    const std::string deep = std::string(100000, '[') + std::string(100000, ']');
+    const std::string doc = R"({"format": "attnjit.spec/1", "dtype": "f16", "head_dim": 64, "scalars": )" + deep + "}";
+    try {
+        spec_from_json(doc);
+        FAIL() << "expected a SpecParseError";
+    } catch (const SpecParseError& e) {
+        EXPECT_EQ(e.column(), 73) << e.what();
+        EXPECT_NE(std::string(e.what()).find("\"scalars\" is an object"), std::string::npos);
+    }
 }
 
 }  // namespace
