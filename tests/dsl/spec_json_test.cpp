@@ -3,8 +3,10 @@
 // equal C++-built specs, and located errors for malformed documents.
 #include <algorithm>
 #include <cmath>
+#include <fstream>
 #include <limits>
 #include <random>
+#include <sstream>
 
 #include <gtest/gtest.h>
 
@@ -63,6 +65,27 @@ TEST(SpecJson, CanonicalForm) {
 }
 )json");
     expect_round_trip(spec);
+}
+
+// docs/spec_format.md shows the canonical form of this spec; keep them in step.
+TEST(SpecJson, TheDocumentedExampleIsCanonical) {
+    std::ifstream in(std::string(ATTNJIT_SOURCE_DIR) + "/docs/spec_format.md");
+    ASSERT_TRUE(in.good());
+    std::stringstream doc;
+    doc << in.rdbuf();
+    const std::string text = doc.str(), open = "```jsonc\n";
+    const size_t begin = text.find(open), end = text.find("```", begin + open.size());
+    ASSERT_NE(begin, std::string::npos);
+    const std::string example = text.substr(begin + open.size(), end - begin - open.size());
+    const Tensor slopes("slopes", DType::f32, 1);
+    const AttentionSpec spec = AttentionSpec()
+                                   .dtype(DType::bf16)
+                                   .head_dim(128)
+                                   .heads(32, 8)
+                                   .score_mod(mods::compose(mods::softcap(scalar("cap")), mods::alibi(slopes)))
+                                   .mask(mods::sliding_window(int_scalar("window")));
+    EXPECT_EQ(spec_to_json(spec), example);
+    EXPECT_TRUE(spec_from_json(example) == spec);
 }
 
 TEST(SpecJson, DefaultsAreWrittenExplicitly) {
