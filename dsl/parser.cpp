@@ -248,8 +248,10 @@ private:
         const char* begin = t.text.data();
         const char* end = begin + t.text.size();
         if (t.kind == TokenKind::Name) {
-            double v = t.text == "inf" ? std::numeric_limits<double>::infinity() : std::numeric_limits<double>::quiet_NaN();
-            return Const::make_float(negative ? -v : v);
+            // One NaN (its sign means nothing and prints as "nan"), so -nan reads back the same.
+            if (t.text == "nan") return Const::make_float(std::numeric_limits<double>::quiet_NaN());
+            const double inf = std::numeric_limits<double>::infinity();
+            return Const::make_float(negative ? -inf : inf);
         }
         if (t.kind == TokenKind::Int) {
             unsigned long long magnitude = 0;

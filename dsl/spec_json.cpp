@@ -31,6 +31,11 @@ std::string join(const std::vector<std::string>& items) {
     return s;
 }
 
+// A key or a string as JSON writes it (quoted, escaped), for messages.
+std::string key_text(const std::string& key) {
+    return Json(key).dump(-1, ' ', false, Json::error_handler_t::replace);
+}
+
 // "the string \"abc\"", "the number 1.5", "an object": for "found ..." messages.
 std::string describe(const Json& j) {
     switch (j.type()) {
@@ -38,8 +43,12 @@ std::string describe(const Json& j) {
     case Json::value_t::boolean: return j.get<bool>() ? "true" : "false";
     case Json::value_t::string: {
         std::string s = j.get<std::string>();
-        if (s.size() > 40) s = s.substr(0, 37) + "...";
-        return "the string " + Json(s).dump();
+        if (s.size() > 40) {
+            size_t cut = 37;
+            while (cut > 0 && (static_cast<unsigned char>(s[cut]) & 0xC0) == 0x80) --cut;  // whole characters
+            s = s.substr(0, cut) + "...";
+        }
+        return "the string " + key_text(s);
     }
     case Json::value_t::number_integer:
     case Json::value_t::number_unsigned:
@@ -49,8 +58,6 @@ std::string describe(const Json& j) {
     default: return "a " + std::string(j.type_name());
     }
 }
-
-std::string key_text(const std::string& key) { return "\"" + key + "\""; }
 
 // Names people use for the element types.
 std::optional<DType> dtype_named(const std::string& s, bool tensor) {
@@ -211,9 +218,9 @@ private:
         const std::string v = f->get<std::string>();
         if (v == kFormat) return;
         if (v.rfind("attnjit.spec/", 0) == 0)
-            fail("/format", "unknown format version \"" + v + "\": this build of attnjit reads \"" + kFormat +
+            fail("/format", "unknown format version " + key_text(v) + ": this build of attnjit reads \"" + kFormat +
                                 "\" (a newer attnjit may read it)");
-        fail("/format", "\"format\" is \"" + v + "\"; a spec document says \"format\": \"" + kFormat + "\"");
+        fail("/format", "\"format\" is " + key_text(v) + "; a spec document says \"format\": \"" + kFormat + "\"");
     }
 
     int read_int(const std::string& pointer, const Json& j, const char* what) const {
@@ -246,15 +253,15 @@ private:
             if (!best.empty()) hint = "; did you mean \"" + best + "\"?";
         }
         if (!tensor && dtype_named(s, true))
-            fail(pointer, "dtype \"" + s + "\" is not an element type of Q, K and V; use " + allowed);
-        fail(pointer, "unknown dtype \"" + s + "\"" + hint + " (use " + allowed + ")");
+            fail(pointer, "dtype " + key_text(s) + " is not an element type of Q, K and V; use " + allowed);
+        fail(pointer, "unknown dtype " + key_text(s) + hint + " (use " + allowed + ")");
     }
 
     // --- scalars and tensors -------------------------------------------------------------
     void check_name(const std::string& pointer, const std::string& name, const char* what) const {
         if (!is_valid_user_name(name))
-            fail_key(pointer, std::string(what) + " name \"" + name +
-                                  "\" is not usable: names are C identifiers of at most 64 characters that do not "
+            fail_key(pointer, std::string(what) + " name " + key_text(name) +
+                                  " is not usable: names are C identifiers of at most 64 characters that do not "
                                   "start with '__' or 'attnjit' and are not built-in or function names (score, b, h, "
                                   "kv_head, q_idx, kv_idx, q_len, kv_len, exp, min, select, ...)");
     }

@@ -103,6 +103,7 @@ TEST(Parser, HandWrittenTextMatchesTheCppDsl) {
     EXPECT_TRUE(equal(parse("true || false"), Expr(true) || Expr(false)));
     EXPECT_EQ(parse("nan").as<Const>()->type, Type::Float);
     EXPECT_TRUE(std::isnan(parse("nan").as<Const>()->f));
+    EXPECT_TRUE(equal(parse("-nan"), parse("nan"))) << "one NaN, whatever its sign";
     EXPECT_TRUE(equal(parse("-9223372036854775808"), Expr(std::numeric_limits<long long>::min())));
     EXPECT_TRUE(equal(parse("9223372036854775807"), Expr(std::numeric_limits<long long>::max())));
 }

@@ -265,6 +265,26 @@ TEST(SpecJson, ColumnsCountCharactersNotBytes) {
     }
 }
 
+TEST(SpecJson, LongAndOddStringsAreQuotedSafely) {
+    // A long UTF-8 value is shortened between characters, never inside one.
+    try {
+        spec_from_json(R"({"format": "attnjit.spec/1", "dtype": "f16", "head_dim": ")" + std::string(36, 'x') +
+                       "\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9" + R"("})");
+        FAIL() << "expected a SpecParseError";
+    } catch (const SpecParseError& e) {
+        EXPECT_NE(std::string(e.what()).find("must be an integer, found the string \"" + std::string(36, 'x') + "...\""),
+                  std::string::npos)
+            << e.what();
+    }
+    // A key with a quote and a newline is escaped as JSON writes it.
+    try {
+        spec_from_json(R"({"format": "attnjit.spec/1", "dtype": "f16", "head_dim": 64, "a\"b\nc": 1})");
+        FAIL() << "expected a SpecParseError";
+    } catch (const SpecParseError& e) {
+        EXPECT_NE(std::string(e.what()).find(R"(unknown key "a\"b\nc")"), std::string::npos) << e.what();
+    }
+}
+
 TEST(SpecJson, TheWholeStringViewIsRead) {
     const std::string valid = R"({"format": "attnjit.spec/1", "dtype": "f16", "head_dim": 128})";
     const std::string with_nul = valid + std::string("\0x", 2);
