@@ -1,6 +1,7 @@
 #include "dsl/lexer.h"
 
 #include <cctype>
+#include <cstdio>
 
 namespace attnjit::dsl {
 namespace {
@@ -40,8 +41,15 @@ const char* hint_for(char c) {
     }
 }
 
-// The whole (possibly multi-byte) character at `i`, for the message.
+// The whole (possibly multi-byte) character at `i`, for the message; a control character
+// is named by its code.
 std::string character_at(std::string_view text, size_t i) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    if (c < 0x20 || c == 0x7F) {
+        char code[8];
+        std::snprintf(code, sizeof code, "U+%04X", c);
+        return code;
+    }
     size_t n = 1;
     while (i + n < text.size() && (static_cast<unsigned char>(text[i + n]) & 0xC0) == 0x80) ++n;
     return std::string(text.substr(i, n));

@@ -65,6 +65,7 @@ std::string located_message(std::string_view source_name, TextPosition shown, co
     size_t end = text.find('\n', offset);
     if (end == std::string_view::npos) end = text.size();
     std::string_view line = text.substr(begin, end - begin);
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);  // CRLF files
     // Characters (code points) before the caret; a tab stays a tab so the caret lines up.
     std::vector<size_t> starts;  // byte offset in `line` of each character
     for (size_t i = 0; i < line.size(); ++i)

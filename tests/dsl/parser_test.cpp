@@ -211,6 +211,16 @@ TEST(Parser, MessagesShowTheLineAndACaret) {
     }
 }
 
+TEST(Parser, CrlfLinesAreQuotedWithoutTheCarriageReturn) {
+    try {
+        parse("score\r\n  + foo\r\n");
+        FAIL() << "expected a SpecParseError";
+    } catch (const SpecParseError& e) {
+        EXPECT_EQ(std::string(e.what()).find('\r'), std::string::npos);
+        EXPECT_NE(std::string(e.what()).find("\n      + foo\n        ^"), std::string::npos) << e.what();
+    }
+}
+
 TEST(Parser, NamesThatCannotBeDeclaredAreRejected) {
     ExprNames bad;
     bad.scalars["exp"] = Type::Float;
@@ -229,6 +239,9 @@ struct BadExpression {
 // Each malformed expression, where it is wrong, and what the message must say.
 const BadExpression kBadExpressions[] = {
     {"score $ 2.0", 1, 7, "unexpected character '$'"},
+    {"score +\n\x01", 2, 1, "unexpected character 'U+0001'"},
+    {"score * \xc3\xa9", 1, 9, "unexpected character '\xc3\xa9'"},
+    {"score +\r\n  \xc3\xa9 1.0", 2, 3, "unexpected character '\xc3\xa9'"},
     {"score = 2.0", 1, 7, "did you mean '=='"},
     {"q_idx & kv_idx", 1, 7, "did you mean '&&'"},
     {"", 1, 1, "empty expression"},
