@@ -1,18 +1,22 @@
 # install() rules and the exported CMake package:
 #   find_package(attnjit REQUIRED)
-#   target_link_libraries(app PRIVATE attnjit::attnjit)
+#   target_link_libraries(app PRIVATE attnjit::attnjit)     # C++ API, static libraries
+#   target_link_libraries(app PRIVATE attnjit::attnjit_c)   # C API, libattnjit_c.so
 include(CMakePackageConfigHelpers)
 
-set(ATTNJIT_LIBS attnjit attnjit_runtime attnjit_codegen attnjit_dsl attnjit_support)
+set(ATTNJIT_LIBS attnjit attnjit_runtime attnjit_codegen attnjit_dsl attnjit_support attnjit_c)
 install(TARGETS ${ATTNJIT_LIBS} EXPORT attnjitTargets
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
-        LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
+        LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
+        RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 
 foreach(dir support dsl codegen runtime)
   install(DIRECTORY ${PROJECT_SOURCE_DIR}/${dir}/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/attnjit/${dir}
           FILES_MATCHING PATTERN "*.h")
 endforeach()
 install(FILES ${PROJECT_SOURCE_DIR}/runtime/attnjit.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/attnjit)
+# <attnjit/attnjit_c.h>: the C API's one header.
+install(FILES ${PROJECT_SOURCE_DIR}/capi/include/attnjit/attnjit_c.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/attnjit)
 
 install(EXPORT attnjitTargets NAMESPACE attnjit:: DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/attnjit)
 configure_package_config_file(${PROJECT_SOURCE_DIR}/cmake/attnjitConfig.cmake.in

@@ -1,5 +1,5 @@
 # Installs the build tree into a scratch prefix, then configures, builds and runs the
-# consumer project against it with find_package(attnjit).
+# consumer project against it with find_package(attnjit): the C++ consumer and the C one.
 # Inputs: BUILD_DIR, SOURCE_DIR, WORK_DIR.
 file(REMOVE_RECURSE ${WORK_DIR})
 execute_process(COMMAND ${CMAKE_COMMAND} --install ${BUILD_DIR} --prefix ${WORK_DIR}/prefix
@@ -21,4 +21,9 @@ execute_process(COMMAND ${WORK_DIR}/consumer/consumer RESULT_VARIABLE rc OUTPUT_
 message("${out}")
 if(rc OR NOT out MATCHES "consumer ok")
   message(FATAL_ERROR "the consumer failed (${rc}):\n${out}\n${err}")
+endif()
+execute_process(COMMAND ${WORK_DIR}/consumer/consumer_c RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+message("${out}")
+if(rc OR NOT out MATCHES "c consumer ok")
+  message(FATAL_ERROR "the C consumer failed (${rc}):\n${out}\n${err}")
 endif()

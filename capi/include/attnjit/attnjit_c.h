@@ -1,0 +1,176 @@
+/* attnjit's C API: a stable C ABI over the JIT (spec -> compiled kernel -> launch) for
+ * other languages (Python via ctypes, Rust, Elixir NIFs, XLA custom calls).
+ *
+ *   attnjit_spec* spec;    attnjit_spec_from_json(json, strlen(json), &spec);
+ *   attnjit_kernel* k;     attnjit_compile(spec, NULL, &k);
+ *   attnjit_launch_args a = ATTNJIT_LAUNCH_ARGS_INIT;  a.q = ...; a.k = ...; ...
+ *   attnjit_launch(k, &a, stream);
+ *
+ * Rules:
+ *  - Every function that can fail returns an attnjit_status. On failure the message is
+ *    kept per thread until the next failing call: attnjit_last_error(). Nothing aborts,
+ *    no C++ exception crosses this boundary. A failing call that has an out-pointer
+ *    argument sets *out to NULL (when out itself is not NULL).
+ *  - Functions that return a value instead of a status (counts, flags, strings) return
+ *    -1 / NULL for a NULL handle and say why in attnjit_last_error().
+ *  - A failed launch launches nothing and writes nothing.
+ *  - Handles are immutable once made; a kernel may be launched from several threads.
+ *  - Versioning: ATTNJIT_C_API_VERSION is bumped on any incompatible change (it is also
+ *    the SONAME: libattnjit_c.so.1); compare attnjit_api_version() with it at start-up.
+ *    Structs that may grow carry their size in `struct_size` (set it with the _INIT
+ *    macros); a struct_size this library does not know is ATTNJIT_ERROR_INVALID_ARGUMENT.
+ */
+#ifndef ATTNJIT_C_H
+#define ATTNJIT_C_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Every function below is exported from libattnjit_c; everything else in the library is
+ * hidden (it is built with -fvisibility=hidden and a version script). */
+#if defined(_WIN32)
+#if defined(ATTNJIT_C_BUILDING)
+#define ATTNJIT_C_EXPORT __declspec(dllexport)
+#else
+#define ATTNJIT_C_EXPORT __declspec(dllimport)
+#endif
+#else
+#define ATTNJIT_C_EXPORT __attribute__((visibility("default")))
+#endif
+
+#define ATTNJIT_C_API_VERSION 1
+
+typedef enum attnjit_status {
+    ATTNJIT_OK = 0,
+    ATTNJIT_ERROR_INVALID_ARGUMENT = 1, /* the caller's mistake: bad spec, tensor, pointer, name */
+    ATTNJIT_ERROR_PARSE = 2,            /* a textual spec did not parse; the message has line:column */
+    ATTNJIT_ERROR_ENVIRONMENT = 3,      /* no GPU/driver/NVRTC, a CUDA call failed, cache I/O */
+    ATTNJIT_ERROR_INTERNAL = 4          /* a bug in attnjit (includes NVRTC rejecting generated code) */
+} attnjit_status;
+
+/* Element types; the values are part of the ABI. */
+typedef enum attnjit_dtype {
+    ATTNJIT_F16 = 0,
+    ATTNJIT_BF16 = 1,
+    ATTNJIT_F32 = 2,
+    ATTNJIT_I32 = 3,
+    ATTNJIT_I64 = 4,
+    ATTNJIT_U8 = 5
+} attnjit_dtype;
+
+typedef struct attnjit_spec attnjit_spec;     /* opaque: a validated AttentionSpec */
+typedef struct attnjit_kernel attnjit_kernel; /* opaque: a compiled (and, with a GPU, loaded) kernel */
+
+#define ATTNJIT_MAX_RANK 8
+
+/* A device tensor: shape and strides in elements (not bytes), outermost first. Only the
+ * first `rank` entries of shape and strides are read. */
+typedef struct attnjit_tensor {
+    void* data;
+    int32_t dtype; /* attnjit_dtype */
+    int32_t rank;  /* in [0, ATTNJIT_MAX_RANK] */
+    int64_t shape[8];
+    int64_t strides[8];
+} attnjit_tensor;
+#define ATTNJIT_TENSOR_INIT {NULL, 0, 0, {0}, {0}}
+
+ATTNJIT_C_EXPORT int32_t attnjit_api_version(void);             /* ATTNJIT_C_API_VERSION of the library */
+ATTNJIT_C_EXPORT const char* attnjit_version_string(void);      /* e.g. "0.1.0" */
+ATTNJIT_C_EXPORT const char* attnjit_status_name(int32_t status); /* "ATTNJIT_OK", ...; never null */
+/* The message of the last failed call on this thread ("" if none): it starts with the
+ * function's name. Kept, and the pointer valid, until the next failing call on this thread;
+ * successful calls leave it alone. */
+ATTNJIT_C_EXPORT const char* attnjit_last_error(void);
+
+/* ---- specs ---------------------------------------------------------------------- */
+
+/* Parses and validates a JSON spec (docs/spec_format.md). */
+ATTNJIT_C_EXPORT attnjit_status attnjit_spec_from_json(const char* json, size_t length, attnjit_spec** out);
+/* The canonical JSON of a spec; free it with attnjit_free_string. */
+ATTNJIT_C_EXPORT attnjit_status attnjit_spec_to_json(const attnjit_spec* spec, char** out);
+ATTNJIT_C_EXPORT void attnjit_free_string(char* s);
+ATTNJIT_C_EXPORT attnjit_status attnjit_spec_hash(const attnjit_spec* spec, uint64_t* out);
+ATTNJIT_C_EXPORT void attnjit_spec_destroy(attnjit_spec* spec); /* null is fine */
+
+/* ---- compiling -------------------------------------------------------------------- */
+
+typedef struct attnjit_compile_options {
+    uint32_t struct_size; /* sizeof(attnjit_compile_options) */
+    const char* arch;     /* "sm_80", "sm_90a", ...; null: the current GPU's */
+    /* Tile configuration; a zero field takes the value of attnjit's default tile for the
+     * spec (all zero: the default tile). */
+    int32_t block_m, block_n, warps, stages;
+} attnjit_compile_options;
+#define ATTNJIT_COMPILE_OPTIONS_INIT {sizeof(attnjit_compile_options), NULL, 0, 0, 0, 0}
+
+/* Generates, compiles (memory cache, then disk cache, then NVRTC) and, when a GPU is
+ * present, loads the kernel into the current CUDA context (the primary one if none is
+ * current). options may be null. With no GPU and an explicit arch it only compiles. */
+ATTNJIT_C_EXPORT attnjit_status attnjit_compile(const attnjit_spec* spec,
+                                                const attnjit_compile_options* options, attnjit_kernel** out);
+ATTNJIT_C_EXPORT void attnjit_kernel_destroy(attnjit_kernel* kernel); /* null is fine */
+
+/* 1 if the kernel was loaded on a GPU and can be launched, else 0 (also for NULL). */
+ATTNJIT_C_EXPORT int32_t attnjit_kernel_can_launch(const attnjit_kernel* kernel);
+/* The generated CUDA source (valid while the kernel lives; generated on first call, NULL
+ * if that fails) and the arch it targets. */
+ATTNJIT_C_EXPORT const char* attnjit_kernel_source(const attnjit_kernel* kernel);
+ATTNJIT_C_EXPORT const char* attnjit_kernel_arch(const attnjit_kernel* kernel);
+/* Seconds spent generating + compiling (or reading the disk cache); 0 for a memory hit,
+ * -1 for NULL. */
+ATTNJIT_C_EXPORT double attnjit_kernel_compile_seconds(const attnjit_kernel* kernel);
+/* The spec the kernel was compiled from (owned by the kernel). */
+ATTNJIT_C_EXPORT const attnjit_spec* attnjit_kernel_spec(const attnjit_kernel* kernel);
+
+/* ---- what a launch needs ------------------------------------------------------------
+ * Besides q, k, v, o (and lse when the spec returns it), a spec reads captured tensors and
+ * runtime scalars by name. Index i in [0, count) lists them sorted by name; that order is
+ * also the positional order of attnjit_launch_args. Strings live as long as the spec. */
+ATTNJIT_C_EXPORT int32_t attnjit_spec_returns_lse(const attnjit_spec* spec);
+ATTNJIT_C_EXPORT int32_t attnjit_spec_num_tensors(const attnjit_spec* spec);
+ATTNJIT_C_EXPORT attnjit_status attnjit_spec_tensor(const attnjit_spec* spec, int32_t i, const char** name,
+                                                    int32_t* dtype, int32_t* rank);
+ATTNJIT_C_EXPORT int32_t attnjit_spec_num_scalars(const attnjit_spec* spec);
+/* is_int: 1 for an int scalar, 0 for a float one (both are passed as double). */
+ATTNJIT_C_EXPORT attnjit_status attnjit_spec_scalar(const attnjit_spec* spec, int32_t i, const char** name,
+                                                    int32_t* is_int);
+
+/* ---- launching -------------------------------------------------------------------- */
+
+typedef struct attnjit_launch_args {
+    uint32_t struct_size; /* sizeof(attnjit_launch_args) */
+    attnjit_tensor q;     /* [B, Hq, Nq, Dqk] any strides, unit stride on the last dim */
+    attnjit_tensor k;     /* [B, Hkv, Nk, Dqk] */
+    attnjit_tensor v;     /* [B, Hkv, Nk, Dv] */
+    attnjit_tensor o;     /* [B, Hq, Nq, Dv], written */
+    const attnjit_tensor* lse; /* [B, Hq, Nq] f32; required iff the spec returns LSE, else null */
+    /* Captured tensors and scalars: exactly those the spec reads (num_tensors ==
+     * attnjit_spec_num_tensors, num_scalars == attnjit_spec_num_scalars). names null:
+     * positional, in the spec's order (above); otherwise any order, matched by name.
+     * The arrays may be null when their count is 0. */
+    int32_t num_tensors;
+    const char* const* tensor_names;
+    const attnjit_tensor* tensors;
+    int32_t num_scalars;
+    const char* const* scalar_names;
+    const double* scalars;
+} attnjit_launch_args;
+#define ATTNJIT_LAUNCH_ARGS_INIT                                                                    \
+    {sizeof(attnjit_launch_args), ATTNJIT_TENSOR_INIT, ATTNJIT_TENSOR_INIT, ATTNJIT_TENSOR_INIT,      \
+     ATTNJIT_TENSOR_INIT, NULL, 0, NULL, NULL, 0, NULL, NULL}
+
+/* Checks every argument against the spec (ATTNJIT_ERROR_INVALID_ARGUMENT, nothing launched
+ * on failure), then launches asynchronously on `stream` (a CUstream / cudaStream_t; null
+ * is the legacy default stream). */
+ATTNJIT_C_EXPORT attnjit_status attnjit_launch(const attnjit_kernel* kernel, const attnjit_launch_args* args,
+                                               void* stream);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* ATTNJIT_C_H */

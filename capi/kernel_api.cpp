@@ -1,0 +1,124 @@
+// Kernel handles: attnjit_compile wraps attnjit::Attention (generate, compile through the
+// caches, load when a GPU is there) and the queries read it back.
+#include <optional>
+#include <string>
+
+#include "attnjit/tile_config.h"
+#include "capi/handles.h"
+#include "capi/status.h"
+#include "runtime/device.h"
+
+using attnjit::capi::guarded;
+
+namespace {
+
+attnjit::ElemKind elem_kind(attnjit::DType d) {
+    switch (d) {
+    case attnjit::DType::f16: return attnjit::ElemKind::f16;
+    case attnjit::DType::bf16: return attnjit::ElemKind::bf16;
+    default: return attnjit::ElemKind::f32;
+    }
+}
+
+attnjit::CompileOptions to_compile_options(const attnjit::dsl::AttentionSpec& spec,
+                                           const attnjit_compile_options* c) {
+    attnjit::CompileOptions o;
+    if (!c) return o;
+    user_check(c->struct_size == sizeof(attnjit_compile_options))
+        << "options->struct_size is " << c->struct_size << " but this library (C API version "
+        << ATTNJIT_C_API_VERSION << ") expects " << sizeof(attnjit_compile_options)
+        << "; initialise the struct with ATTNJIT_COMPILE_OPTIONS_INIT from the header of the library you load";
+    if (c->arch) {
+        user_check(*c->arch) << "options->arch is empty; pass an architecture such as \"sm_90a\", or NULL "
+                                "for the current GPU's";
+        o.arch = std::string(c->arch);
+    }
+    const int32_t fields[] = {c->block_m, c->block_n, c->warps, c->stages};
+    const char* names[] = {"block_m", "block_n", "warps", "stages"};
+    bool any = false;
+    for (int f = 0; f < 4; ++f) {
+        user_check(fields[f] >= 0) << "options->" << names[f] << " is " << fields[f]
+                                   << "; pass a positive value, or 0 for the default tile's";
+        any = any || fields[f] != 0;
+    }
+    if (any) {
+        attnjit::TileConfig t = attnjit::default_forward_tile(elem_kind(spec.dtype()), spec.head_dim_qk(),
+                                                              spec.head_dim_v());
+        if (c->block_m) t.block_m = c->block_m;
+        if (c->block_n) t.block_n = c->block_n;
+        if (c->warps) t.warps = c->warps;
+        if (c->stages) t.stages = c->stages;
+        o.tile = t;
+    }
+    return o;
+}
+
+// Value-returning queries report a null kernel through the last error.
+void null_kernel(const char* function) {
+    attnjit::capi::fail(ATTNJIT_ERROR_INVALID_ARGUMENT, function,
+                        "argument 'kernel' is null; pass a kernel made by attnjit_compile");
+}
+
+}  // namespace
+
+extern "C" {
+
+attnjit_status attnjit_compile(const attnjit_spec* spec, const attnjit_compile_options* options,
+                               attnjit_kernel** out) {
+    return guarded("attnjit_compile", [&] {
+        user_check(out) << "argument 'out' is null; pass the address of an attnjit_kernel* to receive the kernel";
+        *out = nullptr;
+        user_check(spec) << "argument 'spec' is null; pass a spec made by attnjit_spec_from_json";
+        attnjit::CompileOptions o = to_compile_options(spec->spec, options);
+        if (!o.arch) {
+            // The C++ API calls this a usage error; to a C caller it is the environment.
+            if (auto why = attnjit::runtime::why_no_gpu())
+                throw attnjit::EnvironmentError("no GPU is usable (" + *why +
+                                                "); to compile without one, set options->arch (e.g. \"sm_90a\")");
+        }
+        *out = new attnjit_kernel(*spec, o);
+    });
+}
+
+void attnjit_kernel_destroy(attnjit_kernel* kernel) { delete kernel; }
+
+int32_t attnjit_kernel_can_launch(const attnjit_kernel* kernel) {
+    return kernel && kernel->attention.can_launch() ? 1 : 0;
+}
+
+const char* attnjit_kernel_source(const attnjit_kernel* kernel) {
+    if (!kernel) {
+        null_kernel("attnjit_kernel_source");
+        return nullptr;
+    }
+    const char* text = nullptr;
+    // Generated on first use (by Attention, once, thread-safely), so it can fail.
+    attnjit_status s = guarded("attnjit_kernel_source", [&] { text = kernel->attention.source().source.c_str(); });
+    return s == ATTNJIT_OK ? text : nullptr;
+}
+
+const char* attnjit_kernel_arch(const attnjit_kernel* kernel) {
+    if (!kernel) {
+        null_kernel("attnjit_kernel_arch");
+        return nullptr;
+    }
+    return kernel->attention.arch().c_str();
+}
+
+double attnjit_kernel_compile_seconds(const attnjit_kernel* kernel) {
+    if (!kernel) {
+        null_kernel("attnjit_kernel_compile_seconds");
+        return -1;
+    }
+    return kernel->attention.compile_seconds();
+}
+
+const attnjit_spec* attnjit_kernel_spec(const attnjit_kernel* kernel) {
+    if (!kernel) {
+        null_kernel("attnjit_kernel_spec");
+        return nullptr;
+    }
+    return &kernel->spec;
+}
+
+}  // extern "C"

@@ -1,0 +1,192 @@
+// attnjit_compile for an explicit architecture (NVRTC, no GPU needed), and what a launch
+// of such a compile-only kernel says: every argument check first (the same errors as on a
+// GPU), then why it cannot launch. Skips when libnvrtc cannot be loaded.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "runtime/cuda_api.h"
+#include "runtime/device.h"
+#include "tests/capi/capi_test_util.h"
+#include "tests/capi/fake_launch_args.h"
+#include "tests/capi/test_specs.h"
+
+namespace attnjit::capitest {
+namespace {
+
+#define SKIP_WITHOUT_NVRTC()                                                              \
+    do {                                                                                  \
+        if (auto why = runtime::why_no_libnvrtc()) GTEST_SKIP() << "no NVRTC: " << *why; \
+    } while (0)
+
+KernelPtr compile_for(const attnjit_spec* spec, const char* arch) {
+    attnjit_compile_options o = ATTNJIT_COMPILE_OPTIONS_INIT;
+    o.arch = arch;
+    attnjit_kernel* k = nullptr;
+    EXPECT_EQ(attnjit_compile(spec, &o, &k), ATTNJIT_OK) << attnjit_last_error();
+    return KernelPtr(k);
+}
+
+// A kernel of spec_with_every_input() compiled for sm_80, shared by the launch tests.
+const attnjit_kernel* sm80_kernel() {
+    static SpecPtr spec = c_spec(spec_with_every_input());
+    static KernelPtr kernel = compile_for(spec.get(), "sm_80");
+    return kernel.get();
+}
+
+TEST(CapiCompile, ExplicitArchCompilesWithoutAGpu) {
+    SKIP_WITHOUT_NVRTC();
+    SpecPtr spec = c_spec(spec_with_every_input());
+    ASSERT_TRUE(spec);
+    for (const char* arch : {"sm_90a", "sm_80"}) {
+        SCOPED_TRACE(arch);
+        KernelPtr k = compile_for(spec.get(), arch);
+        ASSERT_TRUE(k);
+        EXPECT_STREQ(attnjit_kernel_arch(k.get()), arch);
+        const char* source = attnjit_kernel_source(k.get());
+        ASSERT_NE(source, nullptr) << attnjit_last_error();
+        EXPECT_NE(std::string(source).find("attnjit_forward"), std::string::npos) << "no entry point in the source";
+        EXPECT_GE(attnjit_kernel_compile_seconds(k.get()), 0.0);
+        if (runtime::why_no_gpu()) {
+            EXPECT_EQ(attnjit_kernel_can_launch(k.get()), 0);
+        }
+        const attnjit_spec* owned = attnjit_kernel_spec(k.get());
+        ASSERT_NE(owned, nullptr);
+        EXPECT_EQ(c_json(owned), c_json(spec.get()));
+        EXPECT_EQ(attnjit_spec_num_tensors(owned), 2);
+    }
+}
+
+TEST(CapiCompile, TheKernelOwnsItsSpec) {
+    SKIP_WITHOUT_NVRTC();
+    SpecPtr spec = c_spec(spec_with_every_input());
+    ASSERT_TRUE(spec);
+    const std::string json = c_json(spec.get());
+    KernelPtr k = compile_for(spec.get(), "sm_80");
+    ASSERT_TRUE(k);
+    spec.reset();  // the caller's handle may go first
+    EXPECT_EQ(c_json(attnjit_kernel_spec(k.get())), json);
+}
+
+TEST(CapiCompile, SecondCompileOfTheSameSpecIsAMemoryHit) {
+    SKIP_WITHOUT_NVRTC();
+    SpecPtr spec = c_spec(spec_with_every_input());
+    ASSERT_TRUE(spec);
+    KernelPtr first = compile_for(spec.get(), "sm_80");
+    KernelPtr second = compile_for(spec.get(), "sm_80");
+    ASSERT_TRUE(first && second);
+    EXPECT_EQ(attnjit_kernel_compile_seconds(second.get()), 0.0);
+}
+
+TEST(CapiCompile, AnArchThatIsNoGpuIsTheCallersMistake) {
+    SKIP_WITHOUT_NVRTC();
+    SpecPtr spec = c_spec(spec_with_every_input());
+    ASSERT_TRUE(spec);
+    attnjit_compile_options o = ATTNJIT_COMPILE_OPTIONS_INIT;
+    o.arch = "banana";
+    attnjit_kernel* k = nullptr;
+    EXPECT_STATUS(attnjit_compile(spec.get(), &o, &k), ATTNJIT_ERROR_INVALID_ARGUMENT,
+                  {"attnjit_compile: ", "'banana'", "sm_90a"});
+    EXPECT_EQ(k, nullptr);
+}
+
+TEST(CapiCompileOnlyLaunch, ValidArgumentsSayWhyItCannotLaunch) {
+    SKIP_WITHOUT_NVRTC();
+    const attnjit_kernel* k = sm80_kernel();
+    ASSERT_NE(k, nullptr);
+    FakeLaunch f;
+    if (auto why = runtime::why_no_gpu()) {
+        EXPECT_STATUS(attnjit_launch(k, &f.args, nullptr), ATTNJIT_ERROR_ENVIRONMENT,
+                      {"attnjit_launch", "compiled for sm_80 without a usable GPU", "options->arch NULL"});
+    } else if (attnjit_kernel_can_launch(k) == 0) {
+        EXPECT_STATUS(attnjit_launch(k, &f.args, nullptr), ATTNJIT_ERROR_INVALID_ARGUMENT,
+                      {"attnjit_launch", "compiled for sm_80 only"});
+    }
+}
+
+TEST(CapiCompileOnlyLaunch, NamedArgumentsInAnyOrderAreAccepted) {
+    SKIP_WITHOUT_NVRTC();
+    const attnjit_kernel* k = sm80_kernel();
+    ASSERT_NE(k, nullptr);
+    if (attnjit_kernel_can_launch(k)) GTEST_SKIP() << "the sm_80 kernel is loaded here; the GPU tests launch it";
+    FakeLaunch f;
+    const attnjit_tensor swapped[2] = {f.tensors[1], f.tensors[0]};
+    const char* tensor_names[2] = {"slopes", "bias"};
+    const double scalars[2] = {8.0, 30.0};
+    const char* scalar_names[2] = {"window", "cap"};
+    f.args.tensors = swapped;
+    f.args.tensor_names = tensor_names;
+    f.args.scalars = scalars;
+    f.args.scalar_names = scalar_names;
+    // Past every argument check: only the missing GPU (or the other arch) is left.
+    const attnjit_status s = attnjit_launch(k, &f.args, nullptr);
+    EXPECT_TRUE(s == ATTNJIT_ERROR_ENVIRONMENT || std::string(attnjit_last_error()).find("compiled for sm_80 only") !=
+                                                      std::string::npos)
+        << attnjit_status_name(s) << ": " << attnjit_last_error();
+
+    // The same names in positional order would be wrong: slopes has rank 1, bias rank 4.
+    f.args.tensor_names = nullptr;
+    EXPECT_STATUS(attnjit_launch(k, &f.args, nullptr), ATTNJIT_ERROR_INVALID_ARGUMENT, {"attnjit_launch", "bias"});
+}
+
+struct BadLaunch {
+    const char* what;
+    void (*spoil)(FakeLaunch&);
+    std::vector<std::string> message;
+};
+
+TEST(CapiCompileOnlyLaunch, EveryBadArgumentIsRefusedWithItsName) {
+    SKIP_WITHOUT_NVRTC();
+    const attnjit_kernel* k = sm80_kernel();
+    ASSERT_NE(k, nullptr);
+    static const char* unknown[2] = {"bias", "slope"};
+    static const char* twice[2] = {"bias", "bias"};
+    static const char* null_name[2] = {"bias", nullptr};
+    static const char* scalar_twice[2] = {"cap", "cap"};
+    const BadLaunch cases[] = {
+        {"struct_size", [](FakeLaunch& f) { f.args.struct_size = 8; },
+         {"args->struct_size is 8", "ATTNJIT_LAUNCH_ARGS_INIT"}},
+        {"dtype code", [](FakeLaunch& f) { f.args.q.dtype = 9; }, {"args->q.dtype is 9", "attnjit_dtype"}},
+        {"negative dtype code", [](FakeLaunch& f) { f.tensors[1].dtype = -1; },
+         {"args->tensors[1] ('slopes').dtype is -1"}},
+        {"rank above 8", [](FakeLaunch& f) { f.args.k.rank = 9; }, {"args->k.rank is 9", "[0, 8]"}},
+        {"negative rank", [](FakeLaunch& f) { f.lse.rank = -1; }, {"args->lse.rank is -1"}},
+        {"too few tensors", [](FakeLaunch& f) { f.args.num_tensors = 1; },
+         {"args->num_tensors is 1", "reads 2 captured tensors", "'bias', 'slopes'", "positional order"}},
+        {"tensor array missing", [](FakeLaunch& f) { f.args.tensors = nullptr; },
+         {"args->tensors is null", "num_tensors is 2"}},
+        {"unknown tensor name", [](FakeLaunch& f) { f.args.tensor_names = unknown; },
+         {"args->tensor_names[1] is 'slope'", "does not read", "'bias', 'slopes'"}},
+        {"duplicate tensor name", [](FakeLaunch& f) { f.args.tensor_names = twice; },
+         {"args->tensor_names[1] 'bias' is given twice"}},
+        {"null tensor name", [](FakeLaunch& f) { f.args.tensor_names = null_name; },
+         {"args->tensor_names[1] is null", "positionally"}},
+        {"missing scalar", [](FakeLaunch& f) { f.args.num_scalars = 1; },
+         {"args->num_scalars is 1", "reads 2 runtime scalars", "'cap', 'window'"}},
+        {"extra scalar", [](FakeLaunch& f) { f.args.num_scalars = 3; }, {"args->num_scalars is 3"}},
+        {"duplicate scalar name", [](FakeLaunch& f) { f.args.scalar_names = scalar_twice; },
+         {"args->scalar_names[1] 'cap' is given twice"}},
+        // Past the C layer: attnjit's own launch checks.
+        {"wrong head dim", [](FakeLaunch& f) { f.args.k.shape[3] = 64; }, {"'k'"}},
+        {"lse missing", [](FakeLaunch& f) { f.args.lse = nullptr; }, {"lse"}},
+        {"null data", [](FakeLaunch& f) { f.args.v.data = nullptr; }, {"'v'", "null data pointer"}},
+    };
+    for (const BadLaunch& c : cases) {
+        SCOPED_TRACE(c.what);
+        FakeLaunch f;
+        c.spoil(f);
+        std::vector<std::string> expected{"attnjit_launch: "};
+        expected.insert(expected.end(), c.message.begin(), c.message.end());
+        const attnjit_status s = attnjit_launch(k, &f.args, nullptr);
+        const std::string message = attnjit_last_error();
+        EXPECT_EQ(s, ATTNJIT_ERROR_INVALID_ARGUMENT) << attnjit_status_name(s) << ": " << message;
+        for (const std::string& part : expected)
+            EXPECT_NE(message.find(part), std::string::npos) << "the message lacks \"" << part << "\":\n  " << message;
+    }
+    EXPECT_STATUS(attnjit_launch(k, nullptr, nullptr), ATTNJIT_ERROR_INVALID_ARGUMENT,
+                  {"attnjit_launch", "'args' is null", "ATTNJIT_LAUNCH_ARGS_INIT"});
+}
+
+}  // namespace
+}  // namespace attnjit::capitest
