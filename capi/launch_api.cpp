@@ -99,14 +99,15 @@ std::ostream& operator<<(std::ostream& os, const NameList<Input>& l) {
 // The fields of attnjit_launch_args that pass one kind of argument, for messages.
 struct ListFields {
     const char* kind;    // "captured tensors"
+    const char* one;     // "captured tensor"
     const char* count;   // "num_tensors"
     const char* names;   // "tensor_names"
     const char* values;  // "tensors"
     const char* query;   // how the caller can list what the spec reads
 };
-constexpr ListFields kTensorFields{"captured tensors", "num_tensors", "tensor_names", "tensors",
+constexpr ListFields kTensorFields{"captured tensors", "captured tensor", "num_tensors", "tensor_names", "tensors",
                                    "attnjit_spec_num_tensors and attnjit_spec_tensor"};
-constexpr ListFields kScalarFields{"runtime scalars", "num_scalars", "scalar_names", "scalars",
+constexpr ListFields kScalarFields{"runtime scalars", "runtime scalar", "num_scalars", "scalar_names", "scalars",
                                    "attnjit_spec_num_scalars and attnjit_spec_scalar"};
 
 // Checks the count, the arrays and (named form) the names of one kind of argument.
@@ -118,7 +119,8 @@ bool check_list(const ListFields& f, int32_t count, const char* const* names, co
     const char* kind = f.kind;
     const char* names_field = f.names;
     user_check(count == static_cast<int32_t>(inputs.size()))
-        << "args->" << f.count << " is " << count << " but the spec reads " << inputs.size() << " " << kind
+        << "args->" << f.count << " is " << count << " but the spec reads " << inputs.size() << " "
+        << (inputs.size() == 1 ? f.one : kind)
         << " (" << wanted << (inputs.size() > 1 ? ", in this positional order" : "") << "); pass exactly those ("
         << f.query << " list them)";
     user_check(count == 0 || values) << "args->" << f.values << " is null but args->" << f.count << " is " << count
