@@ -107,7 +107,7 @@ public:
             bool known = false;
             for (const auto& k : kKeys) known |= key == k;
             if (!known)
-                fail_key("/" + key, "unknown key " + key_text(key) + suggestion(key, kKeys) + " The keys of a spec are " +
+                fail_key(json_pointer("", key), "unknown key " + key_text(key) + suggestion(key, kKeys) + " The keys of a spec are " +
                                         join(kKeys));
         }
         read_declarations();

@@ -276,6 +276,13 @@ TEST(SpecJson, LongAndOddStringsAreQuotedSafely) {
                   std::string::npos)
             << e.what();
     }
+    // A key with '/' and '~' (escaped in JSON pointers) is still located.
+    try {
+        spec_from_json(R"({"format": "attnjit.spec/1", "dtype": "f16", "head_dim": 64, "a/~b": 1})");
+        FAIL() << "expected a SpecParseError";
+    } catch (const SpecParseError& e) {
+        EXPECT_EQ(e.column(), 62) << e.what();
+    }
     // A key with a quote and a newline is escaped as JSON writes it.
     try {
         spec_from_json(R"({"format": "attnjit.spec/1", "dtype": "f16", "head_dim": 64, "a\"b\nc": 1})");
