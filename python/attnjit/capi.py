@@ -93,13 +93,13 @@ class Kernel:
     """An attnjit_kernel*. compile() goes through attnjit's memory and disk caches."""
 
     def __init__(self, spec: Spec, arch: str | None = None, tile: dict | None = None):
+        self._handle = None
         options = CCompileOptions(ctypes.sizeof(CCompileOptions), arch.encode() if arch else None, 0, 0, 0, 0)
         for key, value in (tile or {}).items():
             if key not in ("block_m", "block_n", "warps", "stages"):
                 raise ValueError(f"tile option {key!r}: use block_m, block_n, warps or stages")
             setattr(options, key, int(value))
         out = ctypes.c_void_p()
-        self._handle = None
         check(lib().attnjit_compile(spec.handle, ctypes.byref(options), ctypes.byref(out)))
         self._handle = out.value
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import threading
 import warnings
+from threading import get_ident
 
 from . import capi, dtypes, spec_json
 from .errors import ArgumentError, InternalError, RuntimeEnvironmentError
@@ -133,10 +134,11 @@ class CompiledAttention:
         device = q.get_device()
         B, Hq, Nq, Dqk = qs
         Hkv, Nk = ks[1], ks[2]
+        qst, kst, vst = q.stride(), k.stride(), v.stride()
         if not (k.dtype is dtype and v.dtype is dtype and k.get_device() == device and v.get_device() == device
                 and ks[0] == B and vs[0] == B and ks[3] == Dqk and vs[1] == Hkv and vs[2] == Nk
                 and (Hq == Hkv or (self.enable_gqa and Hkv > 0 and Hq % Hkv == 0))
-                and q.stride(3) == 1 and k.stride(3) == 1 and v.stride(3) == 1 and Nk > 0):
+                and qst[3] == 1 and kst[3] == 1 and vst[3] == 1 and Nk > 0):
             self._bad_arguments(q, k, v)
         if not self._warned_grad and (q.requires_grad or k.requires_grad or v.requires_grad):
             self._warn_no_grad()
@@ -155,13 +157,13 @@ class CompiledAttention:
                 tensors.append((value.data_ptr(), code, (1,), (1,)))
         scalars = [float(read()) for read in variant.scalar_reads]
 
-        launcher = variant.launchers.get((dtype, Dqk, vs[3], device))
+        launcher = variant.launchers.get((dtype, Dqk, vs[3], device, get_ident()))
         if launcher is None:
             launcher = self._make_launcher(variant, q, vs[3], device)
         if B == 0 or Nq == 0 or Hq == 0:
             out = q.new_empty((B, Hq, Nq, vs[3]))
             return (out, q.new_empty((B, Hq, Nq), dtype=_torch().float32)) if self.return_lse else out
-        return launcher(q, k, v, qs, ks, vs, device, tensors, scalars)
+        return launcher(q, k, v, qs, ks, vs, qst, kst, vst, device, tensors, scalars)
 
     def _retrace_call(self, q, k, v):
         """A captured tensor changed dtype or rank: trace again (once) and call."""
@@ -190,7 +192,8 @@ class CompiledAttention:
                                 f"captured {expected} / {[s.name for s in traced.scalars]}")
         launcher = Launcher(kernel, dtype=dtype, head_dim_v=dv, return_lse=self.return_lse,
                             tensor_ranks=[t.rank for t in traced.tensors], num_scalars=len(traced.scalars))
-        variant.launchers[(q.dtype, q.shape[3], dv, device)] = launcher
+        # one launcher per thread: its argument buffer is rewritten by every call
+        variant.launchers[(q.dtype, q.shape[3], dv, device, get_ident())] = launcher
         return launcher
 
     def _warn_no_grad(self):

@@ -48,8 +48,8 @@ class Sym:
         fail(f"{describe(self)} was used as a Python bool; {BOOL_CONTEXT_HINT}")
 
     def __index__(self):
-        fail(f"{describe(self)} was used as an index into a Python object that attnjit does not "
-             "capture (a list, tuple, dict, numpy array, or a torch tensor reached through a "
+        fail(f"{describe(self)} was used as an index into a Python object that is not captured "
+             "by attnjit (a list, tuple, dict, numpy array, or a torch tensor reached through a "
              "container or an attribute such as self.bias). Only torch tensors held directly by "
              "a variable (closure, default argument or module global) become captured tensors: "
              "bind it first, e.g. `bias = self.bias`, and index `bias[...]` in the function")

@@ -40,6 +40,10 @@ class Launcher:
         self._launch = capi.lib().attnjit_launch
         self._stream = _stream_getter(torch)
         self._float32 = torch.float32
+        # the kernel lives in its device's context: switch when another device is current
+        self._other_device = None
+        if torch.cuda.device_count() > 1:
+            self._other_device = (torch.cuda.current_device, torch.cuda.device)
 
         args = self._args = CLaunchArgs()
         args.struct_size = ctypes.sizeof(CLaunchArgs)
@@ -68,16 +72,17 @@ class Launcher:
         args.scalars = ctypes.cast(self._scalars, ctypes.POINTER(ctypes.c_double)) if num_scalars else None
         self._scalar_format = struct.Struct(f"<{num_scalars}d")
 
-    def __call__(self, q, k, v, qs, ks, vs, device: int, tensors, scalars):
-        """tensors: [(data_ptr, dtype_code, shape, strides)] in spec order; scalars: floats."""
+    def __call__(self, q, k, v, qs, ks, vs, qst, kst, vst, device: int, tensors, scalars):
+        """qs/qst: q's shape and strides (likewise k, v); tensors: [(data_ptr, dtype_code,
+        shape, strides)] in spec order; scalars: floats in spec order."""
         B, Hq, Nq, _ = qs
         Dv = self._dv
         out = q.new_empty((B, Hq, Nq, Dv))
         code = self._code
         self._qkvo.pack_into(self._args, self._q_offset,
-                             q.data_ptr(), code, 4, *qs, *q.stride(),
-                             k.data_ptr(), code, 4, *ks, *k.stride(),
-                             v.data_ptr(), code, 4, *vs, *v.stride(),
+                             q.data_ptr(), code, 4, *qs, *qst,
+                             k.data_ptr(), code, 4, *ks, *kst,
+                             v.data_ptr(), code, 4, *vs, *vst,
                              out.data_ptr(), code, 4, B, Hq, Nq, Dv, Hq * Nq * Dv, Nq * Dv, Dv, 1)
         lse = None
         if self._lse is not None:
@@ -87,7 +92,11 @@ class Launcher:
             fmt.pack_into(self._tensors, offset, ptr, tcode, len(shape), *shape, *strides)
         if scalars:
             self._scalar_format.pack_into(self._scalars, 0, *scalars)
-        status = self._launch(self._kernel_handle, self._address, self._stream(device))
+        if self._other_device is not None and self._other_device[0]() != device:
+            with self._other_device[1](device):
+                status = self._launch(self._kernel_handle, self._address, self._stream(device))
+        else:
+            status = self._launch(self._kernel_handle, self._address, self._stream(device))
         if status:
             capi.check(status, launching=True)
         return out if lse is None else (out, lse)

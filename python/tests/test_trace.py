@@ -455,7 +455,7 @@ def test_conversions_and_indexing_errors():
     assert "int()" in trace_error(mask=lambda b, h, q, kv: int(q) > 0)
     assert "float()" in trace_error(score_mod=lambda s, b, h, q, kv: float(s))
     table = [1.0, 2.0]
-    assert "index into a Python object that attnjit does not capture" in trace_error(
+    assert "index into a Python object that is not captured" in trace_error(
         score_mod=lambda s, b, h, q, kv: s + table[h])
     assert "cannot be indexed" in trace_error(score_mod=lambda s, b, h, q, kv: s[0])
     assert "round(" in trace_error(score_mod=lambda s, b, h, q, kv: round(s))

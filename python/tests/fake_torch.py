@@ -1,0 +1,93 @@
+"""A stand-in for the parts of torch that attnjit's call path touches (shapes, strides,
+dtypes, data pointers, new_empty, the stream), for checking on a machine without torch or
+a GPU that the launch arguments attnjit packs pass every argument check of the C API.
+No memory is allocated: data pointers are distinct, 256-byte aligned fake addresses."""
+import contextlib
+import itertools
+import sys
+import types
+
+
+class dtype:
+    def __init__(self, name, size):
+        self.name, self.itemsize = name, size
+
+    def __repr__(self):
+        return f"torch.{self.name}"
+
+
+float16, bfloat16, float32, float64 = dtype("float16", 2), dtype("bfloat16", 2), dtype("float32", 4), dtype("float64", 8)
+int32, int64, bool_ = dtype("int32", 4), dtype("int64", 8), dtype("bool", 1)
+
+_next_address = itertools.count(1 << 32, 1 << 24)  # 16 MiB apart: no overlaps
+
+
+class Size(tuple):
+    pass
+
+
+def _contiguous(shape):
+    strides, n = [], 1
+    for d in reversed(shape):
+        strides.append(n)
+        n *= d
+    return tuple(reversed(strides))
+
+
+class Tensor:
+    def __init__(self, shape, dt, strides=None, device=0, address=None):
+        self.shape = Size(shape)
+        self.dtype = dt
+        self._strides = tuple(strides) if strides is not None else _contiguous(shape)
+        self._device = device
+        self._address = next(_next_address) if address is None else address
+        self.requires_grad = False
+
+    def stride(self, dim=None):
+        return self._strides if dim is None else self._strides[dim]
+
+    def dim(self):
+        return len(self.shape)
+
+    def data_ptr(self):
+        return self._address
+
+    def get_device(self):
+        return self._device
+
+    @property
+    def is_cuda(self):
+        return self._device >= 0
+
+    @property
+    def device(self):
+        return f"cuda:{self._device}" if self._device >= 0 else "cpu"
+
+    def new_empty(self, shape, dtype=None):
+        return Tensor(shape, dtype or self.dtype, device=self._device)
+
+    def expand(self, *shape):
+        strides = tuple(0 if old == 1 and new != 1 else s for old, new, s in zip(self.shape, shape, self._strides))
+        return Tensor(shape, self.dtype, strides, self._device, self._address)
+
+    def transpose(self, a, b):
+        shape, strides = list(self.shape), list(self._strides)
+        shape[a], shape[b] = shape[b], shape[a]
+        strides[a], strides[b] = strides[b], strides[a]
+        return Tensor(shape, self.dtype, strides, self._device, self._address)
+
+
+def empty(*shape, dtype=float32, device=0):
+    return Tensor(shape, dtype, device=device)
+
+
+def install():
+    """Makes `import torch` return this module."""
+    module = sys.modules[__name__]
+    module.bool = bool_
+    cuda = types.SimpleNamespace(device=lambda index: contextlib.nullcontext(), device_count=lambda: 1,
+                                 current_stream=lambda device=None: types.SimpleNamespace(cuda_stream=0))
+    module.cuda = cuda
+    module._C = types.SimpleNamespace(_cuda_getCurrentRawStream=lambda device: 0)
+    module.is_grad_enabled = lambda: True
+    sys.modules["torch"] = module

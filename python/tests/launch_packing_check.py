@@ -1,0 +1,126 @@
+"""Run by test_capi.py in a subprocess, with fake_torch as torch: every call must get
+through all of the C API's argument checks and stop only at "cannot launch" (the kernel
+was compiled for sm_90a without a GPU). Prints one line per check."""
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+import fake_torch  # noqa: E402
+
+fake_torch.install()
+import torch  # noqa: E402  (the fake)
+
+import attnjit  # noqa: E402
+from attnjit import capi, compiled, mods  # noqa: E402
+
+compiled_for = []
+
+
+def kernel_for_sm90a(json_text, device, tile):
+    key = (json_text, device)
+    kernel = compiled._kernels.get(key)
+    if kernel is None:
+        kernel = compiled._kernels[key] = capi.Kernel(capi.Spec.from_json(json_text), "sm_90a", tile)
+        compiled_for.append(json_text)
+    return kernel
+
+
+compiled.kernel_for = kernel_for_sm90a
+
+
+def reaches_the_launch(name, fn, q, k, v):
+    try:
+        fn(q, k, v)
+    except attnjit.RuntimeEnvironmentError as err:
+        assert "cannot launch" in err.message, err.message
+        print("ok", name)
+        return
+    raise AssertionError(f"{name}: launched on a fake GPU?")
+
+
+def rejected(name, error, fragment, fn, q, k, v):
+    try:
+        fn(q, k, v)
+    except error as err:
+        assert fragment in str(err), str(err)
+        print("ok", name)
+        return
+    raise AssertionError(f"{name}: not rejected")
+
+
+def qkv(dt, B=2, Hq=4, Hkv=4, Nq=17, Nk=33, D=64, Dv=None):
+    return (torch.empty(B, Hq, Nq, D, dtype=dt), torch.empty(B, Hkv, Nk, D, dtype=dt),
+            torch.empty(B, Hkv, Nk, Dv or D, dtype=dt))
+
+
+B, H, N = 2, 4, 33
+slopes = torch.empty(H, dtype=torch.float32)
+bias = torch.empty(1, H, N, N, dtype=torch.bfloat16).expand(B, H, N, N)  # stride-0 batch
+doc = torch.empty(B, N, dtype=torch.int64)
+table = torch.empty(H, 2 * 8 + 1, dtype=torch.float32)
+temperature = torch.empty(dtype=torch.float32)
+
+for dt in (torch.float16, torch.bfloat16, torch.float32):
+    reaches_the_launch(f"plain {dt}", attnjit.compile(), *qkv(dt))
+reaches_the_launch("gqa + causal + lse", attnjit.compile(causal=True, enable_gqa=True, return_lse=True),
+                   *qkv(torch.bfloat16, Hq=8, Hkv=2, D=128))
+reaches_the_launch("dv != dqk", attnjit.compile(), *qkv(torch.float16, D=64, Dv=128))
+q, k, v = (torch.empty(B, N, H, 64, dtype=torch.float16).transpose(1, 2) for _ in range(3))
+reaches_the_launch("[B, N, H, D] storage", attnjit.compile(mask=mods.causal_mask), q, k, v)
+reaches_the_launch("softcap + alibi", attnjit.compile(mods.compose(mods.softcap(30.0), mods.alibi(slopes)),
+                                                      causal=True), *qkv(torch.float16, Nq=N, Nk=N))
+reaches_the_launch("expanded bias", attnjit.compile(mods.bias(bias)), *qkv(torch.bfloat16, Nq=N, Nk=N))
+reaches_the_launch("document + window", attnjit.compile(mask=mods.and_masks(mods.document_mask(doc),
+                                                                             mods.sliding_window(8))),
+                   *qkv(torch.float16, Nq=N, Nk=N))
+reaches_the_launch("relative position", attnjit.compile(mods.relative_position_bias(table, 8)),
+                   *qkv(torch.float32, Nq=N, Nk=N))
+reaches_the_launch("0-dim tensor", attnjit.compile(lambda s, b, h, qi, kv: s / temperature), *qkv(torch.float16))
+
+small_bias = torch.empty(B, H, 8, 8, dtype=torch.bfloat16)
+rejected("captured tensor too small (C bounds check)", attnjit.ArgumentError, "bias",
+         attnjit.compile(mods.bias(small_bias)), *qkv(torch.bfloat16, Nq=N, Nk=N))
+rejected("Hq != Hkv without enable_gqa", attnjit.ArgumentError, "enable_gqa=True",
+         attnjit.compile(), *qkv(torch.float16, Hq=8, Hkv=2))
+rejected("Hq not a multiple of Hkv", attnjit.ArgumentError, "multiple",
+         attnjit.compile(enable_gqa=True), *qkv(torch.float16, Hq=6, Hkv=4))
+q, k, v = qkv(torch.float16)
+rejected("dtype mismatch", attnjit.ArgumentError, "dtype", attnjit.compile(), q, k.new_empty(k.shape, torch.float32), v)
+rejected("cpu tensor", attnjit.ArgumentError, "CUDA", attnjit.compile(), fake_torch.Tensor(q.shape, q.dtype, device=-1), k, v)
+rejected("head dim not contiguous", attnjit.ArgumentError, "contiguous", attnjit.compile(),
+         fake_torch.Tensor(q.shape, q.dtype, strides=(4096, 1024, 128, 2)), k, v)
+rejected("3-D q", attnjit.ArgumentError, "4-D", attnjit.compile(), torch.empty(2, 3, 64, dtype=torch.float16), k, v)
+rejected("unsupported head dim (C)", attnjit.SpecError, "head dim 48", attnjit.compile(), *qkv(torch.float16, D=48))
+rejected("float64", attnjit.ArgumentError, "float16, bfloat16 or float32", attnjit.compile(), *qkv(torch.float64))
+rejected("no keys", attnjit.ArgumentError, "length 0", attnjit.compile(), *qkv(torch.float16, Nk=0))
+
+# Float closure values are scalars: changing one reuses the kernel; an int retraces.
+cap, window = 30.0, 8
+
+
+def softcap_mod(score, b, h, q_idx, kv_idx):
+    return cap * torch.tanh(score / cap) if False else cap * attnjit.ops.tanh(score / cap)
+
+
+def window_mask(b, h, q_idx, kv_idx):
+    return q_idx - kv_idx < window
+
+
+fn = attnjit.compile(softcap_mod, window_mask)
+q, k, v = qkv(torch.float16)
+before = len(compiled_for)
+reaches_the_launch("closure float 30", fn, q, k, v)
+cap = 50.0
+reaches_the_launch("closure float 50", fn, q, k, v)
+assert len(compiled_for) == before + 1 and len(fn._variants) == 1, "a float change recompiled"
+window = 4
+reaches_the_launch("closure int changed", fn, q, k, v)
+assert len(fn._variants) == 2 and fn.traced.mask == "q_idx - kv_idx < 4"
+print("ok rebinding")
+
+# Empty problems launch nothing.
+out = attnjit.compile()(*qkv(torch.float16, Nq=0))
+assert tuple(out.shape) == (2, 4, 0, 64)
+print("ok empty")

@@ -1,0 +1,196 @@
+"""The package against libattnjit_c.so without a GPU: every traced spec is accepted by
+attnjit_spec_from_json (and prints back as the same text), compiling for sm_90a works
+through the C API, and failed statuses become the right exceptions with the C message.
+
+Skips when the library is not found, unless ATTNJIT_LIBRARY names it (then it must load)."""
+import ctypes
+import json
+import os
+
+import pytest
+
+import attnjit
+from attnjit import SpecError, TensorPlaceholder as P, capi, mods, ops
+from attnjit import _library
+from attnjit._capi_types import CLaunchArgs
+from attnjit.errors import STATUS_ENVIRONMENT, STATUS_INVALID_ARGUMENT, STATUS_PARSE
+
+
+def _library_or_skip():
+    if os.environ.get("ATTNJIT_LIBRARY"):
+        return _library.load()
+    try:
+        return _library.load()
+    except attnjit.LibraryNotFoundError as err:
+        pytest.skip(f"libattnjit_c.so not built: {err}")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def library():
+    return _library_or_skip()
+
+
+def _alibi_softcap():
+    slopes = P("f32", 1)
+    cap = 30.0
+
+    def mod(score, b, h, q_idx, kv_idx):
+        biased = score + slopes[h] * (kv_idx - q_idx)
+        return cap * ops.tanh(biased / cap)
+    return mod
+
+
+def _document_window():
+    doc = P("i64", 2)
+    window = 256
+
+    def mask(b, h, q_idx, kv_idx):
+        d = q_idx - kv_idx
+        return (doc[b, q_idx] == doc[b, kv_idx]) & (d >= 0) & (d < window)
+    return mask
+
+
+def _floor_div_blocks(b, h, q_idx, kv_idx):
+    return (q_idx - kv_idx + 3) // 64 == 0  # not provably >= 0: the exact floor is spelled out
+
+
+def _every_operator(score, b, h, q_idx, kv_idx, q_len, kv_len, kv_head):
+    x = ops.exp(score) - ops.exp2(score) + ops.log(ops.abs(score) + 1.0) * ops.log2(2.0 + score * score)
+    x = x + ops.sigmoid(score) * ops.sqrt(q_len) + ops.rsqrt(kv_len + 1) - ops.floor(score) + ops.ceil(score)
+    x = x + ops.sin(score) * ops.cos(score) + ops.minimum(score, 1.0) + ops.maximum(score, -1.0)
+    x = x + ops.pow(ops.abs(score), 1.5) + (q_idx % 7) + (kv_idx // 3) + kv_head + ops.to_float(h != 0)
+    return ops.where((q_idx >= kv_idx) | ~(b == 1), x, -ops.inf) + (score // 2.0) + (score % 3.0)
+
+
+# (id, score_mod, mask, causal): every ready-made modifier and a few written inline
+SPECS = [
+    ("plain", None, None, False),
+    ("causal", None, None, True),
+    ("causal_mask", None, mods.causal_mask, False),
+    ("causal_bottom_right", None, mods.causal_mask_bottom_right, False),
+    ("sliding_window", None, mods.sliding_window(128), False),
+    ("sliding_window_bottom_right", None, mods.sliding_window(64, bottom_right=True), False),
+    ("prefix_lm", None, mods.prefix_lm(32), False),
+    ("prefix_lm_tensor", None, mods.prefix_lm(P("i32", 1)), False),
+    ("document", None, mods.document_mask(P("i32", 2)), False),
+    ("document_two", None, mods.document_mask(P("i32", 2), P("i32", 2)), True),
+    ("softcap", mods.softcap(30.0), None, True),
+    ("alibi", mods.alibi(P("f32", 1)), None, True),
+    ("bias", mods.bias(P("bf16", 4)), None, False),
+    ("relative_position_bias", mods.relative_position_bias(P("f32", 2), 16), None, False),
+    ("compose", mods.compose(mods.softcap(20.0), mods.alibi(P("f32", 1))), None, True),
+    ("and_or", None, mods.and_masks(mods.document_mask(P("i64", 2)),
+                                     mods.or_masks(mods.causal_mask, mods.prefix_lm(8))), False),
+    ("alibi_softcap_inline", _alibi_softcap(), None, True),
+    ("document_window_inline", None, _document_window(), False),
+    ("floor_div", None, _floor_div_blocks, False),
+    ("bool_tensor", None, (lambda keep: lambda b, h, q, kv: keep[b, q, kv])(P("bool", 3)), False),
+    ("zero_dim", (lambda t: lambda s, b, h, q, kv: s / t)(P("f32", 0)), None, False),
+    ("every_operator", _every_operator, None, False),
+]
+
+
+@pytest.mark.parametrize("name,score_mod,mask,causal", SPECS, ids=[s[0] for s in SPECS])
+def test_spec_is_accepted_and_prints_back_the_same(name, score_mod, mask, causal):
+    text = attnjit.spec_json(score_mod, mask, causal=causal, dtype="f16", head_dim=64)
+    spec = capi.Spec.from_json(text)
+    ours, theirs = json.loads(text), json.loads(spec.to_json())
+    assert theirs["score_mod"] == ours["score_mod"]
+    assert theirs["mask"] == ours["mask"]
+    traced = attnjit.trace(score_mod, mask, causal)
+    assert spec.tensors() == [(t.name, t.dtype, t.rank) for t in traced.tensors]
+    assert spec.scalars() == [(s.name, False) for s in traced.scalars]
+
+
+# Few distinct kernels: each cold NVRTC compile takes about a second.
+COMPILED = [s for s in SPECS if s[0] in ("plain", "softcap", "document_window_inline", "every_operator")]
+
+
+@pytest.mark.parametrize("name,score_mod,mask,causal", COMPILED, ids=[s[0] for s in COMPILED])
+def test_compiles_for_sm90a_without_a_gpu(name, score_mod, mask, causal):
+    text = attnjit.spec_json(score_mod, mask, causal=causal, dtype="bf16", head_dim=128, return_lse=True)
+    kernel = capi.Kernel(capi.Spec.from_json(text), "sm_90a")
+    assert kernel.arch == "sm_90a"
+    assert "__global__" in kernel.source
+    assert kernel.compile_seconds >= 0
+    assert kernel.spec.returns_lse
+    again = capi.Kernel(capi.Spec.from_json(text), "sm_90a")  # the memory cache
+    assert again.compile_seconds == 0
+
+
+def test_compile_options_reach_the_c_api():
+    spec = capi.Spec.from_json(attnjit.spec_json())
+    with pytest.raises(SpecError) as info:
+        capi.Kernel(spec, "sm_90a", tile={"block_m": 7, "block_n": 64, "warps": 4, "stages": 1})
+    assert info.value.status == STATUS_INVALID_ARGUMENT and "block_m" in info.value.message
+    with pytest.raises(ValueError, match="tile option"):
+        capi.Kernel(spec, "sm_90a", tile={"rows": 64})
+
+
+def test_parse_error_is_a_spec_error_with_line_and_column():
+    bad = attnjit.spec_json(mods.softcap(30.0)).replace("tanh(", "tanhh(")
+    with pytest.raises(SpecError) as info:
+        capi.Spec.from_json(bad)
+    err = info.value
+    assert err.status == STATUS_PARSE and err.status_name == "ATTNJIT_ERROR_PARSE"
+    assert "attnjit_spec_from_json" in err.message and "tanhh" in err.message
+    assert "spec:14:" in err.message
+    assert isinstance(err, ValueError)
+
+
+def test_invalid_specs_are_spec_errors():
+    for text, fragment in [
+        (attnjit.spec_json(head_dim=48), "head dim 48"),
+        (attnjit.spec_json().replace('"scalars": {}', '"scalars": {"unused": "float"}'), "unused"),
+        (attnjit.spec_json(scale=-0.5), "negative scale"),
+        ("{", "invalid JSON"),
+    ]:
+        with pytest.raises(SpecError) as info:
+            capi.Kernel(capi.Spec.from_json(text), "sm_90a")
+        assert info.value.status in (STATUS_PARSE, STATUS_INVALID_ARGUMENT)
+        assert fragment in info.value.message, info.value.message
+
+
+def test_environment_errors():
+    spec = capi.Spec.from_json(attnjit.spec_json())
+    with pytest.raises(attnjit.RuntimeEnvironmentError) as info:
+        capi.Kernel(spec, "sm_12")
+    assert info.value.status == STATUS_ENVIRONMENT and "sm_12" in info.value.message
+
+
+def test_launch_errors_are_argument_errors():
+    kernel = capi.Kernel(capi.Spec.from_json(attnjit.spec_json()), "sm_90a")
+    args = CLaunchArgs()
+    args.struct_size = ctypes.sizeof(CLaunchArgs)
+    status = capi.lib().attnjit_launch(kernel.handle, ctypes.addressof(args), None)
+    with pytest.raises(attnjit.ArgumentError) as info:
+        capi.check(status, launching=True)
+    assert info.value.status == STATUS_INVALID_ARGUMENT and "attnjit_launch" in info.value.message
+
+
+def test_missing_library_lists_where_it_looked(monkeypatch):
+    monkeypatch.setenv("ATTNJIT_LIBRARY", "/nonexistent/libattnjit_c.so")
+    with pytest.raises(attnjit.LibraryNotFoundError, match="/nonexistent/libattnjit_c.so"):
+        _library.find()
+    monkeypatch.delenv("ATTNJIT_LIBRARY")
+    looked = [path for _, path in _library.candidates()]
+    assert any(p.endswith(os.path.join("attnjit", "lib", "libattnjit_c.so")) for p in looked)
+    assert any(os.path.join("capi", "libattnjit_c.so") in p for p in looked)
+
+
+def test_version():
+    assert capi.version().count(".") == 2
+
+
+def test_launch_arguments_pass_every_c_check_with_a_fake_torch():
+    """compile()(q, k, v) end to end without a GPU: launch_packing_check.py runs the call
+    path with fake_torch, and each call must stop only at "cannot launch"."""
+    import subprocess
+    import sys
+
+    script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "launch_packing_check.py")
+    env = dict(os.environ, ATTNJIT_LIBRARY=_library.load().attnjit_path)
+    out = subprocess.run([sys.executable, script], capture_output=True, text=True, env=env, timeout=600)
+    assert out.returncode == 0, out.stdout + out.stderr
+    lines = out.stdout.split("\n")
+    assert "ok expanded bias" in lines and "ok rebinding" in lines and "ok empty" in lines

@@ -1,0 +1,436 @@
+"""attnjit on a CUDA GPU through PyTorch, against an fp64 reference computed here (scores
+materialised in float64 from the same rounded inputs). Skips without torch, a CUDA GPU
+or the library (unless ATTNJIT_LIBRARY names it: then it must load).
+
+Tolerances are reference/tolerance.h's: |out - ref| <= atol + rtol * |ref| per element,
+fp16 3e-3, bf16 2e-2, fp32 1e-4 (fp32 inputs run an fp32 FFMA main loop), LSE 1e-3 /
+1e-5; NaN, unwritten elements or an infinity the reference does not have fail. Distinct
+specs are kept to about 40 (each cold NVRTC compile takes about a second)."""
+import math
+import os
+import time
+
+import pytest
+
+torch = pytest.importorskip("torch", reason="PyTorch is not installed")
+if not torch.cuda.is_available():
+    pytest.skip("no CUDA GPU is visible to PyTorch", allow_module_level=True)
+
+import attnjit  # noqa: E402
+from attnjit import compiled, mods  # noqa: E402
+from attnjit import _library  # noqa: E402
+
+try:
+    _library.load()
+except attnjit.LibraryNotFoundError as err:
+    if os.environ.get("ATTNJIT_LIBRARY"):
+        raise
+    pytest.skip(f"libattnjit_c.so not built: {err}", allow_module_level=True)
+
+DEVICE = torch.device("cuda", torch.cuda.current_device())
+TOLERANCE = {torch.float16: (3e-3, 3e-3), torch.bfloat16: (2e-2, 2e-2), torch.float32: (1e-4, 1e-4)}
+LSE_TOLERANCE = (1e-3, 1e-5)
+DTYPES = [torch.float16, torch.bfloat16, torch.float32]
+
+
+@pytest.fixture(autouse=True)
+def _seed():
+    torch.manual_seed(1234)
+
+
+# ---- inputs, reference, comparison ---------------------------------------------------------
+
+def make_qkv(B, Hq, Hkv, Nq, Nk, D, dtype, Dv=None, layout="bhnd"):
+    """q [B, Hq, Nq, D], k [B, Hkv, Nk, D], v [B, Hkv, Nk, Dv]; layout "bnhd" stores them as
+    [B, N, H, D] and transposes (non-contiguous views)."""
+    Dv = Dv or D
+
+    def make(H, N, d):
+        if layout == "bnhd":
+            return torch.randn(B, N, H, d, device=DEVICE).to(dtype).transpose(1, 2)
+        return torch.randn(B, H, N, d, device=DEVICE).to(dtype)
+    return make(Hq, Nq, D), make(Hkv, Nk, D), make(Hkv, Nk, Dv)
+
+
+def reference(q, k, v, score=None, keep=None, scale=None):
+    """(out, lse) in float64. score(s, b, h, i, j) and keep(b, h, i, j) take broadcasting
+    index tensors (b [B,1,1,1], h [1,H,1,1], i [1,1,Nq,1], j [1,1,1,Nk])."""
+    B, Hq, Nq, D = q.shape
+    Hkv, Nk = k.shape[1], k.shape[2]
+    qd, kd, vd = q.double(), k.double(), v.double()
+    if Hq != Hkv:
+        kd = kd.repeat_interleave(Hq // Hkv, dim=1)
+        vd = vd.repeat_interleave(Hq // Hkv, dim=1)
+    s = (scale if scale is not None else 1.0 / math.sqrt(D)) * (qd @ kd.transpose(-1, -2))
+    b = torch.arange(B, device=DEVICE).view(B, 1, 1, 1)
+    h = torch.arange(Hq, device=DEVICE).view(1, Hq, 1, 1)
+    i = torch.arange(Nq, device=DEVICE).view(1, 1, Nq, 1)
+    j = torch.arange(Nk, device=DEVICE).view(1, 1, 1, Nk)
+    t = score(s, b, h, i, j) if score is not None else s
+    if keep is not None:
+        t = t.masked_fill(~keep(b, h, i, j).expand(t.shape), -math.inf)
+    m = t.amax(dim=-1, keepdim=True)
+    m = torch.where(torch.isinf(m), torch.zeros_like(m), m)
+    p = torch.exp(t - m)
+    l = p.sum(dim=-1, keepdim=True)
+    out = torch.where(l > 0, (p @ vd) / l.clamp_min(1e-300), torch.zeros((), dtype=torch.float64, device=DEVICE))
+    lse = torch.where(l > 0, torch.log(l.clamp_min(1e-300)) + m, torch.full_like(l, -math.inf)).squeeze(-1)
+    return out, lse
+
+
+def check(out, ref, dtype, what):
+    assert out.dtype == dtype, f"{what}: out dtype {out.dtype}"
+    assert out.shape == ref.shape, f"{what}: out shape {tuple(out.shape)} != {tuple(ref.shape)}"
+    o = out.double()
+    assert not torch.isnan(o).any(), f"{what}: NaN in the output (unwritten or wrong)"
+    assert torch.isfinite(o).all(), f"{what}: infinity in the output"
+    atol, rtol = TOLERANCE[dtype]
+    err = (o - ref).abs()
+    bad = err > atol + rtol * ref.abs()
+    if bad.any():
+        at = tuple(int(x) for x in bad.nonzero()[0])
+        pytest.fail(f"{what}: {int(bad.sum())} of {bad.numel()} elements off (max error {err.max().item():.3g}; "
+                    f"first at {at}: {o[at].item()} vs {ref[at].item()})")
+
+
+def check_lse(lse, ref, what):
+    assert lse.dtype == torch.float32 and lse.shape == ref.shape, f"{what}: lse {lse.dtype} {tuple(lse.shape)}"
+    l = lse.double()
+    empty = torch.isinf(ref)
+    assert torch.equal(torch.isinf(l) & (l < 0), empty), f"{what}: -inf LSE rows differ from the reference"
+    assert not torch.isnan(l).any(), f"{what}: NaN LSE"
+    atol, rtol = LSE_TOLERANCE
+    err = (l - ref).abs().masked_fill(empty, 0)
+    assert (err <= atol + rtol * ref.abs().masked_fill(empty, 0)).all(), f"{what}: LSE max error {err.max().item():.3g}"
+
+
+def kernels_compiled() -> int:
+    return len(compiled._kernels)
+
+
+# ---- plain and causal: every dtype, head dims 64 and 128, ragged lengths, MHA / GQA --------
+
+SHAPES = [  # (B, Hq, Hkv, Nq, Nk)
+    (1, 2, 2, 1, 1),
+    (2, 4, 2, 17, 255),
+    (1, 2, 2, 129, 4097),
+    (1, 8, 2, 1000, 1000),
+    (1, 8, 1, 1, 4097),      # MQA decode
+    (2, 2, 2, 1000, 255),
+]
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: str(d).replace("torch.", ""))
+@pytest.mark.parametrize("D", [64, 128])
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+def test_plain_and_causal(dtype, D, causal):
+    fn = attnjit.compile(causal=causal, enable_gqa=True)
+    keep = (lambda b, h, i, j: j <= i) if causal else None
+    for B, Hq, Hkv, Nq, Nk in SHAPES:
+        q, k, v = make_qkv(B, Hq, Hkv, Nq, Nk, D, dtype)
+        ref, _ = reference(q, k, v, keep=keep)
+        check(fn(q, k, v), ref, dtype, f"{dtype} D={D} causal={causal} B={B} H={Hq}/{Hkv} Nq={Nq} Nk={Nk}")
+
+
+def test_non_contiguous_inputs_and_dv():
+    fn = attnjit.compile(causal=True, enable_gqa=True)
+    q, k, v = make_qkv(2, 4, 2, 129, 255, 64, torch.float16, layout="bnhd")
+    assert not q.is_contiguous()
+    check(fn(q, k, v), reference(q, k, v, keep=lambda b, h, i, j: j <= i)[0], torch.float16, "[B, N, H, D] storage")
+    q, k, v = make_qkv(1, 2, 2, 33, 65, 64, torch.bfloat16, Dv=128)
+    out = attnjit.attention(q, k, v)
+    assert out.shape == (1, 2, 33, 128)
+    check(out, reference(q, k, v)[0], torch.bfloat16, "Dv 128 != Dqk 64")
+    q, k, v = make_qkv(1, 2, 2, 64, 64, 64, torch.float16)
+    check(attnjit.attention(q, k, v, scale=0.3), reference(q, k, v, scale=0.3)[0], torch.float16, "scale 0.3")
+
+
+# ---- every ready-made modifier ---------------------------------------------------------------
+
+def _bias_case(B, Hq, Nq, Nk):
+    pair = torch.randn(1, Hq, Nq, Nk, device=DEVICE).to(torch.bfloat16)
+    bias = pair.expand(B, Hq, Nq, Nk)  # stride 0 over the batch
+    return mods.bias(bias), None, (lambda s, b, h, i, j: s + pair.double()[0][h, i, j]), None
+
+
+def _alibi_case(B, Hq, Nq, Nk):
+    slopes = mods.alibi_slopes(Hq, device=DEVICE)
+    return (mods.alibi(slopes), None,
+            lambda s, b, h, i, j: s + slopes.double()[h] * (j - i), None)
+
+
+def _relpos_case(B, Hq, Nq, Nk):
+    m = 16
+    table = torch.randn(Hq, 2 * m + 1, device=DEVICE)
+    return (mods.relative_position_bias(table, m), None,
+            lambda s, b, h, i, j: s + table.double()[h, (j - i).clamp(-m, m) + m], None)
+
+
+def _document_case(B, Hq, Nq, Nk):
+    doc = torch.sort(torch.randint(0, 4, (B, max(Nq, Nk)), device=DEVICE), dim=1).values  # int64
+    return (None, mods.document_mask(doc), None,
+            lambda b, h, i, j: doc[b, i] == doc[b, j])
+
+
+def _document_two_case(B, Hq, Nq, Nk):
+    q_doc = torch.randint(0, 3, (B, Nq), device=DEVICE, dtype=torch.int32)
+    kv_doc = torch.randint(0, 3, (B, Nk), device=DEVICE, dtype=torch.int32)
+    return (None, mods.document_mask(q_doc, kv_doc), None,
+            lambda b, h, i, j: q_doc.long()[b, i] == kv_doc.long()[b, j])
+
+
+def _prefix_tensor_case(B, Hq, Nq, Nk):
+    prefix = torch.randint(0, 64, (B,), device=DEVICE, dtype=torch.int32)
+    return (None, mods.prefix_lm(prefix), None,
+            lambda b, h, i, j: (j < prefix.long()[b]) | (j <= i))
+
+
+def _compose_case(B, Hq, Nq, Nk):
+    slopes = mods.alibi_slopes(Hq, device=DEVICE)
+    return (mods.compose(mods.softcap(20.0), mods.alibi(slopes)),
+            mods.and_masks(mods.sliding_window(300), mods.or_masks(mods.causal_mask, mods.prefix_lm(5))),
+            lambda s, b, h, i, j: 20.0 * torch.tanh((s + slopes.double()[h] * (j - i)) / 20.0),
+            lambda b, h, i, j: (i - j >= 0) & (i - j < 300) & ((j <= i) | (j < 5)))
+
+
+def _torch_inline_case(B, Hq, Nq, Nk):
+    """A score_mod and mask written with torch functions (Sym.__torch_function__)."""
+    temperature = torch.tensor(0.7, device=DEVICE)  # 0-dim captured tensor
+
+    def score_mod(score, b, h, q_idx, kv_idx):
+        d = torch.clamp(q_idx - kv_idx, min=0, max=64)
+        return torch.where(d % 2 == 0, torch.tanh(score / temperature), score.exp2() * 0.5) - d * 0.01
+
+    def mask(b, h, q_idx, kv_idx):
+        return torch.logical_or(kv_idx <= q_idx, torch.eq(kv_idx // 32, 3))
+
+    def ref_score(s, b, h, i, j):
+        d = (i - j).clamp(0, 64)
+        return torch.where(d % 2 == 0, torch.tanh(s / 0.7), torch.exp2(s) * 0.5) - d * 0.01
+
+    return score_mod, mask, ref_score, lambda b, h, i, j: (j <= i) | (j // 32 == 3)
+
+
+MOD_CASES = {  # name: (builder or fixed mods, causal flag, dtype, D)
+    "causal_mask": (lambda *a: (None, mods.causal_mask, None, lambda b, h, i, j: j <= i), False, torch.float16, 64),
+    "causal_bottom_right": (lambda B, H, Nq, Nk: (None, mods.causal_mask_bottom_right, None,
+                                                  lambda b, h, i, j: j <= i + Nk - Nq), False, torch.bfloat16, 128),
+    "sliding_window": (lambda *a: (None, mods.sliding_window(100), None,
+                                   lambda b, h, i, j: (i - j >= 0) & (i - j < 100)), False, torch.float16, 128),
+    "sliding_window_bottom_right": (lambda B, H, Nq, Nk: (None, mods.sliding_window(7, bottom_right=True), None,
+                                                          lambda b, h, i, j: (i + Nk - Nq - j >= 0) & (i + Nk - Nq - j < 7)),
+                                    False, torch.float16, 64),
+    "prefix_lm": (lambda *a: (None, mods.prefix_lm(40), None, lambda b, h, i, j: (j < 40) | (j <= i)),
+                  False, torch.bfloat16, 64),
+    "prefix_lm_tensor": (_prefix_tensor_case, False, torch.float16, 64),
+    "document_mask": (_document_case, False, torch.bfloat16, 128),
+    "document_mask_two": (_document_two_case, True, torch.float16, 64),
+    "softcap": (lambda *a: (mods.softcap(30.0), None, lambda s, b, h, i, j: 30.0 * torch.tanh(s / 30.0), None),
+                True, torch.bfloat16, 128),
+    "alibi": (_alibi_case, True, torch.float16, 128),
+    "bias": (_bias_case, False, torch.bfloat16, 64),
+    "relative_position_bias": (_relpos_case, False, torch.float32, 64),
+    "compose_and_or": (_compose_case, False, torch.float16, 128),
+    "torch_functions_inline": (_torch_inline_case, False, torch.float32, 128),
+}
+MOD_SHAPES = [(1, 2, 2, 1, 1), (2, 4, 2, 17, 255), (1, 2, 1, 1000, 1000), (1, 2, 2, 1000, 255), (1, 2, 2, 129, 4097)]
+
+
+@pytest.mark.parametrize("name", sorted(MOD_CASES))
+def test_mods(name):
+    build, causal, dtype, D = MOD_CASES[name]
+    for B, Hq, Hkv, Nq, Nk in MOD_SHAPES:
+        score_mod, mask, ref_score, ref_keep = build(B, Hq, Nq, Nk)
+        keep = ref_keep
+        if causal:
+            keep = (lambda b, h, i, j: j <= i) if ref_keep is None else (
+                lambda b, h, i, j, rk=ref_keep: rk(b, h, i, j) & (j <= i))
+        q, k, v = make_qkv(B, Hq, Hkv, Nq, Nk, D, dtype)
+        out = attnjit.attention(q, k, v, score_mod=score_mod, mask=mask, causal=causal, enable_gqa=True)
+        check(out, reference(q, k, v, ref_score, keep)[0], dtype, f"{name} B={B} H={Hq}/{Hkv} Nq={Nq} Nk={Nk}")
+
+
+# ---- LSE, empty rows, poisoned memory --------------------------------------------------------
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: str(d).replace("torch.", ""))
+def test_return_lse(dtype):
+    fn = attnjit.compile(mods.softcap(30.0), causal=True, return_lse=True, enable_gqa=True)
+    for B, Hq, Hkv, Nq, Nk in [(1, 2, 2, 1, 1), (2, 4, 2, 129, 255), (1, 2, 2, 1000, 4097)]:
+        q, k, v = make_qkv(B, Hq, Hkv, Nq, Nk, 64, dtype)
+        out, lse = fn(q, k, v)
+        ref, ref_lse = reference(q, k, v, lambda s, *_: 30.0 * torch.tanh(s / 30.0), lambda b, h, i, j: j <= i)
+        check(out, ref, dtype, f"lse {dtype} Nq={Nq} Nk={Nk}")
+        check_lse(lse, ref_lse, f"lse {dtype} Nq={Nq} Nk={Nk}")
+
+
+def test_rows_without_keys_are_zero_with_minus_inf_lse():
+    fn = attnjit.compile(mask=mods.causal_mask_bottom_right, return_lse=True)
+    q, k, v = make_qkv(1, 2, 2, 300, 100, 64, torch.float16)
+    out, lse = fn(q, k, v)
+    ref, ref_lse = reference(q, k, v, keep=lambda b, h, i, j: j <= i + 100 - 300)
+    check(out, ref, torch.float16, "bottom-right causal, Nq > Nk")
+    check_lse(lse, ref_lse, "bottom-right causal, Nq > Nk")
+    assert (out[:, :, :200] == 0).all() and torch.isneginf(lse[:, :, :200]).all()
+
+
+def test_output_is_fully_written_over_poisoned_memory():
+    fn = attnjit.compile(causal=True, return_lse=True)
+    for Nq, Nk in [(17, 255), (129, 4097), (1000, 1000)]:
+        q, k, v = make_qkv(2, 2, 2, Nq, Nk, 128, torch.bfloat16)
+        # Fill the caching allocator's free blocks with NaN so that out and lse, if not
+        # every element were written, would show it.
+        poison = [torch.full((2, 2, Nq, 128), math.nan, dtype=torch.bfloat16, device=DEVICE),
+                  torch.full((2, 2, Nq), math.nan, dtype=torch.float32, device=DEVICE)]
+        del poison
+        out, lse = fn(q, k, v)
+        ref, ref_lse = reference(q, k, v, keep=lambda b, h, i, j: j <= i)
+        check(out, ref, torch.bfloat16, f"poisoned Nq={Nq} Nk={Nk}")
+        check_lse(lse, ref_lse, f"poisoned Nq={Nq} Nk={Nk}")
+
+
+# ---- captured values change without recompiling ----------------------------------------------
+
+def test_captured_tensor_update_and_rebinding_do_not_recompile():
+    H, N = 4, 200
+    slopes = mods.alibi_slopes(H, device=DEVICE)
+
+    def alibi_mod(score, b, h, q_idx, kv_idx):
+        return score + slopes[h] * (kv_idx - q_idx)
+
+    fn = attnjit.compile(alibi_mod, causal=True)
+    q, k, v = make_qkv(1, H, H, N, N, 64, torch.float16)
+    causal = lambda b, h, i, j: j <= i  # noqa: E731
+
+    def expect(what):
+        ref = reference(q, k, v, lambda s, b, h, i, j: s + slopes.double()[h] * (j - i), causal)[0]
+        check(fn(q, k, v), ref, torch.float16, what)
+
+    expect("first call")
+    compiled_before = kernels_compiled()
+    slopes.mul_(4.0)                      # in place
+    expect("slopes updated in place")
+    slopes = torch.linspace(0.5, 0.05, H, device=DEVICE)  # noqa: F841 (rebinds the closure cell)
+    expect("slopes rebound")
+    assert kernels_compiled() == compiled_before and len(fn._variants) == 1
+    slopes = torch.linspace(0.5, 0.05, H, device=DEVICE, dtype=torch.float16)  # another dtype: retraced
+    expect("slopes rebound to float16")
+    assert len(fn._variants) == 2
+
+
+def test_float_closure_changes_do_not_recompile_and_int_changes_retrace():
+    cap, window = 30.0, 64
+
+    def softcap_mod(score, b, h, q_idx, kv_idx):
+        return cap * torch.tanh(score / cap)
+
+    def window_mask(b, h, q_idx, kv_idx):
+        return (q_idx - kv_idx >= 0) & (q_idx - kv_idx < window)
+
+    fn = attnjit.compile(softcap_mod, window_mask)
+    q, k, v = make_qkv(1, 2, 2, 300, 300, 64, torch.bfloat16)
+
+    def expect(what):
+        ref = reference(q, k, v, lambda s, *_: cap * torch.tanh(s / cap),
+                        lambda b, h, i, j: (i - j >= 0) & (i - j < window))[0]
+        check(fn(q, k, v), ref, torch.bfloat16, what)
+
+    expect("cap 30")
+    before = kernels_compiled()
+    cap = 5.0
+    expect("cap 5")
+    assert kernels_compiled() == before and fn.traced.scalars[0].name == "cap"
+    window = 16
+    expect("window 16")
+    assert kernels_compiled() == before + 1 and fn.traced.mask.endswith("< 16")
+
+
+# ---- streams -------------------------------------------------------------------------------
+
+def test_runs_on_the_current_stream():
+    fn = attnjit.compile(causal=True)
+    q, k, v = make_qkv(1, 2, 2, 256, 256, 64, torch.float16)
+    q2 = torch.randn_like(q)
+    torch.cuda.synchronize()
+    side = torch.cuda.Stream()
+    with torch.cuda.stream(side):
+        torch.cuda._sleep(50_000_000)  # keeps the side stream busy
+        q.copy_(q2)                    # visible only to work queued after it on this stream
+        out = fn(q, k, v)
+    side.synchronize()
+    ref = reference(q2, k, v, keep=lambda b, h, i, j: j <= i)[0]
+    check(out, ref, torch.float16, "launched on a side stream")
+
+
+# ---- bad tensors raise before anything is launched ---------------------------------------
+
+def test_bad_tensors_raise():
+    fn = attnjit.compile()
+    q, k, v = make_qkv(1, 4, 4, 16, 16, 64, torch.float16)
+    bad = [
+        ("cpu q", (q.cpu(), k, v), "CUDA"),
+        ("dtype mismatch", (q, k.float(), v), "dtype"),
+        ("3-D q", (q[0], k, v), "4-D"),
+        ("batch mismatch", (torch.cat([q, q]), k, v), "batch"),
+        ("head dim mismatch", (q[..., :32], k, v), "head dim"),
+        ("k/v length mismatch", (q, k, v[:, :, :8]), "same heads and length"),
+        ("non-contiguous head dim", (q.transpose(2, 3), k.transpose(2, 3), v), "contiguous"),
+        ("gqa without enable_gqa", (q, k[:, :2], v[:, :2]), "enable_gqa=True"),
+        ("float64", (q.double(), k.double(), v.double()), "float16, bfloat16 or float32"),
+    ]
+    for what, args, fragment in bad:
+        with pytest.raises(attnjit.ArgumentError, match=fragment):
+            fn(*args)
+    with pytest.raises(attnjit.ArgumentError, match="multiple"):
+        attnjit.compile(enable_gqa=True)(q[:, :3], k[:, :2], v[:, :2])
+    unaligned = torch.randn(1, 4, 16, 65, device=DEVICE, dtype=torch.float16)[..., 1:]
+    with pytest.raises(attnjit.ArgumentError, match="aligned"):
+        fn(unaligned, k, v)
+    with pytest.raises(attnjit.SpecError, match="head dim"):
+        fn(*make_qkv(1, 2, 2, 16, 16, 48, torch.float16))
+    bias = torch.randn(1, 4, 16, 16)  # on the CPU
+    with pytest.raises(attnjit.ArgumentError, match="captured tensor 'bias'"):
+        attnjit.compile(mods.bias(bias))(q, k, v)
+    small = torch.randn(1, 4, 8, 8, device=DEVICE)  # too small for Nq = Nk = 16
+    with pytest.raises(attnjit.ArgumentError, match="bias"):
+        attnjit.compile(mods.bias(small))(q, k, v)
+
+
+def test_untraceable_torch_code_raises_at_compile():
+    table = [torch.zeros(4, device=DEVICE)]
+
+    def reads_a_list(score, b, h, q_idx, kv_idx):
+        return score + table[0][h]
+
+    with pytest.raises(attnjit.UnsupportedTraceError, match="not captured"):
+        attnjit.compile(reads_a_list)
+    with pytest.raises(attnjit.UnsupportedTraceError, match="softmax"):
+        attnjit.compile(lambda s, b, h, q, kv: torch.softmax(s, 0))
+    made_inside = lambda s, b, h, q, kv: s + torch.ones(1, device=DEVICE)  # noqa: E731
+    with pytest.raises(attnjit.UnsupportedTraceError, match="torch tensor"):
+        attnjit.compile(made_inside)
+
+
+# ---- per-call host overhead ------------------------------------------------------------------
+
+def _host_us_per_call(fn, q, k, v, calls=2000):
+    for _ in range(50):
+        fn(q, k, v)
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    for _ in range(calls):
+        fn(q, k, v)
+    elapsed = time.perf_counter() - start
+    torch.cuda.synchronize()
+    return elapsed / calls * 1e6
+
+
+def test_per_call_overhead():
+    q, k, v = make_qkv(1, 1, 1, 64, 64, 64, torch.float16)
+    slopes = mods.alibi_slopes(1, device=DEVICE)
+    plain = _host_us_per_call(attnjit.compile(causal=True), q, k, v)
+    modded = _host_us_per_call(attnjit.compile(mods.compose(mods.softcap(30.0), mods.alibi(slopes)), causal=True),
+                               q, k, v)
+    empty = _host_us_per_call(lambda q, k, v: q.new_empty(q.shape), q, k, v)
+    print(f"\nattnjit per-call host time, tiny problem: causal {plain:.1f} us, softcap+alibi (1 tensor, "
+          f"1 scalar) {modded:.1f} us; torch new_empty alone {empty:.1f} us")
+    assert plain < 100 and modded < 100
