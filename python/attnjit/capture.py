@@ -50,22 +50,28 @@ class TensorPlaceholder:
 class Slot:
     """A place a captured value is read from at every call."""
 
-    __slots__ = ("read", "key", "where")
+    __slots__ = ("read", "key", "where", "internal")
 
-    def __init__(self, read, key, where: str):
+    def __init__(self, read, key, where: str, internal: bool = False):
         self.read = read    # () -> the current value
         self.key = key      # identity of the place, to share one input between copies
         self.where = where  # for messages: "closure variable 'bias' of f"
+        # a variable of attnjit.mods' own functions, which never rebind them: not guarded
+        self.internal = internal
+
+
+def _is_mods_function(fn) -> bool:
+    return getattr(fn, "__module__", None) == "attnjit.mods"
 
 
 def cell_slot(cell, name, fn) -> Slot:
     return Slot(lambda: cell.cell_contents, ("cell", id(cell)),
-                f"closure variable '{name}' of {fn.__qualname__}")
+                f"closure variable '{name}' of {fn.__qualname__}", _is_mods_function(fn))
 
 
 def global_slot(namespace: dict, name, fn) -> Slot:
     return Slot(lambda: namespace[name], ("global", id(namespace), name),
-                f"global '{name}' of module {fn.__module__}")
+                f"global '{name}' of module {fn.__module__}", _is_mods_function(fn))
 
 
 def default_slot(fn, index: int, name) -> Slot:
@@ -188,7 +194,7 @@ class Captures:
         if isinstance(value, (e.Sym, TensorProxy)):
             return value
         if isinstance(value, bool) or (isinstance(value, numbers.Integral)):
-            self.guards.append(Guard(slot, value, by_identity=False))
+            self._guard(slot, value, by_identity=False)
             return value
         if isinstance(value, numbers.Real):
             s = self.scalars.get(slot.key)
@@ -200,20 +206,24 @@ class Captures:
         if isinstance(value, types.FunctionType):
             if self._opaque(value):
                 return value
-            self.guards.append(Guard(slot, value, by_identity=True))
+            self._guard(slot, value, by_identity=True)
             return self.copy_function(value)
         if isinstance(value, (tuple, list)) and value and all(
                 v is None or (isinstance(v, types.FunctionType) and not self._opaque(v)) for v in value):
-            self.guards.append(Guard(slot, value, by_identity=True))
+            self._guard(slot, value, by_identity=True)
             for i, v in enumerate(value):
                 if v is not None:
-                    self.guards.append(Guard(Slot(lambda c=value, i=i: c[i], None, slot.where), v, True))
+                    self._guard(Slot(lambda c=value, i=i: c[i], None, slot.where, slot.internal), v, True)
             return type(value)(None if v is None else self.copy_function(v) for v in value)
         if value is math:
             return MATH_SHIM
         if isinstance(value, types.BuiltinFunctionType) and value in _MATH_FUNCTIONS:
             return _MATH_FUNCTIONS[value]
         return value
+
+    def _guard(self, slot, value, by_identity):
+        if not slot.internal:
+            self.guards.append(Guard(slot, value, by_identity))
 
     @staticmethod
     def _opaque(fn) -> bool:

@@ -9,6 +9,7 @@ modifiers built with different float values share one compiled kernel.
 from __future__ import annotations
 
 import inspect
+import numbers
 
 from . import ops
 
@@ -47,7 +48,7 @@ def sliding_window(window: int, bottom_right: bool = False):
 def prefix_lm(prefix_len):
     """The first prefix_len keys are visible to every query, the rest causally. prefix_len
     is an int, or an int tensor [B] (one prefix per batch row)."""
-    if isinstance(prefix_len, int):
+    if isinstance(prefix_len, numbers.Integral):
         def prefix_lm_mask(b, h, q_idx, kv_idx):
             return (kv_idx < prefix_len) | (kv_idx <= q_idx)
     else:
