@@ -211,6 +211,15 @@ def _torch_inline_case(B, Hq, Nq, Nk):
     return score_mod, mask, ref_score, lambda b, h, i, j: (j <= i) | (j // 32 == 3)
 
 
+def _bool_tensor_case(B, Hq, Nq, Nk):
+    keep = torch.rand(B, Nq, Nk, device=DEVICE) > 0.3  # torch.bool: one byte per element
+
+    def mask(b, h, q_idx, kv_idx):
+        return keep[b, q_idx, kv_idx] | (kv_idx == 0)
+
+    return None, mask, None, lambda b, h, i, j: keep[b, i, j] | (j == 0)
+
+
 MOD_CASES = {  # name: (builder or fixed mods, causal flag, dtype, D)
     "causal_mask": (lambda *a: (None, mods.causal_mask, None, lambda b, h, i, j: j <= i), False, torch.float16, 64),
     "causal_bottom_right": (lambda B, H, Nq, Nk: (None, mods.causal_mask_bottom_right, None,
@@ -232,6 +241,7 @@ MOD_CASES = {  # name: (builder or fixed mods, causal flag, dtype, D)
     "relative_position_bias": (_relpos_case, False, torch.float32, 64),
     "compose_and_or": (_compose_case, False, torch.float16, 128),
     "torch_functions_inline": (_torch_inline_case, False, torch.float32, 128),
+    "bool_tensor_mask": (_bool_tensor_case, False, torch.float16, 64),
 }
 MOD_SHAPES = [(1, 2, 2, 1, 1), (2, 4, 2, 17, 255), (1, 2, 1, 1000, 1000), (1, 2, 2, 1000, 255), (1, 2, 2, 129, 4097)]
 
