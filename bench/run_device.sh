@@ -1,11 +1,15 @@
 #!/usr/bin/env bash
-# The one command for the device machine: GPU tests, examples, then attnjit's forward
-# benchmark beside PyTorch SDPA (flash = FlashAttention-2, cuDNN) on the same GPU.
+# The device machine's commands: GPU tests (C++, C API, Python) and the benchmarks.
 #
-#   Here:   bench/run_device.sh stage build .carry/dev       (builds, copies the binaries)
-#   Device: bench/run_device.sh run .carry/dev <commit>       (carry [".carry/dev"])
-# Results under $OUT: gpu_tests.log, examples.log, summary.txt, attnjit.jsonl,
-# sdpa.jsonl, summary.md (printed last).
+#   Here:   bench/run_device.sh stage BUILD DEST     builds and copies the binaries and
+#                                                    libattnjit_c into DEST (e.g. .carry/dev)
+#   Device (carry [DEST]), from the repository root:
+#           bench/run_device.sh tests DEST COMMIT    C++ GPU tests + examples, C API GPU
+#                                                    tests, Python GPU tests (pytest)
+#           bench/run_device.sh cppbench DEST COMMIT the C++ forward benchmark beside SDPA
+#           bench/run_device.sh bench DEST COMMIT [harness options]
+#                                                    the Python harness (bench/run_bench.sh)
+# Results go to $OUT (default DEST/results).
 set -u
 cd "$(dirname "$0")/.."
 
@@ -13,22 +17,45 @@ case "${1:-}" in
 stage)
     build=$2 dest=$3
     tests/gpu/run_on_device.sh stage "$build" "$dest" || exit 1
-    cmake --build "$build" --target bench_forward -j"$(nproc)" || exit 1
-    mkdir -p "$dest/bench"
+    cmake --build "$build" --target bench_forward attnjit_c capi_gpu_test -j"$(nproc)" || exit 1
+    mkdir -p "$dest/bench" "$dest/capi" "$dest/tests/capi"
     objcopy --strip-debug "$build/bench/bench_forward" "$dest/bench/bench_forward"
+    # Real files, not symlinks: the tests' RUNPATH wants the SONAME, Python the .so.
+    objcopy --strip-debug "$build/capi/libattnjit_c.so.1" "$dest/capi/libattnjit_c.so.1"
+    cp "$dest/capi/libattnjit_c.so.1" "$dest/capi/libattnjit_c.so"
+    objcopy --strip-debug "$build/tests/capi/capi_gpu_test" "$dest/tests/capi/capi_gpu_test"
     du -sh "$dest"
     ;;
-run)
+tests)
     dir=$2 commit=${3:-unknown}
     export OUT=${OUT:-$dir/results}
     mkdir -p "$OUT"
-    [ "${RUN_GPU_TESTS:-1}" = 1 ] && { tests/gpu/run_on_device.sh run "$dir"; tests_rc=$?; } || tests_rc=skipped
-    echo "== benchmarks"
+    export ATTNJIT_CACHE_DIR=${ATTNJIT_CACHE_DIR:-/tmp/attnjit-gpu-cache}
+    tests/gpu/run_on_device.sh run "$dir"; cpp_rc=$?
+    echo "== C API GPU tests"
+    "$dir/tests/capi/capi_gpu_test" >"$OUT/capi_gpu.log" 2>&1; capi_rc=$?
+    tail -5 "$OUT/capi_gpu.log"
+    echo "== Python GPU tests"
+    ATTNJIT_LIBRARY=$PWD/$dir/capi/libattnjit_c.so PYTHONPATH=$PWD/python PYTHONUNBUFFERED=1 \
+        python3 -m pytest -q -rs python/tests 2>&1 | tee "$OUT/python_tests.log" | tail -25
+    py_rc=${PIPESTATUS[0]}
+    echo "commit $commit: gpu tests exit $cpp_rc, capi gpu exit $capi_rc, python tests exit $py_rc" | tee -a "$OUT/summary.txt"
+    [ $cpp_rc = 0 ] && [ $capi_rc = 0 ] && [ $py_rc = 0 ]
+    ;;
+cppbench)
+    dir=$2 commit=${3:-unknown}
+    export OUT=${OUT:-$dir/results}
+    mkdir -p "$OUT"
     export ATTNJIT_CACHE_DIR=$(mktemp -d)  # fresh: the first compile below is a cold one
     "$dir/bench/bench_forward" "$commit" >"$OUT/attnjit.jsonl" 2>"$OUT/bench_stderr.log" || echo "bench_forward failed: $(tail -3 "$OUT/bench_stderr.log")"
     python3 bench/sdpa_anchor.py "$commit" >"$OUT/sdpa.jsonl" 2>>"$OUT/bench_stderr.log" || echo "sdpa_anchor failed"
     python3 bench/summarize.py "$OUT/attnjit.jsonl" "$OUT/sdpa.jsonl" | tee "$OUT/summary.md"
-    echo "gpu tests: exit $tests_rc"
     ;;
-*) sed -n '2,9p' "$0"; exit 2 ;;
+bench)
+    dir=$2 commit=${3:-unknown}
+    shift 3
+    export OUT=${OUT:-$dir/results}
+    ATTNJIT_COMMIT=$commit bench/run_bench.sh "$dir/capi" "$@"
+    ;;
+*) sed -n '2,13p' "$0"; exit 2 ;;
 esac
