@@ -189,7 +189,9 @@ def test_launch_arguments_pass_every_c_check_with_a_fake_torch():
     import sys
 
     script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "launch_packing_check.py")
-    env = dict(os.environ, ATTNJIT_LIBRARY=_library.load().attnjit_path)
+    # No GPU for the subprocess even on a GPU machine: the fake tensors' pointers must
+    # never reach a real launch.
+    env = dict(os.environ, ATTNJIT_LIBRARY=_library.load().attnjit_path, CUDA_VISIBLE_DEVICES="")
     out = subprocess.run([sys.executable, script], capture_output=True, text=True, env=env, timeout=600)
     assert out.returncode == 0, out.stdout + out.stderr
     lines = out.stdout.split("\n")
