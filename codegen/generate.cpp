@@ -125,6 +125,8 @@ private:
         w_.line(std::string("static constexpr bool kHasScoreMod = ") + (has_sm ? "true" : "false") + ";");
         w_.line(std::string("static constexpr bool kHasMask = ") + (has_mask ? "true" : "false") + ";");
         w_.line(std::string("static constexpr bool kCanClassify = ") + (plan_.classify.can_classify ? "true" : "false") + ";");
+        w_.line(std::string("static constexpr bool kClassifyReadsMemory = ") +
+                (plan_.classify.can_classify && plan_.classify.reads_memory ? "true" : "false") + ";");
         w_.line();
         if (uses_nan_min_max()) {
             w_.line("// min / max that keep NaN (the DSL's meaning; fminf / fmaxf drop it).");

@@ -276,6 +276,8 @@ ClassifyCode mask_analysis(const dsl::Expr& mask, const Bindings& bindings) {
     std::string read;
     for (const auto& r : returns) read += r + "\n";
     out.lines = d.live_lines(read);
+    for (const auto& l : out.lines)
+        if (l.find("ctx.") != std::string::npos) out.reads_memory = true;
     out.lines.insert(out.lines.end(), returns.begin(), returns.end());
     return out;
 }

@@ -25,6 +25,9 @@ namespace attnjit::codegen {
 // Stored in KernelPlan::classify by lower(); generate() emits `lines` as is.
 struct ClassifyCode {
     bool can_classify = false;
+    // The body reads captured tensors (ctx.int_range / ctx.float_range): worth classifying
+    // many tiles at once rather than one load round trip per tile.
+    bool reads_memory = false;
     std::vector<std::string> lines;  // statements of the body, comments included
 };
 

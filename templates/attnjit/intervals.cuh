@@ -111,4 +111,36 @@ struct BlockCtx {
     }
 };
 
+// The Ctx of a classify() that one thread runs alone for a tile of its own (the batched
+// cursor of kv_schedule.cuh): the same ranges, read serially, with no collectives. The
+// unrolled loop keeps several loads in flight; the query-side range is the same for every
+// thread of a CTA, so its loads hit L1 after the first.
+struct ThreadCtx {
+    template <class T>
+    __device__ IntRange int_range(const T* base, long long stride, int first, int last) const {
+        const long long kMax = 0x7fffffffffffffffLL;
+        long long lo = kMax, hi = -kMax;
+#pragma unroll 8
+        for (int i = first; i <= last; ++i) {
+            const long long v = to_int(base[(long long)i * stride]);  // int32, as the point loads read it
+            lo = v < lo ? v : lo;
+            hi = v > hi ? v : hi;
+        }
+        return IntRange{lo, hi};
+    }
+
+    template <class T>
+    __device__ FloatRange float_range(const T* base, long long stride, int first, int last) const {
+        const float kInf = bits_to_float(0x7f800000u);
+        float lo = kInf, hi = -kInf;
+#pragma unroll 8
+        for (int i = first; i <= last; ++i) {
+            const float v = to_float(base[(long long)i * stride]);
+            lo = v < lo ? v : lo;  // NaN compares false: ignored
+            hi = v > hi ? v : hi;
+        }
+        return FloatRange{lo, hi};
+    }
+};
+
 }  // namespace attnjit

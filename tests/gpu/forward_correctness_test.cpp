@@ -83,6 +83,26 @@ TEST(FullyMasked, CausalBottomRightWithMoreQueriesThanKeys) {
     }
 }
 
+// More key tiles than a CTA has threads: the batched classification of data-dependent
+// masks (kv_schedule.cuh) refills its chunk of tile classes three times (313 tiles of 64
+// keys), with documents that start and end inside chunks.
+TEST(LongKeys, DocumentMaskOverSeveralClassifyChunks) {
+    ATTNJIT_SKIP_WITHOUT_GPU();
+    for (DType dt : {DType::bf16, DType::f32}) {
+        Case c;
+        c.mod = Mod::DocumentMask;
+        c.dtype = dt;
+        c.dqk = c.dv = 64;
+        c.batch = 1;
+        c.hq = 2;
+        c.hkv = 1;
+        c.nq = 300;
+        c.nk = 20000;
+        Check r = run_case(c);
+        EXPECT_TRUE(r.ok) << r.message;
+    }
+}
+
 // Document mask where some query documents have no keys at all (and, in batch 1, no
 // query has a key): those rows are O = 0, LSE = -inf; the others match the reference.
 TEST(FullyMasked, DocumentsWithoutKeys) {

@@ -37,7 +37,7 @@ struct Params {
 // Everything generated code may use: math without headers, every to_* overload, both
 // range helpers.
 struct Variant {
-    static constexpr bool kHasScoreMod = true, kHasMask = true, kCanClassify = true;
+    static constexpr bool kHasScoreMod = true, kHasMask = true, kCanClassify = true, kClassifyReadsMemory = false;
     struct Head { int b, h, kvh; float slope; };
     struct Row { int doc_q; };
     __device__ static Head make_head(const Params& p, int b, int h, int kvh) {

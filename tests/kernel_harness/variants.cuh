@@ -34,7 +34,7 @@ struct HeadBase {
 struct NoRow {};
 
 struct VPlain {
-    static constexpr bool kHasScoreMod = false, kHasMask = false, kCanClassify = false;
+    static constexpr bool kHasScoreMod = false, kHasMask = false, kCanClassify = false, kClassifyReadsMemory = false;
     using Head = HeadBase;
     using Row = NoRow;
     __device__ static Head make_head(const Params&, int b, int h, int kvh) { return Head{b, h, kvh}; }
@@ -48,7 +48,7 @@ struct VPlain {
 };
 
 struct VCausalTL : VPlain {
-    static constexpr bool kHasScoreMod = false, kHasMask = true, kCanClassify = true;
+    static constexpr bool kHasScoreMod = false, kHasMask = true, kCanClassify = true, kClassifyReadsMemory = false;
     __device__ static bool mask(const Params&, const Head&, const Row&, int q, int k) { return k <= q; }
     template <class Ctx>
     __device__ static attnjit::TileClass classify(const Params&, const Head&, int q0, int q1, int k0, int k1, Ctx&) {
@@ -59,7 +59,7 @@ struct VCausalTL : VPlain {
 };
 
 struct VCausalBR : VPlain {
-    static constexpr bool kHasScoreMod = false, kHasMask = true, kCanClassify = true;
+    static constexpr bool kHasScoreMod = false, kHasMask = true, kCanClassify = true, kClassifyReadsMemory = false;
     struct Head {
         int b, h, kvh, shift;
     };
@@ -86,7 +86,7 @@ struct VSoftcap : VPlain {
 };
 
 struct VDoc {
-    static constexpr bool kHasScoreMod = false, kHasMask = true, kCanClassify = true;
+    static constexpr bool kHasScoreMod = false, kHasMask = true, kCanClassify = true, kClassifyReadsMemory = false;
     struct Head {
         int b, h, kvh;
         const int* doc;  // doc[b]
@@ -116,7 +116,7 @@ struct VDoc {
 };
 
 struct VThresh : VPlain {
-    static constexpr bool kHasScoreMod = false, kHasMask = true, kCanClassify = true;
+    static constexpr bool kHasScoreMod = false, kHasMask = true, kCanClassify = true, kClassifyReadsMemory = false;
     __device__ static bool mask(const Params& p, const Head& hd, const Row&, int, int k) {
         return attnjit::to_float(p.tensor_w.ptr[hd.b * p.tensor_w.stride[0] + k * p.tensor_w.stride[1]]) > 0.f;
     }
