@@ -19,19 +19,6 @@ using gputest::Check;
 using gputest::Mod;
 using gputest::Problem;
 
-Case make_case(Mod mod) {
-    Case c;
-    c.mod = mod;
-    c.dtype = DType::bf16;
-    c.dqk = c.dv = 128;
-    c.batch = 2;
-    c.hq = 4;
-    c.hkv = 2;
-    c.nq = 129;
-    c.nk = 255;
-    return c;
-}
-
 // The C form of a Problem's arguments; the arrays live in this object.
 struct CArgs {
     attnjit_tensor lse = ATTNJIT_TENSOR_INIT;
@@ -100,7 +87,7 @@ Check compare_with_reference(Problem& p) {
 }
 
 void expect_matches_reference_both_ways(Mod mod) {
-    Problem p = gputest::make_problem(make_case(mod));
+    Problem p = gputest::make_problem(gputest::small_case(mod));
     SpecPtr spec = c_spec(p.spec);
     ASSERT_TRUE(spec);
     KernelPtr k = compile_here(spec.get());
@@ -129,7 +116,7 @@ TEST(CapiLaunch, BroadcastBiasMatchesTheReference) {
 
 TEST(CapiLaunch, BadArgumentsLeaveThePoisonedOutputUntouched) {
     ATTNJIT_SKIP_WITHOUT_GPU();
-    Problem p = gputest::make_problem(make_case(Mod::Combination));
+    Problem p = gputest::make_problem(gputest::small_case(Mod::Combination));
     SpecPtr spec = c_spec(p.spec);
     ASSERT_TRUE(spec);
     KernelPtr k = compile_here(spec.get());
@@ -163,7 +150,7 @@ TEST(CapiLaunch, BadArgumentsLeaveThePoisonedOutputUntouched) {
 
 TEST(CapiLaunch, HostTimePerLaunchIsSmall) {
     ATTNJIT_SKIP_WITHOUT_GPU();
-    Case c = make_case(Mod::Combination);
+    Case c = gputest::small_case(Mod::Combination);
     c.batch = 1;
     c.nq = c.nk = 128;
     Problem p = gputest::make_problem(c);

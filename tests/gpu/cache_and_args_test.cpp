@@ -16,22 +16,9 @@
 namespace attnjit::gputest {
 namespace {
 
-Case combination_case() {
-    Case c;
-    c.mod = Mod::Combination;  // captured tensors and scalars: every kind of argument
-    c.dtype = DType::bf16;
-    c.dqk = c.dv = 128;
-    c.batch = 2;
-    c.hq = 4;
-    c.hkv = 2;
-    c.nq = 129;
-    c.nk = 255;
-    return c;
-}
-
 TEST(KernelCache, SecondAttentionForTheSameSpecHitsMemory) {
     ATTNJIT_SKIP_WITHOUT_GPU();
-    Case c = combination_case();
+    Case c = small_case(Mod::Combination);
     c.mod = Mod::Softcap;
     const auto spec = make_spec(c);
     auto& cache = runtime::KernelCache::global();
@@ -103,7 +90,7 @@ std::vector<BadArgs> bad_args_cases(const Problem& p) {
 
 TEST(LaunchArgs, BadArgumentsLaunchNothingAndLeaveOutputsPoisoned) {
     ATTNJIT_SKIP_WITHOUT_GPU();
-    const Case c = combination_case();
+    const Case c = small_case(Mod::Combination);
     Problem p = make_problem(c);
     Attention attn(p.spec);
     const auto loads_before = runtime::KernelCache::global().stats().loads;

@@ -384,6 +384,19 @@ std::vector<Case> forward_matrix() {
     return cases;
 }
 
+Case small_case(Mod mod) {
+    Case c;
+    c.mod = mod;
+    c.dtype = DType::bf16;
+    c.dqk = c.dv = 128;
+    c.batch = 2;
+    c.hq = 4;
+    c.hkv = 2;
+    c.nq = 129;
+    c.nk = 255;
+    return c;
+}
+
 Check run_case(const Case& c) {
     const std::string name = c.name();
     try {

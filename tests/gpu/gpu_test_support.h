@@ -114,6 +114,10 @@ Check check_fully_masked_rows(const std::string& what, const HostTensor& o, cons
 // True when every logical element of `t` still holds the poison pattern.
 bool all_poison(const HostTensor& t);
 
+// A small ragged GQA case of `mod` (bf16, D = 128, B = 2, Hq = 4, Hkv = 2, Nq = 129,
+// Nk = 255) for tests about the API around the kernel rather than its numerics.
+Case small_case(Mod mod);
+
 // Runs a whole case: compile (through the caches), poison, launch, synchronise, compare O
 // and LSE with the reference. The message names the case.
 Check run_case(const Case& c);
