@@ -69,15 +69,7 @@ TEST(ForwardMatrix, CoversEveryLengthForEveryModifier) {
 TEST(FullyMasked, CausalBottomRightWithMoreQueriesThanKeys) {
     ATTNJIT_SKIP_WITHOUT_GPU();
     for (DType dt : {DType::bf16, DType::f16, DType::f32}) {
-        Case c;
-        c.mod = Mod::CausalBottomRight;
-        c.dtype = dt;
-        c.dqk = c.dv = 64;
-        c.batch = 2;
-        c.hq = 4;
-        c.hkv = 2;
-        c.nq = 129;
-        c.nk = 17;
+        const Case c = make_case(Mod::CausalBottomRight, dt, 64, {2, 4, 2, 129, 17});
         Check r = run_case(c);  // includes check_fully_masked_rows
         EXPECT_TRUE(r.ok) << r.message;
     }
@@ -89,15 +81,7 @@ TEST(FullyMasked, CausalBottomRightWithMoreQueriesThanKeys) {
 TEST(LongKeys, DocumentMaskOverSeveralClassifyChunks) {
     ATTNJIT_SKIP_WITHOUT_GPU();
     for (DType dt : {DType::bf16, DType::f32}) {
-        Case c;
-        c.mod = Mod::DocumentMask;
-        c.dtype = dt;
-        c.dqk = c.dv = 64;
-        c.batch = 1;
-        c.hq = 2;
-        c.hkv = 1;
-        c.nq = 300;
-        c.nk = 20000;
+        const Case c = make_case(Mod::DocumentMask, dt, 64, {1, 2, 1, 300, 20000});
         Check r = run_case(c);
         EXPECT_TRUE(r.ok) << r.message;
     }
@@ -108,15 +92,7 @@ TEST(LongKeys, DocumentMaskOverSeveralClassifyChunks) {
 TEST(FullyMasked, DocumentsWithoutKeys) {
     ATTNJIT_SKIP_WITHOUT_GPU();
     for (DType dt : {DType::bf16, DType::f16, DType::f32}) {
-        Case c;
-        c.mod = Mod::DocumentMask;
-        c.dtype = dt;
-        c.dqk = c.dv = 128;
-        c.batch = 2;
-        c.hq = 4;
-        c.hkv = 1;
-        c.nq = 129;
-        c.nk = 255;
+        const Case c = make_case(Mod::DocumentMask, dt, 128, {2, 4, 1, 129, 255});
         const std::string name = c.name() + "_docs_without_keys";
         Problem p = make_problem(c);
         // Keys: documents 0 and 2 in batch 0, document 5 in batch 1. Queries: documents

@@ -307,26 +307,12 @@ bool all_poison(const HostTensor& t) {
     return all;
 }
 
-namespace {
-struct Shape {
-    int batch, hq, hkv, nq, nk;
-};
-}  // namespace
-
 std::vector<Case> forward_matrix() {
     std::vector<Case> cases;
     auto add = [&](Mod mod, DType dt, int dqk, int dv, Shape s, Layout layout = Layout::BHND,
                    bool lse = true) {
-        Case c;
-        c.mod = mod;
-        c.dtype = dt;
-        c.dqk = dqk;
+        Case c = make_case(mod, dt, dqk, s);
         c.dv = dv;
-        c.batch = s.batch;
-        c.hq = s.hq;
-        c.hkv = s.hkv;
-        c.nq = s.nq;
-        c.nk = s.nk;
         c.layout = layout;
         c.lse = lse;
         cases.push_back(c);
@@ -384,18 +370,20 @@ std::vector<Case> forward_matrix() {
     return cases;
 }
 
-Case small_case(Mod mod) {
+Case make_case(Mod mod, DType dtype, int head_dim, Shape shape) {
     Case c;
     c.mod = mod;
-    c.dtype = DType::bf16;
-    c.dqk = c.dv = 128;
-    c.batch = 2;
-    c.hq = 4;
-    c.hkv = 2;
-    c.nq = 129;
-    c.nk = 255;
+    c.dtype = dtype;
+    c.dqk = c.dv = head_dim;
+    c.batch = shape.batch;
+    c.hq = shape.hq;
+    c.hkv = shape.hkv;
+    c.nq = shape.nq;
+    c.nk = shape.nk;
     return c;
 }
+
+Case small_case(Mod mod) { return make_case(mod, DType::bf16, 128, {2, 4, 2, 129, 255}); }
 
 Check run_case(const Case& c) {
     const std::string name = c.name();

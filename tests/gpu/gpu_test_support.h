@@ -114,6 +114,13 @@ Check check_fully_masked_rows(const std::string& what, const HostTensor& o, cons
 // True when every logical element of `t` still holds the poison pattern.
 bool all_poison(const HostTensor& t);
 
+// Batch, heads and lengths of a case.
+struct Shape {
+    int batch, hq, hkv, nq, nk;
+};
+// A case with Dqk = Dv = head_dim, the BHND layout and LSE returned.
+Case make_case(Mod mod, DType dtype, int head_dim, Shape shape);
+
 // A small ragged GQA case of `mod` (bf16, D = 128, B = 2, Hq = 4, Hkv = 2, Nq = 129,
 // Nk = 255) for tests about the API around the kernel rather than its numerics.
 Case small_case(Mod mod);

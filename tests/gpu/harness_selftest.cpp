@@ -56,15 +56,7 @@ INSTANTIATE_TEST_SUITE_P(Matrix, Harness, ::testing::ValuesIn(small_cases()),
                          [](const ::testing::TestParamInfo<Case>& info) { return info.param.name(); });
 
 TEST(HarnessChecks, EveryFailureKindIsCaughtAndLocated) {
-    Case c;
-    c.mod = Mod::CausalBottomRight;
-    c.dtype = DType::bf16;
-    c.dqk = c.dv = 64;
-    c.batch = 2;
-    c.hq = 4;
-    c.hkv = 2;
-    c.nq = 33;
-    c.nk = 17;  // rows 0..15 keep no key
+    const Case c = make_case(Mod::CausalBottomRight, DType::bf16, 64, {2, 4, 2, 33, 17});  // rows 0..15 keep no key
     Problem p = make_problem(c, false);
     auto ref = reference::forward(p.spec, p.in);
     write_reference(p, ref);
