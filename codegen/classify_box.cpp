@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "codegen/interval_rules.h"
+#include "support/int_arith.h"
 #include "codegen/kernel_plan.h"
 
 namespace attnjit::codegen {
@@ -79,11 +80,11 @@ public:
         return {lo, hi};
     }
 
-    V add(V a, V b) { return a + b; }
-    V sub(V a, V b) { return a - b; }
-    V mul(V a, V b) { return a * b; }
-    V div(V a, V b) { return a / b; }
-    V neg(V a) { return -a; }
+    V add(V a, V b) { return int_arith::saturating_add(a, b); }
+    V sub(V a, V b) { return int_arith::saturating_sub(a, b); }
+    V mul(V a, V b) { return int_arith::saturating_mul(a, b); }
+    V div(V a, V b) { return int_arith::saturating_div(a, b); }
+    V neg(V a) { return int_arith::saturating_neg(a); }
     V min(V a, V b) { return a < b ? a : b; }
     V max(V a, V b) { return a > b ? a : b; }
     V select(P c, V a, V b) { return c ? a : b; }

@@ -4,7 +4,7 @@
 // Internal to codegen; include only from those two files.
 //
 // Over the box q in [q0, q1], k in [k0, k1] every Int subexpression gets an interval
-// [lo, hi] (64-bit, so the bounds themselves never overflow) and every Bool a pair
+// [lo, hi] (64-bit, and products are capped to int32, so the bounds never overflow) and every Bool a pair
 // (may_true, may_false). Leaves: constants, scalars and head-level values are points;
 // q_idx and kv_idx are the box sides; a tensor load whose indices are head level is a
 // point; one whose indices are head level except one that is exactly q_idx or kv_idx is
@@ -186,7 +186,8 @@ public:
             V kv = d_.int_const(k);
             switch (b->op) {
             case BinaryOp::Mul:
-                return k >= 0 ? IntIv{d_.mul(x.lo, kv), d_.mul(x.hi, kv)} : IntIv{d_.mul(x.hi, kv), d_.mul(x.lo, kv)};
+                return int32_range(k >= 0 ? IntIv{d_.mul(x.lo, kv), d_.mul(x.hi, kv)}
+                                          : IntIv{d_.mul(x.hi, kv), d_.mul(x.lo, kv)});
             case BinaryOp::Div:
                 if (k == 0) return unknown_int();
                 // C division truncates toward zero, which is monotone in the dividend.
@@ -217,7 +218,7 @@ public:
             V lo_cd = d_.min(cc, dd);
             V hi_ab = d_.max(a, bb);
             V hi_cd = d_.max(cc, dd);
-            return {d_.min(lo_ab, lo_cd), d_.max(hi_ab, hi_cd)};
+            return int32_range({d_.min(lo_ab, lo_cd), d_.max(hi_ab, hi_cd)});
         }
         default: break;
         }
@@ -260,6 +261,15 @@ private:
     static IntIv point(V v) { return {v, v}; }
     static FloatIv fpoint(F v) { return {true, v, v}; }
     IntIv unknown_int() { return {d_.int_const(INT32_MIN), d_.int_const(INT32_MAX)}; }
+    // A product's bounds meet the int32 range. Sound, since the value itself is an int32
+    // (overflow is undefined, see above), and it keeps every bound within int64: leaves are
+    // int32, only a product can multiply their size, and the number of + and - in an
+    // expression is bounded (dsl/limits.h).
+    IntIv int32_range(const IntIv& r) {
+        V lo_capped = d_.min(r.lo, d_.int_const(INT32_MAX));
+        V hi_capped = d_.min(r.hi, d_.int_const(INT32_MAX));
+        return {d_.max(lo_capped, d_.int_const(INT32_MIN)), d_.max(hi_capped, d_.int_const(INT32_MIN))};
+    }
     Tri unknown_bool() { return {d_.bool_const(true), d_.bool_const(true)}; }
 
     const Binding& binding(const dsl::Temp& t) const {

@@ -6,6 +6,7 @@
 
 #include "codegen/cuda_emitter.h"
 #include "codegen/interval_rules.h"
+#include "support/int_arith.h"
 #include "dsl/printer.h"
 
 namespace attnjit::codegen {
@@ -111,28 +112,28 @@ public:
     }
 
     V add(const V& a, const V& b) {
-        if (a.k && b.k) return int_const(*a.k + *b.k);
+        if (a.k && b.k) return int_const(int_arith::saturating_add(*a.k, *b.k));
         if (b.k && *b.k == 0) return a;
         if (a.k && *a.k == 0) return b;
         return arith(a, "+", b);
     }
     V sub(const V& a, const V& b) {
-        if (a.k && b.k) return int_const(*a.k - *b.k);
+        if (a.k && b.k) return int_const(int_arith::saturating_sub(*a.k, *b.k));
         if (b.k && *b.k == 0) return a;
         return arith(a, "-", b);
     }
     V mul(const V& a, const V& b) {
-        if (a.k && b.k) return int_const(*a.k * *b.k);
+        if (a.k && b.k) return int_const(int_arith::saturating_mul(*a.k, *b.k));
         if (b.k && *b.k == 1) return a;
         return arith(a, "*", b);
     }
     V div(const V& a, const V& b) {
-        if (a.k && b.k && *b.k != 0) return int_const(*a.k / *b.k);
+        if (a.k && b.k && *b.k != 0) return int_const(int_arith::saturating_div(*a.k, *b.k));
         if (b.k && *b.k == 1) return a;
         return arith(a, "/", b);
     }
     V neg(const V& a) {
-        if (a.k) return int_const(-*a.k);
+        if (a.k) return int_const(int_arith::saturating_neg(*a.k));
         return local_int("-" + widened(a));
     }
     V min(const V& a, const V& b) {

@@ -6,6 +6,7 @@
 
 #include "dsl/equality.h"
 #include "dsl/visitor.h"
+#include "support/int_arith.h"
 
 namespace attnjit::codegen {
 namespace {
@@ -30,10 +31,11 @@ std::optional<bool> const_bool(const Expr& e) {
 
 bool fits_int32(long long v) { return v >= INT32_MIN && v <= INT32_MAX; }
 
-// An int result, or nothing when C int32 arithmetic would overflow.
-std::optional<Expr> int_result(long long v) {
-    if (!fits_int32(v)) return std::nullopt;
-    return Const::make_int(v);
+// An int result, or nothing when C int32 arithmetic would overflow (the operation stays
+// in the code, with the meaning the GPU gives it).
+std::optional<Expr> int_result(std::optional<long long> v) {
+    if (!v || !fits_int32(*v)) return std::nullopt;
+    return Const::make_int(*v);
 }
 
 bool is_commutative(BinaryOp op) {
@@ -55,8 +57,8 @@ std::optional<Expr> fold_unary(UnaryOp op, const Expr& a) {
         return std::nullopt;
     }
     if (auto i = const_int(a)) {
-        if (op == UnaryOp::Neg) return int_result(-*i);
-        if (op == UnaryOp::Abs) return int_result(*i < 0 ? -*i : *i);
+        if (op == UnaryOp::Neg) return int_result(int_arith::checked_neg(*i));
+        if (op == UnaryOp::Abs) return int_result(*i < 0 ? int_arith::checked_neg(*i) : *i);
         return std::nullopt;
     }
     auto f = const_float(a);
@@ -108,11 +110,11 @@ std::optional<Expr> fold_binary(BinaryOp op, const Expr& a, const Expr& b) {
         if (!y) return std::nullopt;
         long long p = *x, q = *y;
         switch (op) {
-        case BinaryOp::Add: return int_result(p + q);
-        case BinaryOp::Sub: return int_result(p - q);
-        case BinaryOp::Mul: return int_result(p * q);
-        case BinaryOp::Div: return q == 0 ? std::nullopt : int_result(p / q);  // truncates, as C
-        case BinaryOp::Mod: return q == 0 ? std::nullopt : int_result(p % q);  // sign of p, as C
+        case BinaryOp::Add: return int_result(int_arith::checked_add(p, q));
+        case BinaryOp::Sub: return int_result(int_arith::checked_sub(p, q));
+        case BinaryOp::Mul: return int_result(int_arith::checked_mul(p, q));
+        case BinaryOp::Div: return int_result(int_arith::checked_div(p, q));  // truncates, as C
+        case BinaryOp::Mod: return int_result(int_arith::checked_mod(p, q));  // sign of p, as C
         case BinaryOp::Min: return Const::make_int(p < q ? p : q);
         case BinaryOp::Max: return Const::make_int(p > q ? p : q);
         default: return fold_compare(op, p, q);
@@ -139,14 +141,16 @@ std::pair<Expr, long long> split_offset(const Expr& e) {
     if (auto bin = e.as<Binary>(); bin && bin->type == Type::Int) {
         if (auto k = const_int(bin->b)) {
             if (bin->op == BinaryOp::Add) return {bin->a, *k};
-            if (bin->op == BinaryOp::Sub) return {bin->a, -*k};
+            if (bin->op == BinaryOp::Sub && *k != INT64_MIN) return {bin->a, -*k};
         }
     }
     return {e, 0};
 }
 
 // base + k, written as base - |k| when k is negative.
-std::optional<Expr> with_offset(const Expr& base, long long k) {
+std::optional<Expr> with_offset(const Expr& base, std::optional<long long> offset) {
+    if (!offset) return std::nullopt;
+    const long long k = *offset;
     if (!fits_int32(k) || !fits_int32(-k)) return std::nullopt;
     if (k == 0) return base;
     if (k > 0) return Binary::make(BinaryOp::Add, base, Const::make_int(k));
@@ -176,7 +180,8 @@ Expr simplify_binary(BinaryOp op, Expr a, Expr b) {
             if (op == BinaryOp::Sub && same) return Const::make_int(0);
             if (ci) {
                 auto [base, k] = split_offset(a);
-                if (auto r = with_offset(base, k + (op == BinaryOp::Add ? *ci : -*ci))) return *r;
+                auto sum = op == BinaryOp::Add ? int_arith::checked_add(k, *ci) : int_arith::checked_sub(k, *ci);
+                if (auto r = with_offset(base, sum)) return *r;
             }
         } else if (cf) {
             // x - 0.0 and x + -0.0 are exact; x + 0.0 is not (-0.0 + 0.0 == +0.0).

@@ -6,6 +6,7 @@
 
 #include "attnjit/tile_config.h"
 #include "dsl/equality.h"
+#include "dsl/limits.h"
 #include "dsl/printer.h"
 #include "dsl/visitor.h"
 #include "support/error.h"
@@ -158,6 +159,14 @@ std::optional<std::string> AttentionSpec::why_invalid() const {
             << ") and score_mod(-score()) instead";
         return why.str();
     }
+    for (const Expr* e : {&score_mod_, &mask_}) {
+        try {
+            check_expr_limits(*e);  // a tree built with make() directly has not been checked
+        } catch (const UserError& err) {
+            why << (e == &mask_ ? "mask: " : "score_mod: ") << err.what();
+            return why.str();
+        }
+    }
     if (score_mod_.defined()) {
         if (score_mod_.type() != Type::Float) {
             why << "score_mod " << score_mod_ << " has type " << score_mod_.type()
@@ -182,6 +191,17 @@ std::optional<std::string> AttentionSpec::why_invalid() const {
     }
     Inputs in = collect_inputs(*this);
     if (in.conflict) return in.conflict;
+    if (in.tensors.size() > static_cast<size_t>(kMaxCapturedTensors)) {
+        why << "the spec reads " << in.tensors.size() << " captured tensors, and the limit is "
+            << kMaxCapturedTensors << " (docs/spec_format.md, Limits); pack related values into one tensor "
+                                      "with an extra dimension";
+        return why.str();
+    }
+    if (in.scalars.size() > static_cast<size_t>(kMaxRuntimeScalars)) {
+        why << "the spec reads " << in.scalars.size() << " runtime scalars, and the limit is " << kMaxRuntimeScalars
+            << " (docs/spec_format.md, Limits); pass a table of values as a captured tensor instead";
+        return why.str();
+    }
     return std::nullopt;
 }
 

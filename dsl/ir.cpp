@@ -1,13 +1,63 @@
 #include "dsl/ir.h"
 
+#include <algorithm>
+#include <initializer_list>
+
+#include "dsl/limits.h"
 #include "support/error.h"
 
 namespace attnjit::dsl {
+namespace {
+
+// Depth and size of a new node from its operands. Operands are within the hard limits
+// already, so the sums below cannot overflow.
+template <class Operands>
+void measure(ExprNode& n, const Operands& operands) {
+    uint64_t size = 1;
+    for (const Expr& e : operands) {
+        n.depth = std::max(n.depth, e->depth + 1);
+        size += e->size;
+    }
+    n.size = static_cast<uint32_t>(std::min<uint64_t>(size, UINT32_MAX));
+    internal_check(n.depth <= kMaxExprDepthInternal && n.size <= static_cast<uint32_t>(kMaxExprNodesInternal))
+        << "an expression of depth " << n.depth << " and " << n.size
+        << " nodes: past the internal limits, so a pass grows expressions too much or a user's expression was "
+           "built without check_expr_limits";
+}
+
+// A user's int constant: out of int32 is their mistake, not ours.
+Expr user_int_constant(long long v) {
+    user_check(fits_int_literal(v)) << "int constant " << v << " is out of range: ints are int32 on the GPU ("
+                                    << kMinIntLiteral << " to " << kMaxIntLiteral
+                                    << "); use a float constant such as " << v << ".0 for a large number";
+    return Const::make_int(v);
+}
+
+template <class N>
+Expr finish(std::shared_ptr<N> n, std::initializer_list<Expr> operands) {
+    measure(*n, operands);
+    return Expr(std::move(n));
+}
+
+}  // namespace
+
+Expr check_expr_limits(Expr e) {
+    if (!e.defined()) return e;
+    user_check(e->depth <= kMaxExprDepth)
+        << "the expression is too deep: it nests " << e->depth << " levels of operations, and the limit is "
+        << kMaxExprDepth << " (docs/spec_format.md, Limits). A chain such as a + b + c + ... is as deep as it is "
+        << "long: group its terms into balanced halves, (a + b) + (c + d), or use fewer terms";
+    user_check(e->size <= static_cast<uint32_t>(kMaxExprNodes))
+        << "the expression is too large: it has " << e->size << " nodes (a shared subexpression counts at each "
+        << "use), and the limit is " << kMaxExprNodes
+        << " (docs/spec_format.md, Limits); use fewer terms, or a captured tensor for a table of values";
+    return e;
+}
 
 Expr::Expr(float v) : Expr(Const::make_float(v)) {}
 Expr::Expr(double v) : Expr(Const::make_float(v)) {}
 Expr::Expr(int v) : Expr(Const::make_int(v)) {}
-Expr::Expr(long long v) : Expr(Const::make_int(v)) {}
+Expr::Expr(long long v) : Expr(user_int_constant(v)) {}
 Expr::Expr(bool v) : Expr(Const::make_bool(v)) {}
 
 Type Expr::type() const {
@@ -132,6 +182,7 @@ Expr Const::make_float(double v) {
 }
 
 Expr Const::make_int(long long v) {
+    internal_check(fits_int_literal(v)) << "int constant " << v << " does not fit int32";
     auto n = std::make_shared<Const>(Type::Int);
     n->i = v;
     return Expr(n);
@@ -155,7 +206,9 @@ Expr ScalarParam::make(const std::string& name, Type t) {
 Expr TensorLoad::make(const std::string& name, DType dtype, std::vector<Expr> indices) {
     for (const auto& i : indices)
         internal_check(i.defined() && i.type() == Type::Int) << "tensor index must be int";
-    return Expr(std::make_shared<TensorLoad>(name, dtype, std::move(indices)));
+    auto n = std::make_shared<TensorLoad>(name, dtype, std::move(indices));
+    measure(*n, n->indices);
+    return Expr(std::move(n));
 }
 
 Expr Unary::make(UnaryOp op, Expr a) {
@@ -168,7 +221,7 @@ Expr Unary::make(UnaryOp op, Expr a) {
     } else {
         internal_check(t == Type::Float) << unary_name(op) << " needs float";
     }
-    return Expr(std::make_shared<Unary>(op, std::move(a), t));
+    return finish(std::make_shared<Unary>(op, a, t), {a});
 }
 
 Expr Binary::make(BinaryOp op, Expr a, Expr b) {
@@ -180,8 +233,7 @@ Expr Binary::make(BinaryOp op, Expr a, Expr b) {
     } else internal_check(t != Type::Bool) << binary_name(op) << " of bool";
     if (op == BinaryOp::Mod) internal_check(t == Type::Int) << "% needs int";
     if (op == BinaryOp::Pow) internal_check(t == Type::Float) << "pow needs float";
-    return Expr(std::make_shared<Binary>(op, std::move(a), std::move(b),
-                                         is_comparison(op) ? Type::Bool : t));
+    return finish(std::make_shared<Binary>(op, a, b, is_comparison(op) ? Type::Bool : t), {a, b});
 }
 
 Expr Select::make(Expr cond, Expr t, Expr f) {
@@ -189,12 +241,12 @@ Expr Select::make(Expr cond, Expr t, Expr f) {
     internal_check(cond.type() == Type::Bool) << "select condition must be bool";
     internal_check(t.type() == f.type()) << "select branches differ in type";
     Type ty = t.type();
-    return Expr(std::make_shared<Select>(std::move(cond), std::move(t), std::move(f), ty));
+    return finish(std::make_shared<Select>(cond, t, f, ty), {cond, t, f});
 }
 
 Expr Cast::make(Type to, Expr a) {
     internal_check(a.defined()) << "undefined operand";
-    return Expr(std::make_shared<Cast>(to, std::move(a)));
+    return finish(std::make_shared<Cast>(to, a), {a});
 }
 
 Expr Temp::make(const std::string& name, Type t) { return Expr(std::make_shared<Temp>(name, t)); }

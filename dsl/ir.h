@@ -2,6 +2,7 @@
 // One list of node kinds (ATTNJIT_FOR_EACH_NODE) drives the visitor and mutator.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -62,7 +63,7 @@ public:
     Expr(float v);   // Float constant
     Expr(double v);  // Float constant (stored exactly; evaluated in fp32 on the GPU)
     Expr(int v);     // Int constant
-    Expr(long long v);
+    Expr(long long v);  // Int constant; a UserError outside int32 (ints are int32 on the GPU)
     Expr(bool v);  // Bool constant
     explicit Expr(std::shared_ptr<const ExprNode> node) : node_(std::move(node)) {}
 
@@ -82,19 +83,29 @@ private:
 struct ExprNode {
     NodeKind kind;
     Type type;
+    // Set by make() from the operands; bounded by dsl/limits.h.
+    int depth = 1;       // levels from this node to its deepest leaf, this one included
+    uint32_t size = 1;   // nodes of the tree, a shared subexpression counted at each use
     ExprNode(NodeKind k, Type t) : kind(k), type(t) {}
     virtual ~ExprNode() = default;
 };
 
-// Node structs. make() checks internal invariants only: user-facing checks (type
-// rules with friendly messages) live in operators.cpp, which is what users call.
+// A UserError when `e` is past the limits of dsl/limits.h on depth or size; returns `e`.
+// Called wherever a user's expression is built (operators, the parser, the spec), so no
+// user expression past them exists, and every recursive walk over one is bounded.
+Expr check_expr_limits(Expr e);
+
+// Node structs. make() checks internal invariants only: user-facing checks (type rules
+// with friendly messages, check_expr_limits) live in operators.cpp, which is what users
+// call. make() bounds depth and size at twice the user limits (the headroom of passes
+// that grow an expression), as an internal error.
 struct Const : ExprNode {
     static constexpr NodeKind kKind = NodeKind::Const;
     double f = 0;      // Float
-    long long i = 0;   // Int and Bool
+    long long i = 0;   // Int and Bool; an Int always fits int32 (dsl/limits.h)
     Const(Type t) : ExprNode(kKind, t) {}
     static Expr make_float(double v);
-    static Expr make_int(long long v);
+    static Expr make_int(long long v);  // v must fit int32 (an internal error otherwise)
     static Expr make_bool(bool v);
 };
 

@@ -41,7 +41,7 @@ void promote_numeric(Expr& a, Expr& b, const char* op) {
 
 Expr numeric(BinaryOp op, Expr a, Expr b) {
     promote_numeric(a, b, binary_name(op));
-    return Binary::make(op, a, b);
+    return check_expr_limits(Binary::make(op, a, b));
 }
 
 Expr float_unary(UnaryOp op, Expr a) {
@@ -49,7 +49,7 @@ Expr float_unary(UnaryOp op, Expr a) {
     user_check(a.type() != Type::Bool) << "type mismatch in " << unary_name(op) << "(" << a
                                        << ": needs a number but got bool";
     if (a.type() == Type::Int) a = Cast::make(Type::Float, a);
-    return Unary::make(op, a);
+    return check_expr_limits(Unary::make(op, a));
 }
 
 }  // namespace
@@ -65,7 +65,7 @@ Expr operator%(const Expr& a, const Expr& b) {
     user_check(a.type() == Type::Int && b.type() == Type::Int)
         << "type mismatch in " << operand(a) << " % " << operand(b) << ": % needs two ints but got " << a.type()
         << " and " << b.type() << "; for floats write x - floor(x / y) * y";
-    return Binary::make(BinaryOp::Mod, a, b);
+    return check_expr_limits(Binary::make(BinaryOp::Mod, a, b));
 }
 
 Expr operator-(const Expr& a) {
@@ -74,7 +74,7 @@ Expr operator-(const Expr& a) {
     // -literal is a literal: -infinity() reads and prints as -inf.
     if (auto c = a.as<Const>())
         return c->type == Type::Float ? Const::make_float(-c->f) : Const::make_int(-c->i);
-    return Unary::make(UnaryOp::Neg, a);
+    return check_expr_limits(Unary::make(UnaryOp::Neg, a));
 }
 
 Expr operator<(const Expr& a, const Expr& b) { return numeric(BinaryOp::Lt, a, b); }
@@ -88,7 +88,7 @@ Expr operator==(const Expr& a, const Expr& b) {
     if (a.type() == Type::Bool || b.type() == Type::Bool) {
         user_check(a.type() == b.type()) << "type mismatch in " << operand(a) << " == " << operand(b)
                                          << ": cannot compare " << a.type() << " with " << b.type();
-        return Binary::make(BinaryOp::Eq, a, b);
+        return check_expr_limits(Binary::make(BinaryOp::Eq, a, b));
     }
     return numeric(BinaryOp::Eq, a, b);
 }
@@ -99,7 +99,7 @@ Expr operator!=(const Expr& a, const Expr& b) {
     if (a.type() == Type::Bool || b.type() == Type::Bool) {
         user_check(a.type() == b.type()) << "type mismatch in " << operand(a) << " != " << operand(b)
                                          << ": cannot compare " << a.type() << " with " << b.type();
-        return Binary::make(BinaryOp::Ne, a, b);
+        return check_expr_limits(Binary::make(BinaryOp::Ne, a, b));
     }
     return numeric(BinaryOp::Ne, a, b);
 }
@@ -111,7 +111,7 @@ static Expr logical(BinaryOp op, const Expr& a, const Expr& b) {
         << "type mismatch in " << operand(a) << " " << binary_name(op) << " " << operand(b) << ": "
         << binary_name(op) << " needs two bools but got " << a.type() << " and " << b.type()
         << "; compare numbers first, e.g. (x != 0)";
-    return Binary::make(op, a, b);
+    return check_expr_limits(Binary::make(op, a, b));
 }
 
 Expr operator&&(const Expr& a, const Expr& b) { return logical(BinaryOp::And, a, b); }
@@ -121,7 +121,7 @@ Expr operator!(const Expr& a) {
     check_defined(a, "!");
     user_check(a.type() == Type::Bool) << "type mismatch in !(" << a << "): ! needs a bool but got "
                                        << a.type();
-    return Unary::make(UnaryOp::Not, a);
+    return check_expr_limits(Unary::make(UnaryOp::Not, a));
 }
 
 Expr select(const Expr& cond, const Expr& if_true, const Expr& if_false) {
@@ -137,7 +137,7 @@ Expr select(const Expr& cond, const Expr& if_true, const Expr& if_false) {
             << "): branches are " << t.type() << " and " << f.type();
         promote_numeric(t, f, "select");
     }
-    return Select::make(cond, t, f);
+    return check_expr_limits(Select::make(cond, t, f));
 }
 
 Expr min(const Expr& a, const Expr& b) { return numeric(BinaryOp::Min, a, b); }
@@ -147,7 +147,7 @@ Expr clamp(const Expr& x, const Expr& lo, const Expr& hi) { return min(max(x, lo
 Expr abs(const Expr& a) {
     check_defined(a, "abs");
     user_check(a.type() != Type::Bool) << "type mismatch in abs(" << a << "): needs a number but got bool";
-    return Unary::make(UnaryOp::Abs, a);
+    return check_expr_limits(Unary::make(UnaryOp::Abs, a));
 }
 
 Expr pow(const Expr& a, const Expr& b) {
@@ -157,7 +157,7 @@ Expr pow(const Expr& a, const Expr& b) {
         x = Cast::make(Type::Float, x);
         y = Cast::make(Type::Float, y);
     }
-    return Binary::make(BinaryOp::Pow, x, y);
+    return check_expr_limits(Binary::make(BinaryOp::Pow, x, y));
 }
 
 Expr exp(const Expr& a) { return float_unary(UnaryOp::Exp, a); }
@@ -176,13 +176,13 @@ Expr cos(const Expr& a) { return float_unary(UnaryOp::Cos, a); }
 Expr to_float(const Expr& a) {
     check_defined(a, "to_float");
     user_check(a.type() != Type::Bool) << "to_float(" << a << "): cannot convert a bool; use select(c, 1.0, 0.0)";
-    return a.type() == Type::Float ? a : Cast::make(Type::Float, a);
+    return a.type() == Type::Float ? a : check_expr_limits(Cast::make(Type::Float, a));
 }
 
 Expr to_int(const Expr& a) {
     check_defined(a, "to_int");
     user_check(a.type() != Type::Bool) << "to_int(" << a << "): cannot convert a bool; use select(c, 1, 0)";
-    return a.type() == Type::Int ? a : Cast::make(Type::Int, a);
+    return a.type() == Type::Int ? a : check_expr_limits(Cast::make(Type::Int, a));
 }
 
 Expr infinity() { return Const::make_float(std::numeric_limits<double>::infinity()); }

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "dsl/lexer.h"
+#include "dsl/limits.h"
 #include "dsl/operators.h"
 #include "dsl/printer.h"
 #include "dsl/source_diagnostics.h"
@@ -17,8 +18,10 @@ namespace attnjit::dsl {
 namespace {
 
 // Parentheses, calls, indexing and unary operators nest at most this deep (the parser
-// recurses; a bound keeps a hostile document from exhausting the stack).
-constexpr int kMaxNesting = 200;
+// recurses; a bound keeps a hostile document from exhausting the stack). The printer
+// writes at most two levels a node, !(x), so every expression within kMaxExprDepth reads
+// back.
+constexpr int kMaxNesting = 2 * kMaxExprDepth;
 
 constexpr VarKind kBuiltins[] = {VarKind::Score, VarKind::Batch, VarKind::Head,  VarKind::KvHead,
                                  VarKind::QIdx,  VarKind::KvIdx, VarKind::QLen, VarKind::KvLen};
@@ -237,7 +240,7 @@ private:
             if (t.kind == TokenKind::Not) return !a;
             // -(2.0) is a Neg node over a literal (the printer keeps it apart from the literal
             // -2.0); operator- would fold it.
-            if (a.as<Const>() && a.type() != Type::Bool) return Unary::make(UnaryOp::Neg, a);
+            if (a.as<Const>() && a.type() != Type::Bool) return check_expr_limits(Unary::make(UnaryOp::Neg, a));
             return -a;
         } catch (const UserError& e) {
             fail(reason_of(e), t);
@@ -256,14 +259,15 @@ private:
         if (t.kind == TokenKind::Int) {
             unsigned long long magnitude = 0;
             auto r = std::from_chars(begin, end, magnitude);
-            const unsigned long long limit =
-                static_cast<unsigned long long>(std::numeric_limits<long long>::max()) + (negative ? 1 : 0);
+            // Ints are int32 on the GPU, so a literal must fit one (dsl/limits.h).
+            const unsigned long long limit = static_cast<unsigned long long>(kMaxIntLiteral) + (negative ? 1 : 0);
             if (r.ec != std::errc() || magnitude > limit)
                 fail(std::string("int literal ") + (negative ? "-" : "") + std::string(t.text) +
-                         " is out of range: ints are at most 64-bit here and int32 on the GPU "
-                         "(write a float such as 3e9 for a large number)",
+                         " is out of range: ints are int32 on the GPU (" + std::to_string(kMinIntLiteral) + " to " +
+                         std::to_string(kMaxIntLiteral) + "); write a float such as " + (negative ? "-" : "") +
+                         std::string(t.text) + ".0 for a large number",
                      start);
-            long long v = negative ? static_cast<long long>(0ULL - magnitude) : static_cast<long long>(magnitude);
+            long long v = negative ? -static_cast<long long>(magnitude) : static_cast<long long>(magnitude);
             return Const::make_int(v);
         }
         double v = 0;
@@ -391,7 +395,11 @@ private:
                 fail("index " + std::to_string(i) + " of tensor '" + n + "' (" + to_string(indices[i]) + ") is " +
                          type_name(indices[i].type()) + "; indices must be int (convert a float with int(x))",
                      *starts[i]);
-        return TensorLoad::make(n, info.dtype, indices);
+        try {
+            return check_expr_limits(TensorLoad::make(n, info.dtype, indices));
+        } catch (const UserError& e) {
+            fail(reason_of(e), name);
+        }
     }
 
     Expr parse_call(const Token& name_token) {
@@ -443,7 +451,11 @@ private:
             fail(name + "(" + to_string(args[0]) + ") cannot convert a bool; write select(cond, " +
                      (to == Type::Float ? "1.0, 0.0" : "1, 0") + ")",
                  name_token);
-        return Cast::make(to, args[0]);
+        try {
+            return check_expr_limits(Cast::make(to, args[0]));
+        } catch (const UserError& e) {
+            fail(reason_of(e), name_token);
+        }
     }
 
     std::string_view text_;
@@ -487,6 +499,7 @@ Expr parse_expr(std::string_view text, const ExprNames& names, std::string_view 
         TextPosition p = position_of(offset);
         return SpecParseError(located_message(source_name, p, reason, text, offset), reason, p.line, p.column);
     };
+    check_text_size(text, source_name);
     if (auto why = bad_names(names)) throw error(*why, 0);
     try {
         return Parser(text, names, position_of).parse();

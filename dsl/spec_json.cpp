@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "dsl/json_locations.h"
+#include "dsl/limits.h"
 #include "dsl/parser.h"
 #include "dsl/printer.h"
 #include "dsl/source_diagnostics.h"
@@ -94,6 +95,7 @@ public:
     SpecReader(std::string_view text, std::string_view source) : text_(text), source_(source) {}
 
     AttentionSpec read() {
+        check_text_size(text_, source_);
         parse_json();
         if (!doc_.is_object()) fail("", "a spec is a JSON object { \"format\": \"attnjit.spec/1\", ... }, found " + describe(doc_));
         if (const auto& dup = where_->duplicate_key()) {
@@ -270,6 +272,9 @@ private:
         if (const Json* s = member("scalars"); s && !s->is_null()) {
             if (!s->is_object())
                 fail("/scalars", "\"scalars\" is an object of name: \"float\" or \"int\", found " + describe(*s));
+            if (s->size() > static_cast<size_t>(kMaxRuntimeScalars))
+                fail("/scalars", "\"scalars\" declares " + std::to_string(s->size()) + " runtime scalars, and the limit is " +
+                                     std::to_string(kMaxRuntimeScalars) + " (docs/spec_format.md, Limits)");
             for (const auto& [name, type] : s->items()) {
                 const std::string p = json_pointer("/scalars", name);
                 check_name(p, name, "scalar");
@@ -282,6 +287,9 @@ private:
         if (const Json* t = member("tensors"); t && !t->is_null()) {
             if (!t->is_object())
                 fail("/tensors", "\"tensors\" is an object of name: {\"dtype\": ..., \"rank\": ...}, found " + describe(*t));
+            if (t->size() > static_cast<size_t>(kMaxCapturedTensors))
+                fail("/tensors", "\"tensors\" declares " + std::to_string(t->size()) + " captured tensors, and the limit is " +
+                                     std::to_string(kMaxCapturedTensors) + " (docs/spec_format.md, Limits)");
             for (const auto& [name, info] : t->items()) {
                 const std::string p = json_pointer("/tensors", name);
                 check_name(p, name, "tensor");
@@ -422,6 +430,13 @@ private:
 };
 
 }  // namespace
+
+void check_text_size(std::string_view text, std::string_view source_name) {
+    if (text.size() <= kMaxSpecDocumentBytes) return;
+    const std::string reason = "the document is " + std::to_string(text.size()) + " bytes, and the limit is " +
+                               std::to_string(kMaxSpecDocumentBytes) + " (docs/spec_format.md, Limits)";
+    throw SpecParseError(std::string(source_name) + ":1:1: " + reason, reason, 1, 1);
+}
 
 AttentionSpec spec_from_json(std::string_view json, std::string_view source_name) {
     return SpecReader(json, source_name).read();

@@ -34,6 +34,10 @@ private:
     int line_, column_;
 };
 
+// A SpecParseError when `text` (a document, or an expression given alone) is larger than
+// kMaxSpecDocumentBytes (dsl/limits.h); checked before anything is parsed.
+void check_text_size(std::string_view text, std::string_view source_name);
+
 // Parses and validates a JSON spec. `source_name` prefixes error locations.
 AttentionSpec spec_from_json(std::string_view json, std::string_view source_name = "spec");
 // The canonical JSON of a spec (keys in a fixed order, 2-space indent).

@@ -65,7 +65,7 @@ Expr Tensor::operator()(const std::vector<Expr>& indices) const {
             << "tensor '" << name_ << "': index " << i << " (" << indices[i] << ") is "
             << indices[i].type() << "; indices must be int (use to_int(x) to convert a float)";
     }
-    return TensorLoad::make(name_, dtype_, indices);
+    return check_expr_limits(TensorLoad::make(name_, dtype_, indices));
 }
 
 }  // namespace attnjit::dsl

@@ -104,8 +104,9 @@ TEST(Parser, HandWrittenTextMatchesTheCppDsl) {
     EXPECT_EQ(parse("nan").as<Const>()->type, Type::Float);
     EXPECT_TRUE(std::isnan(parse("nan").as<Const>()->f));
     EXPECT_TRUE(equal(parse("-nan"), parse("nan"))) << "one NaN, whatever its sign";
-    EXPECT_TRUE(equal(parse("-9223372036854775808"), Expr(std::numeric_limits<long long>::min())));
-    EXPECT_TRUE(equal(parse("9223372036854775807"), Expr(std::numeric_limits<long long>::max())));
+    // Int literals are int32, as on the GPU.
+    EXPECT_TRUE(equal(parse("-2147483648"), Expr(std::numeric_limits<int32_t>::min())));
+    EXPECT_TRUE(equal(parse("2147483647"), Expr(std::numeric_limits<int32_t>::max())));
 }
 
 TEST(Parser, NegativeLiteralAndNegatedLiteralAreDifferentTrees) {
@@ -170,7 +171,7 @@ TEST(Parser, RandomExpressionsRoundTripAndCoverEveryNodeAndOp) {
                 negative_literal |= (c->type == Type::Float && c->f < 0) || (c->type == Type::Int && c->i < 0);
                 infinities |= std::isinf(c->f);
                 nan |= std::isnan(c->f);
-                int_min |= c->type == Type::Int && c->i == std::numeric_limits<long long>::min();
+                int_min |= c->type == Type::Int && c->i == std::numeric_limits<int32_t>::min();
             }
         });
     }
@@ -252,6 +253,9 @@ const BadExpression kBadExpressions[] = {
     {"score * 1e", 1, 9, "malformed number '1e': the exponent needs digits"},
     {"score * 2x", 1, 9, "malformed number '2x'"},
     {"q_idx + 99999999999999999999", 1, 9, "int literal 99999999999999999999 is out of range"},
+    {"max(q_idx, 2147483648) > kv_idx", 1, 12, "int literal 2147483648 is out of range: ints are int32 on the GPU"},
+    {"abs(-9223372036854775808)", 1, 5, "int literal -9223372036854775808 is out of range"},
+    {"q_idx < -2147483649", 1, 9, "write a float such as -2147483649.0"},
     {"score * 1e999", 1, 9, "float literal 1e999 is too large"},
     {"score + foo", 1, 9, "unknown name 'foo'. The built-in names are score, b, h, kv_head, q_idx, kv_idx, q_len, kv_len"},
     {"score + windw", 1, 9, "unknown name 'windw'; did you mean 'window'?"},

@@ -40,8 +40,7 @@ const std::map<std::string, TensorInfo>& RandomExprGenerator::tensors() {
 Expr RandomExprGenerator::literal(Type t) {
     if (t == Type::Bool) return Const::make_bool(pick(2) == 0);
     if (t == Type::Int) {
-        const long long fixed[] = {0, 1, -1, 7, -42, 2147483647, -2147483647 - 1,
-                                   std::numeric_limits<long long>::max(), std::numeric_limits<long long>::min()};
+        const long long fixed[] = {0, 1, -1, 7, -42, 2147483647, -2147483647 - 1, 65536, -65536};
         if (pick(3) == 0) return Const::make_int(fixed[pick(sizeof fixed / sizeof fixed[0])]);
         return Const::make_int(std::uniform_int_distribution<long long>(-100000, 100000)(rng_));
     }
