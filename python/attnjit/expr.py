@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numbers
 
-from .errors import UnsupportedTraceError
+from .errors import SpecError, UnsupportedTraceError
 
 FLOAT, INT, BOOL = "float", "int", "bool"
 
@@ -16,6 +16,11 @@ CONST, VAR, SCALAR, LOAD, UNARY, BINARY, SELECT, CAST = (
     "const", "var", "scalar", "load", "unary", "binary", "select", "cast")
 
 INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
+
+# The limits of dsl/limits.h (docs/spec_format.md, "Limits"), checked as each node is
+# built, so a runaway loop in a traced function stops at once with a SpecError.
+MAX_EXPR_DEPTH = 256
+MAX_EXPR_NODES = 4096
 
 # Element type of a tensor dtype name, as the kernel reads it.
 DTYPE_TYPES = {"f16": FLOAT, "bf16": FLOAT, "f32": FLOAT, "i32": INT, "i64": INT, "u8": BOOL}
@@ -34,7 +39,7 @@ def fail(message: str):
 class Sym:
     """One node of a traced expression. Operators follow Python's semantics on numbers."""
 
-    __slots__ = ("kind", "type", "op", "args", "value")
+    __slots__ = ("kind", "type", "op", "args", "value", "depth", "size")
 
     def __init__(self, kind, type_, op=None, args=(), value=None):
         self.kind = kind
@@ -42,6 +47,20 @@ class Sym:
         self.op = op          # operator / function / variable / tensor name
         self.args = args      # child nodes
         self.value = value    # CONST: the Python value; LOAD: the tensor's dtype name
+        # Levels down to the deepest leaf, and nodes with a shared one counted at each use.
+        self.depth = 1 + max((a.depth for a in args), default=0)
+        self.size = 1 + sum(a.size for a in args)
+        if self.depth > MAX_EXPR_DEPTH:
+            raise SpecError(
+                f"the expression is too deep: it nests {self.depth} levels of operations, and the "
+                f"limit is {MAX_EXPR_DEPTH} (docs/spec_format.md, Limits). A chain such as "
+                "a + b + c + ... is as deep as it is long: group its terms into balanced halves, "
+                "(a + b) + (c + d), or use fewer terms")
+        if self.size > MAX_EXPR_NODES:
+            raise SpecError(
+                f"the expression is too large: it has {self.size} nodes (a shared subexpression "
+                f"counts at each use), and the limit is {MAX_EXPR_NODES} (docs/spec_format.md, "
+                "Limits); use fewer terms, or a captured tensor for a table of values")
 
     # ---- what Python would need a concrete value for ----------------------------------
     def __bool__(self):

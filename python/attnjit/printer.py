@@ -52,74 +52,64 @@ def _prec(s: Sym) -> int:
 
 
 def to_text(s: Sym) -> str:
+    # A loop over an explicit stack, not recursion: the text of a deep expression must not
+    # depend on Python's recursion limit. Items are text to write or nodes to print.
     out: list[str] = []
-    _print(s, out)
+    stack: list = [s]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            out.append(item)
+        else:
+            stack.extend(reversed(_parts(item)))
     return "".join(out)
 
 
-def _child(s: Sym, min_prec: int, out: list) -> None:
-    if _prec(s) < min_prec:
-        out.append("(")
-        _print(s, out)
-        out.append(")")
-    else:
-        _print(s, out)
+def _child(s: Sym, min_prec: int) -> list:
+    return ["(", s, ")"] if _prec(s) < min_prec else [s]
 
 
-def _call(name: str, args, out: list) -> None:
-    out.append(name + "(")
+def _call(name: str, args) -> list:
+    parts: list = [name + "("]
     for i, a in enumerate(args):
         if i:
-            out.append(", ")
-        _print(a, out)
-    out.append(")")
+            parts.append(", ")
+        parts.append(a)
+    return parts + [")"]
 
 
-def _print(s: Sym, out: list) -> None:
+def _parts(s: Sym) -> list:
+    """The text of one node: strings, and its operands as nodes still to print."""
     k = s.kind
     if k == CONST:
         if s.type == BOOL:
-            out.append("true" if s.value else "false")
-        elif s.type == FLOAT:
-            out.append(float_literal(s.value))
-        else:
-            out.append(str(s.value))
-    elif k in (VAR, SCALAR):
-        out.append(s.op)
-    elif k == LOAD:
-        out.append(s.op + "[")
-        for i, a in enumerate(s.args):
-            if i:
-                out.append(", ")
-            _print(a, out)
-        out.append("]")
-    elif k == UNARY:
-        if s.op in ("-", "!"):
-            out.append(s.op)
-            # -(2.0) keeps a negated literal distinct from the literal -2.0
-            a = s.args[0]
-            wrap = _prec(a) <= _UNARY_PREC or a.kind == CONST
-            out.append("(" if wrap else "")
-            _print(a, out)
-            out.append(")" if wrap else "")
-        else:
-            _call(s.op, s.args, out)
-    elif k == BINARY:
+            return ["true" if s.value else "false"]
+        if s.type == FLOAT:
+            return [float_literal(s.value)]
+        return [str(s.value)]
+    if k in (VAR, SCALAR):
+        return [s.op]
+    if k == LOAD:
+        return [s.op + "["] + _call("", s.args)[1:-1] + ["]"]
+    if k == UNARY:
+        if s.op not in ("-", "!"):
+            return _call(s.op, s.args)
+        # -(2.0) keeps a negated literal distinct from the literal -2.0
+        a = s.args[0]
+        wrap = _prec(a) <= _UNARY_PREC or a.kind == CONST
+        return [s.op, "(", a, ")"] if wrap else [s.op, a]
+    if k == BINARY:
         p = _PRECEDENCE.get(s.op)
         if p is None:
-            _call(s.op, s.args, out)
-            return
+            return _call(s.op, s.args)
         # left-associative; a comparison of comparisons is parenthesised for the reader
         left, right = (5, 5) if s.op in _COMPARISONS else (p, p + 1)
-        _child(s.args[0], left, out)
-        out.append(f" {s.op} ")
-        _child(s.args[1], right, out)
-    elif k == SELECT:
-        _call("select", s.args, out)
-    elif k == CAST:
-        _call(s.op, s.args, out)
-    else:
-        raise AssertionError(k)
+        return _child(s.args[0], left) + [f" {s.op} "] + _child(s.args[1], right)
+    if k == SELECT:
+        return _call("select", s.args)
+    if k == CAST:
+        return _call(s.op, s.args)
+    raise AssertionError(k)
 
 
 def referenced_names(s: Sym, scalars: set, tensors: set) -> None:

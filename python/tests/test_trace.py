@@ -495,6 +495,63 @@ def test_captured_tensor_errors():
         TensorPlaceholder("f64", 2)
 
 
+# ---- limits (docs/spec_format.md, "Limits") ---------------------------------------------------
+
+def test_long_chains_raise_a_spec_error_not_a_recursion_error():
+    # Before the limit, printing ~500 summed terms raised a bare RecursionError.
+    for terms in (e.MAX_EXPR_DEPTH + 1, 5000):
+        def long_sum(score, b, h, q_idx, kv_idx):
+            total = score
+            for _ in range(terms - 1):
+                total = total + score
+            return total
+
+        with pytest.raises(attnjit.SpecError, match="the expression is too deep: it nests 257 levels"):
+            trace(long_sum)
+
+    def long_and(b, h, q_idx, kv_idx):
+        keep = q_idx >= kv_idx
+        for _ in range(1000):
+            keep = keep & (q_idx >= kv_idx)
+        return keep
+
+    with pytest.raises(attnjit.AttnjitError, match="too deep"):
+        trace(None, long_and)
+
+
+def test_the_deepest_allowed_chain_prints_without_recursion():
+    def deepest(score, b, h, q_idx, kv_idx):
+        total = score
+        for _ in range(e.MAX_EXPR_DEPTH - 1):
+            total = total + score
+        return total
+
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(200)  # the printer must not need a frame a level
+    try:
+        text = trace(deepest).score_mod
+    finally:
+        sys.setrecursionlimit(limit)
+    assert text == " + ".join(["score"] * e.MAX_EXPR_DEPTH)
+
+
+def test_shared_subexpressions_count_at_each_use():
+    def doubling(score, b, h, q_idx, kv_idx):
+        x = score
+        for _ in range(64):
+            x = x + x
+        return x
+
+    with pytest.raises(attnjit.SpecError, match="too large: it has 8191 nodes"):
+        trace(doubling)
+
+
+def test_int_constants_must_fit_int32():
+    assert "does not fit the kernel's int32" in trace_error(mask=lambda b, h, q, kv: q < 2**31)
+    assert "does not fit the kernel's int32" in trace_error(mask=lambda b, h, q, kv: abs(q) > -(2**63))
+    assert mask_text(lambda b, h, q, kv: q > -(2**31)) == "q_idx > -2147483648"
+
+
 def test_other_exceptions_pass_through_with_a_note():
     def broken(score, b, h, q_idx, kv_idx):
         return score + undefined_name  # noqa: F821
