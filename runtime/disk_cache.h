@@ -5,12 +5,17 @@
 //   <root>/v<kCompiledKernelFormatVersion>/kernels/<key[0:2]>/<key>.kernel
 //
 // Readers never lock and never see a partial file: a writer writes a temporary file in
-// the same directory, fsyncs it and renames it into place. Cache I/O never throws: a
-// corrupt entry is removed and reported as such; an unwritable directory warns once on
-// stderr and the cache stops writing (it becomes memory-only).
+// the same directory, fsyncs it and renames it into place. Cache I/O never throws.
+//
+// An entry is a binary this process will run, so it is loaded only if it is a regular
+// file (never through a link, never a FIFO or device), no larger than its header says,
+// intact, and records the key it is stored under; anything else is corrupt: removed
+// and rebuilt. An unwritable directory warns once on stderr and the cache stops writing
+// (it becomes memory-only).
 #pragma once
 
 #include <atomic>
+#include <functional>
 #include <optional>
 #include <string>
 
@@ -36,17 +41,19 @@ public:
     const std::string& directory() const { return dir_; }
     std::string entry_path(const std::string& key) const;
 
+    // Says why an entry that carries the right key is still not usable ("" if it is).
+    using EntryCheck = std::function<std::string(const CompiledKernel&)>;
+
     struct Lookup {
         std::optional<CompiledKernel> kernel;  // set on a hit
-        bool corrupt = false;                  // an entry was there but unreadable; removed
+        bool corrupt = false;                  // an entry was there but unusable; removed
     };
-    Lookup load(const std::string& key) const;
+    // A hit only for an intact regular file that records `key` and passes `check`.
+    Lookup load(const std::string& key, const EntryCheck& check = {}) const;
 
-    // Writes the entry atomically. False if it could not (first failure: one warning).
+    // Writes the entry atomically; `k.key` must be `key`. False if it could not (first
+    // failure: one warning).
     bool store(const std::string& key, const CompiledKernel& k);
-
-    // Removes an entry that decoded but does not belong to its key (e.g. wrong entry).
-    void remove(const std::string& key) const;
 
     // Held while compiling a key that missed, so concurrent processes compile it once.
     FileLock lock(const std::string& key) const;

@@ -128,6 +128,17 @@ inline std::optional<int> run_in_child(const std::function<int()>& body,
     return wait_child(pid, timeout);
 }
 
+// A stand-in cubin: the ELF header fields the cache checks (64-bit, little-endian,
+// machine EM_CUDA), then `text`.
+inline std::string fake_cubin(const std::string& text) {
+    std::string elf(64, '\0');
+    elf.replace(0, 4, "\x7f" "ELF");
+    elf[4] = 2;             // ELFCLASS64
+    elf[5] = 1;             // little-endian
+    elf[18] = char(190);    // e_machine = EM_CUDA
+    return elf + text;
+}
+
 // The Params of tiny_source(): what the launcher would pack for a real kernel.
 struct TinyParams {
     float* out;
@@ -179,7 +190,7 @@ struct FakeCompiler {
         k.name = s.name;
         k.entry = s.entry;
         k.arch = arch;
-        k.cubin = "fake cubin of " + s.source + " for " + arch;
+        k.cubin = fake_cubin("fake cubin of " + s.source + " for " + arch);
         k.options = s.options;
         k.threads = s.threads;
         k.smem_bytes = s.smem_bytes;
