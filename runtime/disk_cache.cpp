@@ -5,9 +5,9 @@
 
 #include <cerrno>
 #include <cstring>
-#include <filesystem>
 #include <iostream>
 
+#include "runtime/private_dir.h"
 #include "runtime/safe_file.h"
 #include "support/debug.h"
 #include "support/env.h"
@@ -56,8 +56,8 @@ Read read_entry(RegularFile& file, std::string& bytes, std::string& why) {
 
 }  // namespace
 
-DiskCache::DiskCache(std::string root) {
-    if (!root.empty()) dir_ = root + "/v" + std::to_string(kCompiledKernelFormatVersion);
+DiskCache::DiskCache(std::string root) : root_(std::move(root)) {
+    if (!root_.empty()) dir_ = root_ + "/v" + std::to_string(kCompiledKernelFormatVersion);
 }
 
 std::string DiskCache::root_from_env() {
@@ -68,9 +68,65 @@ std::string DiskCache::entry_path(const std::string& key) const {
     return dir_ + "/kernels/" + key.substr(0, 2) + "/" + key + ".kernel";
 }
 
+bool DiskCache::writable() const { return trusted() && writable_.load(); }
+
+bool DiskCache::trusted() const {
+    if (!enabled()) return false;
+    std::call_once(checked_, [this] { check_directories(); });
+    return !refused_.load();
+}
+
+void DiskCache::check_directories() const {
+    // A directory that cannot be made leaves a cache that cannot be written (and has
+    // nothing to read); one that exists must be private, or nothing in it is trusted.
+    for (const std::string* d : {&root_, &dir_}) {
+        int err = make_private_dirs(*d);
+        if (err != 0) {
+            disable_writes("create directory", *d, err);
+            if (err != EACCES && err != EROFS) return;  // absent: nothing to check
+        }
+        struct stat st {};
+        if (::lstat(d->c_str(), &st) != 0) return;
+        // The root may be a link the user made (~/.cache on another disk); what attnjit
+        // makes inside it may not.
+        if (!private_or_refuse(*d, d == &root_)) return;
+    }
+}
+
+bool DiskCache::entry_directories_ok(const std::string& key, bool create) const {
+    const std::string kernels = dir_ + "/kernels";
+    for (const std::string& d : {kernels, kernels + "/" + key.substr(0, 2)}) {
+        if (create && ::mkdir(d.c_str(), 0700) != 0 && errno != EEXIST) {
+            disable_writes("create directory", d, errno);
+            return false;
+        }
+        struct stat st {};
+        if (::lstat(d.c_str(), &st) != 0) return false;
+        if (!private_or_refuse(d, false)) return false;
+    }
+    return true;
+}
+
+bool DiskCache::private_or_refuse(const std::string& path, bool follow_link) const {
+    std::string why = why_not_private(path, follow_link);
+    if (why.empty()) return true;
+    refuse(path, why);
+    return false;
+}
+
+void DiskCache::refuse(const std::string& path, const std::string& why) const {
+    if (refused_.exchange(true)) return;
+    std::cerr << "attnjit: warning: not using the kernel cache at " << root_ << ": " << path
+              << " " << why
+              << ", so its entries could have been planted by someone else. Kernels are kept "
+                 "in memory only. Use a directory that only you own and can write (chmod "
+                 "go-w, or set ATTNJIT_CACHE_DIR to another path), or set "
+                 "ATTNJIT_DISABLE_DISK_CACHE=1 to silence this.\n";
+}
+
 DiskCache::Lookup DiskCache::load(const std::string& key, const EntryCheck& check) const {
     Lookup result;
-    if (!enabled()) return result;
+    if (!trusted() || !entry_directories_ok(key, false)) return result;
     const std::string path = entry_path(key);
     RegularFile file(path);
     std::string bytes, why;
@@ -101,15 +157,8 @@ DiskCache::Lookup DiskCache::load(const std::string& key, const EntryCheck& chec
 bool DiskCache::store(const std::string& key, const CompiledKernel& k) {
     internal_check(k.key == key) << "DiskCache::store: the kernel records key '" << k.key
                                  << "' but is stored under '" << key << "'";
-    if (!writable()) return false;
+    if (!writable() || !entry_directories_ok(key, true)) return false;
     const std::string path = entry_path(key);
-    const std::string dir = path.substr(0, path.find_last_of('/'));
-    std::error_code ec;
-    std::filesystem::create_directories(dir, ec);
-    if (ec) {
-        disable_writes("create directory", dir, ec.value());
-        return false;
-    }
     const char* step = "";
     if (int err = replace_file(path, serialize(k), 0644, /*durable=*/true, &step)) {
         disable_writes(step, path, err);
@@ -120,14 +169,11 @@ bool DiskCache::store(const std::string& key, const CompiledKernel& k) {
 }
 
 FileLock DiskCache::lock(const std::string& key) const {
-    if (!writable()) return FileLock();
-    const std::string path = entry_path(key);
-    std::error_code ec;
-    std::filesystem::create_directories(path.substr(0, path.find_last_of('/')), ec);
-    return FileLock::acquire(path + ".lock");
+    if (!writable() || !entry_directories_ok(key, true)) return FileLock();
+    return FileLock::acquire(entry_path(key) + ".lock");
 }
 
-void DiskCache::disable_writes(const std::string& what, const std::string& path, int err) {
+void DiskCache::disable_writes(const std::string& what, const std::string& path, int err) const {
     if (!writable_.exchange(false)) return;
     std::cerr << "attnjit: warning: cannot " << what << " " << path << " (" << std::strerror(err)
               << "); the kernel cache at " << dir_

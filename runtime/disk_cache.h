@@ -7,15 +7,19 @@
 // Readers never lock and never see a partial file: a writer writes a temporary file in
 // the same directory, fsyncs it and renames it into place. Cache I/O never throws.
 //
-// An entry is a binary this process will run, so it is loaded only if it is a regular
-// file (never through a link, never a FIFO or device), no larger than its header says,
-// intact, and records the key it is stored under; anything else is corrupt: removed
-// and rebuilt. An unwritable directory warns once on stderr and the cache stops writing
-// (it becomes memory-only).
+// Trust (docs/cache.md): an entry is a binary this process will run, so the cache is
+// used only while the root and every directory below it are owned by this user and
+// writable by nobody else (directories it creates are 0700); otherwise it is refused
+// with one warning on stderr and becomes memory-only. An entry is loaded only if it is
+// a regular file (never through a link, never a FIFO or device), no larger than its
+// header says, intact, and records the key it is stored under; anything else is
+// corrupt: removed and rebuilt. An unwritable directory warns once and the cache stops
+// writing.
 #pragma once
 
 #include <atomic>
 #include <functional>
+#include <mutex>
 #include <optional>
 #include <string>
 
@@ -34,9 +38,10 @@ public:
     DiskCache(const DiskCache&) = delete;
     DiskCache& operator=(const DiskCache&) = delete;
 
+    // A root was given (it may still be refused or unwritable).
     bool enabled() const { return !dir_.empty(); }
-    // False once a write failed (or when disabled).
-    bool writable() const { return enabled() && writable_.load(); }
+    // Enabled, trusted, and no write has failed. Checks the directories on first use.
+    bool writable() const;
     // <root>/v<format>; empty when disabled.
     const std::string& directory() const { return dir_; }
     std::string entry_path(const std::string& key) const;
@@ -59,10 +64,20 @@ public:
     FileLock lock(const std::string& key) const;
 
 private:
-    void disable_writes(const std::string& what, const std::string& path, int err);
+    // Creates and checks root and version directory once; false if refused.
+    bool trusted() const;
+    void check_directories() const;
+    // Checks (and with `create`, makes) kernels/ and the key's shard directory.
+    bool entry_directories_ok(const std::string& key, bool create) const;
+    bool private_or_refuse(const std::string& path, bool follow_link) const;
+    void refuse(const std::string& path, const std::string& why) const;
+    void disable_writes(const std::string& what, const std::string& path, int err) const;
 
+    std::string root_;
     std::string dir_;
-    std::atomic<bool> writable_{true};
+    mutable std::once_flag checked_;
+    mutable std::atomic<bool> refused_{false};
+    mutable std::atomic<bool> writable_{true};
 };
 
 }  // namespace attnjit::runtime
