@@ -56,7 +56,8 @@ Read read_entry(RegularFile& file, std::string& bytes, std::string& why) {
 
 }  // namespace
 
-DiskCache::DiskCache(std::string root) : root_(std::move(root)) {
+DiskCache::DiskCache(std::string root, std::chrono::milliseconds lock_timeout)
+    : root_(std::move(root)), lock_timeout_(lock_timeout) {
     if (!root_.empty()) dir_ = root_ + "/v" + std::to_string(kCompiledKernelFormatVersion);
 }
 
@@ -170,7 +171,17 @@ bool DiskCache::store(const std::string& key, const CompiledKernel& k) {
 
 FileLock DiskCache::lock(const std::string& key) const {
     if (!writable() || !entry_directories_ok(key, true)) return FileLock();
-    return FileLock::acquire(entry_path(key) + ".lock");
+    const std::string path = entry_path(key) + ".lock";
+    FileLock lock = FileLock::acquire(path, lock_timeout_);
+    if (lock.timed_out() && !warned_lock_timeout_.exchange(true))
+        std::cerr << "attnjit: warning: waited " << lock_timeout_.count() / 1000.0
+                  << " s for the lock " << path
+                  << ", held by another process that has not finished compiling this kernel "
+                     "(is it stopped or hung?); compiling it here without the disk cache. "
+                     "Further lock timeouts are not reported.\n";
+    else if (!lock.held() && !lock.timed_out())
+        debug(1) << "disk cache: cannot lock " << path << "; compiling without the lock";
+    return lock;
 }
 
 void DiskCache::disable_writes(const std::string& what, const std::string& path, int err) const {

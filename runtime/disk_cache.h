@@ -18,6 +18,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <functional>
 #include <mutex>
 #include <optional>
@@ -30,8 +31,13 @@ namespace attnjit::runtime {
 
 class DiskCache {
 public:
+    // How long lock() waits for another process compiling the same key. Compiles take
+    // about a second; a holder this late is stopped or hung.
+    static constexpr std::chrono::milliseconds kDefaultLockTimeout{30000};
+
     // An empty root disables the cache: loads miss, stores do nothing.
-    explicit DiskCache(std::string root);
+    explicit DiskCache(std::string root,
+                       std::chrono::milliseconds lock_timeout = kDefaultLockTimeout);
     // env::cache_dir(), or disabled when ATTNJIT_DISABLE_DISK_CACHE is set.
     static std::string root_from_env();
 
@@ -61,6 +67,8 @@ public:
     bool store(const std::string& key, const CompiledKernel& k);
 
     // Held while compiling a key that missed, so concurrent processes compile it once.
+    // Unheld when the cache is not writable or the lock file is not a regular file;
+    // timed_out() after waiting the lock timeout (first time: one warning).
     FileLock lock(const std::string& key) const;
 
 private:
@@ -75,9 +83,11 @@ private:
 
     std::string root_;
     std::string dir_;
+    std::chrono::milliseconds lock_timeout_;
     mutable std::once_flag checked_;
     mutable std::atomic<bool> refused_{false};
     mutable std::atomic<bool> writable_{true};
+    mutable std::atomic<bool> warned_lock_timeout_{false};
 };
 
 }  // namespace attnjit::runtime

@@ -14,7 +14,7 @@ KernelCache::KernelCache() : KernelCache(Options{}) {}
 KernelCache::KernelCache(Options options)
     : compile_(options.compile ? std::move(options.compile) : CompileFn(compile_kernel)),
       toolchain_(options.toolchain.empty() ? nvrtc_toolchain_id() : std::move(options.toolchain)),
-      disk_(std::move(options.disk_root)) {
+      disk_(std::move(options.disk_root), options.lock_timeout) {
     debug(1) << "kernel cache: " << (disk_.enabled() ? disk_.directory() : "memory only")
              << ", toolchain " << toolchain_;
 }
@@ -90,6 +90,9 @@ KernelCache::CompiledPtr KernelCache::build(const std::string& key,
     FileLock lock = disk_.lock(key);
     if (lock.held())
         if (auto hit = try_disk()) return hit;
+    // A holder that outlived the timeout is still expected to write the entry itself.
+    const bool write_to_disk = disk_.enabled() && !lock.timed_out();
+    if (lock.timed_out()) count([](CacheStats& s) { ++s.lock_timeouts; });
 
     debug(1) << "compiling " << source.name << " for " << arch;
     CompiledKernel built = compile_(source, arch);
@@ -99,7 +102,7 @@ KernelCache::CompiledPtr KernelCache::build(const std::string& key,
         ++s.misses;
         s.compile_seconds += compiled->compile_seconds;
     });
-    if (disk_.enabled() && !disk_.store(key, *compiled))
+    if (write_to_disk && !disk_.store(key, *compiled))
         count([](CacheStats& s) { ++s.disk_write_failures; });
     return compiled;
 }

@@ -179,7 +179,7 @@ TEST(FileLock, ExcludesOtherHoldersAndLeavesNoFile) {
     for (int t = 0; t < 4; ++t)
         threads.emplace_back([&] {
             for (int i = 0; i < 25; ++i) {
-                FileLock lock = FileLock::acquire(path);
+                FileLock lock = FileLock::acquire(path, std::chrono::seconds(30));
                 ASSERT_TRUE(lock.held());
                 {
                     std::lock_guard<std::mutex> g(mu);
