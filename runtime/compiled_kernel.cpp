@@ -11,6 +11,7 @@ namespace {
 constexpr char kMagic[8] = {'A', 'T', 'T', 'N', 'J', 'I', 'T', 'K'};
 constexpr size_t kHashChars = 64;
 constexpr size_t kHeaderBytes = sizeof(kMagic) + 4 + 8 + kHashChars;
+static_assert(kHeaderBytes == kCompiledKernelHeaderBytes);
 
 void put_u64(std::string& out, uint64_t v) {
     for (int i = 0; i < 8; ++i) out.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
@@ -68,6 +69,7 @@ std::ostream& operator<<(std::ostream& os, const CompiledKernel& k) {
 
 std::string serialize(const CompiledKernel& k) {
     std::string payload;
+    put_str(payload, k.key);
     put_str(payload, k.name);
     put_str(payload, k.entry);
     put_str(payload, k.arch);
@@ -90,21 +92,36 @@ std::string serialize(const CompiledKernel& k) {
     return out;
 }
 
+std::optional<uint64_t> serialized_size(std::string_view header, std::string* why_not) {
+    auto reject = [&](std::string why) -> std::optional<uint64_t> {
+        if (why_not) *why_not = std::move(why);
+        return std::nullopt;
+    };
+    if (header.size() < kHeaderBytes)
+        return reject("truncated header (" + std::to_string(header.size()) + " bytes)");
+    if (std::memcmp(header.data(), kMagic, sizeof(kMagic)) != 0)
+        return reject("not an attnjit kernel file (bad magic)");
+    uint32_t version = get_u32(header.substr(sizeof(kMagic)));
+    if (version != kCompiledKernelFormatVersion)
+        return reject("format version " + std::to_string(version) + ", expected " +
+                      std::to_string(kCompiledKernelFormatVersion));
+    Reader size_field{header.substr(sizeof(kMagic) + 4, 8)};
+    uint64_t size = size_field.u64();
+    if (size > kMaxCompiledKernelPayloadBytes)
+        return reject("header states a payload of " + std::to_string(size) +
+                      " bytes, over the limit of " +
+                      std::to_string(kMaxCompiledKernelPayloadBytes));
+    return kHeaderBytes + size;
+}
+
 std::optional<CompiledKernel> deserialize(std::string_view bytes, std::string* why_not) {
     auto reject = [&](std::string why) -> std::optional<CompiledKernel> {
         if (why_not) *why_not = std::move(why);
         return std::nullopt;
     };
-    if (bytes.size() < kHeaderBytes)
-        return reject("truncated header (" + std::to_string(bytes.size()) + " bytes)");
-    if (std::memcmp(bytes.data(), kMagic, sizeof(kMagic)) != 0)
-        return reject("not an attnjit kernel file (bad magic)");
-    uint32_t version = get_u32(bytes.substr(sizeof(kMagic)));
-    if (version != kCompiledKernelFormatVersion)
-        return reject("format version " + std::to_string(version) + ", expected " +
-                      std::to_string(kCompiledKernelFormatVersion));
-    Reader header{bytes.substr(sizeof(kMagic) + 4, 8)};
-    uint64_t size = header.u64();
+    auto total = serialized_size(bytes, why_not);
+    if (!total) return std::nullopt;
+    uint64_t size = *total - kHeaderBytes;
     std::string_view hash = bytes.substr(sizeof(kMagic) + 12, kHashChars);
     std::string_view payload = bytes.substr(kHeaderBytes);
     if (payload.size() != size)
@@ -114,6 +131,7 @@ std::optional<CompiledKernel> deserialize(std::string_view bytes, std::string* w
 
     Reader r{payload};
     CompiledKernel k;
+    k.key = r.str();
     k.name = r.str();
     k.entry = r.str();
     k.arch = r.str();

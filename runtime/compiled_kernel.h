@@ -12,6 +12,8 @@
 namespace attnjit::runtime {
 
 struct CompiledKernel {
+    std::string key;                   // kernel_key() it was built for (set by KernelCache);
+                                       // the disk cache loads an entry only under this key
     std::string name;                  // KernelSource::name
     std::string entry;                 // extern "C" symbol to look up after loading
     std::string arch;                  // "sm_80", "sm_90a"
@@ -29,16 +31,29 @@ std::ostream& operator<<(std::ostream& os, const CompiledKernel& k);
 // a new field, an encoding) and you MUST bump this; the golden test in
 // tests/runtime/compiled_kernel_test.cpp fails until you do. The disk cache keeps each
 // version in its own directory, so old entries are simply never read.
-inline constexpr int kCompiledKernelFormatVersion = 1;
+// Version 2 added `key`.
+inline constexpr int kCompiledKernelFormatVersion = 2;
 
 // Layout: "ATTNJITK" | u32 version | u64 payload size | 64 hex chars sha256(payload) |
 // payload. Payload: the fields above in declaration order; strings as u64 length +
 // bytes, ints as i64, the double as its IEEE bits; all little-endian.
 std::string serialize(const CompiledKernel& k);
 
+// The header is what a reader checks before reading further.
+inline constexpr size_t kCompiledKernelHeaderBytes = 8 + 4 + 8 + 64;
+// Larger payloads are refused unread: a cubin is a few MB, and a damaged or planted
+// header must not make a reader allocate gigabytes.
+inline constexpr uint64_t kMaxCompiledKernelPayloadBytes = uint64_t(256) << 20;
+
+// The whole size of the entry that starts with `header` (at least
+// kCompiledKernelHeaderBytes), or null when the header is not one of the current
+// version or states a payload over kMaxCompiledKernelPayloadBytes; `why_not` says which.
+std::optional<uint64_t> serialized_size(std::string_view header, std::string* why_not = nullptr);
+
 // Null when the bytes are not a complete, intact entry of the current version (bad
-// magic, other version, truncated, checksum mismatch, trailing junk); `why_not` says
-// which. Never throws on bad input.
+// magic, other version, truncated, oversized, checksum mismatch, trailing junk);
+// `why_not` says which. Never throws on bad input. An intact entry can still be the
+// wrong one: the caller compares `key` (see DiskCache::load).
 std::optional<CompiledKernel> deserialize(std::string_view bytes, std::string* why_not = nullptr);
 
 }  // namespace attnjit::runtime

@@ -1,18 +1,14 @@
 #include "runtime/compiler.h"
 
 #include <algorithm>
-#include <atomic>
 #include <cctype>
 #include <chrono>
-#include <filesystem>
-#include <fstream>
-#include <iostream>
 #include <regex>
 
 #include "codegen/template_library.h"
+#include "runtime/compile_dump.h"
 #include "runtime/cuda_api.h"
 #include "support/debug.h"
-#include "support/env.h"
 #include "support/error.h"
 
 namespace attnjit::runtime {
@@ -23,36 +19,6 @@ std::string program_name(const std::string& kernel_name) {
     std::string out;
     for (char c : kernel_name) out += (std::isalnum(static_cast<unsigned char>(c)) || c == '_') ? c : '_';
     return (out.empty() ? "kernel" : out) + ".cu";
-}
-
-// The dump is a debugging aid: failing to write it must not fail the compile.
-void dump(const codegen::KernelSource& src, const std::string& arch,
-          const std::vector<std::string>& options, const std::string& log) {
-    auto dir = env::dump_dir();
-    if (!dir) return;
-    namespace fs = std::filesystem;
-    std::error_code ec;
-    fs::create_directories(*dir, ec);
-    std::string base = program_name(src.name);
-    base.resize(base.size() - 3);  // drop ".cu"
-    const std::string stem = *dir + "/" + base + "." + src.content_hash().substr(0, 16) + "." + arch;
-    bool ok = !ec;
-    auto write = [&](const std::string& path, const std::string& text) {
-        std::ofstream f(path, std::ios::binary | std::ios::trunc);
-        f << text;
-        ok = ok && static_cast<bool>(f);
-    };
-    std::string opts;
-    for (const auto& o : options) opts += o + "\n";
-    if (ok) write(stem + ".cu", src.source);
-    if (ok) write(stem + ".options.txt", opts);
-    if (ok) write(stem + ".log.txt", log);
-    static std::atomic<bool> warned{false};
-    if (!ok && !warned.exchange(true))
-        std::cerr << "attnjit: warning: cannot write compile dumps to ATTNJIT_DUMP_DIR=" << *dir
-                  << "; continuing without them\n";
-    else if (ok)
-        debug(1) << "dumped " << stem << ".{cu,options.txt,log.txt}";
 }
 
 // Destroys the NVRTC program on every path out of compile_kernel.
@@ -148,7 +114,7 @@ CompiledKernel compile_kernel(const codegen::KernelSource& src, const std::strin
         api.nvrtcGetProgramLog(guard.prog, log.data());
         while (!log.empty() && log.back() == '\0') log.pop_back();
     }
-    dump(src, arch, options, log);
+    dump_compile_if_requested(src, prog_name, arch, options, log);
     if (result != NVRTC_SUCCESS)
         throw CompileFailure(src.name, prog_name, arch, nvrtc_error_name(result), log, options,
                              src.source);

@@ -1,63 +1,64 @@
 #include "runtime/disk_cache.h"
 
-#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
-#include <filesystem>
 #include <iostream>
-#include <random>
 
+#include "runtime/private_dir.h"
+#include "runtime/safe_file.h"
 #include "support/debug.h"
 #include "support/env.h"
+#include "support/error.h"
 
 namespace attnjit::runtime {
 namespace {
 
-// Reads the whole file; fills `st` with the stat of what was read. False if absent or
-// unreadable.
-bool read_file(const std::string& path, std::string& out, struct stat& st) {
-    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return false;
-    bool ok = ::fstat(fd, &st) == 0;
-    out.clear();
-    char buf[1 << 16];
-    while (ok) {
-        ssize_t n = ::read(fd, buf, sizeof(buf));
-        if (n < 0 && errno == EINTR) continue;
-        if (n < 0) ok = false;
-        if (n <= 0) break;
-        out.append(buf, static_cast<size_t>(n));
-    }
-    ::close(fd);
-    return ok;
-}
+enum class Read { kDone, kAbsent, kUnreadable, kCorrupt };
 
-bool write_all(int fd, const std::string& data) {
-    size_t done = 0;
-    while (done < data.size()) {
-        ssize_t n = ::write(fd, data.data() + done, data.size() - done);
-        if (n < 0 && errno == EINTR) continue;
-        if (n <= 0) return false;
-        done += static_cast<size_t>(n);
+// Reads the entry at `path` into `bytes`, never more than its header states; `why` says
+// what is wrong with a corrupt one. `file` stays open so the caller can check that a
+// corrupt entry is still the one it read before removing it.
+Read read_entry(RegularFile& file, std::string& bytes, std::string& why) {
+    switch (file.status()) {
+        case RegularFile::Status::kOpen: break;
+        case RegularFile::Status::kAbsent: return Read::kAbsent;
+        case RegularFile::Status::kUnreadable: return Read::kUnreadable;
+        case RegularFile::Status::kNotRegular:
+            why = S_ISLNK(file.st().st_mode) ? "a symbolic link, not a regular file"
+                                             : "not a regular file";
+            return Read::kCorrupt;
     }
-    return true;
-}
-
-// Unique per process, thread and call, so concurrent writers never share a temp file.
-std::string temp_suffix() {
-    static std::atomic<unsigned long> counter{0};
-    thread_local std::mt19937_64 rng(std::random_device{}());
-    return ".tmp." + std::to_string(::getpid()) + "." + std::to_string(counter++) + "." +
-           std::to_string(rng() % 1000000007ULL);
+    const uint64_t file_size = static_cast<uint64_t>(file.st().st_size);
+    if (file_size > kCompiledKernelHeaderBytes + kMaxCompiledKernelPayloadBytes) {
+        why = std::to_string(file_size) + " bytes, larger than any entry may be";
+        return Read::kCorrupt;
+    }
+    if (!file.read_exact(kCompiledKernelHeaderBytes, bytes)) {
+        why = "truncated header";
+        return Read::kCorrupt;
+    }
+    auto size = serialized_size(bytes, &why);
+    if (!size) return Read::kCorrupt;
+    if (*size != file_size) {
+        why = "the file is " + std::to_string(file_size) + " bytes, its header says " +
+              std::to_string(*size) + " (truncated or appended to)";
+        return Read::kCorrupt;
+    }
+    if (!file.read_exact(*size - kCompiledKernelHeaderBytes, bytes)) {
+        why = "shorter than its header says";
+        return Read::kCorrupt;
+    }
+    return Read::kDone;
 }
 
 }  // namespace
 
-DiskCache::DiskCache(std::string root) {
-    if (!root.empty()) dir_ = root + "/v" + std::to_string(kCompiledKernelFormatVersion);
+DiskCache::DiskCache(std::string root, std::chrono::milliseconds lock_timeout)
+    : root_(std::move(root)), lock_timeout_(lock_timeout) {
+    if (!root_.empty()) dir_ = root_ + "/v" + std::to_string(kCompiledKernelFormatVersion);
 }
 
 std::string DiskCache::root_from_env() {
@@ -68,58 +69,100 @@ std::string DiskCache::entry_path(const std::string& key) const {
     return dir_ + "/kernels/" + key.substr(0, 2) + "/" + key + ".kernel";
 }
 
-DiskCache::Lookup DiskCache::load(const std::string& key) const {
+bool DiskCache::writable() const { return trusted() && writable_.load(); }
+
+bool DiskCache::trusted() const {
+    if (!enabled()) return false;
+    std::call_once(checked_, [this] { check_directories(); });
+    return !refused_.load();
+}
+
+void DiskCache::check_directories() const {
+    // A directory that cannot be made leaves a cache that cannot be written (and has
+    // nothing to read); one that exists must be private, or nothing in it is trusted.
+    for (const std::string* d : {&root_, &dir_}) {
+        int err = make_private_dirs(*d);
+        if (err != 0) {
+            disable_writes("create directory", *d, err);
+            if (err != EACCES && err != EROFS) return;  // absent: nothing to check
+        }
+        struct stat st {};
+        if (::lstat(d->c_str(), &st) != 0) return;
+        // The root may be a link the user made (~/.cache on another disk); what attnjit
+        // makes inside it may not.
+        if (!private_or_refuse(*d, d == &root_)) return;
+    }
+}
+
+bool DiskCache::entry_directories_ok(const std::string& key, bool create) const {
+    const std::string kernels = dir_ + "/kernels";
+    for (const std::string& d : {kernels, kernels + "/" + key.substr(0, 2)}) {
+        if (create && ::mkdir(d.c_str(), 0700) != 0 && errno != EEXIST) {
+            disable_writes("create directory", d, errno);
+            return false;
+        }
+        struct stat st {};
+        if (::lstat(d.c_str(), &st) != 0) return false;
+        if (!private_or_refuse(d, false)) return false;
+    }
+    return true;
+}
+
+bool DiskCache::private_or_refuse(const std::string& path, bool follow_link) const {
+    std::string why = why_not_private(path, follow_link);
+    if (why.empty()) return true;
+    refuse(path, why);
+    return false;
+}
+
+void DiskCache::refuse(const std::string& path, const std::string& why) const {
+    if (refused_.exchange(true)) return;
+    std::cerr << "attnjit: warning: not using the kernel cache at " << root_ << ": " << path
+              << " " << why
+              << ", so its entries could have been planted by someone else. Kernels are kept "
+                 "in memory only. Use a directory that only you own and can write (chmod "
+                 "go-w, or set ATTNJIT_CACHE_DIR to another path), or set "
+                 "ATTNJIT_DISABLE_DISK_CACHE=1 to silence this.\n";
+}
+
+DiskCache::Lookup DiskCache::load(const std::string& key, const EntryCheck& check) const {
     Lookup result;
-    if (!enabled()) return result;
+    if (!trusted() || !entry_directories_ok(key, false)) return result;
     const std::string path = entry_path(key);
-    std::string bytes;
-    struct stat read_st{};
-    if (!read_file(path, bytes, read_st)) return result;
-    std::string why;
-    result.kernel = deserialize(bytes, &why);
-    if (result.kernel) return result;
+    RegularFile file(path);
+    std::string bytes, why;
+    switch (read_entry(file, bytes, why)) {
+        case Read::kAbsent:
+        case Read::kUnreadable: return result;
+        case Read::kCorrupt: break;
+        case Read::kDone:
+            result.kernel = deserialize(bytes, &why);
+            if (result.kernel && result.kernel->key != key) {
+                why = "it records the key " + result.kernel->key + " (copied or linked here?)";
+                result.kernel.reset();
+            } else if (result.kernel && check) {
+                why = check(*result.kernel);
+                if (!why.empty()) result.kernel.reset();
+            }
+            if (result.kernel) return result;
+            break;
+    }
     result.corrupt = true;
     // Remove it only if it is still the file we read: a writer may have just renamed a
     // good entry over it.
-    struct stat now{};
-    if (::stat(path.c_str(), &now) == 0 && now.st_ino == read_st.st_ino &&
-        now.st_dev == read_st.st_dev)
-        ::unlink(path.c_str());
+    if (file.still_at(path)) ::unlink(path.c_str());
     debug(1) << "disk cache: corrupt entry " << path << " (" << why << "); removed, rebuilding";
     return result;
 }
 
-void DiskCache::remove(const std::string& key) const {
-    if (enabled()) ::unlink(entry_path(key).c_str());
-}
-
 bool DiskCache::store(const std::string& key, const CompiledKernel& k) {
-    if (!writable()) return false;
+    internal_check(k.key == key) << "DiskCache::store: the kernel records key '" << k.key
+                                 << "' but is stored under '" << key << "'";
+    if (!writable() || !entry_directories_ok(key, true)) return false;
     const std::string path = entry_path(key);
-    const std::string dir = path.substr(0, path.find_last_of('/'));
-    std::error_code ec;
-    std::filesystem::create_directories(dir, ec);
-    if (ec) {
-        disable_writes("create directory", dir, ec.value());
-        return false;
-    }
-    const std::string tmp = path + temp_suffix();
-    int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-    if (fd < 0) {
-        disable_writes("create", tmp, errno);
-        return false;
-    }
-    // fsync before rename: after a crash the entry is either whole or absent.
-    bool ok = write_all(fd, serialize(k)) && ::fsync(fd) == 0;
-    int err = errno;
-    ok = (::close(fd) == 0) && ok;
-    if (ok && ::rename(tmp.c_str(), path.c_str()) != 0) {
-        ok = false;
-        err = errno;
-    }
-    if (!ok) {
-        ::unlink(tmp.c_str());
-        disable_writes("write", path, err);
+    const char* step = "";
+    if (int err = replace_file(path, serialize(k), 0644, /*durable=*/true, &step)) {
+        disable_writes(step, path, err);
         return false;
     }
     debug(2) << "disk cache: wrote " << path;
@@ -127,14 +170,21 @@ bool DiskCache::store(const std::string& key, const CompiledKernel& k) {
 }
 
 FileLock DiskCache::lock(const std::string& key) const {
-    if (!writable()) return FileLock();
-    const std::string path = entry_path(key);
-    std::error_code ec;
-    std::filesystem::create_directories(path.substr(0, path.find_last_of('/')), ec);
-    return FileLock::acquire(path + ".lock");
+    if (!writable() || !entry_directories_ok(key, true)) return FileLock();
+    const std::string path = entry_path(key) + ".lock";
+    FileLock lock = FileLock::acquire(path, lock_timeout_);
+    if (lock.timed_out() && !warned_lock_timeout_.exchange(true))
+        std::cerr << "attnjit: warning: waited " << lock_timeout_.count() / 1000.0
+                  << " s for the lock " << path
+                  << ", held by another process that has not finished compiling this kernel "
+                     "(is it stopped or hung?); compiling it here without the disk cache. "
+                     "Further lock timeouts are not reported.\n";
+    else if (!lock.held() && !lock.timed_out())
+        debug(1) << "disk cache: cannot lock " << path << "; compiling without the lock";
+    return lock;
 }
 
-void DiskCache::disable_writes(const std::string& what, const std::string& path, int err) {
+void DiskCache::disable_writes(const std::string& what, const std::string& path, int err) const {
     if (!writable_.exchange(false)) return;
     std::cerr << "attnjit: warning: cannot " << what << " " << path << " (" << std::strerror(err)
               << "); the kernel cache at " << dir_

@@ -3,6 +3,7 @@
 #include "runtime/compiler.h"
 #include "runtime/cuda_api.h"
 #include "runtime/device.h"
+#include "runtime/entry_check.h"
 #include "runtime/kernel_key.h"
 #include "support/debug.h"
 
@@ -13,7 +14,7 @@ KernelCache::KernelCache() : KernelCache(Options{}) {}
 KernelCache::KernelCache(Options options)
     : compile_(options.compile ? std::move(options.compile) : CompileFn(compile_kernel)),
       toolchain_(options.toolchain.empty() ? nvrtc_toolchain_id() : std::move(options.toolchain)),
-      disk_(std::move(options.disk_root)) {
+      disk_(std::move(options.disk_root), options.lock_timeout) {
     debug(1) << "kernel cache: " << (disk_.enabled() ? disk_.directory() : "memory only")
              << ", toolchain " << toolchain_;
 }
@@ -75,16 +76,9 @@ KernelCache::CompiledPtr KernelCache::build(const std::string& key,
                                             const codegen::KernelSource& source,
                                             const std::string& arch) {
     // An entry that decodes but is not this kernel is as bad as a corrupt one.
+    auto check = [&](const CompiledKernel& k) { return why_entry_does_not_match(k, source, arch); };
     auto try_disk = [&]() -> CompiledPtr {
-        auto found = disk_.load(key);
-        if (found.kernel && (found.kernel->entry != source.entry || found.kernel->arch != arch)) {
-            debug(1) << "disk cache: entry " << disk_.entry_path(key) << " is "
-                     << found.kernel->entry << " for " << found.kernel->arch << ", expected "
-                     << source.entry << " for " << arch << "; removed, rebuilding";
-            disk_.remove(key);
-            found.kernel.reset();
-            found.corrupt = true;
-        }
+        auto found = disk_.load(key, check);
         if (found.corrupt) count([](CacheStats& s) { ++s.corrupt_entries; });
         if (!found.kernel) return nullptr;
         count([](CacheStats& s) { ++s.disk_hits; });
@@ -96,14 +90,19 @@ KernelCache::CompiledPtr KernelCache::build(const std::string& key,
     FileLock lock = disk_.lock(key);
     if (lock.held())
         if (auto hit = try_disk()) return hit;
+    // A holder that outlived the timeout is still expected to write the entry itself.
+    const bool write_to_disk = disk_.enabled() && !lock.timed_out();
+    if (lock.timed_out()) count([](CacheStats& s) { ++s.lock_timeouts; });
 
     debug(1) << "compiling " << source.name << " for " << arch;
-    auto compiled = std::make_shared<const CompiledKernel>(compile_(source, arch));
+    CompiledKernel built = compile_(source, arch);
+    built.key = key;
+    auto compiled = std::make_shared<const CompiledKernel>(std::move(built));
     count([&](CacheStats& s) {
         ++s.misses;
         s.compile_seconds += compiled->compile_seconds;
     });
-    if (disk_.enabled() && !disk_.store(key, *compiled))
+    if (write_to_disk && !disk_.store(key, *compiled))
         count([](CacheStats& s) { ++s.disk_write_failures; });
     return compiled;
 }

@@ -10,6 +10,7 @@
 
 #include <cuda.h>
 
+#include <chrono>
 #include <functional>
 #include <future>
 #include <memory>
@@ -37,6 +38,9 @@ public:
         CompileFn compile;
         // Identifies the compiler in cache keys. Default: nvrtc_toolchain_id().
         std::string toolchain;
+        // How long to wait for another process compiling the same kernel before
+        // compiling it here, without the disk cache.
+        std::chrono::milliseconds lock_timeout = DiskCache::kDefaultLockTimeout;
 
         // Defaults, with this disk root ("" = memory only).
         static Options with_disk_root(std::string root) {

@@ -1,5 +1,7 @@
 #include "support/env.h"
 
+#include <unistd.h>
+
 #include <cstdlib>
 
 namespace attnjit::env {
@@ -12,9 +14,13 @@ std::optional<std::string> get(const char* name) {
 
 std::string cache_dir() {
     if (auto d = get("ATTNJIT_CACHE_DIR")) return *d;
-    if (auto x = get("XDG_CACHE_HOME")) return *x + "/attnjit";
-    if (auto h = get("HOME")) return *h + "/.cache/attnjit";
-    return "/tmp/attnjit-cache";
+    // The XDG spec says to ignore a relative XDG_CACHE_HOME; a relative HOME is as odd.
+    auto absolute = [](const std::optional<std::string>& p) { return p && (*p)[0] == '/'; };
+    if (auto x = get("XDG_CACHE_HOME"); absolute(x)) return *x + "/attnjit";
+    if (auto h = get("HOME"); absolute(h)) return *h + "/.cache/attnjit";
+    // Per user: another user cannot own this name, and if they made it first the cache
+    // refuses it (not ours) instead of loading what they put there.
+    return "/tmp/attnjit-cache-" + std::to_string(::geteuid());
 }
 
 bool disk_cache_disabled() {

@@ -7,6 +7,7 @@
 //   ATTNJIT_LIBCUDA             explicit path of libcuda to dlopen
 //   ATTNJIT_LIBNVRTC            explicit path of libnvrtc to dlopen
 //   CUDA_HOME                   toolkit root, searched for libnvrtc (not ours, read-only)
+//   XDG_CACHE_HOME, HOME        default disk cache root (not ours, read-only)
 #pragma once
 
 #include <optional>
@@ -14,7 +15,8 @@
 
 namespace attnjit::env {
 
-// ATTNJIT_CACHE_DIR: disk cache root (default $XDG_CACHE_HOME/attnjit or ~/.cache/attnjit).
+// ATTNJIT_CACHE_DIR: disk cache root. Default: $XDG_CACHE_HOME/attnjit, else
+// $HOME/.cache/attnjit (each only when absolute), else /tmp/attnjit-cache-<uid>.
 std::string cache_dir();
 // ATTNJIT_DISABLE_DISK_CACHE=1: memory cache only.
 bool disk_cache_disabled();

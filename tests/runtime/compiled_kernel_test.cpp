@@ -11,6 +11,7 @@ namespace {
 
 CompiledKernel sample() {
     CompiledKernel k;
+    k.key = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
     k.name = "fwd_bf16_d128";
     k.entry = "attnjit_forward";
     k.arch = "sm_90a";
@@ -28,6 +29,7 @@ TEST(CompiledKernelSerialization, RoundTripKeepsEveryField) {
     std::string why;
     auto back = deserialize(serialize(k), &why);
     ASSERT_TRUE(back) << why;
+    EXPECT_EQ(back->key, k.key);
     EXPECT_EQ(back->name, k.name);
     EXPECT_EQ(back->entry, k.entry);
     EXPECT_EQ(back->arch, k.arch);
@@ -84,13 +86,31 @@ TEST(CompiledKernelSerialization, CorruptionIsDetectedAndNamed) {
 // jitify2's serialization goldens, in one line: the bytes of a fixed kernel must not
 // change unless the format version does.
 TEST(CompiledKernelSerialization, FormatIsFrozenForThisVersion) {
-    ASSERT_EQ(kCompiledKernelFormatVersion, 1)
+    ASSERT_EQ(kCompiledKernelFormatVersion, 2)
         << "format version changed: update the golden hash below to the new value";
     EXPECT_EQ(sha256_hex(serialize(sample())),
-              "d713c3e186151ae4711223a337ba4e5ed3110b3da270ee4fc826277b6d74ba27")
+              "57edcadc17eab4730014f33d398751ee2e6e75b96afb59e64b5fe720b5d5c8f4")
         << "The serialized form of CompiledKernel changed. If that was intended, bump "
            "kCompiledKernelFormatVersion in runtime/compiled_kernel.h (old cache entries "
            "must not be read with the new layout) and update this golden hash.";
+}
+
+// A reader sizes its read from the header, so the header alone must be enough to refuse
+// an entry too large to be real.
+TEST(CompiledKernelSerialization, HeaderGivesTheSizeAndCapsIt) {
+    const std::string good = serialize(sample());
+    std::string why;
+    auto size = serialized_size(std::string_view(good).substr(0, kCompiledKernelHeaderBytes), &why);
+    ASSERT_TRUE(size) << why;
+    EXPECT_EQ(*size, good.size());
+
+    std::string huge = good;
+    const uint64_t stated = kMaxCompiledKernelPayloadBytes + 1;
+    for (int i = 0; i < 8; ++i) huge[12 + i] = static_cast<char>((stated >> (8 * i)) & 0xff);
+    EXPECT_FALSE(serialized_size(huge, &why));
+    EXPECT_NE(why.find("over the limit"), std::string::npos) << why;
+    EXPECT_FALSE(deserialize(huge, &why));
+    EXPECT_NE(why.find("over the limit"), std::string::npos) << why;
 }
 
 TEST(CompiledKernelSerialization, PrintsItself) {

@@ -2,6 +2,7 @@
 // directories, and the environment switch. No NVRTC needed.
 #include <gtest/gtest.h>
 
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -23,6 +24,7 @@ const std::string kKey = "ab" + std::string(62, '0');
 
 CompiledKernel kernel_with(size_t cubin_bytes, char fill) {
     CompiledKernel k;
+    k.key = kKey;
     k.name = "k";
     k.entry = "entry";
     k.arch = "sm_80";
@@ -48,7 +50,8 @@ TEST(DiskCache, StoresUnderVersionedContentAddressedPath) {
     EXPECT_FALSE(found.corrupt);
     EXPECT_EQ(found.kernel->cubin, std::string(100, 'x'));
     EXPECT_EQ(files_under(tmp.path()),
-              std::vector<std::string>{"v1/kernels/ab/" + kKey + ".kernel"});
+              std::vector<std::string>{"v" + std::to_string(kCompiledKernelFormatVersion) +
+                                       "/kernels/ab/" + kKey + ".kernel"});
 }
 
 // Writers keep replacing one entry with large, different, valid contents while readers
@@ -132,14 +135,15 @@ TEST(DiskCache, ReadOnlyDirectoryWarnsAndStillReads) {
         DiskCache writer(tmp.path());
         ASSERT_TRUE(writer.store(kKey, kernel_with(10, 'x')));
     }
-    ::chmod((tmp.path() + "/v1/kernels/ab").c_str(), 0555);
+    const std::string shard = DiskCache(tmp.path()).directory() + "/kernels/ab";
+    ::chmod(shard.c_str(), 0555);
     DiskCache cache(tmp.path());
     ::testing::internal::CaptureStderr();
     EXPECT_FALSE(cache.store(kKey, kernel_with(10, 'y')));
     std::string err = ::testing::internal::GetCapturedStderr();
     EXPECT_NE(err.find("warning"), std::string::npos) << err;
     EXPECT_TRUE(cache.load(kKey).kernel) << "existing entries stay readable";
-    ::chmod((tmp.path() + "/v1/kernels/ab").c_str(), 0755);
+    ::chmod(shard.c_str(), 0755);
 }
 
 TEST(DiskCache, EmptyRootDisablesIt) {
@@ -175,7 +179,7 @@ TEST(FileLock, ExcludesOtherHoldersAndLeavesNoFile) {
     for (int t = 0; t < 4; ++t)
         threads.emplace_back([&] {
             for (int i = 0; i < 25; ++i) {
-                FileLock lock = FileLock::acquire(path);
+                FileLock lock = FileLock::acquire(path, std::chrono::seconds(30));
                 ASSERT_TRUE(lock.held());
                 {
                     std::lock_guard<std::mutex> g(mu);

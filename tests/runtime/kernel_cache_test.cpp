@@ -142,6 +142,7 @@ TEST(KernelCache, EntryForAnotherKernelIsTreatedAsCorrupt) {
     KernelCache cache(fake_options(fake, tmp.path()));
     const std::string key = cache.key_for(src, "sm_80");
     CompiledKernel wrong = fake(src, "sm_80");
+    wrong.key = key;
     wrong.entry = "something_else";
     ASSERT_TRUE(const_cast<DiskCache&>(cache.disk()).store(key, wrong));
     auto k = cache.get_compiled(src, "sm_80");

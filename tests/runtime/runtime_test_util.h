@@ -1,14 +1,20 @@
 // Small helpers shared by the runtime tests: a temporary directory, scoped environment
-// variables, a hand-written kernel that needs no templates, and a fake compiler.
+// variables, a bounded child process, a hand-written kernel that needs no templates,
+// and a fake compiler.
 #pragma once
 
 #include <dirent.h>
+#include <signal.h>
 #include <stdlib.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <filesystem>
+#include <functional>
 #include <optional>
 #include <string>
 #include <thread>
@@ -69,6 +75,70 @@ inline std::vector<std::string> files_under(const std::string& dir) {
     return out;
 }
 
+// Waits for child `pid` at most `timeout`, then kills it. Its exit code, or nullopt if
+// it had to be killed or died of a signal.
+inline std::optional<int> wait_child(pid_t pid, std::chrono::milliseconds timeout) {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    int status = 0;
+    for (;;) {
+        pid_t r = ::waitpid(pid, &status, WNOHANG);
+        if (r == pid) break;
+        if (r < 0) return std::nullopt;
+        if (std::chrono::steady_clock::now() >= deadline) {
+            ::kill(pid, SIGKILL);
+            ::waitpid(pid, &status, 0);
+            return std::nullopt;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    if (!WIFEXITED(status)) return std::nullopt;
+    return WEXITSTATUS(status);
+}
+
+// Runs `body` in a forked child, so that a test of something that could block forever
+// or read without bound cannot hang or exhaust the machine: the child is killed after
+// `timeout`, and with `extra_memory` > 0 its address space may grow only that much (a
+// runaway read gets bad_alloc). Returns body's result, 255 if it threw, nullopt if the
+// child was killed or crashed.
+inline std::optional<int> run_in_child(const std::function<int()>& body,
+                                       std::chrono::milliseconds timeout,
+                                       size_t extra_memory = 0) {
+    std::fflush(nullptr);
+    pid_t pid = ::fork();
+    if (pid < 0) return std::nullopt;
+    if (pid == 0) {
+        if (extra_memory > 0) {
+            size_t pages = 0;
+            if (FILE* f = std::fopen("/proc/self/statm", "r")) {
+                if (std::fscanf(f, "%zu", &pages) != 1) pages = 0;
+                std::fclose(f);
+            }
+            const rlim_t limit = pages * static_cast<size_t>(::sysconf(_SC_PAGESIZE)) + extra_memory;
+            const struct rlimit rl = {limit, limit};
+            ::setrlimit(RLIMIT_AS, &rl);
+        }
+        int code = 255;
+        try {
+            code = body();
+        } catch (...) {
+        }
+        std::fflush(nullptr);
+        ::_exit(code);
+    }
+    return wait_child(pid, timeout);
+}
+
+// A stand-in cubin: the ELF header fields the cache checks (64-bit, little-endian,
+// machine EM_CUDA), then `text`.
+inline std::string fake_cubin(const std::string& text) {
+    std::string elf(64, '\0');
+    elf.replace(0, 4, "\x7f" "ELF");
+    elf[4] = 2;             // ELFCLASS64
+    elf[5] = 1;             // little-endian
+    elf[18] = char(190);    // e_machine = EM_CUDA
+    return elf + text;
+}
+
 // The Params of tiny_source(): what the launcher would pack for a real kernel.
 struct TinyParams {
     float* out;
@@ -120,7 +190,7 @@ struct FakeCompiler {
         k.name = s.name;
         k.entry = s.entry;
         k.arch = arch;
-        k.cubin = "fake cubin of " + s.source + " for " + arch;
+        k.cubin = fake_cubin("fake cubin of " + s.source + " for " + arch);
         k.options = s.options;
         k.threads = s.threads;
         k.smem_bytes = s.smem_bytes;
