@@ -22,6 +22,9 @@ if [ ! -f "$cuda/include/nvrtc.h" ]; then
   exit 1
 fi
 
+# scripts/sanitize.sh wants the packages only; it configures its own build.
+[ "${ATTNJIT_SETUP_PACKAGES_ONLY:-0}" = 1 ] && exit 0
+
 build="${ATTNJIT_BUILD_DIR:-build}"
 cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DCUDAToolkit_ROOT="$cuda" >/dev/null
 cmake --build "$build" -j"$(nproc)"
