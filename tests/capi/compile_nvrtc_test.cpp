@@ -58,6 +58,18 @@ TEST(CapiCompile, ExplicitArchCompilesWithoutAGpu) {
     }
 }
 
+// Int32 edges that constant folding must leave alone reach NVRTC as valid CUDA (before
+// the int32 literal rule, a 64-bit literal made NVRTC reject the source: INTERNAL).
+TEST(CapiCompile, Int32EdgesCompile) {
+    SKIP_WITHOUT_NVRTC();
+    const std::string json = R"({"format":"attnjit.spec/1","dtype":"f16","head_dim":64,)"
+                             R"J("mask":"max(q_idx, 2147483647) > kv_idx && q_idx < -2147483648 / -1 + 65536 * 65536 + abs(-2147483648)"})J";
+    attnjit_spec* spec = nullptr;
+    ASSERT_EQ(attnjit_spec_from_json(json.data(), json.size(), &spec), ATTNJIT_OK) << attnjit_last_error();
+    SpecPtr owned(spec);
+    EXPECT_TRUE(compile_for(spec, "sm_80"));
+}
+
 TEST(CapiCompile, TheKernelOwnsItsSpec) {
     SKIP_WITHOUT_NVRTC();
     SpecPtr spec = c_spec(spec_with_every_input());

@@ -55,6 +55,32 @@ TEST(CapiErrors, TextCutShortIsAParseError) {
     EXPECT_EQ(out, nullptr);
 }
 
+// The hardening issue's hostile documents: each is a located PARSE error, never a crash
+// (SIGFPE in folding, a stack overflow on a long chain) or an INTERNAL status.
+TEST(CapiErrors, HostileDocumentsAreParseErrors) {
+    auto doc = [](const std::string& key_value) {
+        return R"({"format":"attnjit.spec/1","dtype":"f16","head_dim":64,)" + key_value + "}";
+    };
+    std::string chain = "q_idx";
+    for (int i = 0; i < 150000; ++i) chain += "+q_idx";
+    std::string tensors = "\"tensors\":{";
+    for (int i = 0; i < 33; ++i) tensors += (i ? ",\"t" : "\"t") + std::to_string(i) + "\":{\"dtype\":\"f32\",\"rank\":1}";
+    const std::pair<std::string, const char*> cases[] = {
+        {doc(R"("mask":"q_idx < -9223372036854775808 / -1")"), "is out of range: ints are int32"},
+        {doc(R"("mask":"max(q_idx, 2147483648) > kv_idx")"), "is out of range: ints are int32"},
+        {doc(R"("mask":"abs(-9223372036854775808) > q_idx")"), "is out of range: ints are int32"},
+        {doc("\"mask\":\"" + chain + " > kv_idx\""), "the expression is too deep"},
+        {doc(tensors + "},\"score_mod\":\"score\""), "the limit is 32"},
+        {doc("\"score_mod\":\"score" + std::string(1 << 20, ' ') + "\""), "the limit is 1048576"},
+    };
+    for (const auto& [json, message] : cases) {
+        attnjit_spec* out = kSentinelSpec;
+        EXPECT_STATUS(attnjit_spec_from_json(json.data(), json.size(), &out), ATTNJIT_ERROR_PARSE,
+                      {"attnjit_spec_from_json", "spec:1:", message});
+        EXPECT_EQ(out, nullptr);
+    }
+}
+
 TEST(CapiErrors, SpecFunctionsRefuseNullHandlesAndOutputs) {
     char* text = reinterpret_cast<char*>(0x1);
     EXPECT_STATUS(attnjit_spec_to_json(nullptr, &text), ATTNJIT_ERROR_INVALID_ARGUMENT,
