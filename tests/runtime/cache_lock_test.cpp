@@ -29,11 +29,9 @@ using testing::TempDir;
 using testing::tiny_source;
 using namespace std::chrono_literals;
 
+// Locks time out quickly here.
 KernelCache::Options fake_options(FakeCompiler& fake, const std::string& root) {
-    KernelCache::Options o;
-    o.disk_root = root;
-    o.compile = [&fake](const codegen::KernelSource& s, const std::string& a) { return fake(s, a); };
-    o.toolchain = "fake-compiler 1";
+    KernelCache::Options o = testing::fake_options(fake, root);
     o.lock_timeout = 300ms;
     return o;
 }

@@ -17,19 +17,12 @@
 namespace attnjit::runtime {
 namespace {
 
+using testing::fake_options;
 using testing::FakeCompiler;
 using testing::files_under;
 using testing::ScopedEnv;
 using testing::TempDir;
 using testing::tiny_source;
-
-KernelCache::Options fake_options(FakeCompiler& fake, const std::string& root) {
-    KernelCache::Options o;
-    o.disk_root = root;
-    o.compile = [&fake](const codegen::KernelSource& s, const std::string& a) { return fake(s, a); };
-    o.toolchain = "fake-compiler 1";
-    return o;
-}
 
 TEST(KernelCache, CountsMissesMemoryHitsAndDiskHits) {
     TempDir tmp;

@@ -20,6 +20,7 @@
 namespace attnjit::runtime {
 namespace {
 
+using testing::fake_options;
 using testing::FakeCompiler;
 using testing::run_in_child;
 using testing::TempDir;
@@ -28,14 +29,6 @@ using namespace std::chrono_literals;
 
 constexpr size_t kChildMemory = size_t(512) << 20;
 constexpr auto kChildTimeout = 20s;
-
-KernelCache::Options fake_options(FakeCompiler& fake, const std::string& root) {
-    KernelCache::Options o;
-    o.disk_root = root;
-    o.compile = [&fake](const codegen::KernelSource& s, const std::string& a) { return fake(s, a); };
-    o.toolchain = "fake-compiler 1";
-    return o;
-}
 
 // Writes the entries of both kernels into `root`; returns their entry paths.
 std::pair<std::string, std::string> write_entries(const std::string& root,

@@ -22,6 +22,7 @@
 
 #include "codegen/kernel_source.h"
 #include "runtime/compiled_kernel.h"
+#include "runtime/kernel_cache.h"
 #include "support/error.h"
 
 namespace attnjit::runtime::testing {
@@ -198,5 +199,14 @@ struct FakeCompiler {
         return k;
     }
 };
+
+// A kernel cache under `root` that compiles with `fake` (which must outlive it).
+inline KernelCache::Options fake_options(FakeCompiler& fake, const std::string& root) {
+    KernelCache::Options o;
+    o.disk_root = root;
+    o.compile = [&fake](const codegen::KernelSource& s, const std::string& a) { return fake(s, a); };
+    o.toolchain = "fake-compiler 1";
+    return o;
+}
 
 }  // namespace attnjit::runtime::testing
