@@ -30,7 +30,7 @@ using testing::tiny_source;
 using namespace std::chrono_literals;
 
 // Locks time out quickly here.
-KernelCache::Options fake_options(FakeCompiler& fake, const std::string& root) {
+KernelCache::Options quick_lock_options(FakeCompiler& fake, const std::string& root) {
     KernelCache::Options o = testing::fake_options(fake, root);
     o.lock_timeout = 300ms;
     return o;
@@ -47,7 +47,7 @@ TEST(CacheLock, LinkAtTheLockPathIsNotFollowed) {
     const std::string victim = tmp.path() + "/created-through-the-link";
     FakeCompiler fake;
     const auto src = tiny_source();
-    KernelCache cache(fake_options(fake, tmp.path() + "/cache"));
+    KernelCache cache(quick_lock_options(fake, tmp.path() + "/cache"));
     const std::string lock = lock_path_of(cache, src);
     ASSERT_EQ(::symlink(victim.c_str(), lock.c_str()), 0);
 
@@ -122,7 +122,7 @@ TEST(CacheLock, StoppedHolderDelaysOthersOnlyForTheTimeout) {
     TempDir tmp;
     FakeCompiler fake;
     const auto src = tiny_source();
-    KernelCache cache(fake_options(fake, tmp.path()));
+    KernelCache cache(quick_lock_options(fake, tmp.path()));
     StoppedHolder holder(lock_path_of(cache, src));
     ASSERT_TRUE(holder.holding());
 
