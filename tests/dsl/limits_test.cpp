@@ -34,6 +34,20 @@ std::string chain(const std::string& term, const std::string& op, int terms) {
     return s;
 }
 
+// The stack the deepest spec is tested on: 1 MiB, and 4 MiB under AddressSanitizer,
+// whose redzones make every frame several times larger.
+#if defined(__SANITIZE_ADDRESS__)
+constexpr size_t kTestStack = size_t(4) << 20;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+constexpr size_t kTestStack = size_t(4) << 20;
+#else
+constexpr size_t kTestStack = size_t(1) << 20;
+#endif
+#else
+constexpr size_t kTestStack = size_t(1) << 20;
+#endif
+
 // Runs f on a thread with a stack of `bytes` (the main thread's 8 MB would hide a
 // recursion that is merely bounded, not small).
 void run_with_stack(size_t bytes, const std::function<void()>& f) {
@@ -115,11 +129,12 @@ TEST(Limits, ASpecOfNodesMadeDirectlyIsCheckedToo) {
 TEST(Limits, TheLargestAllowedSpecGoesThroughEveryStageOnASmallStack) {
     // A chain exactly at the depth limit in both expressions, read from JSON, printed,
     // read again, hashed, interpreted, lowered and generated, on a 1 MiB stack.
+    // (Measured: it passes on 512 KiB too, so the 1 MiB claim of the docs has room.)
     const std::string score_text = chain("score", "+", kMaxExprDepth - 2) + " * 0.5";
     const std::string mask_text = chain("q_idx >= kv_idx", "&&", kMaxExprDepth / 3);
     const std::string doc = R"({"format": "attnjit.spec/1", "dtype": "f16", "head_dim": 64, "score_mod": ")" +
                             score_text + R"(", "mask": ")" + mask_text + "\"}";
-    run_with_stack(size_t(1) << 20, [&] {
+    run_with_stack(kTestStack, [&] {
         AttentionSpec spec = spec_from_json(doc);
         EXPECT_LE(spec.score_mod()->depth, kMaxExprDepth);
         AttentionSpec again = spec_from_json(spec_to_json(spec));
