@@ -3,22 +3,14 @@
 #include <optional>
 #include <string>
 
-#include "attnjit/tile_config.h"
 #include "capi/handles.h"
 #include "capi/status.h"
+#include "codegen/kernel_config.h"
 #include "runtime/device.h"
 
 using attnjit::capi::guarded;
 
 namespace {
-
-attnjit::ElemKind elem_kind(attnjit::DType d) {
-    switch (d) {
-    case attnjit::DType::f16: return attnjit::ElemKind::f16;
-    case attnjit::DType::bf16: return attnjit::ElemKind::bf16;
-    default: return attnjit::ElemKind::f32;
-    }
-}
 
 attnjit::CompileOptions to_compile_options(const attnjit::dsl::AttentionSpec& spec,
                                            const attnjit_compile_options* c) {
@@ -42,8 +34,10 @@ attnjit::CompileOptions to_compile_options(const attnjit::dsl::AttentionSpec& sp
         any = any || fields[f] != 0;
     }
     if (any) {
-        attnjit::TileConfig t = attnjit::default_forward_tile(elem_kind(spec.dtype()), spec.head_dim_qk(),
-                                                              spec.head_dim_v());
+        // Unset fields come from the default tile for the arch the kernel will be built for.
+        const std::string arch =
+            o.arch ? *o.arch : attnjit::runtime::why_no_gpu() ? "sm_80" : attnjit::runtime::current_device().arch();
+        attnjit::TileConfig t = attnjit::codegen::make_config(spec, attnjit::KernelKind::forward, arch).tile;
         if (c->block_m) t.block_m = c->block_m;
         if (c->block_n) t.block_n = c->block_n;
         if (c->warps) t.warps = c->warps;

@@ -1,29 +1,23 @@
-// generate: AttentionSpec + TileConfig -> KernelSource, the translation unit described in
-// templates/README.md: a provenance comment, the Params struct (with a static_assert
-// per field offset and on its size), the Variant struct of hooks, the Traits and the
-// extern "C" entry point around the hand-written forward template.
+// generate: KernelPlan + KernelConfig + target arch -> KernelSource, the translation unit
+// described in templates/README.md: a provenance comment, the Params struct of the kind
+// (emit_params.h), the Variant of hooks (emit_variant.h), and the kind's Traits and
+// extern "C" entry (kernel_kinds.h) around the hand-written template.
 #pragma once
 
-#include "attnjit/tile_config.h"
+#include <string>
+
+#include "codegen/kernel_config.h"
 #include "codegen/kernel_plan.h"
 #include "codegen/kernel_source.h"
-#include "codegen/params_layout.h"
 #include "dsl/attention_spec.h"
 
 namespace attnjit::codegen {
 
-// Validates the spec (UserError) and the tile (UserError naming the tile and why it is
-// invalid), lowers, and renders. Deterministic: same inputs, same bytes.
-KernelSource generate_forward(const dsl::AttentionSpec& spec, TileConfig tile);
-// With default_forward_tile() for the spec's dtype and head dims.
-KernelSource generate_forward(const dsl::AttentionSpec& spec);
-// From an already lowered plan (the tile is still checked).
-KernelSource generate_forward(const KernelPlan& plan, TileConfig tile);
-
-// The tile used when none is given.
-TileConfig default_tile(const dsl::AttentionSpec& spec);
-
-// "block_m=128 block_n=64 warps=4 stages=2"
-std::string tile_string(const TileConfig& t);
+// From an already lowered plan. The config must be valid on `arch` (UserError naming the
+// rule otherwise) and match the spec's dtype and head dims. Deterministic: same inputs,
+// same bytes.
+KernelSource generate(const KernelPlan& plan, const KernelConfig& config, const std::string& arch);
+// Validates the spec (UserError), checks the config, lowers and renders.
+KernelSource generate(const dsl::AttentionSpec& spec, const KernelConfig& config, const std::string& arch);
 
 }  // namespace attnjit::codegen

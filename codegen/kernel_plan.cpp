@@ -14,26 +14,6 @@ Bindings KernelPlan::all_bindings() const {
     return all;
 }
 
-ElemKind elem_kind(DType d) {
-    switch (d) {
-    case DType::f16: return ElemKind::f16;
-    case DType::bf16: return ElemKind::bf16;
-    case DType::f32: return ElemKind::f32;
-    default: break;
-    }
-    user_error << "Q, K, V dtype " << dtype_name(d) << " is not supported; use f16, bf16 or f32";
-    return ElemKind::f16;
-}
-
-const char* elem_kind_name(ElemKind e) {
-    switch (e) {
-    case ElemKind::f16: return "f16";
-    case ElemKind::bf16: return "bf16";
-    case ElemKind::f32: return "f32";
-    }
-    return "?";
-}
-
 namespace {
 
 void print_bindings(std::ostream& os, const char* title, const Bindings& bs) {
@@ -47,7 +27,6 @@ void print_bindings(std::ostream& os, const char* title, const Bindings& bs) {
 std::ostream& operator<<(std::ostream& os, const KernelPlan& p) {
     os << "KernelPlan {\n";
     os << "  spec: " << p.spec << "\n";
-    os << "  element: " << elem_kind_name(p.elem) << ", head dims " << p.head_dim_qk << "x" << p.head_dim_v << "\n";
     print_bindings(os, "head", p.head);
     print_bindings(os, "row", p.row);
     print_bindings(os, "score_mod temporaries", p.score_bindings);

@@ -7,7 +7,6 @@
 #include <ostream>
 #include <string>
 
-#include "attnjit/tile_config.h"
 #include "codegen/binding.h"
 #include "codegen/mask_analysis.h"
 #include "dsl/attention_spec.h"
@@ -15,9 +14,7 @@
 namespace attnjit::codegen {
 
 struct KernelPlan {
-    dsl::AttentionSpec spec;  // what was asked for, unchanged
-    ElemKind elem = ElemKind::f16;
-    int head_dim_qk = 0, head_dim_v = 0;
+    dsl::AttentionSpec spec;  // what was asked for, unchanged (dtype and head dims included)
 
     Bindings head;            // Variant::Head fields (make_head), evaluation order
     Bindings row;             // Variant::Row fields (make_row)
@@ -40,8 +37,5 @@ struct KernelPlan {
 };
 
 std::ostream& operator<<(std::ostream& os, const KernelPlan& plan);
-
-ElemKind elem_kind(DType d);  // f16/bf16/f32; UserError otherwise
-const char* elem_kind_name(ElemKind e);
 
 }  // namespace attnjit::codegen

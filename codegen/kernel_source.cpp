@@ -1,5 +1,6 @@
 #include "codegen/kernel_source.h"
 
+#include "codegen/kernel_config.h"
 #include "codegen/template_library.h"
 #include "support/sha256.h"
 
@@ -10,6 +11,7 @@ std::string KernelSource::content_hash() const {
     h.add("generator", kGeneratorVersion);
     h.add("templates", templates_hash());
     h.add("entry", entry);
+    h.add("arch", arch);
     h.add("source", source);
     for (const auto& o : options) h.add("option", o);
     h.add("threads", threads);
@@ -18,10 +20,8 @@ std::string KernelSource::content_hash() const {
 }
 
 std::ostream& operator<<(std::ostream& os, const KernelSource& k) {
-    return os << "KernelSource(" << k.name << ", entry " << k.entry << ", tile "
-              << k.tile.block_m << "x" << k.tile.block_n << ", " << k.tile.warps << " warps, "
-              << k.tile.stages << " stages, " << k.threads << " threads, " << k.smem_bytes
-              << " B smem, " << k.source.size() << " bytes of source)";
+    return os << "KernelSource(" << k.name << ", entry " << k.entry << ", " << k.config << ", " << k.arch << ", "
+              << k.threads << " threads, " << k.smem_bytes << " B smem, " << k.source.size() << " bytes of source)";
 }
 
 }  // namespace attnjit::codegen

@@ -71,9 +71,6 @@ KernelPlan lower(const dsl::AttentionSpec& spec) {
     spec.validate();
     KernelPlan plan;
     plan.spec = spec;
-    plan.elem = elem_kind(spec.dtype());
-    plan.head_dim_qk = spec.head_dim_qk();
-    plan.head_dim_v = spec.head_dim_v();
     debug(1) << "lowering " << spec;
 
     dsl::Expr score_mod, mask;

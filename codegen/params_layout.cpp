@@ -1,7 +1,8 @@
 #include "codegen/params_layout.h"
 
-#include "attnjit/forward_args.h"
+#include "attnjit/forward/args.h"
 #include "codegen/cuda_emitter.h"
+#include "support/error.h"
 
 namespace attnjit::codegen {
 
@@ -37,20 +38,30 @@ void place(ParamsLayout& l, ParamsField f) {
     l.fields.push_back(std::move(f));
 }
 
-}  // namespace
-
-ParamsLayout params_layout(const dsl::AttentionSpec& spec) {
-    static_assert(sizeof(void*) == kPointerBytes && sizeof(long long) == kStrideBytes,
-                  "attnjit assumes a 64-bit host with the device's pointer and long long sizes");
-    ParamsLayout l;
+// The fixed argument block of each kernel kind (one header per kind, shared with NVRTC).
+ParamsField args_block(KernelKind kind) {
     ParamsField args;
     args.name = "args";
     args.kind = ParamsField::Kind::Args;
-    args.size = static_cast<int>(sizeof(attnjit::ForwardArgs));
-    args.align = static_cast<int>(alignof(attnjit::ForwardArgs));
     args.c_name = "args";
-    args.c_type = "attnjit::ForwardArgs";
-    place(l, args);
+    switch (kind) {
+    case KernelKind::forward:
+        args.size = static_cast<int>(sizeof(attnjit::ForwardArgs));
+        args.align = static_cast<int>(alignof(attnjit::ForwardArgs));
+        args.c_type = "attnjit::ForwardArgs";
+        return args;
+    }
+    internal_error << "no argument block for kernel kind " << static_cast<int>(kind);
+    return args;
+}
+
+}  // namespace
+
+ParamsLayout params_layout(const dsl::AttentionSpec& spec, KernelKind kind) {
+    static_assert(sizeof(void*) == kPointerBytes && sizeof(long long) == kStrideBytes,
+                  "attnjit assumes a 64-bit host with the device's pointer and long long sizes");
+    ParamsLayout l;
+    place(l, args_block(kind));
 
     for (const auto& [name, type] : spec.scalars()) {  // std::map: sorted by name
         ParamsField f;

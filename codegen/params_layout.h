@@ -5,7 +5,8 @@
 // C's layout rules then fix every offset), so NVRTC rejects any disagreement instead of
 // the kernel reading garbage.
 //
-//   args      attnjit::ForwardArgs (templates/attnjit/forward_args.h), offset 0
+//   args      the kernel kind's argument block (attnjit::ForwardArgs for the forward,
+//             templates/attnjit/forward/args.h), offset 0
 //   scalars   one per runtime scalar, sorted by name: float or int, 4 bytes
 //   tensors   one per captured tensor, sorted by name: attnjit::TensorArg<T, R>
 //             = an 8-byte pointer and R int64 element strides
@@ -15,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "attnjit/common/kernel_config.h"
 #include "dsl/attention_spec.h"
 #include "support/dtype.h"
 
@@ -22,7 +24,7 @@ namespace attnjit::codegen {
 
 struct ParamsField {
     enum class Kind { Args, FloatScalar, IntScalar, Tensor };
-    std::string name;    // the spec's name ("cap", "bias"); "args" for ForwardArgs
+    std::string name;    // the spec's name ("cap", "bias"); "args" for the argument block
     Kind kind = Kind::Args;
     DType dtype = DType::f32;  // scalar: f32 / i32; tensor: its element type
     int rank = 0;              // tensors only
@@ -44,8 +46,9 @@ struct ParamsLayout {
     const ParamsField* find(const std::string& name) const;
 };
 
-// The layout for a spec's scalars and tensors (every one it declares).
-ParamsLayout params_layout(const dsl::AttentionSpec& spec);
+// The layout of a `kind` kernel's Params for a spec: the kind's argument block, then
+// every scalar and tensor the spec declares.
+ParamsLayout params_layout(const dsl::AttentionSpec& spec, KernelKind kind);
 
 std::ostream& operator<<(std::ostream& os, const ParamsLayout& l);
 

@@ -8,7 +8,7 @@
 namespace attnjit::codegen {
 
 struct EmbeddedFile {
-    const char* name;  // include name, e.g. "attnjit/forward_kernel.cuh"
+    const char* name;  // include name, e.g. "attnjit/forward/kernel.cuh"
     const char* text;
 };
 

@@ -7,7 +7,7 @@
 #include <optional>
 #include <sstream>
 
-#include "attnjit/tile_config.h"
+#include "attnjit/common/kernel_config.h"
 #include "dsl/printer.h"
 #include "dsl/visitor.h"
 #include "runtime/attention.h"

@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "codegen/generate.h"
+#include "codegen/kernel_config.h"
 #include "codegen/params_layout.h"
 #include "runtime/device.h"
 #include "runtime/kernel_cache.h"
@@ -17,7 +18,7 @@ namespace attnjit {
 struct Attention::Impl {
     AttentionSpec spec;  // validated
     SpecInputs inputs;   // spec.tensors() and spec.scalars()
-    TileConfig tile{};
+    KernelConfig config{};  // what kernel, for `arch`
     std::string arch;
     codegen::ParamsLayout layout;
     std::shared_ptr<const runtime::CompiledKernel> compiled;
@@ -26,28 +27,20 @@ struct Attention::Impl {
     mutable std::optional<codegen::KernelSource> source;  // generated on demand
     double compile_seconds = 0;
 
-    codegen::KernelSource make_source() const { return codegen::generate_forward(spec, tile); }
+    codegen::KernelSource make_source() const { return codegen::generate(spec, config, arch); }
 };
 
 namespace {
 
-ElemKind elem_kind(DType d) {
-    switch (d) {
-    case DType::f16: return ElemKind::f16;
-    case DType::bf16: return ElemKind::bf16;
-    default: return ElemKind::f32;
-    }
-}
-
 // Unique per generated kernel and architecture, and cheap: no source is generated to
 // compute it. It is the spec's full printed form plus the types of its inputs (the
 // printer leaves those out), not a hash, so two specs can never share a kernel.
-std::string fast_key(const AttentionSpec& spec, const SpecInputs& in, const TileConfig& t, const std::string& arch) {
+std::string fast_key(const AttentionSpec& spec, const SpecInputs& in, const KernelConfig& c, const std::string& arch) {
     std::ostringstream s;
     s << spec << "|";
     for (const auto& [name, info] : in.tensors) s << name << ":" << dtype_name(info.dtype) << info.rank << ",";
     for (const auto& [name, type] : in.scalars) s << name << ":" << dsl::type_name(type) << ",";
-    s << "|" << t.block_m << "x" << t.block_n << "w" << t.warps << "s" << t.stages << "|" << arch << "|g"
+    s << "|" << codegen::config_id(c) << "|" << arch << "|g"
       << codegen::kGeneratorVersion;
     return s.str();
 }
@@ -58,15 +51,6 @@ Attention::Attention(const AttentionSpec& spec, const CompileOptions& options) :
     spec.validate();
     impl_->spec = spec;
     impl_->inputs = SpecInputs{spec.tensors(), spec.scalars()};
-    const ElemKind e = elem_kind(spec.dtype());
-    impl_->tile = options.tile ? *options.tile : default_forward_tile(e, spec.head_dim_qk(), spec.head_dim_v());
-    if (const char* why = why_tile_invalid(e, spec.head_dim_qk(), spec.head_dim_v(), impl_->tile)) {
-        const TileConfig& t = impl_->tile;
-        user_error << "CompileOptions.tile {block_m " << t.block_m << ", block_n " << t.block_n << ", warps "
-                   << t.warps << ", stages " << t.stages << "} is invalid for " << dtype_name(spec.dtype())
-                   << " head dims " << spec.head_dim_qk() << "x" << spec.head_dim_v() << ": " << why
-                   << "; leave CompileOptions.tile empty to use the default";
-    }
     auto no_gpu = runtime::why_no_gpu();
     const bool on_device = !no_gpu && (!options.arch || *options.arch == runtime::current_device().arch());
     if (options.arch) {
@@ -76,10 +60,11 @@ Attention::Attention(const AttentionSpec& spec, const CompileOptions& options) :
                             << "); to compile without one, pass CompileOptions{.arch = \"sm_90a\"} (or another arch)";
         impl_->arch = runtime::current_device().arch();
     }
-    impl_->layout = codegen::params_layout(spec);
+    impl_->config = codegen::make_config(spec, KernelKind::forward, impl_->arch, options.tile);
+    impl_->layout = codegen::params_layout(spec, impl_->config.kind);
 
     auto& cache = runtime::KernelCache::global();
-    const std::string key = fast_key(spec, impl_->inputs, impl_->tile, impl_->arch);
+    const std::string key = fast_key(spec, impl_->inputs, impl_->config, impl_->arch);
     // The cache calls make() only when the kernel is not in memory: then this
     // constructor generated it and compiled it or read it from disk.
     bool generated = false;
@@ -111,7 +96,7 @@ void Attention::operator()(const LaunchArgs& args, Stream stream) const {
     if (args.q.shape[0] == 0 || args.q.shape[2] == 0) return;  // empty problem: nothing to do
     const auto params = runtime::pack_params(impl_->layout, impl_->spec, args);
     const auto& c = impl_->loaded->compiled();
-    impl_->loaded->launch(runtime::forward_grid(impl_->tile, args),
+    impl_->loaded->launch(runtime::forward_grid(impl_->config, args),
                           runtime::Dim3{static_cast<unsigned>(c.threads), 1, 1}, static_cast<unsigned>(c.smem_bytes),
                           params.data(), params.size(), static_cast<CUstream>(stream));
 }
@@ -126,12 +111,12 @@ const codegen::KernelSource& Attention::source() const {
 const std::string& Attention::arch() const { return impl_->arch; }
 double Attention::compile_seconds() const { return impl_->compile_seconds; }
 bool Attention::can_launch() const { return impl_->loaded != nullptr; }
-const TileConfig& Attention::tile() const { return impl_->tile; }
+const TileConfig& Attention::tile() const { return impl_->config.tile; }
+const KernelConfig& Attention::config() const { return impl_->config; }
 
 std::ostream& operator<<(std::ostream& os, const Attention& a) {
-    const TileConfig& t = a.tile();
-    return os << "Attention(" << a.spec() << ", tile " << t.block_m << "x" << t.block_n << " w" << t.warps << " s"
-              << t.stages << ", " << a.arch() << (a.can_launch() ? ", loaded" : ", compiled only") << ")";
+    return os << "Attention(" << a.spec() << ", " << a.config() << ", " << a.arch()
+              << (a.can_launch() ? ", loaded" : ", compiled only") << ")";
 }
 
 }  // namespace attnjit

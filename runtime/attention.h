@@ -12,7 +12,7 @@
 #include <ostream>
 #include <string>
 
-#include "attnjit/tile_config.h"
+#include "attnjit/common/kernel_config.h"
 #include "codegen/kernel_source.h"
 #include "dsl/attention_spec.h"
 #include "runtime/tensor_view.h"
@@ -29,7 +29,8 @@ struct CompileOptions {
     // Compile for this arch ("sm_80", "sm_90a", ...) instead of the current GPU's. With
     // no GPU present attnjit compiles only, and launching throws.
     std::optional<std::string> arch;
-    // Tile configuration; default: default_forward_tile() for the spec's dtype and head dims.
+    // Tile configuration; default: default_tile() (attnjit/common/kernel_config.h) for the
+    // spec's dtype and head dims on the target arch.
     std::optional<TileConfig> tile;
 };
 
@@ -62,6 +63,7 @@ public:
     double compile_seconds() const;
     bool can_launch() const;                      // false when compiled without a GPU
     const TileConfig& tile() const;
+    const KernelConfig& config() const;           // the kernel it runs: kind, main loop, dtype, dims, tile
 
 private:
     struct Impl;

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <regex>
 
+#include "codegen/kernel_config.h"
 #include "codegen/template_library.h"
 #include "runtime/compile_dump.h"
 #include "runtime/cuda_api.h"
@@ -59,15 +60,9 @@ std::vector<int> nvrtc_supported_archs() {
 }
 
 void check_arch(const std::string& arch) {
-    static const std::regex shape("sm_([0-9]{2,3})[af]?");
-    std::smatch m;
-    user_check(std::regex_match(arch, m, shape))
-        << "'" << arch << "' is not a GPU architecture attnjit can compile for; use a real "
-        << "architecture such as sm_80, sm_89 or sm_90a (virtual compute_XX targets give no "
-        << "cubin)";
+    const int number = codegen::sm_version(arch);
     auto supported = nvrtc_supported_archs();
     if (supported.empty()) return;
-    int number = std::stoi(m[1].str());
     if (std::find(supported.begin(), supported.end(), number) != supported.end()) return;
     std::string list;
     for (int a : supported) list += " sm_" + std::to_string(a);
@@ -88,6 +83,8 @@ CompiledKernel compile_kernel(const codegen::KernelSource& src, const std::strin
     check_arch(arch);
     auto options = base_compile_options(arch);
     options.insert(options.end(), src.options.begin(), src.options.end());
+    internal_check(src.arch.empty() || src.arch == arch)
+        << "kernel " << src.name << " was generated for " << src.arch << " but is being compiled for " << arch;
     const std::string prog_name = program_name(src.name);
 
     const auto& headers = codegen::embedded_templates();

@@ -3,7 +3,8 @@
 #include <cmath>
 #include <cstring>
 
-#include "attnjit/forward_args.h"
+#include "attnjit/common/math_constants.h"
+#include "attnjit/forward/args.h"
 #include "support/error.h"
 
 namespace attnjit::runtime {
@@ -40,7 +41,7 @@ ForwardArgs forward_args(const AttentionSpec& spec, const LaunchArgs& a) {
     f.group = f.q_heads / f.kv_heads;
     const double scale = spec.scale_or_default();
     f.scale = static_cast<float>(scale);
-    f.scale_log2 = static_cast<float>(scale * 1.4426950408889634);  // log2(e)
+    f.scale_log2 = static_cast<float>(scale * kLog2eD);
     return f;
 }
 
@@ -71,8 +72,8 @@ std::vector<unsigned char> pack_params(const codegen::ParamsLayout& layout, cons
     return bytes;
 }
 
-Dim3 forward_grid(const TileConfig& tile, const LaunchArgs& a) {
-    return Dim3{static_cast<unsigned>(ceil_div(static_cast<int>(a.q.shape[2]), tile.block_m)),
+Dim3 forward_grid(const KernelConfig& config, const LaunchArgs& a) {
+    return Dim3{static_cast<unsigned>(ceil_div(static_cast<int>(a.q.shape[2]), config.tile.block_m)),
                 static_cast<unsigned>(a.q.shape[1]), static_cast<unsigned>(a.q.shape[0])};
 }
 

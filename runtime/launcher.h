@@ -4,7 +4,7 @@
 
 #include <vector>
 
-#include "attnjit/tile_config.h"
+#include "attnjit/common/kernel_config.h"
 #include "codegen/params_layout.h"
 #include "runtime/attention.h"
 #include "runtime/loaded_kernel.h"
@@ -16,6 +16,6 @@ std::vector<unsigned char> pack_params(const codegen::ParamsLayout& layout, cons
                                        const LaunchArgs& args);
 
 // One CTA per (query tile, query head, batch), as templates/README.md says.
-Dim3 forward_grid(const TileConfig& tile, const LaunchArgs& args);
+Dim3 forward_grid(const KernelConfig& config, const LaunchArgs& args);
 
 }  // namespace attnjit::runtime

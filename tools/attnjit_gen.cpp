@@ -53,7 +53,7 @@ dsl::AttentionSpec read_spec_file(const std::string& path) {
 
 int main(int argc, char** argv) {
     CLI::App app{"attnjit-gen: print the generated kernel source, plan or params layout of an example spec"};
-    std::string name, dtype = "f16", tile, spec_file;
+    std::string name, dtype = "f16", tile, spec_file, arch = "sm_80";
     int head_dim = 128;
     bool plan = false, layout = false, list = false, json = false;
     auto* name_opt = app.add_option("spec", name, "example spec name (see --list)");
@@ -65,7 +65,8 @@ int main(int argc, char** argv) {
     app.add_option("--head-dim", head_dim, "head dim of Q/K and V of an example: 32, 64, 96, 128, 256")
         ->capture_default_str()
         ->excludes(file_opt);
-    app.add_option("--tile", tile, "block_m,block_n,warps,stages (default: default_forward_tile)");
+    app.add_option("--tile", tile, "block_m,block_n,warps,stages (default: the default tile for --arch)");
+    app.add_option("--arch", arch, "target architecture: sm_80, sm_90a, ...")->capture_default_str();
     auto* plan_flag = app.add_flag("--plan", plan, "print the KernelPlan instead of the source");
     auto* layout_flag =
         app.add_flag("--layout", layout, "print the ParamsLayout instead of the source")->excludes(plan_flag);
@@ -90,11 +91,11 @@ int main(int argc, char** argv) {
             std::cout << codegen::lower(spec) << "\n";
         } else if (layout) {
             spec.validate();
-            std::cout << codegen::params_layout(spec) << "\n";
+            std::cout << codegen::params_layout(spec, KernelKind::forward) << "\n";
         } else {
-            const auto src = tile.empty() ? codegen::generate_forward(spec)
-                                          : codegen::generate_forward(spec, parse_tile(tile));
-            std::cout << src.source;
+            const auto config = codegen::make_config(spec, KernelKind::forward, arch,
+                                                     tile.empty() ? std::nullopt : std::optional(parse_tile(tile)));
+            std::cout << codegen::generate(spec, config, arch).source;
         }
     } catch (const UserError& e) {
         std::cerr << "attnjit-gen: " << e.what() << "\n";

@@ -2,7 +2,7 @@
 // and V. Shared by every main loop so the stride arithmetic (64-bit) is written once.
 #pragma once
 
-#include "attnjit/forward_args.h"
+#include "attnjit/forward/args.h"
 
 namespace attnjit {
 

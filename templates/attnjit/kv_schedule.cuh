@@ -13,7 +13,7 @@
 //    tile then costs a bit scan instead of a load round trip and two barriers.
 #pragma once
 
-#include "attnjit/forward_args.h"
+#include "attnjit/forward/args.h"
 #include "attnjit/intervals.cuh"
 #include "attnjit/types.cuh"
 

@@ -5,16 +5,16 @@
 // at a time: lane j computes the scores of keys j, j + 32, ...; the warp reduces the row
 // max; the probabilities go through a per-warp shared row P; lane c accumulates output
 // columns c, c + 32, ...
-// Shared memory (see forward_smem_bytes in tile_config.h):
+// Shared memory (see smem_bytes in common/kernel_config.h):
 //   scratch | Q [BM x (DQK+4)] | K [BN x (DQK+4)] | V [BN x DV] | P [W x BN]   (floats)
 #pragma once
 
 #include "attnjit/cta_operands.cuh"
-#include "attnjit/forward_args.h"
+#include "attnjit/forward/args.h"
 #include "attnjit/intervals.cuh"
 #include "attnjit/kv_schedule.cuh"
 #include "attnjit/ptx.cuh"
-#include "attnjit/tile_config.h"
+#include "attnjit/common/kernel_config.h"
 #include "attnjit/types.cuh"
 
 namespace attnjit {
@@ -25,15 +25,16 @@ struct MainloopSimt {
     static constexpr int kRPW = BM / W;
     static constexpr int kJ = BN / 32;
     static constexpr int kC = DV / 32;
-    static constexpr int kQP = DQK + simt_row_pad;  // row pitch of Q and K, floats
+    static constexpr int kQP = DQK + kSimtRowPad;  // row pitch of Q and K, floats
 
-    static constexpr int kQOff = forward_scratch_bytes(W);
+    static constexpr int kQOff = scratch_bytes(W);
     static constexpr int kKOff = kQOff + BM * kQP * 4;
     static constexpr int kVOff = kKOff + BN * kQP * 4;
     static constexpr int kPOff = kVOff + BN * DV * 4;
     static constexpr int kSmemBytes = kPOff + W * BN * 4;
-    static_assert(kSmemBytes == forward_smem_bytes(ElemKind::f32, DQK, DV, TileConfig{BM, BN, W, 1}),
-                  "MainloopSimt shared-memory layout disagrees with forward_smem_bytes in tile_config.h");
+    static_assert(kSmemBytes == smem_bytes(KernelConfig{KernelKind::forward, MainloopKind::simt, ElemKind::f32, DQK,
+                                                        DV, TileConfig{BM, BN, W, 1}}),
+                  "MainloopSimt shared-memory layout disagrees with smem_bytes in common/kernel_config.h");
     static_assert(BM % W == 0, "fp32: block_m must be a multiple of warps");
     static_assert(BN % 32 == 0, "fp32: block_n must be a multiple of 32");
 

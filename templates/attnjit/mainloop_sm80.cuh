@@ -4,7 +4,7 @@
 //   online softmax in registers with exp2, P handed to the P V product in registers.
 //
 // Warp w owns query rows [w * 16 * kMF, (w + 1) * 16 * kMF) of the CTA tile.
-// Shared memory (see forward_smem_bytes in tile_config.h):
+// Shared memory (see smem_bytes in common/kernel_config.h):
 //   scratch | Q [BM x DQK] | K [S][BN x DQK] | V [S][BN x DV]
 // Every tile row is a run of 16-byte chunks, XOR-swizzled (swz_chunk) so that the 8 rows
 // an ldmatrix phase reads, and the chunks a cp.async phase writes, fall in 8 different
@@ -18,11 +18,11 @@
 #pragma once
 
 #include "attnjit/cta_operands.cuh"
-#include "attnjit/forward_args.h"
+#include "attnjit/forward/args.h"
 #include "attnjit/intervals.cuh"
 #include "attnjit/kv_schedule.cuh"
 #include "attnjit/ptx.cuh"
-#include "attnjit/tile_config.h"
+#include "attnjit/common/kernel_config.h"
 #include "attnjit/types.cuh"
 
 namespace attnjit {
@@ -85,14 +85,15 @@ struct MainloopSm80 {
     static constexpr int kCprQ = DQK / 8;
     static constexpr int kCprV = DV / 8;
 
-    static constexpr int kQOff = forward_scratch_bytes(W);
+    static constexpr int kQOff = scratch_bytes(W);
     static constexpr int kKOff = kQOff + BM * DQK * 2;
     static constexpr int kKStage = BN * DQK * 2;
     static constexpr int kVOff = kKOff + S * kKStage;
     static constexpr int kVStage = BN * DV * 2;
     static constexpr int kSmemBytes = kVOff + S * kVStage;
-    static_assert(kSmemBytes == forward_smem_bytes(ElemKindOf<E>::value, DQK, DV, TileConfig{BM, BN, W, S}),
-                  "MainloopSm80 shared-memory layout disagrees with forward_smem_bytes in tile_config.h");
+    static_assert(kSmemBytes == smem_bytes(KernelConfig{KernelKind::forward, MainloopKind::sm80, ElemKindOf<E>::value,
+                                                        DQK, DV, TileConfig{BM, BN, W, S}}),
+                  "MainloopSm80 shared-memory layout disagrees with smem_bytes in common/kernel_config.h");
     static_assert(kMF >= 1 && BM % (16 * W) == 0, "block_m must be a multiple of 16 rows per warp");
     static_assert(BN % 16 == 0, "block_n must be a multiple of 16");
     static_assert(DQK % 32 == 0 && DV % 32 == 0, "head dims must be multiples of 32");

@@ -3,7 +3,8 @@
 // conversion is inline PTX or bit manipulation.
 #pragma once
 
-#include "attnjit/tile_config.h"
+#include "attnjit/common/kernel_config.h"
+#include "attnjit/common/math_constants.h"
 
 namespace attnjit {
 
@@ -82,8 +83,6 @@ template <bool C, class A, class B> struct Select { using type = A; };
 template <class A, class B> struct Select<false, A, B> { using type = B; };
 
 // ---- small math --------------------------------------------------------------------
-constexpr float kLog2e = 1.4426950408889634f;
-constexpr float kLn2 = 0.6931471805599453f;
 
 __device__ __forceinline__ float neg_inf() { return bits_to_float(0xff800000u); }
 __device__ __forceinline__ float fast_exp2(float x) {

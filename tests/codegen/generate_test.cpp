@@ -4,7 +4,7 @@
 
 #include <limits>
 
-#include "attnjit/forward_args.h"
+#include "attnjit/forward/args.h"
 #include "codegen/cuda_emitter.h"
 #include "codegen/example_specs.h"
 #include "codegen/generate.h"

@@ -61,7 +61,7 @@ TEST(SpecErrors, InfiniteScale) {
 
 TEST(SpecErrors, NanScale) { EXPECT_USER_ERROR(AttentionSpec().scale(std::nan("")).validate(), "scale(nan)"); }
 
-// Tiles are refused by the same rules (templates/attnjit/tile_config.h) in codegen and
+// Tiles are refused by the same rules (templates/attnjit/common/kernel_config.h) in codegen and
 // in the facade, before anything is compiled: no GPU or NVRTC is needed.
 TEST(SpecErrors, GeneratorRejectsBadTile) {
     AttentionSpec s = AttentionSpec().dtype(DType::f16).head_dim(128);

@@ -1,4 +1,4 @@
-// Standalone GPU harness for templates/attnjit/forward_kernel.cuh: correctness against
+// Standalone GPU harness for templates/attnjit/forward/kernel.cuh: correctness against
 // an fp64 CPU reference (ragged lengths, GQA, strided layouts, all dtypes and head dims,
 // the hand-written variants of variants.cuh), then timing of the speed shapes.
 // Usage: attnjit_kernel_harness [--no-bench] [--bench-only] [--quick]

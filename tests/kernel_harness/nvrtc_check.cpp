@@ -20,7 +20,7 @@ using DestroyFn = nvrtcResult (*)(nvrtcProgram*);
 using SizeFn = nvrtcResult (*)(nvrtcProgram, size_t*);
 
 static const char* kSource = R"SRC(
-#include "attnjit/forward_kernel.cuh"
+#include "attnjit/forward/kernel.cuh"
 
 struct Params {
     attnjit::ForwardArgs args;

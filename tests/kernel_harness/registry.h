@@ -5,7 +5,7 @@
 
 #include <vector>
 
-#include "attnjit/tile_config.h"
+#include "attnjit/common/kernel_config.h"
 
 namespace harness {
 

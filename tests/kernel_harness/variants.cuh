@@ -3,7 +3,7 @@
 // instantiations (kernels_*.cu) and, through the VariantId enum, by the CPU reference.
 #pragma once
 
-#include "attnjit/forward_kernel.cuh"
+#include "attnjit/forward/kernel.cuh"
 
 namespace harness {
 

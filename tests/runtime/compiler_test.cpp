@@ -53,8 +53,8 @@ TEST(Compiler, EmbeddedTemplatesAreIncludableHeaders) {
     s.name = "uses_forward_args";
     s.entry = "k";
     s.source = R"(
-#include "attnjit/forward_args.h"
-#include "attnjit/tile_config.h"
+#include "attnjit/forward/args.h"
+#include "attnjit/common/kernel_config.h"
 static_assert(attnjit::head_dim_supported(128), "tile_config.h is the host's too");
 struct Params { attnjit::ForwardArgs args; };
 extern "C" __global__ void k(const __grid_constant__ Params p) {

@@ -9,7 +9,7 @@ namespace {
 TEST(SourceExcerpt, FindsErrorLinesOfTheMainFileOnly) {
     const std::string log =
         "fwd.cu(12): error: identifier \"x\" is undefined\n"
-        "attnjit/forward_kernel.cuh(40): error: no instance of function template\n"
+        "attnjit/forward/kernel.cuh(40): error: no instance of function template\n"
         "          detected during instantiation of \"f<T>\" at line 7 of fwd.cu\n"
         "myfwd.cu(99): error: should not match\n"
         "fwd.cu(12): error: repeated\n";

@@ -1,0 +1,94 @@
+#include "codegen/kernel_config.h"
+
+#include <regex>
+#include <sstream>
+
+#include "codegen/kernel_kinds.h"
+#include "support/error.h"
+
+namespace attnjit::codegen {
+
+ElemKind elem_kind(DType d) {
+    switch (d) {
+    case DType::f16: return ElemKind::f16;
+    case DType::bf16: return ElemKind::bf16;
+    case DType::f32: return ElemKind::f32;
+    default: break;
+    }
+    user_error << "Q, K, V dtype " << dtype_name(d) << " is not supported; use f16, bf16 or f32";
+    return ElemKind::f16;
+}
+
+int sm_version(const std::string& arch) {
+    static const std::regex shape("sm_([0-9]{2,3})[af]?");
+    std::smatch m;
+    user_check(std::regex_match(arch, m, shape))
+        << "'" << arch << "' is not a GPU architecture attnjit can compile for; use a real "
+        << "architecture such as sm_80, sm_89 or sm_90a (virtual compute_XX targets give no "
+        << "cubin)";
+    return std::stoi(m[1].str());
+}
+
+void check_config(const KernelConfig& c, const std::string& arch) {
+    const int sm = sm_version(arch);
+    if (const char* why = why_config_invalid_on(c, sm)) {
+        const KernelConfig d = default_config(c.kind, c.elem, c.head_dim_qk, c.head_dim_v, sm);
+        std::ostringstream fix;
+        if (why_config_invalid_on(d, sm) == nullptr && d.tile != c.tile)
+            fix << "; pick another tile (templates/attnjit/common/kernel_config.h lists the rules) or leave it unset to "
+                   "get the default, "
+                << d.tile;
+        user_error << "kernel " << c << " is not valid on " << arch << ": " << why << " ("
+                   << smem_bytes(c) << " bytes of shared memory; " << arch << " allows "
+                   << max_dynamic_smem_bytes(sm) << ")" << fix.str();
+    }
+}
+
+KernelConfig make_config(const dsl::AttentionSpec& spec, KernelKind kind, const std::string& arch,
+                         const std::optional<TileConfig>& tile) {
+    const int sm = sm_version(arch);
+    for (int d : {spec.head_dim_qk(), spec.head_dim_v()})
+        user_check(head_dim_supported(d))
+            << "AttentionSpec.head_dims(" << spec.head_dim_qk() << ", " << spec.head_dim_v() << "): head dim " << d
+            << " is not supported; supported head dims are 32, 64, 96, 128 and 256 (pad the head dimension up to "
+               "the next one)";
+    KernelConfig c = default_config(kind, elem_kind(spec.dtype()), spec.head_dim_qk(), spec.head_dim_v(), sm);
+    if (tile) c.tile = *tile;
+    check_config(c, arch);
+    return c;
+}
+
+}  // namespace attnjit::codegen
+
+namespace attnjit {
+
+std::ostream& operator<<(std::ostream& os, const TileConfig& t) {
+    return os << "block_m=" << t.block_m << " block_n=" << t.block_n << " warps=" << t.warps
+              << " stages=" << t.stages;
+}
+
+std::ostream& operator<<(std::ostream& os, const KernelConfig& c) {
+    return os << kernel_kind_name(c.kind) << " " << mainloop_kind_name(c.mainloop) << " "
+              << elem_kind_name(c.elem) << " d" << c.head_dim_qk << "x" << c.head_dim_v << " " << c.tile;
+}
+
+}  // namespace attnjit
+
+namespace attnjit::codegen {
+
+std::string to_string(const TileConfig& t) {
+    std::ostringstream s;
+    s << t;
+    return s.str();
+}
+
+std::string config_id(const KernelConfig& c) {
+    std::ostringstream s;
+    const TileConfig& t = c.tile;
+    s << kernel_kind_info(c.kind).name_prefix << "_" << mainloop_kind_name(c.mainloop)
+      << "_" << elem_kind_name(c.elem) << "_d" << c.head_dim_qk << "x" << c.head_dim_v << "_m" << t.block_m << "n"
+      << t.block_n << "w" << t.warps << "s" << t.stages;
+    return s.str();
+}
+
+}  // namespace attnjit::codegen

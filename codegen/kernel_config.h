@@ -1,0 +1,44 @@
+// The host side of the shared kernel configuration (templates/attnjit/common/kernel_config.h):
+// choosing one for a spec and a target, checking it with a user-facing error, printing it.
+// Every call site that picks or checks a kernel goes through here, so the rules and their
+// error text are written once.
+#pragma once
+
+#include <optional>
+#include <ostream>
+#include <string>
+
+#include "attnjit/common/kernel_config.h"
+#include "dsl/attention_spec.h"
+#include "support/dtype.h"
+
+namespace attnjit::codegen {
+
+// The kernels' element type for a Q/K/V dtype: f16, bf16, f32; UserError for any other.
+ElemKind elem_kind(DType d);
+
+// "sm_90a" -> 90, "sm_80" -> 80, "sm_100f" -> 100. UserError for anything else (virtual
+// compute_XX targets too: they give no cubin).
+int sm_version(const std::string& arch);
+
+// The configuration of a `kind` kernel for `spec` on `arch`: the default main loop for the
+// spec's dtype and `tile` (when given) or the default tile. Checked: UserError naming the
+// tile, the rule it breaks, and the default to use instead.
+KernelConfig make_config(const dsl::AttentionSpec& spec, KernelKind kind, const std::string& arch,
+                         const std::optional<TileConfig>& tile = std::nullopt);
+
+// UserError unless `config` is valid and runs on `arch`.
+void check_config(const KernelConfig& config, const std::string& arch);
+
+std::string to_string(const TileConfig& t);
+// A short identifier for kernel names: "fwd_sm80_bf16_d128x128_m128n64w4s2".
+std::string config_id(const KernelConfig& c);
+
+}  // namespace attnjit::codegen
+
+namespace attnjit {  // beside the types, for argument-dependent lookup
+// "block_m=128 block_n=64 warps=4 stages=2"
+std::ostream& operator<<(std::ostream& os, const TileConfig& t);
+// "forward sm80 bf16 d128x128 block_m=128 block_n=64 warps=4 stages=2"
+std::ostream& operator<<(std::ostream& os, const KernelConfig& c);
+}  // namespace attnjit

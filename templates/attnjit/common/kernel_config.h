@@ -1,0 +1,192 @@
+// Kernel configurations: the one source of truth for which kernels exist, which tiles each
+// (kind, main loop) accepts, how much shared memory they take and what each GPU allows.
+// Plain constexpr C++ with no includes: the host includes it to choose, prune and check
+// configurations (codegen/kernel_config.h adds printing and errors); NVRTC includes it so
+// the kernels static_assert the same rules.
+//
+// A kernel is a main loop (how tiles are moved and multiplied: simt, sm80; next sm90) x a
+// kind (what it computes: forward; next the backward and its pre/post-processing, decode)
+// x a Variant of generated hooks. To add a kind or a main loop: extend the enum, give it a
+// branch in smem_bytes() and why_config_invalid(), and (main loops) a minimum arch.
+//
+// Alignment the host must check before launching any kind (else: a user error, not a
+// launch):
+//   * q, k, v, o base pointers: 16-byte aligned (kOperandAlignBytes);
+//   * every batch / head / sequence stride of q, k, v, o, times the element size, a
+//     multiple of 16 bytes (strides of dimensions of extent 1 are never used);
+//   * the head dimension is contiguous (stride 1);
+//   * lse (when not null): 4-byte aligned, any strides.
+#pragma once
+
+// Host and NVRTC alike: under CUDA compilers these constexpr helpers are host+device (NVRTC
+// rejects unannotated functions unless -default-device is given).
+#if defined(__CUDACC__) || defined(__CUDACC_RTC__)
+#define ATTNJIT_HD __host__ __device__
+#else
+#define ATTNJIT_HD
+#endif
+
+namespace attnjit {
+
+enum class ElemKind : int { f16 = 0, bf16 = 1, f32 = 2 };
+
+// What the kernel computes. Room for: backward_preprocess (D = rowsum(dO * O)), backward
+// (dQ, dK, dV), backward_postprocess (dQ accumulator -> dtype), decode.
+enum class KernelKind : int { forward = 0 };
+
+// How the kernel moves tiles and multiplies them. Room for: sm90 (wgmma + TMA).
+enum class MainloopKind : int {
+    simt = 0,  // fp32 FFMA, fp32-accurate; any arch
+    sm80 = 1,  // fp16 / bf16: cp.async + ldmatrix + mma.sync; sm_80 and newer
+};
+
+struct TileConfig {
+    int block_m;  // query rows per CTA
+    int block_n;  // keys per inner-loop step
+    int warps;    // warps per CTA
+    int stages;   // shared-memory stages for K/V
+};
+
+// Everything that selects a kernel besides the Variant: travels from the plan through
+// codegen::KernelSource to the compiled and loaded kernel.
+struct KernelConfig {
+    KernelKind kind;
+    MainloopKind mainloop;
+    ElemKind elem;  // Q, K, V, O element type
+    int head_dim_qk;
+    int head_dim_v;
+    TileConfig tile;
+};
+
+ATTNJIT_HD constexpr bool operator==(const TileConfig& a, const TileConfig& b) {
+    return a.block_m == b.block_m && a.block_n == b.block_n && a.warps == b.warps && a.stages == b.stages;
+}
+ATTNJIT_HD constexpr bool operator!=(const TileConfig& a, const TileConfig& b) { return !(a == b); }
+ATTNJIT_HD constexpr bool operator==(const KernelConfig& a, const KernelConfig& b) {
+    return a.kind == b.kind && a.mainloop == b.mainloop && a.elem == b.elem && a.head_dim_qk == b.head_dim_qk &&
+           a.head_dim_v == b.head_dim_v && a.tile == b.tile;
+}
+ATTNJIT_HD constexpr bool operator!=(const KernelConfig& a, const KernelConfig& b) { return !(a == b); }
+
+ATTNJIT_HD constexpr int elem_bytes(ElemKind e) { return e == ElemKind::f32 ? 4 : 2; }
+
+ATTNJIT_HD constexpr const char* elem_kind_name(ElemKind e) {
+    return e == ElemKind::f16 ? "f16" : e == ElemKind::bf16 ? "bf16" : e == ElemKind::f32 ? "f32" : "?";
+}
+ATTNJIT_HD constexpr const char* kernel_kind_name(KernelKind k) { return k == KernelKind::forward ? "forward" : "?"; }
+ATTNJIT_HD constexpr const char* mainloop_kind_name(MainloopKind m) {
+    return m == MainloopKind::simt ? "simt" : m == MainloopKind::sm80 ? "sm80" : "?";
+}
+
+constexpr int kOperandAlignBytes = 16;
+
+ATTNJIT_HD constexpr bool head_dim_supported(int d) {
+    return d == 32 || d == 64 || d == 96 || d == 128 || d == 256;
+}
+
+ATTNJIT_HD constexpr int ceil_div(int a, int b) { return (a + b - 1) / b; }
+
+// ---- per-arch limits -------------------------------------------------------------------
+
+// The most dynamic shared memory one block may opt into on sm_<sm> (sm = major * 10 +
+// minor, e.g. 90 for sm_90a), in bytes; 0 for an arch attnjit does not know.
+ATTNJIT_HD constexpr int max_dynamic_smem_bytes(int sm) {
+    return sm == 80 || sm == 87             ? 163 * 1024
+           : sm == 86 || sm == 89 || sm == 120 ? 99 * 1024
+           : sm == 90 || sm == 100 || sm == 103 ? 227 * 1024
+                                               : 0;
+}
+// The largest of them: a configuration above it runs nowhere.
+constexpr int kMaxDynamicSmemBytes = 227 * 1024;
+
+// The oldest arch a main loop runs on.
+ATTNJIT_HD constexpr int min_sm(MainloopKind m) { return m == MainloopKind::sm80 ? 80 : 70; }
+
+// ---- shared memory ----------------------------------------------------------------------
+
+// Scratch for the block-collective classify helpers (intervals.cuh): 16 bytes per warp,
+// rounded up to 128 so the tiles after it stay 128-byte aligned.
+ATTNJIT_HD constexpr int scratch_bytes(int warps) { return ceil_div(16 * warps, 128) * 128; }
+
+// simt main loop: rows are padded by 4 floats (16 bytes) to spread banks.
+constexpr int kSimtRowPad = 4;
+
+// Dynamic shared memory of a configuration, exactly (each main loop static_asserts its
+// layout against this):
+//  forward sm80: scratch | Q [block_m x dqk] | K [stages][block_n x dqk] |
+//                V [stages][block_n x dv]       (XOR-swizzled, no padding)
+//  forward simt: scratch | Q [block_m x (dqk+4)] | K [block_n x (dqk+4)] |
+//                V [block_n x dv] | P [warps x block_n]   (floats)
+ATTNJIT_HD constexpr int smem_bytes(const KernelConfig& c) {
+    const TileConfig& t = c.tile;
+    const int dqk = c.head_dim_qk, dv = c.head_dim_v;
+    return c.mainloop == MainloopKind::simt
+               ? scratch_bytes(t.warps) + 4 * (t.block_m * (dqk + kSimtRowPad) + t.block_n * (dqk + kSimtRowPad) +
+                                               t.block_n * dv + t.warps * t.block_n)
+               : scratch_bytes(t.warps) + elem_bytes(c.elem) * (t.block_m * dqk + t.stages * t.block_n * (dqk + dv));
+}
+
+ATTNJIT_HD constexpr int threads(const KernelConfig& c) { return c.tile.warps * 32; }
+
+// ---- validity ---------------------------------------------------------------------------
+
+// Null when the configuration is valid on some GPU; otherwise the reason, in English.
+ATTNJIT_HD constexpr const char* why_config_invalid(const KernelConfig& c) {
+    const TileConfig& t = c.tile;
+    if (c.kind != KernelKind::forward) return "unknown kernel kind";
+    if (!head_dim_supported(c.head_dim_qk) || !head_dim_supported(c.head_dim_v))
+        return "unsupported head dim (32, 64, 96, 128 or 256)";
+    if (t.warps <= 0 || t.warps > 16) return "warps must be in [1, 16]";
+    if (t.block_m <= 0 || t.block_n <= 0) return "block sizes must be positive";
+    if (c.mainloop == MainloopKind::simt) {
+        if (c.elem != ElemKind::f32) return "the simt main loop takes f32 only";
+        if (t.block_m % t.warps != 0) return "simt: block_m must be a multiple of warps";
+        if (t.block_m / t.warps > 16) return "simt: at most 16 rows per warp";
+        if (t.block_n % 32 != 0 || t.block_n > 128) return "simt: block_n must be 32, 64, 96 or 128";
+        if (t.stages != 1) return "simt: stages must be 1";
+    } else if (c.mainloop == MainloopKind::sm80) {
+        if (c.elem == ElemKind::f32) return "the sm80 main loop takes f16 or bf16 only";
+        if (t.block_m % (16 * t.warps) != 0) return "block_m must be a multiple of 16 rows per warp";
+        if (t.block_m / (16 * t.warps) > 4) return "at most 64 rows per warp";
+        if (t.block_n % 16 != 0 || t.block_n > 256) return "block_n must be a multiple of 16, at most 256";
+        if (t.stages < 1 || t.stages > 3) return "stages must be 1, 2 or 3";
+    } else {
+        return "unknown main loop";
+    }
+    if (smem_bytes(c) > kMaxDynamicSmemBytes) return "tile needs more than 227 KiB of shared memory";
+    return nullptr;
+}
+
+// Null when the configuration is valid and runs on sm_<sm>; otherwise the reason.
+ATTNJIT_HD constexpr const char* why_config_invalid_on(const KernelConfig& c, int sm) {
+    if (const char* why = why_config_invalid(c)) return why;
+    if (sm < min_sm(c.mainloop)) return "the main loop needs a newer GPU";
+    if (max_dynamic_smem_bytes(sm) == 0) return "unknown GPU architecture";
+    if (smem_bytes(c) > max_dynamic_smem_bytes(sm)) return "tile needs more shared memory than this GPU allows";
+    return nullptr;
+}
+
+ATTNJIT_HD constexpr bool config_is_valid(const KernelConfig& c) { return why_config_invalid(c) == nullptr; }
+
+// ---- defaults ---------------------------------------------------------------------------
+
+// The main loop for an element type on sm_<sm>.
+ATTNJIT_HD constexpr MainloopKind default_mainloop(ElemKind e, int /*sm*/) {
+    return e == ElemKind::f32 ? MainloopKind::simt : MainloopKind::sm80;
+}
+
+// The tile used when nothing else is asked for, fitting sm_<sm>'s shared memory.
+ATTNJIT_HD constexpr TileConfig default_tile(KernelKind /*kind*/, MainloopKind m, int dqk, int dv, int sm) {
+    return m == MainloopKind::simt ? TileConfig{32, 32, 4, 1}
+           : (dqk > 128 || dv > 128)
+               ? (max_dynamic_smem_bytes(sm) >= 128 * 1024 ? TileConfig{128, 64, 8, 1} : TileConfig{64, 64, 4, 1})
+           : (dqk > 64 || dv > 64) ? TileConfig{128, 64, 4, 2}
+                                   : TileConfig{128, 128, 4, 2};
+}
+
+ATTNJIT_HD constexpr KernelConfig default_config(KernelKind kind, ElemKind e, int dqk, int dv, int sm) {
+    return KernelConfig{kind, default_mainloop(e, sm), e, dqk, dv,
+                        default_tile(kind, default_mainloop(e, sm), dqk, dv, sm)};
+}
+
+}  // namespace attnjit
