@@ -38,9 +38,11 @@ void check_config(const KernelConfig& c, const std::string& arch) {
             fix << "; pick another tile (templates/attnjit/common/kernel_config.h lists the rules) or leave it unset to "
                    "get the default, "
                 << d.tile;
-        user_error << "kernel " << c << " is not valid on " << arch << ": " << why << " ("
-                   << smem_bytes(c) << " bytes of shared memory; " << arch << " allows "
-                   << max_dynamic_smem_bytes(sm) << ")" << fix.str();
+        std::ostringstream smem;
+        if (max_dynamic_smem_bytes(sm) != 0 && smem_bytes(c) > max_dynamic_smem_bytes(sm))
+            smem << " (it needs " << smem_bytes(c) << " bytes of shared memory; " << arch << " allows "
+                 << max_dynamic_smem_bytes(sm) << ")";
+        user_error << "kernel " << c << " is not valid on " << arch << ": " << why << smem.str() << fix.str();
     }
 }
 

@@ -7,6 +7,7 @@
 #include "codegen/generate.h"
 #include "codegen/kernel_config.h"
 #include "codegen/params_layout.h"
+#include "runtime/compiler.h"
 #include "runtime/device.h"
 #include "runtime/kernel_cache.h"
 #include "runtime/launcher.h"
@@ -54,6 +55,7 @@ Attention::Attention(const AttentionSpec& spec, const CompileOptions& options) :
     auto no_gpu = runtime::why_no_gpu();
     const bool on_device = !no_gpu && (!options.arch || *options.arch == runtime::current_device().arch());
     if (options.arch) {
+        runtime::check_arch(*options.arch);  // one this NVRTC can target (EnvironmentError otherwise)
         impl_->arch = *options.arch;
     } else {
         user_check(!no_gpu) << "no GPU is usable (" << *no_gpu

@@ -167,7 +167,7 @@ TEST(CapiErrors, CompileRefusesNullPointersAndBadOptions) {
     o = options_for("sm_80");
     o.warps = 17;
     EXPECT_STATUS(attnjit_compile(spec.get(), &o, &k), ATTNJIT_ERROR_INVALID_ARGUMENT,
-                  {"attnjit_compile", "tile", "warps 17", "warps must be in [1, 16]"});
+                  {"attnjit_compile", "kernel forward sm80", "warps=17", "warps must be in [1, 16]"});
     EXPECT_EQ(k, nullptr);
 }
 

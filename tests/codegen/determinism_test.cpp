@@ -6,6 +6,7 @@
 
 #include "codegen/example_specs.h"
 #include "codegen/generate.h"
+#include "common/forward_source.h"
 #include "dsl/dsl.h"
 
 namespace attnjit::codegen {
@@ -17,7 +18,7 @@ TEST(Determinism, SameSpecBuiltTwiceGivesIdenticalSource) {
     for (const auto& [name, spec] : example_specs(DType::bf16, 64)) {
         SCOPED_TRACE(name);
         const auto again = example_spec(name, DType::bf16, 64);
-        KernelSource a = generate_forward(spec), b = generate_forward(again);
+        KernelSource a = testing::forward_source(spec), b = testing::forward_source(again);
         EXPECT_EQ(a.source, b.source);
         EXPECT_EQ(a.name, b.name);
         EXPECT_EQ(a.content_hash(), b.content_hash());
@@ -47,10 +48,10 @@ AttentionSpec built(bool reversed) {
 }
 
 TEST(Determinism, DeclarationOrderDoesNotMatter) {
-    KernelSource a = generate_forward(built(false)), b = generate_forward(built(true));
+    KernelSource a = testing::forward_source(built(false)), b = testing::forward_source(built(true));
     EXPECT_EQ(a.source, b.source);
     EXPECT_EQ(a.content_hash(), b.content_hash());
-    const ParamsLayout la = params_layout(built(false)), lb = params_layout(built(true));
+    const ParamsLayout la = params_layout(built(false), KernelKind::forward), lb = params_layout(built(true), KernelKind::forward);
     ASSERT_EQ(la.fields.size(), lb.fields.size());
     for (size_t i = 0; i < la.fields.size(); ++i) {
         EXPECT_EQ(la.fields[i].c_name, lb.fields[i].c_name);
@@ -64,7 +65,7 @@ TEST(Determinism, DifferentSpecsGiveDifferentSourceAndHash) {
     for (DType d : {DType::f16, DType::bf16, DType::f32})
         for (int hd : {64, 128})
             for (const auto& [name, spec] : example_specs(d, hd)) {
-                KernelSource k = generate_forward(spec);
+                KernelSource k = testing::forward_source(spec);
                 sources.insert(k.source);
                 hashes.insert(k.content_hash());
                 names.insert(k.name);
@@ -75,13 +76,13 @@ TEST(Determinism, DifferentSpecsGiveDifferentSourceAndHash) {
     EXPECT_EQ(names.size(), n);
     // A different tile of the same spec is a different kernel too.
     auto spec = example_spec("causal");
-    EXPECT_NE(generate_forward(spec, TileConfig{64, 64, 4, 2}).content_hash(),
-              generate_forward(spec, TileConfig{128, 64, 4, 2}).content_hash());
+    EXPECT_NE(testing::forward_source(spec, TileConfig{64, 64, 4, 2}).content_hash(),
+              testing::forward_source(spec, TileConfig{128, 64, 4, 2}).content_hash());
 }
 
 TEST(Determinism, SourceHoldsNoPointerValues) {
     for (const auto& [name, spec] : example_specs()) {
-        std::string src = generate_forward(spec).source;
+        std::string src = testing::forward_source(spec).source;
         EXPECT_EQ(src.find("0x7f"), src.find("0x7f800000u")) << name;  // only the inf literal, if any
         EXPECT_EQ(src.find("0x55"), std::string::npos) << name;
     }

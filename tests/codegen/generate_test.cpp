@@ -1,4 +1,4 @@
-// generate_forward: KernelSource fields, tile and spec errors, the Params layout, the
+// generate: KernelSource fields, tile and spec errors, the Params layout, the
 // emitter's fp32 text and the DSL comments above each statement.
 #include <gtest/gtest.h>
 
@@ -11,6 +11,7 @@
 #include "codegen/lower.h"
 #include "codegen/template_library.h"
 #include "common/expect_error.h"
+#include "common/forward_source.h"
 #include "dsl/dsl.h"
 
 namespace attnjit::codegen {
@@ -21,37 +22,63 @@ using namespace dsl;
 TEST(Generate, FillsTheKernelSource) {
     auto spec = example_spec("alibi_causal", DType::bf16, 128);
     const TileConfig tile{128, 64, 4, 2};
-    KernelSource k = generate_forward(spec, tile);
+    KernelSource k = testing::forward_source(spec, tile, "sm_90a");
     EXPECT_EQ(k.entry, "attnjit_forward");
     EXPECT_EQ(k.threads, 128);
-    EXPECT_EQ(k.smem_bytes, forward_smem_bytes(ElemKind::bf16, 128, 128, tile));
-    EXPECT_EQ(k.tile.block_m, 128);
-    EXPECT_EQ(k.tile.stages, 2);
-    EXPECT_EQ(k.name.rfind("fwd_bf16_d128x128_m128n64w4s2_", 0), 0u) << k.name;
-    EXPECT_NE(k.source.find("attnjit::ForwardTraits<attnjit::bf16_t, 128, 128, 128, 64, 4, 2>"), std::string::npos);
+    const KernelConfig want{KernelKind::forward, MainloopKind::sm80, ElemKind::bf16, 128, 128, tile};
+    EXPECT_EQ(k.config, want);
+    EXPECT_EQ(k.smem_bytes, smem_bytes(want));
+    EXPECT_EQ(k.arch, "sm_90a");
+    EXPECT_EQ(k.layout.fields.at(0).c_type, "attnjit::ForwardArgs");
+    EXPECT_EQ(k.name.rfind("fwd_sm80_bf16_d128x128_m128n64w4s2_", 0), 0u) << k.name;
+    EXPECT_NE(k.source.find("attnjit::ForwardTraits<attnjit::MainloopKind::sm80, attnjit::bf16_t, 128, 128, 128, 64, 4, 2>"),
+              std::string::npos);
+    EXPECT_NE(k.source.find("// kernel:    forward sm80 bf16 d128x128 block_m=128 block_n=64 warps=4 stages=2"),
+              std::string::npos);
+    EXPECT_NE(k.source.find("// target:    sm_90a"), std::string::npos);
     EXPECT_NE(k.source.find("// spec:      AttentionSpec(dtype=bf16"), std::string::npos);
     EXPECT_NE(k.source.find("// templates: sha256 " + templates_hash()), std::string::npos);
 }
 
-TEST(Generate, DefaultTileComesFromTileConfig) {
+TEST(Generate, DefaultConfigComesFromKernelConfig) {
     auto spec = example_spec("causal", DType::f32, 64);
-    KernelSource k = generate_forward(spec);
-    const TileConfig d = default_forward_tile(ElemKind::f32, 64, 64);
-    EXPECT_EQ(k.tile.block_m, d.block_m);
-    EXPECT_EQ(k.tile.block_n, d.block_n);
-    EXPECT_EQ(k.threads, d.warps * 32);
+    KernelSource k = testing::forward_source(spec);
+    const KernelConfig d = default_config(KernelKind::forward, ElemKind::f32, 64, 64, 80);
+    EXPECT_EQ(k.config, d);
+    EXPECT_EQ(k.config.mainloop, MainloopKind::simt);
+    EXPECT_EQ(k.threads, d.tile.warps * 32);
+}
+
+// The default tile fits each arch's shared memory: d256 takes a smaller tile on sm_86.
+TEST(Generate, DefaultTileFitsTheArch) {
+    auto spec = example_spec("causal", DType::bf16, 256);
+    const KernelConfig big = make_config(spec, KernelKind::forward, "sm_90a");
+    const KernelConfig small = make_config(spec, KernelKind::forward, "sm_86");
+    EXPECT_GT(smem_bytes(big), max_dynamic_smem_bytes(86));
+    EXPECT_LE(smem_bytes(small), max_dynamic_smem_bytes(86));
+    EXPECT_USER_ERROR(check_config(big, "sm_86"), "it needs 131200 bytes of shared memory; sm_86 allows 101376");
+}
+
+TEST(Generate, ArchIsCheckedAndParsed) {
+    EXPECT_EQ(sm_version("sm_90a"), 90);
+    EXPECT_EQ(sm_version("sm_100f"), 100);
+    EXPECT_USER_ERROR(sm_version("compute_90"), "virtual compute_XX targets give no cubin");
+    EXPECT_USER_ERROR(testing::forward_source(example_spec("causal"), std::nullopt, "sm_70"),
+                      "the main loop needs a newer GPU");
 }
 
 TEST(Generate, InvalidTileIsAUserErrorNamingTheTileAndWhy) {
     auto spec = example_spec("causal");
-    EXPECT_USER_ERROR(generate_forward(spec, TileConfig{100, 64, 4, 2}), "tile block_m=100 block_n=64 warps=4 stages=2");
-    EXPECT_USER_ERROR(generate_forward(spec, TileConfig{128, 64, 4, 7}), "stages must be 1, 2 or 3");
-    EXPECT_USER_ERROR(generate_forward(spec, TileConfig{128, 64, 4, 7}), "f16 with head dims 128x128");
+    EXPECT_USER_ERROR(testing::forward_source(spec, TileConfig{100, 64, 4, 2}),
+                      "kernel forward sm80 f16 d128x128 block_m=100 block_n=64 warps=4 stages=2 is not valid on sm_80");
+    EXPECT_USER_ERROR(testing::forward_source(spec, TileConfig{128, 64, 4, 7}), "stages must be 1, 2 or 3");
+    EXPECT_USER_ERROR(testing::forward_source(spec, TileConfig{128, 64, 4, 7}),
+                      "leave it unset to get the default, block_m=128 block_n=64 warps=4 stages=2");
 }
 
 TEST(Generate, InvalidSpecIsAUserError) {
     AttentionSpec bad = AttentionSpec().head_dim(80);
-    EXPECT_USER_ERROR(generate_forward(bad), "head dim 80 is not supported");
+    EXPECT_USER_ERROR(testing::forward_source(bad), "head dim 80 is not supported");
     EXPECT_USER_ERROR(lower(AttentionSpec().mask(score() > 0.0)), "reads the score");
 }
 
@@ -60,7 +87,7 @@ TEST(ParamsLayoutTest, ArgsFirstThenScalarsThenTensorsSortedByName) {
     auto spec = AttentionSpec()
                     .score_mod(score() * scalar("s2") + to_float(alpha(batch(), kv_idx())) + zeta(batch(), head(), q_idx(), kv_idx()))
                     .mask(kv_idx() < int_scalar("n1"));
-    ParamsLayout l = params_layout(spec);
+    ParamsLayout l = params_layout(spec, KernelKind::forward);
     ASSERT_EQ(l.fields.size(), 5u);
     const int args = static_cast<int>(sizeof(ForwardArgs));
     EXPECT_EQ(l.fields[0].c_name, "args");
@@ -88,7 +115,7 @@ TEST(ParamsLayoutTest, ArgsFirstThenScalarsThenTensorsSortedByName) {
 
 TEST(ParamsLayoutTest, OddScalarCountIsPaddedBeforeTensors) {
     auto spec = AttentionSpec().score_mod(score() * scalar("a") + Tensor("t", DType::f32, 1)(head()));
-    ParamsLayout l = params_layout(spec);
+    ParamsLayout l = params_layout(spec, KernelKind::forward);
     const int args = static_cast<int>(sizeof(ForwardArgs));
     EXPECT_EQ(l.find("a")->offset, args);
     EXPECT_EQ(l.find("t")->offset, args + 8);
@@ -97,14 +124,14 @@ TEST(ParamsLayoutTest, OddScalarCountIsPaddedBeforeTensors) {
 
 TEST(ParamsLayoutTest, GeneratedStructAssertsEveryFieldAndTheSize) {
     auto spec = example_spec("softcap_sliding_window");
-    std::string src = generate_forward(spec).source;
-    for (const auto& f : params_layout(spec).fields)
+    std::string src = testing::forward_source(spec).source;
+    for (const auto& f : params_layout(spec, KernelKind::forward).fields)
         EXPECT_NE(src.find("static_assert(sizeof(" + f.c_type + ") == " + std::to_string(f.size) + " && alignof(" +
                            f.c_type + ") == " + std::to_string(f.align) + ", \"Params::" + f.c_name + " (offset " +
                            std::to_string(f.offset) + ")"),
                   std::string::npos)
             << f.c_name << "\n" << src;
-    EXPECT_NE(src.find("static_assert(sizeof(Params) == " + std::to_string(params_layout(spec).size) +
+    EXPECT_NE(src.find("static_assert(sizeof(Params) == " + std::to_string(params_layout(spec, KernelKind::forward).size) +
                        " && alignof(Params) == 8"),
               std::string::npos);
 }
@@ -144,16 +171,16 @@ TEST(CudaEmitter, FloatLiteralsRoundTripInFp32) {
 
 TEST(Generate, EveryStatementCarriesItsDslText) {
     auto spec = AttentionSpec().score_mod(mods::softcap(scalar("cap")));
-    std::string src = generate_forward(spec).source;
+    std::string src = testing::forward_source(spec).source;
     EXPECT_NE(src.find("        // cap * tanh(score / cap)\n        return p.scalar_cap * tanhf(s / p.scalar_cap);"),
               std::string::npos)
         << src;
 }
 
 TEST(Generate, NanMinMaxHelpersOnlyWhenUsed) {
-    EXPECT_EQ(generate_forward(example_spec("causal")).source.find("fmax_nan"), std::string::npos);
+    EXPECT_EQ(testing::forward_source(example_spec("causal")).source.find("fmax_nan"), std::string::npos);
     auto spec = AttentionSpec().score_mod(max(score(), -5.0));
-    std::string src = generate_forward(spec).source;
+    std::string src = testing::forward_source(spec).source;
     EXPECT_NE(src.find("__device__ static float fmax_nan(float a, float b)"), std::string::npos);
 }
 
@@ -172,7 +199,7 @@ TEST(Generate, GuardedLoadsAndDivisionsStayUnderTheirShortCircuit) {
     Expr d = int_scalar("d");
     auto spec = AttentionSpec().mask(row >= kv_idx() && valid(row)).score_mod(
         select(d != 0 && kv_idx() < q_idx() / d, score(), score() * 0.5));
-    std::string src = generate_forward(spec).source;
+    std::string src = testing::forward_source(spec).source;
     const std::string make_row = function_body(src, "static Row make_row(");
     const std::string mask = function_body(src, "static bool mask(");
     const std::string score_mod = function_body(src, "static float score_mod(");

@@ -11,6 +11,7 @@
 
 #include "../common/expect_error.h"
 #include "codegen/classify_box.h"
+#include "../common/forward_source.h"
 #include "codegen/generate.h"
 #include "codegen/lower.h"
 #include "dsl/dsl.h"
@@ -145,7 +146,7 @@ TEST(Limits, TheLargestAllowedSpecGoesThroughEveryStageOnASmallStack) {
         env.q_idx = 3;
         env.kv_idx = 2;
         EXPECT_TRUE(interpret_bool(spec.mask(), env));
-        codegen::KernelSource source = codegen::generate_forward(spec);
+        codegen::KernelSource source = testing::forward_source(spec);
         EXPECT_NE(source.source.find("classify"), std::string::npos);
         // The printed form of the deepest tree nests two levels a node, !(...): it reads back.
         Expr nots = q_idx() >= kv_idx();
@@ -231,14 +232,14 @@ TEST(Limits, FoldingAndIntervalsAtTheInt32EdgesNeverOverflow) {
         SCOPED_TRACE(mask);
         AttentionSpec spec = spec_from_json(spec_json("mask", mask));
         codegen::KernelPlan plan = codegen::lower(spec);
-        EXPECT_NO_THROW(codegen::generate_forward(spec));
+        EXPECT_NO_THROW(testing::forward_source(spec));
         codegen::HostEnv env;
         env.q_len = env.kv_len = 1 << 20;
         for (codegen::Box box : {codegen::Box{0, 63, 0, 63}, codegen::Box{0, (1 << 20) - 1, 0, (1 << 20) - 1}})
             EXPECT_NO_THROW(codegen::classify_box(plan, box, env));
     }
     // Not folded: the int32 result does not exist.
-    EXPECT_NE(codegen::generate_forward(spec_from_json(spec_json("mask", "65536 * 65536 > q_idx"))).source.find("65536"),
+    EXPECT_NE(testing::forward_source(spec_from_json(spec_json("mask", "65536 * 65536 > q_idx"))).source.find("65536"),
               std::string::npos);
 }
 

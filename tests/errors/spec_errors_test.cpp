@@ -8,6 +8,7 @@
 #include "dsl/dsl.h"
 #include "runtime/attention.h"
 #include "tests/common/expect_error.h"
+#include "tests/common/forward_source.h"
 
 namespace attnjit {
 namespace {
@@ -15,11 +16,14 @@ namespace {
 using dsl::AttentionSpec;
 
 TEST(SpecErrors, UnsupportedHeadDim) {
-    EXPECT_USER_ERROR(AttentionSpec().head_dim(80).validate(), "head dim 80 is not supported");
+    // The spec itself is fine; no kernel has head dim 80, which the kernel's config says.
+    EXPECT_NO_THROW(AttentionSpec().head_dim(80).validate());
+    EXPECT_USER_ERROR(testing::forward_source(AttentionSpec().head_dim(80)), "head dim 80 is not supported");
+    EXPECT_USER_ERROR(AttentionSpec().head_dim(0).validate(), "head dim 0 is not positive");
 }
 
 TEST(SpecErrors, UnsupportedValueHeadDim) {
-    EXPECT_USER_ERROR(AttentionSpec().head_dims(128, 512).validate(), "head_dims(128, 512): head dim 512");
+    EXPECT_USER_ERROR(testing::forward_source(AttentionSpec().head_dims(128, 512)), "head_dims(128, 512): head dim 512");
 }
 
 TEST(SpecErrors, ZeroHeadDim) { EXPECT_USER_ERROR(AttentionSpec().head_dim(0).validate(), "head dim 0"); }
@@ -65,12 +69,12 @@ TEST(SpecErrors, NanScale) { EXPECT_USER_ERROR(AttentionSpec().scale(std::nan(""
 // in the facade, before anything is compiled: no GPU or NVRTC is needed.
 TEST(SpecErrors, GeneratorRejectsBadTile) {
     AttentionSpec s = AttentionSpec().dtype(DType::f16).head_dim(128);
-    EXPECT_USER_ERROR(codegen::generate_forward(s, TileConfig{100, 64, 4, 2}), "block_m must be a multiple of 16");
+    EXPECT_USER_ERROR(testing::forward_source(s, TileConfig{100, 64, 4, 2}), "block_m must be a multiple of 16");
 }
 
 TEST(SpecErrors, GeneratorRejectsTileTooLargeForSharedMemory) {
     AttentionSpec s = AttentionSpec().dtype(DType::bf16).head_dim(256);
-    EXPECT_USER_ERROR(codegen::generate_forward(s, TileConfig{256, 256, 4, 3}), "227 KiB");
+    EXPECT_USER_ERROR(testing::forward_source(s, TileConfig{256, 256, 4, 3}), "227 KiB");
 }
 
 TEST(SpecErrors, FacadeRejectsBadTile) {
@@ -78,7 +82,8 @@ TEST(SpecErrors, FacadeRejectsBadTile) {
     o.arch = "sm_80";
     o.tile = TileConfig{64, 64, 4, 2};  // fp32 needs stages == 1
     EXPECT_USER_ERROR(Attention(AttentionSpec().dtype(DType::f32).head_dim(64), o),
-                      "CompileOptions.tile {block_m 64, block_n 64, warps 4, stages 2} is invalid for f32");
+                      "kernel forward simt f32 d64x64 block_m=64 block_n=64 warps=4 stages=2 is not valid on sm_80: "
+                      "simt: stages must be 1");
 }
 
 TEST(SpecErrors, FacadeRejectsTooManyWarps) {

@@ -94,10 +94,10 @@ TEST(FuzzTarget, ValidAndInvalidDocuments) {
     EXPECT_FALSE(valid.finding) << valid.finding->message;
     EXPECT_EQ(asked, 1) << "a valid spec reaches the NVRTC decision";
 
-    const Outcome invalid = check_document(R"({"format": "attnjit.spec/1", "dtype": "f16", "head_dim": 100})", never);
+    const Outcome invalid = check_document(R"({"format": "attnjit.spec/1", "dtype": "f16", "head_dim": 0})", never);
     EXPECT_FALSE(invalid.valid);
     EXPECT_FALSE(invalid.finding) << invalid.finding->message;
-    EXPECT_NE(invalid.rejection.find("head dim 100 is not supported"), std::string::npos) << invalid.rejection;
+    EXPECT_NE(invalid.rejection.find("head dim 0 is not positive"), std::string::npos) << invalid.rejection;
     EXPECT_EQ(asked, 1) << "an invalid one does not";
 
     const Outcome garbage = check_document(std::string("\0\xff{", 3), never);

@@ -2,7 +2,7 @@
 // text reaches without a GPU, and every stage's answer is checked:
 //
 //   C++:   spec_from_json -> validate -> spec_to_json -> spec_from_json (same spec, hash,
-//          text) -> lower (plan) -> params_layout -> generate_forward (twice: same bytes)
+//          text) -> lower (plan) -> params_layout -> generate (twice: same bytes)
 //   C API: attnjit_spec_from_json (same verdict as C++) -> spec_to_json, hash, queries
 //          (same answers as C++) -> on request attnjit_compile for sm_90a (NVRTC) and
 //          attnjit_kernel_source (the C++ source)

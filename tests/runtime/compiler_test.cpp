@@ -55,7 +55,7 @@ TEST(Compiler, EmbeddedTemplatesAreIncludableHeaders) {
     s.source = R"(
 #include "attnjit/forward/args.h"
 #include "attnjit/common/kernel_config.h"
-static_assert(attnjit::head_dim_supported(128), "tile_config.h is the host's too");
+static_assert(attnjit::head_dim_supported(128), "kernel_config.h is the host's too");
 struct Params { attnjit::ForwardArgs args; };
 extern "C" __global__ void k(const __grid_constant__ Params p) {
     if (p.args.o) static_cast<float*>(p.args.o)[0] = p.args.scale;

@@ -157,12 +157,13 @@ ATTNJIT_HD constexpr const char* why_config_invalid(const KernelConfig& c) {
     return nullptr;
 }
 
-// Null when the configuration is valid and runs on sm_<sm>; otherwise the reason.
+// Null when the configuration is valid and runs on sm_<sm>; otherwise the reason. On an
+// arch this header does not know, the driver judges the shared memory at load time.
 ATTNJIT_HD constexpr const char* why_config_invalid_on(const KernelConfig& c, int sm) {
     if (const char* why = why_config_invalid(c)) return why;
     if (sm < min_sm(c.mainloop)) return "the main loop needs a newer GPU";
-    if (max_dynamic_smem_bytes(sm) == 0) return "unknown GPU architecture";
-    if (smem_bytes(c) > max_dynamic_smem_bytes(sm)) return "tile needs more shared memory than this GPU allows";
+    const int limit = max_dynamic_smem_bytes(sm);
+    if (limit != 0 && smem_bytes(c) > limit) return "tile needs more shared memory than this GPU allows";
     return nullptr;
 }
 
