@@ -16,7 +16,7 @@ namespace attnjit {
 
 struct Attention::Impl {
     AttentionSpec spec;  // validated
-    SpecInputs inputs;   // spec.tensors() and spec.scalars()
+    SpecInputs inputs;   // spec_inputs(spec): checked at every launch, never re-derived
     TileConfig tile{};
     std::string arch;
     codegen::ParamsLayout layout;
@@ -55,9 +55,8 @@ std::string fast_key(const AttentionSpec& spec, const SpecInputs& in, const Tile
 }  // namespace
 
 Attention::Attention(const AttentionSpec& spec, const CompileOptions& options) : impl_(std::make_unique<Impl>()) {
-    spec.validate();
+    impl_->inputs = spec_inputs(spec);  // validates
     impl_->spec = spec;
-    impl_->inputs = SpecInputs{spec.tensors(), spec.scalars()};
     const ElemKind e = elem_kind(spec.dtype());
     impl_->tile = options.tile ? *options.tile : default_forward_tile(e, spec.head_dim_qk(), spec.head_dim_v());
     if (const char* why = why_tile_invalid(e, spec.head_dim_qk(), spec.head_dim_v(), impl_->tile)) {
