@@ -4,8 +4,8 @@
 #include <cstdint>
 #include <limits>
 
+#include "codegen/interval_core.h"
 #include "codegen/interval_rules.h"
-#include "support/int_arith.h"
 #include "codegen/kernel_plan.h"
 
 namespace attnjit::codegen {
@@ -21,18 +21,16 @@ const char* tile_class_name(TileClass c) {
 
 namespace {
 
-// A scalar domain of plain numbers: ints as long long, floats as fp32 like the device.
-class HostDomain {
+// A scalar domain of plain numbers: ints as long long with interval_core's int64
+// arithmetic (what the bounds evaluator uses too), floats as fp32 like the device.
+class HostDomain : public interval::Int64Arith {
 public:
     static constexpr bool kHeadTempsArePoints = false;  // analysed through their bindings
-    using V = long long;
     using F = float;
-    using P = bool;
 
     HostDomain(const Box& box, const HostEnv& env) : box_(box), env_(env) {}
 
     void note(const dsl::Expr&) {}
-    V int_const(long long v) { return v; }
     F float_const(double v) { return static_cast<float>(v); }
     P bool_const(bool b) { return b; }
     V q0() { return box_.q0; }
@@ -80,19 +78,8 @@ public:
         return {lo, hi};
     }
 
-    V add(V a, V b) { return int_arith::saturating_add(a, b); }
-    V sub(V a, V b) { return int_arith::saturating_sub(a, b); }
-    V mul(V a, V b) { return int_arith::saturating_mul(a, b); }
-    V div(V a, V b) { return int_arith::saturating_div(a, b); }
-    V neg(V a) { return int_arith::saturating_neg(a); }
-    V min(V a, V b) { return a < b ? a : b; }
-    V max(V a, V b) { return a > b ? a : b; }
-    V select(P c, V a, V b) { return c ? a : b; }
     F to_float(V a) { return static_cast<float>(a); }
     F fneg(F a) { return -a; }
-    P lt(V a, V b) { return a < b; }
-    P le(V a, V b) { return a <= b; }
-    P eq(V a, V b) { return a == b; }
     P flt(F a, F b) { return a < b; }
     P fle(F a, F b) { return a <= b; }
     P and_(P a, P b) { return a && b; }

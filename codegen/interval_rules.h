@@ -3,6 +3,9 @@
 // are C expressions) and run on the host (classify_box.cpp: D's values are numbers).
 // Internal to codegen; include only from those two files.
 //
+// The int-interval arithmetic itself is interval_core.h's, shared with the bounds
+// evaluator; this file decides which rule applies to which node.
+//
 // Over the box q in [q0, q1], k in [k0, k1] every Int subexpression gets an interval
 // [lo, hi] (64-bit, and products are capped to int32, so the bounds never overflow) and every Bool a pair
 // (may_true, may_false). Leaves: constants, scalars and head-level values are points;
@@ -29,6 +32,7 @@
 
 #include "codegen/binding.h"
 #include "codegen/hoist.h"
+#include "codegen/interval_core.h"
 #include "dsl/printer.h"
 #include "support/error.h"
 
@@ -41,9 +45,7 @@ public:
     using F = typename D::F;  // float value
     using P = typename D::P;  // bool value
 
-    struct IntIv {
-        V lo, hi;
-    };
+    using IntIv = interval::Interval<V>;
     struct FloatIv {
         bool known;
         F lo, hi;
@@ -148,16 +150,9 @@ public:
         if (auto u = e.as<Unary>()) {
             IntIv a = integer(u->a);
             d_.note(e);
-            if (u->op == UnaryOp::Neg) return {d_.neg(a.hi), d_.neg(a.lo)};
+            if (u->op == UnaryOp::Neg) return interval::neg(d_, a);
             internal_check(u->op == UnaryOp::Abs) << "mask analysis: unexpected int unary";
-            V zero = d_.int_const(0);
-            P nonneg = d_.le(zero, a.lo);
-            P nonpos = d_.le(a.hi, zero);
-            V neg_hi = d_.neg(a.hi);
-            V neg_lo = d_.neg(a.lo);
-            V lo_if_mixed = d_.select(nonpos, neg_hi, zero);
-            V lo = d_.select(nonneg, a.lo, lo_if_mixed);
-            return {lo, d_.max(neg_lo, a.hi)};
+            return interval::abs(d_, a);
         }
         if (auto s = e.as<Select>()) {
             Tri c = boolean(s->cond);
@@ -166,10 +161,9 @@ public:
             // Only the true side: t; only the false side: f; either: the union.
             P only_true = d_.not_(c.may_false);
             P only_false = d_.not_(c.may_true);
-            V lo_union = d_.min(t.lo, f.lo);
-            V hi_union = d_.max(t.hi, f.hi);
-            V lo_unless_true = d_.select(only_false, f.lo, lo_union);
-            V hi_unless_true = d_.select(only_false, f.hi, hi_union);
+            IntIv either = interval::hull(d_, t, f);
+            V lo_unless_true = d_.select(only_false, f.lo, either.lo);
+            V hi_unless_true = d_.select(only_false, f.hi, either.hi);
             V lo = d_.select(only_true, t.lo, lo_unless_true);
             V hi = d_.select(only_true, t.hi, hi_unless_true);
             return {lo, hi};
@@ -183,43 +177,25 @@ public:
         if (c && (b->op == BinaryOp::Mul || b->op == BinaryOp::Div || b->op == BinaryOp::Mod)) {
             const long long k = c->i;
             d_.note(e);
-            V kv = d_.int_const(k);
             switch (b->op) {
-            case BinaryOp::Mul:
-                return int32_range(k >= 0 ? IntIv{d_.mul(x.lo, kv), d_.mul(x.hi, kv)}
-                                          : IntIv{d_.mul(x.hi, kv), d_.mul(x.lo, kv)});
+            case BinaryOp::Mul: return interval::cap_int32(d_, interval::mul_by_const(d_, x, k));
             case BinaryOp::Div:
                 if (k == 0) return unknown_int();
-                // C division truncates toward zero, which is monotone in the dividend.
-                return k > 0 ? IntIv{d_.div(x.lo, kv), d_.div(x.hi, kv)} : IntIv{d_.div(x.hi, kv), d_.div(x.lo, kv)};
-            default: {
+                return interval::div_by_const(d_, x, k);
+            default:
                 if (k == 0) return unknown_int();
-                const long long m = (k < 0 ? -k : k) - 1;
-                // C %: the sign of the dividend, magnitude below |k|.
-                P nonneg = d_.le(d_.int_const(0), x.lo);
-                P nonpos = d_.le(x.hi, d_.int_const(0));
-                V lo = d_.select(nonneg, d_.int_const(0), d_.int_const(-m));
-                V hi = d_.select(nonpos, d_.int_const(0), d_.int_const(m));
-                return {lo, hi};
-            }
+                return interval::mod_by_const_signed(d_, x, k);
             }
         }
         if (b->op == BinaryOp::Div || b->op == BinaryOp::Mod) return unknown_int();
         IntIv y = integer(b->b);
         d_.note(e);
         switch (b->op) {
-        case BinaryOp::Add: return {d_.add(x.lo, y.lo), d_.add(x.hi, y.hi)};
-        case BinaryOp::Sub: return {d_.sub(x.lo, y.hi), d_.sub(x.hi, y.lo)};
-        case BinaryOp::Min: return {d_.min(x.lo, y.lo), d_.min(x.hi, y.hi)};
-        case BinaryOp::Max: return {d_.max(x.lo, y.lo), d_.max(x.hi, y.hi)};
-        case BinaryOp::Mul: {
-            V a = d_.mul(x.lo, y.lo), bb = d_.mul(x.lo, y.hi), cc = d_.mul(x.hi, y.lo), dd = d_.mul(x.hi, y.hi);
-            V lo_ab = d_.min(a, bb);
-            V lo_cd = d_.min(cc, dd);
-            V hi_ab = d_.max(a, bb);
-            V hi_cd = d_.max(cc, dd);
-            return int32_range({d_.min(lo_ab, lo_cd), d_.max(hi_ab, hi_cd)});
-        }
+        case BinaryOp::Add: return interval::add(d_, x, y);
+        case BinaryOp::Sub: return interval::sub(d_, x, y);
+        case BinaryOp::Min: return interval::min(d_, x, y);
+        case BinaryOp::Max: return interval::max(d_, x, y);
+        case BinaryOp::Mul: return interval::cap_int32(d_, interval::mul(d_, x, y));
         default: break;
         }
         internal_error << "mask analysis: unexpected int operator " << binary_name(b->op);
@@ -261,15 +237,10 @@ private:
     static IntIv point(V v) { return {v, v}; }
     static FloatIv fpoint(F v) { return {true, v, v}; }
     IntIv unknown_int() { return {d_.int_const(INT32_MIN), d_.int_const(INT32_MAX)}; }
-    // A product's bounds meet the int32 range. Sound, since the value itself is an int32
-    // (overflow is undefined, see above), and it keeps every bound within int64: leaves are
-    // int32, only a product can multiply their size, and the number of + and - in an
-    // expression is bounded (dsl/limits.h).
-    IntIv int32_range(const IntIv& r) {
-        V lo_capped = d_.min(r.lo, d_.int_const(INT32_MAX));
-        V hi_capped = d_.min(r.hi, d_.int_const(INT32_MAX));
-        return {d_.max(lo_capped, d_.int_const(INT32_MIN)), d_.max(hi_capped, d_.int_const(INT32_MIN))};
-    }
+    // A product's bounds meet the int32 range (interval::cap_int32). Sound, since the value
+    // itself is an int32 (overflow is undefined, see above), and it keeps every bound within
+    // int64: leaves are int32, only a product can multiply their size, and the number of +
+    // and - in an expression is bounded (dsl/limits.h).
     Tri unknown_bool() { return {d_.bool_const(true), d_.bool_const(true)}; }
 
     const Binding& binding(const dsl::Temp& t) const {

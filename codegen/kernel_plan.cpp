@@ -48,6 +48,7 @@ std::ostream& operator<<(std::ostream& os, const KernelPlan& p) {
         for (const auto& [n, t] : p.tensors) os << " " << n << ":" << dtype_name(t.dtype) << "[" << t.rank << "]";
         os << "\n";
     }
+    if (!p.tensor_reads.reads_nothing()) os << "  tensor reads (bounds program):\n" << p.tensor_reads;
     return os << "}";
 }
 

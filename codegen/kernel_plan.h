@@ -8,6 +8,7 @@
 #include <string>
 
 #include "codegen/binding.h"
+#include "codegen/bounds_program.h"
 #include "codegen/mask_analysis.h"
 #include "dsl/attention_spec.h"
 
@@ -29,6 +30,10 @@ struct KernelPlan {
     // every one the spec declares; see params_layout.h).
     std::map<std::string, dsl::Type> scalars;
     std::map<std::string, dsl::TensorInfo> tensors;
+
+    // The spec's captured-tensor reads as a program over launch numbers
+    // (bounds_analysis.h); runtime evaluates it before every launch.
+    BoundsProgram tensor_reads;
 
     bool has_score_mod() const { return score_mod.defined(); }
     bool has_mask() const { return mask.defined(); }

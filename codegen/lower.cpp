@@ -4,6 +4,7 @@
 #include <set>
 #include <sstream>
 
+#include "codegen/bounds_analysis.h"
 #include "codegen/cse.h"
 #include "codegen/hoist.h"
 #include "codegen/mask_analysis.h"
@@ -125,6 +126,12 @@ KernelPlan lower(const dsl::AttentionSpec& spec) {
             os << "  can_classify: " << (plan.classify.can_classify ? "true" : "false") << "\n";
             for (const auto& l : plan.classify.lines) os << "  " << l << "\n";
         });
+    }
+
+    {
+        PassLog log("bounds_analysis");
+        plan.tensor_reads = analyze_tensor_reads(spec);
+        log.done([&](std::ostream& os) { os << plan.tensor_reads; });
     }
 
     for (const auto& b : plan.all_bindings()) {

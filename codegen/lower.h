@@ -1,6 +1,7 @@
 // lower: AttentionSpec -> KernelPlan, a flat list of passes (after Halide's Lower.cpp):
 //
 //   validate -> simplify -> cse -> hoist -> split per hook -> mask_analysis
+//   -> bounds_analysis (of the spec's own expressions: every read the user wrote)
 //
 // ATTNJIT_DEBUG=1 logs each pass's name and time, ATTNJIT_DEBUG=2 also its output.
 // Deterministic: the same spec gives the same plan, in any process.

@@ -8,10 +8,10 @@
 #include <sstream>
 
 #include "attnjit/common/kernel_config.h"
+#include "codegen/bounds_analysis.h"
+#include "codegen/bounds_check.h"
 #include "dsl/printer.h"
-#include "dsl/visitor.h"
 #include "runtime/attention.h"
-#include "runtime/index_bounds.h"
 #include "support/error.h"
 
 namespace attnjit {
@@ -66,8 +66,7 @@ void check_qkvo(const std::string& name, const TensorView& t, DType dtype) {
 
 // Each captured tensor: present, right dtype/rank, and large enough for every index the
 // expressions can produce (a dimension of stride 0 broadcasts and may be of size 1).
-void check_captured(const AttentionSpec& spec, const SpecInputs& in, const LaunchArgs& a,
-                    const runtime::LaunchExtents& x) {
+void check_captured(const SpecInputs& in, const LaunchArgs& a, const codegen::LaunchExtents& x) {
     const auto& wanted = in.tensors;
     for (const auto& [name, view] : a.tensors)
         user_check(wanted.count(name)) << "argument tensors['" << name << "'] is not read by the spec"
@@ -85,9 +84,10 @@ void check_captured(const AttentionSpec& spec, const SpecInputs& in, const Launc
         user_check(reinterpret_cast<uintptr_t>(t.data) % dtype_size(t.dtype) == 0)
             << "tensor '" << name << "' is not aligned to its element size";
     }
-    // Bounds: no read of any captured tensor can leave it (runtime/index_bounds.h).
-    check_tensor_reads(spec.score_mod(), runtime::Guards::Narrow, x, a.scalars, a.tensors);
-    check_tensor_reads(spec.mask(), runtime::Guards::Ignore, x, a.scalars, a.tensors);
+    // Bounds: no read of any captured tensor can leave it (codegen/bounds_analysis.h).
+    codegen::LaunchNumbers numbers{x, a.scalars, {}};
+    for (const auto& [name, t] : a.tensors) numbers.tensors[name] = codegen::TensorExtent{t.shape, t.strides};
+    codegen::check_tensor_reads(in.tensor_reads, numbers);
 }
 
 void check_scalars(const SpecInputs& in, const LaunchArgs& a) {
@@ -110,9 +110,13 @@ void check_scalars(const SpecInputs& in, const LaunchArgs& a) {
 
 }  // namespace
 
-void check_launch_args(const AttentionSpec& spec, const LaunchArgs& a) {
+SpecInputs spec_inputs(const AttentionSpec& spec) {
     spec.validate();
-    check_launch_args(spec, SpecInputs{spec.tensors(), spec.scalars()}, a);
+    return SpecInputs{spec.tensors(), spec.scalars(), codegen::analyze_tensor_reads(spec)};
+}
+
+void check_launch_args(const AttentionSpec& spec, const LaunchArgs& a) {
+    check_launch_args(spec, spec_inputs(spec), a);
 }
 
 void check_launch_args(const AttentionSpec& spec, const SpecInputs& in, const LaunchArgs& a) {
@@ -178,7 +182,7 @@ void check_launch_args(const AttentionSpec& spec, const SpecInputs& in, const La
     }
     // Scalars first: the bounds of captured-tensor reads use their values.
     check_scalars(in, a);
-    check_captured(spec, in, a, runtime::LaunchExtents{q[0], q[1], k[1], q[2], k[2]});
+    check_captured(in, a, codegen::LaunchExtents{q[0], q[1], k[1], q[2], k[2]});
 }
 
 }  // namespace attnjit

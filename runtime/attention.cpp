@@ -18,7 +18,7 @@ namespace attnjit {
 
 struct Attention::Impl {
     AttentionSpec spec;  // validated
-    SpecInputs inputs;   // spec.tensors() and spec.scalars()
+    SpecInputs inputs;   // spec_inputs(spec): checked at every launch, never re-derived
     KernelConfig config{};  // what kernel, for `arch`
     std::string arch;
     codegen::ParamsLayout layout;
@@ -49,9 +49,8 @@ std::string fast_key(const AttentionSpec& spec, const SpecInputs& in, const Kern
 }  // namespace
 
 Attention::Attention(const AttentionSpec& spec, const CompileOptions& options) : impl_(std::make_unique<Impl>()) {
-    spec.validate();
+    impl_->inputs = spec_inputs(spec);  // validates
     impl_->spec = spec;
-    impl_->inputs = SpecInputs{spec.tensors(), spec.scalars()};
     auto no_gpu = runtime::why_no_gpu();
     const bool on_device = !no_gpu && (!options.arch || *options.arch == runtime::current_device().arch());
     if (options.arch) {

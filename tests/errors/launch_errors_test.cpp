@@ -281,7 +281,7 @@ TEST(LaunchErrors, RelativePositionTableTooSmall) {
     EXPECT_NO_THROW(check_launch_args(c.spec, c.args));
 }
 
-// Index forms the bounds analysis must see through (runtime/index_bounds.cpp).
+// Index forms the bounds analysis must see through (codegen/bounds_analysis.cpp).
 Case with_table(Expr score_mod, std::vector<int64_t> shape, DType dt = DType::f32) {
     Case c = plain();
     c.spec.score_mod(score_mod);
