@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "reference/host_tensor.h"
-#include "runtime/attnjit.h"
+#include "api/attnjit.h"
 #include "runtime/cuda_api.h"
 #include "runtime/device.h"
 #include "runtime/device_buffer.h"

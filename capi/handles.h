@@ -9,7 +9,7 @@
 
 #include "attnjit/attnjit_c.h"
 #include "dsl/attention_spec.h"
-#include "runtime/attention.h"
+#include "api/attention.h"
 
 namespace attnjit::capi {
 

@@ -7,6 +7,7 @@
 #include "capi/status.h"
 #include "codegen/kernel_config.h"
 #include "runtime/device.h"
+#include "support/error.h"
 
 using attnjit::capi::guarded;
 

@@ -11,6 +11,7 @@
 #include "capi/handles.h"
 #include "capi/status.h"
 #include "runtime/device.h"
+#include "support/error.h"
 
 namespace {
 

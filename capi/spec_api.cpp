@@ -8,6 +8,7 @@
 #include "capi/handles.h"
 #include "capi/status.h"
 #include "dsl/spec_json.h"
+#include "support/error.h"
 
 using attnjit::capi::guarded;
 

@@ -4,17 +4,17 @@
 #   target_link_libraries(app PRIVATE attnjit::attnjit_c)   # C API, libattnjit_c.so
 include(CMakePackageConfigHelpers)
 
-set(ATTNJIT_LIBS attnjit attnjit_runtime attnjit_codegen attnjit_dsl attnjit_support attnjit_c)
+set(ATTNJIT_LIBS attnjit attnjit_api attnjit_runtime attnjit_codegen attnjit_dsl attnjit_support attnjit_c)
 install(TARGETS ${ATTNJIT_LIBS} EXPORT attnjitTargets
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
         RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 
-foreach(dir support dsl codegen runtime)
+foreach(dir support dsl codegen runtime api)
   install(DIRECTORY ${PROJECT_SOURCE_DIR}/${dir}/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/attnjit/${dir}
           FILES_MATCHING PATTERN "*.h")
 endforeach()
-install(FILES ${PROJECT_SOURCE_DIR}/runtime/attnjit.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/attnjit)
+install(FILES ${PROJECT_SOURCE_DIR}/api/attnjit.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/attnjit)
 # <attnjit/attnjit_c.h>: the C API's one header.
 install(FILES ${PROJECT_SOURCE_DIR}/capi/include/attnjit/attnjit_c.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/attnjit)
 

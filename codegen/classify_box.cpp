@@ -7,17 +7,10 @@
 #include "codegen/interval_core.h"
 #include "codegen/interval_rules.h"
 #include "codegen/kernel_plan.h"
+#include "support/error.h"
 
 namespace attnjit::codegen {
 
-const char* tile_class_name(TileClass c) {
-    switch (c) {
-    case TileClass::kSkip: return "kSkip";
-    case TileClass::kPartial: return "kPartial";
-    case TileClass::kFull: return "kFull";
-    }
-    return "?";
-}
 
 namespace {
 

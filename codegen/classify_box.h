@@ -8,16 +8,16 @@
 #include <string>
 #include <vector>
 
+#include "attnjit/common/tile_class.h"
 #include "codegen/binding.h"
+
+namespace attnjit {
+inline std::ostream& operator<<(std::ostream& os, TileClass c) { return os << tile_class_name(c); }
+}  // namespace attnjit
 
 namespace attnjit::codegen {
 
 struct KernelPlan;
-
-// Mirrors attnjit::TileClass of the device templates.
-enum class TileClass { kSkip = 0, kPartial = 1, kFull = 2 };
-const char* tile_class_name(TileClass c);
-inline std::ostream& operator<<(std::ostream& os, TileClass c) { return os << tile_class_name(c); }
 
 // The box q in [q0, q1], k in [k0, k1], inclusive, non-empty, inside [0, Nq) x [0, Nk).
 struct Box {

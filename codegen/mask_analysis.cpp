@@ -8,6 +8,7 @@
 #include "codegen/interval_rules.h"
 #include "support/int_arith.h"
 #include "dsl/printer.h"
+#include "support/error.h"
 
 namespace attnjit::codegen {
 namespace {

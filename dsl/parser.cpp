@@ -11,7 +11,7 @@
 #include "dsl/operators.h"
 #include "dsl/printer.h"
 #include "dsl/source_diagnostics.h"
-#include "dsl/spec_json.h"
+#include "dsl/spec_parse_error.h"
 #include "dsl/vars.h"
 
 namespace attnjit::dsl {

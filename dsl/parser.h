@@ -24,7 +24,7 @@ struct ExprNames {
     std::map<std::string, TensorInfo> tensors;
 };
 
-// Throws SpecParseError (dsl/spec_json.h) with the line and column inside `text`, offset
+// Throws SpecParseError (dsl/spec_parse_error.h) with the line and column inside `text`, offset
 // by (first_line, first_column) so that an expression embedded in a larger document is
 // located in that document.
 Expr parse_expr(std::string_view text, const ExprNames& names, std::string_view source_name = "expr",

@@ -14,6 +14,7 @@
 #include "dsl/printer.h"
 #include "dsl/source_diagnostics.h"
 #include "dsl/vars.h"
+#include "support/error.h"
 
 namespace attnjit::dsl {
 namespace {

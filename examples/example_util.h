@@ -27,7 +27,7 @@
 #include "dsl/interpreter.h"
 #include "reference/attention_reference.h"
 #include "reference/host_tensor.h"
-#include "runtime/attention.h"
+#include "api/attention.h"
 #include "runtime/cuda_api.h"
 #include "runtime/device.h"
 #include "runtime/device_buffer.h"

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "support/error.h"
+#include "support/exceptions.h"
 
 namespace attnjit::runtime {
 

@@ -1,4 +1,4 @@
-// attnjit-gen: print what codegen makes of a named example spec (codegen/example_specs.h)
+// attnjit-gen: print what codegen makes of a named example spec (dsl/example_specs.h)
 // or of a spec file in the JSON format (docs/spec_format.md).
 //
 //   attnjit-gen causal                      the generated CUDA translation unit
@@ -15,7 +15,7 @@
 #include <map>
 #include <sstream>
 
-#include "codegen/example_specs.h"
+#include "dsl/example_specs.h"
 #include "codegen/generate.h"
 #include "codegen/lower.h"
 #include "codegen/params_layout.h"
@@ -78,13 +78,13 @@ int main(int argc, char** argv) {
 
     try {
         if (list) {
-            for (const auto& n : codegen::example_names()) std::cout << n << "\n";
+            for (const auto& n : dsl::example_names()) std::cout << n << "\n";
             return 0;
         }
         user_check(!name.empty() || !spec_file.empty())
             << "name an example spec (attnjit-gen --list shows them) or a spec file with --spec FILE";
         const dsl::AttentionSpec spec =
-            spec_file.empty() ? codegen::example_spec(name, parse_dtype(dtype), head_dim) : read_spec_file(spec_file);
+            spec_file.empty() ? dsl::example_spec(name, parse_dtype(dtype), head_dim) : read_spec_file(spec_file);
         if (json) {
             std::cout << dsl::spec_to_json(spec);
         } else if (plan) {

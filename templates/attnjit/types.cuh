@@ -5,6 +5,7 @@
 
 #include "attnjit/common/kernel_config.h"
 #include "attnjit/common/math_constants.h"
+#include "attnjit/common/tile_class.h"
 
 namespace attnjit {
 
@@ -14,7 +15,6 @@ struct alignas(2) bf16_t { unsigned short bits; };
 
 struct alignas(16) Float4 { float x, y, z, w; };
 
-enum class TileClass : int { kSkip = 0, kPartial = 1, kFull = 2 };
 
 // ---- bit casts ---------------------------------------------------------------------
 __device__ __forceinline__ float bits_to_float(unsigned u) {

@@ -4,7 +4,7 @@
 
 #include <set>
 
-#include "codegen/example_specs.h"
+#include "dsl/example_specs.h"
 #include "codegen/generate.h"
 #include "common/forward_source.h"
 #include "dsl/dsl.h"

@@ -6,7 +6,7 @@
 
 #include "attnjit/forward/args.h"
 #include "codegen/cuda_emitter.h"
-#include "codegen/example_specs.h"
+#include "dsl/example_specs.h"
 #include "codegen/generate.h"
 #include "codegen/lower.h"
 #include "codegen/template_library.h"

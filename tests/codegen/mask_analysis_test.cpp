@@ -10,7 +10,7 @@
 #include <random>
 
 #include "codegen/classify_box.h"
-#include "codegen/example_specs.h"
+#include "dsl/example_specs.h"
 #include "codegen/generate.h"
 #include "codegen/lower.h"
 #include "codegen/mask_analysis.h"

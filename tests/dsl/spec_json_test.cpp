@@ -10,7 +10,7 @@
 
 #include <gtest/gtest.h>
 
-#include "codegen/example_specs.h"
+#include "dsl/example_specs.h"
 #include "dsl/dsl.h"
 #include "dsl/spec_json.h"
 #include "random_expr.h"
@@ -109,12 +109,12 @@ TEST(SpecJson, DefaultsAreWrittenExplicitly) {
 TEST(SpecJson, EveryExampleAndModifierSpecRoundTrips) {
     for (DType dtype : {DType::f16, DType::bf16, DType::f32}) {
         for (int head_dim : {32, 64, 96, 128, 256}) {
-            for (const auto& [name, spec] : codegen::example_specs(dtype, head_dim)) {
+            for (const auto& [name, spec] : dsl::example_specs(dtype, head_dim)) {
                 SCOPED_TRACE(name);
                 expect_round_trip(spec);
                 expect_round_trip(AttentionSpec(spec).scale(0.0883883476483184).return_lse());
             }
-            for (const auto& [name, spec] : codegen::modifier_specs(dtype, head_dim)) {
+            for (const auto& [name, spec] : dsl::modifier_specs(dtype, head_dim)) {
                 SCOPED_TRACE(name);
                 expect_round_trip(spec);
             }

@@ -7,7 +7,7 @@
 #include <gtest/gtest.h>
 
 #include "dsl/dsl.h"
-#include "runtime/attention.h"
+#include "api/attention.h"
 #include "tests/common/expect_error.h"
 
 namespace attnjit {

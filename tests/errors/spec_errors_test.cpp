@@ -6,7 +6,7 @@
 
 #include "codegen/generate.h"
 #include "dsl/dsl.h"
-#include "runtime/attention.h"
+#include "api/attention.h"
 #include "tests/common/expect_error.h"
 #include "tests/common/forward_source.h"
 

@@ -4,7 +4,7 @@
 #include <random>
 #include <string_view>
 
-#include "codegen/example_specs.h"
+#include "dsl/example_specs.h"
 #include "dsl/spec_json.h"
 #include "limit_documents.h"
 #include "random_expr.h"
@@ -250,8 +250,8 @@ std::vector<Document> valid_documents(Rng& rng, int count) {
     const DType dtypes[] = {DType::f16, DType::bf16, DType::f32};
     const int dims[] = {32, 64, 96, 128, 256};
     // The named examples and modifiers first: the specs people actually write.
-    for (const auto& named : {codegen::example_specs(rng.pick(dtypes), rng.pick(dims)),
-                              codegen::modifier_specs(rng.pick(dtypes), rng.pick(dims))})
+    for (const auto& named : {dsl::example_specs(rng.pick(dtypes), rng.pick(dims)),
+                              dsl::modifier_specs(rng.pick(dtypes), rng.pick(dims))})
         for (const auto& [name, spec] : named)
             if (static_cast<int>(docs.size()) < count) docs.push_back({"example " + name, written(rng, spec)});
     for (int n = 0; static_cast<int>(docs.size()) < count; ++n) {

@@ -14,7 +14,7 @@
 
 #include "reference/attention_reference.h"
 #include "reference/host_tensor.h"
-#include "runtime/attention.h"
+#include "api/attention.h"
 #include "runtime/device.h"
 #include "runtime/device_buffer.h"
 

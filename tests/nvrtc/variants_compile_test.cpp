@@ -1,4 +1,4 @@
-// Every example spec (codegen/example_specs.h) and every ready-made modifier compiles
+// Every example spec (dsl/example_specs.h) and every ready-made modifier compiles
 // with NVRTC for sm_80 and sm_90a, for f16 / bf16 / f32 and head dims 64 and 128 (plain
 // also 32, 96, 256), with the default tile. One test per spec; its dtype x head dim x
 // arch matrix compiles on all cores (NVRTC takes a second or two per kernel).
@@ -8,7 +8,7 @@
 #include <mutex>
 #include <thread>
 
-#include "codegen/example_specs.h"
+#include "dsl/example_specs.h"
 #include "codegen/generate.h"
 #include "codegen/kernel_config.h"
 #include "runtime/compiler.h"
@@ -16,6 +16,10 @@
 
 namespace attnjit::codegen {
 namespace {
+
+using dsl::example_names;
+using dsl::example_specs;
+using dsl::modifier_specs;
 
 struct Job {
     std::string what;

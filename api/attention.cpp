@@ -1,4 +1,4 @@
-#include "runtime/attention.h"
+#include "api/attention.h"
 
 #include <chrono>
 #include <mutex>
@@ -10,7 +10,7 @@
 #include "runtime/compiler.h"
 #include "runtime/device.h"
 #include "runtime/kernel_cache.h"
-#include "runtime/launcher.h"
+#include "api/forward_launch.h"
 #include "support/debug.h"
 #include "support/error.h"
 
@@ -95,9 +95,9 @@ void Attention::operator()(const LaunchArgs& args, Stream stream) const {
                               << " only (CompileOptions.arch, or no usable GPU at construction), so it cannot "
                                  "launch; construct it without CompileOptions.arch where the GPU is";
     if (args.q.shape[0] == 0 || args.q.shape[2] == 0) return;  // empty problem: nothing to do
-    const auto params = runtime::pack_params(impl_->layout, impl_->spec, args);
+    const auto params = api::forward_params(impl_->layout, impl_->spec, args);
     const auto& c = impl_->loaded->compiled();
-    impl_->loaded->launch(runtime::forward_grid(impl_->config, args),
+    impl_->loaded->launch(api::forward_grid(impl_->config, args),
                           runtime::Dim3{static_cast<unsigned>(c.threads), 1, 1}, static_cast<unsigned>(c.smem_bytes),
                           params.data(), params.size(), static_cast<CUstream>(stream));
 }

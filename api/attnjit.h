@@ -2,5 +2,5 @@
 #pragma once
 
 #include "dsl/dsl.h"
-#include "runtime/attention.h"
-#include "support/error.h"
+#include "api/attention.h"
+#include "support/exceptions.h"

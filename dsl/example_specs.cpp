@@ -1,13 +1,12 @@
-#include "codegen/example_specs.h"
+#include "dsl/example_specs.h"
 
 #include "dsl/mods.h"
 #include "dsl/operators.h"
 #include "dsl/vars.h"
 #include "support/error.h"
 
-namespace attnjit::codegen {
+namespace attnjit::dsl {
 
-using namespace dsl;
 using mods::CausalAlign;
 
 namespace {
@@ -77,4 +76,4 @@ std::vector<std::pair<std::string, AttentionSpec>> modifier_specs(DType dtype, i
     };
 }
 
-}  // namespace attnjit::codegen
+}  // namespace attnjit::dsl

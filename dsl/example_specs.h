@@ -20,7 +20,7 @@
 #include "dsl/attention_spec.h"
 #include "support/dtype.h"
 
-namespace attnjit::codegen {
+namespace attnjit::dsl {
 
 // Every example, in the order above, with Q/K/V dtype `dtype` and head dim `head_dim`.
 std::vector<std::pair<std::string, dsl::AttentionSpec>> example_specs(DType dtype = DType::f16, int head_dim = 128);
@@ -33,4 +33,4 @@ std::vector<std::string> example_names();
 // bias, relative position bias, compose), named after it.
 std::vector<std::pair<std::string, dsl::AttentionSpec>> modifier_specs(DType dtype = DType::f16, int head_dim = 128);
 
-}  // namespace attnjit::codegen
+}  // namespace attnjit::dsl

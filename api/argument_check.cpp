@@ -11,7 +11,7 @@
 #include "codegen/bounds_analysis.h"
 #include "codegen/bounds_check.h"
 #include "dsl/printer.h"
-#include "runtime/attention.h"
+#include "api/attention.h"
 #include "support/error.h"
 
 namespace attnjit {

@@ -1,0 +1,50 @@
+#include "api/forward_launch.h"
+
+#include "attnjit/common/math_constants.h"
+#include "runtime/params_packer.h"
+
+namespace attnjit::api {
+namespace {
+
+void strides3(long long out[3], const TensorView& t) {
+    for (int d = 0; d < 3; ++d) out[d] = t.strides[d];
+}
+
+}  // namespace
+
+ForwardArgs forward_args(const AttentionSpec& spec, const LaunchArgs& a) {
+    ForwardArgs f{};
+    f.q = a.q.data;
+    f.k = a.k.data;
+    f.v = a.v.data;
+    f.o = a.o.data;
+    f.lse = a.lse ? static_cast<float*>(a.lse->data) : nullptr;
+    strides3(f.q_stride, a.q);
+    strides3(f.k_stride, a.k);
+    strides3(f.v_stride, a.v);
+    strides3(f.o_stride, a.o);
+    if (a.lse) strides3(f.lse_stride, *a.lse);
+    f.batch = static_cast<int>(a.q.shape[0]);
+    f.q_heads = static_cast<int>(a.q.shape[1]);
+    f.kv_heads = static_cast<int>(a.k.shape[1]);
+    f.q_len = static_cast<int>(a.q.shape[2]);
+    f.kv_len = static_cast<int>(a.k.shape[2]);
+    f.group = f.q_heads / f.kv_heads;
+    const double scale = spec.scale_or_default();
+    f.scale = static_cast<float>(scale);
+    f.scale_log2 = static_cast<float>(scale * kLog2eD);
+    return f;
+}
+
+std::vector<unsigned char> forward_params(const codegen::ParamsLayout& layout, const AttentionSpec& spec,
+                                          const LaunchArgs& args) {
+    const ForwardArgs block = forward_args(spec, args);
+    return runtime::pack_params(layout, &block, sizeof block, args.scalars, args.tensors);
+}
+
+runtime::Dim3 forward_grid(const KernelConfig& config, const LaunchArgs& a) {
+    return runtime::Dim3{static_cast<unsigned>(ceil_div(static_cast<int>(a.q.shape[2]), config.tile.block_m)),
+                         static_cast<unsigned>(a.q.shape[1]), static_cast<unsigned>(a.q.shape[0])};
+}
+
+}  // namespace attnjit::api
