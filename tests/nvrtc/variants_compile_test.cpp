@@ -10,6 +10,7 @@
 
 #include "codegen/example_specs.h"
 #include "codegen/generate.h"
+#include "codegen/kernel_config.h"
 #include "runtime/compiler.h"
 #include "runtime/cuda_api.h"
 
@@ -54,9 +55,10 @@ void compile_matrix(const std::string& name, SpecFactory factory, const std::vec
         for (int hd : head_dims)
             for (const auto& [n, spec] : factory(d, hd)) {
                 if (n != name) continue;
-                KernelSource src = generate_forward(spec);
-                for (const char* arch : {"sm_80", "sm_90a"})
+                for (const char* arch : {"sm_80", "sm_90a"}) {
+                    KernelSource src = generate(spec, make_config(spec, KernelKind::forward, arch), arch);
                     jobs.push_back({name + " " + dtype_name(d) + " d" + std::to_string(hd) + " " + arch, src, arch});
+                }
             }
     ASSERT_FALSE(jobs.empty()) << "no spec named " << name;
     for (const auto& f : compile_all(jobs)) ADD_FAILURE() << f;
