@@ -40,6 +40,7 @@ __device__ __forceinline__ void store_forward_output(const Params& p, const type
                                                      const Hooks& hooks, const Softmax& softmax, const Layout& layout,
                                                      Frag& acc, int b, int h, int m0) {
     const ForwardArgs& a = p.args;
+    const int nq = a.q_len;  // read once: the stores below may alias the parameters for the compiler
     // The lane's column offset goes into the base once, so each store is base + constant.
     E* og = static_cast<E*>(a.o) + b * a.o_stride[0] + h * a.o_stride[1] + layout.lane_col();
 #pragma unroll
@@ -47,7 +48,7 @@ __device__ __forceinline__ void store_forward_output(const Params& p, const type
         const float l = softmax.row_sum(r);
         const float inv = l > 0.f ? 1.f / l : 0.f;
         const int q = m0 + layout.row(r);
-        if (q < a.q_len) {
+        if (q < nq) {
             E* orow = og + q * a.o_stride[2];
             if constexpr (Variant::kHasOutputTransform) {
                 const TransformOutput<Variant, Params> f{p, hd, hooks.rw[r], inv, q};
