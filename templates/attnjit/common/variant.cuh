@@ -1,16 +1,133 @@
 // The Variant contract: what generated code provides to every kernel (templates/README.md
-// lists the hooks). Generated Variants derive from VariantDefaults, which declares the
-// structural hooks a plain pointwise variant leaves off; check_variant<V>() states the
-// rest of the contract with English messages.
+// lists the hooks). Generated Variants derive from VariantDefaults, which holds every flag
+// and the structural hooks a plain pointwise variant leaves off, at no cost: each is
+// behind `if constexpr` in the shared components. check_variant<Variant, Params,
+// Mainloop>() states the rest of the contract at compile time, with English messages.
 #pragma once
+
+#include "attnjit/common/types.cuh"
 
 namespace attnjit {
 
 struct VariantDefaults {
-    static constexpr bool kHasScoreMod = false;
-    static constexpr bool kHasMask = false;
-    static constexpr bool kCanClassify = false;
-    static constexpr bool kClassifyReadsMemory = false;
+    // ---- element hooks (generated) ------------------------------------------------------
+    static constexpr bool kHasScoreMod = false;          // score_mod(p, hd, row, s, q, k) -> float
+    static constexpr bool kHasMask = false;              // mask(p, hd, row, q, k) -> bool
+    static constexpr bool kCanClassify = false;          // classify(p, hd, q0, q1, k0, k1, ctx)
+    static constexpr bool kClassifyReadsMemory = false;  // classify reads captured tensors
+
+    // ---- structural hooks (the next features; off by default) ---------------------------
+    // Output transform, applied in the epilogue to every output element of a written row,
+    // after the normalisation and before the conversion to the element type (a gate):
+    //   static float transform_output(const Params&, const Head&, const Row&, float o, int q, int d);
+    static constexpr bool kHasOutputTransform = false;
+    // Whole-score-tile transform, called once per KV tile on S = Q K^T (unscaled), before
+    // score_mod and the mask (score convolution, the reciprocal band):
+    //   template <class Tile> static void transform_score_tile(const Params&, const Head&, Tile&);
+    // Tile is a ScoreTileView (common/score_hooks.cuh).
+    static constexpr bool kHasScoreTileTransform = false;
+    // Extra operand streams loaded by the pipeline beside K and V, tile by tile (bias tiles).
+    static constexpr int kExtraOperands = 0;
 };
+
+namespace detail {
+
+template <class T> struct AlwaysVoid { using type = void; };
+template <class T> T&& declval_() noexcept;
+template <class A, class B> struct SameType { static constexpr bool value = false; };
+template <class A> struct SameType<A, A> { static constexpr bool value = true; };
+
+template <class V, class = void> struct HasHead { static constexpr bool value = false; };
+template <class V> struct HasHead<V, typename AlwaysVoid<typename V::Head>::type> { static constexpr bool value = true; };
+template <class V, class = void> struct HasRow { static constexpr bool value = false; };
+template <class V> struct HasRow<V, typename AlwaysVoid<typename V::Row>::type> { static constexpr bool value = true; };
+
+template <class V, class P, class = void> struct MakeHeadOk { static constexpr bool value = false; };
+template <class V, class P>
+struct MakeHeadOk<V, P, typename AlwaysVoid<decltype(V::make_head(declval_<const P&>(), 0, 0, 0))>::type> {
+    static constexpr bool value =
+        SameType<decltype(V::make_head(declval_<const P&>(), 0, 0, 0)), typename V::Head>::value;
+};
+template <class V, class P, class = void> struct MakeRowOk { static constexpr bool value = false; };
+template <class V, class P>
+struct MakeRowOk<V, P, typename AlwaysVoid<decltype(V::make_row(declval_<const P&>(),
+                                                                declval_<const typename V::Head&>(), 0))>::type> {
+    static constexpr bool value = SameType<decltype(V::make_row(declval_<const P&>(), declval_<const typename V::Head&>(), 0)),
+                                           typename V::Row>::value;
+};
+template <class V, class P, class = void> struct ScoreModOk { static constexpr bool value = false; };
+template <class V, class P>
+struct ScoreModOk<V, P, typename AlwaysVoid<decltype(V::score_mod(declval_<const P&>(), declval_<const typename V::Head&>(),
+                                                                  declval_<const typename V::Row&>(), 0.f, 0, 0))>::type> {
+    static constexpr bool value = SameType<decltype(V::score_mod(declval_<const P&>(), declval_<const typename V::Head&>(),
+                                                                 declval_<const typename V::Row&>(), 0.f, 0, 0)),
+                                           float>::value;
+};
+template <class V, class P, class = void> struct MaskOk { static constexpr bool value = false; };
+template <class V, class P>
+struct MaskOk<V, P, typename AlwaysVoid<decltype(V::mask(declval_<const P&>(), declval_<const typename V::Head&>(),
+                                                         declval_<const typename V::Row&>(), 0, 0))>::type> {
+    static constexpr bool value = SameType<decltype(V::mask(declval_<const P&>(), declval_<const typename V::Head&>(),
+                                                            declval_<const typename V::Row&>(), 0, 0)),
+                                           bool>::value;
+};
+template <class V, class P, class = void> struct TransformOutputOk { static constexpr bool value = false; };
+template <class V, class P>
+struct TransformOutputOk<V, P, typename AlwaysVoid<decltype(V::transform_output(
+                                   declval_<const P&>(), declval_<const typename V::Head&>(),
+                                   declval_<const typename V::Row&>(), 0.f, 0, 0))>::type> {
+    static constexpr bool value = true;
+};
+
+// Flags read with a default, so that a Variant that does not derive from VariantDefaults
+// gets a message about the missing member rather than a wall of template errors.
+template <class V, class = void> struct HasFlags { static constexpr bool value = false; };
+template <class V>
+struct HasFlags<V, typename AlwaysVoid<decltype(V::kHasScoreMod + V::kHasMask + V::kCanClassify +
+                                                V::kClassifyReadsMemory + V::kHasOutputTransform +
+                                                V::kHasScoreTileTransform + V::kExtraOperands)>::type> {
+    static constexpr bool value = true;
+};
+
+}  // namespace detail
+
+// The contract, checked where a kernel instantiates a main loop with a Variant. Produces
+// no code. Mainloop declares what it implements: kName, kSupportsOutputTransform,
+// kSupportsScoreTileTransform, kMaxExtraOperands.
+template <class V, class Params, class Mainloop>
+__device__ __forceinline__ void check_variant() {
+    static_assert(detail::HasFlags<V>::value,
+                  "Variant must declare every flag of VariantDefaults (derive it from attnjit::VariantDefaults)");
+    static_assert(detail::HasHead<V>::value, "Variant must declare a nested type Head (per (batch, head) terms)");
+    static_assert(detail::HasRow<V>::value, "Variant must declare a nested type Row (per query row terms)");
+    if constexpr (detail::HasFlags<V>::value && detail::HasHead<V>::value && detail::HasRow<V>::value) {
+        static_assert(detail::MakeHeadOk<V, Params>::value,
+                      "Variant must declare `static Head make_head(const Params&, int b, int h, int kvh)`");
+        static_assert(detail::MakeRowOk<V, Params>::value,
+                      "Variant must declare `static Row make_row(const Params&, const Head&, int q)`");
+        static_assert(!V::kHasScoreMod || detail::ScoreModOk<V, Params>::value,
+                      "Variant must declare `static float score_mod(const Params&, const Head&, const Row&, float s, "
+                      "int q, int k)` when kHasScoreMod");
+        static_assert(!V::kHasMask || detail::MaskOk<V, Params>::value,
+                      "Variant must declare `static bool mask(const Params&, const Head&, const Row&, int q, int k)` "
+                      "when kHasMask");
+        static_assert(!V::kClassifyReadsMemory || V::kCanClassify,
+                      "Variant: kClassifyReadsMemory requires kCanClassify (it says how classify runs)");
+        static_assert(!V::kHasOutputTransform || detail::TransformOutputOk<V, Params>::value,
+                      "Variant: kHasOutputTransform requires `static float transform_output(const Params&, const "
+                      "Head&, const Row&, float o, int q, int d)`");
+        static_assert(!V::kHasOutputTransform || Mainloop::kSupportsOutputTransform,
+                      "Variant declares kHasOutputTransform (output transform) but this main loop does not support "
+                      "it");
+        static_assert(!V::kHasScoreTileTransform || Mainloop::kSupportsScoreTileTransform,
+                      "Variant declares kHasScoreTileTransform (whole-score-tile transform: score convolution, "
+                      "reciprocal band) but this main loop does not support it yet (the tile must be staged in "
+                      "shared memory)");
+        static_assert(V::kExtraOperands >= 0, "Variant: kExtraOperands must be >= 0");
+        static_assert(V::kExtraOperands <= Mainloop::kMaxExtraOperands,
+                      "Variant declares kExtraOperands (extra operand streams beside K/V, e.g. bias tiles) but this "
+                      "main loop does not load that many (kMaxExtraOperands)");
+    }
+}
 
 }  // namespace attnjit

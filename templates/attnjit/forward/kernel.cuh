@@ -3,22 +3,22 @@
 // templates/README.md for the hook contract and the launch geometry).
 //
 // Main loops are policy types selected by the config's MainloopKind:
-//   MainloopSm80<...>  fp16 / bf16: cp.async + ldmatrix + mma.sync (sm_80 and newer)
-//   MainloopSimt<...>  fp32: plain FFMA, fp32-accurate
+//   sm80::Mainloop<...>  fp16 / bf16: cp.async + ldmatrix + mma.sync (sm_80 and newer)
+//   simt::Mainloop<...>  fp32: plain FFMA, fp32-accurate
 // A further policy (e.g. Hopper wgmma + TMA) plugs in beside them with the same
-// `template <class Variant, class Params> static void run(const Params&, unsigned char*)`
-// and `kThreads`, `kSmemBytes`, selected in ForwardTraits::Mainloop.
+// `template <class Variant, class Params> static void run(const Params&, unsigned char*)`,
+// `kThreads`, `kSmemBytes` and the capability flags check_variant reads (kName,
+// kSupportsOutputTransform, kSupportsScoreTileTransform, kMaxExtraOperands), selected in
+// ForwardTraits::Mainloop.
 #pragma once
 
+#include "attnjit/common/intervals.cuh"
 #include "attnjit/common/kernel_config.h"
+#include "attnjit/common/types.cuh"
 #include "attnjit/common/variant.cuh"
 #include "attnjit/forward/args.h"
-#include "attnjit/intervals.cuh"
-#include "attnjit/kv_schedule.cuh"
-#include "attnjit/mainloop_simt.cuh"
-#include "attnjit/mainloop_sm80.cuh"
-#include "attnjit/ptx.cuh"
-#include "attnjit/types.cuh"
+#include "attnjit/simt/mainloop.cuh"
+#include "attnjit/sm80/mainloop.cuh"
 
 namespace attnjit {
 
@@ -45,8 +45,8 @@ struct ForwardTraits {
 #endif
 
     using Mainloop = typename Select<kMainloop == MainloopKind::simt,
-                                     MainloopSimt<kDqk, kDv, kBlockM, kBlockN, kWarps>,
-                                     MainloopSm80<Element, kDqk, kDv, kBlockM, kBlockN, kWarps, kStages>>::type;
+                                     simt::Mainloop<kDqk, kDv, kBlockM, kBlockN, kWarps>,
+                                     sm80::Mainloop<Element, kDqk, kDv, kBlockM, kBlockN, kWarps, kStages>>::type;
     static constexpr int kSmemBytes = Mainloop::kSmemBytes;
 };
 
@@ -54,6 +54,7 @@ struct ForwardTraits {
 // block Traits::kThreads, dynamic shared memory smem_bytes(Traits::kConfig).
 template <class Traits, class Variant, class Params>
 __device__ __forceinline__ void forward_kernel(const Params& p) {
+    check_variant<Variant, Params, typename Traits::Mainloop>();
     extern __shared__ __align__(128) unsigned char attnjit_forward_smem[];
     Traits::Mainloop::template run<Variant, Params>(p, attnjit_forward_smem);
 }

@@ -14,8 +14,8 @@
 #pragma once
 
 #include "attnjit/forward/args.h"
-#include "attnjit/intervals.cuh"
-#include "attnjit/types.cuh"
+#include "attnjit/common/intervals.cuh"
+#include "attnjit/common/types.cuh"
 
 namespace attnjit {
 

@@ -13,7 +13,7 @@
 // of only NaNs returns lo = +inf, hi = -inf.
 #pragma once
 
-#include "attnjit/types.cuh"
+#include "attnjit/common/types.cuh"
 
 namespace attnjit {
 

@@ -15,32 +15,35 @@ template <class Traits, int V>
 cudaError_t launch_kernel(const Params& p, cudaStream_t s) {
     using Var = typename VariantOf<V>::type;
     dim3 grid((p.args.q_len + Traits::kBlockM - 1) / Traits::kBlockM, p.args.q_heads, p.args.batch);
-    const int smem = attnjit::forward_smem_bytes(Traits::kElem, Traits::kDqk, Traits::kDv, Traits::kTile);
+    const int smem = attnjit::smem_bytes(Traits::kConfig);
     attnjit_forward<Traits, Var><<<grid, Traits::kThreads, smem, s>>>(p);
     return cudaGetLastError();
 }
 
 template <class E, int DQK, int DV, int BM, int BN, int W, int S, int V>
 void add_kernel(bool bench = false) {
-    using Traits = attnjit::ForwardTraits<E, DQK, DV, BM, BN, W, S>;
+    using Traits = attnjit::ForwardTraits<attnjit::default_mainloop(attnjit::ElemKindOf<E>::value, 90), E, DQK, DV, BM,
+                                          BN, W, S>;
     using Var = typename VariantOf<V>::type;
     KernelEntry e;
     e.elem = Traits::kElem;
     e.dqk = DQK;
     e.dv = DV;
     e.variant = V;
-    e.tile = Traits::kTile;
+    e.tile = Traits::kConfig.tile;
     e.func = reinterpret_cast<const void*>(&attnjit_forward<Traits, Var>);
-    e.smem_bytes = attnjit::forward_smem_bytes(Traits::kElem, DQK, DV, Traits::kTile);
+    e.smem_bytes = attnjit::smem_bytes(Traits::kConfig);
     e.launch = &launch_kernel<Traits, V>;
     e.bench = bench;
     registry().push_back(e);
 }
 
-// The default tile of tile_config.h for (E, DQK, DV).
+// The default tile of common/kernel_config.h for (E, DQK, DV) on sm_90.
 template <class E, int DQK, int DV, int V>
 void add_default() {
-    constexpr attnjit::TileConfig t = attnjit::default_forward_tile(attnjit::ElemKindOf<E>::value, DQK, DV);
+    constexpr attnjit::ElemKind ek = attnjit::ElemKindOf<E>::value;
+    constexpr attnjit::TileConfig t =
+        attnjit::default_tile(attnjit::KernelKind::forward, attnjit::default_mainloop(ek, 90), DQK, DV, 90);
     add_kernel<E, DQK, DV, t.block_m, t.block_n, t.warps, t.stages, V>();
 }
 

@@ -1,14 +1,16 @@
 // FlashAttention-2-style forward main loop for 16-bit inputs (fp16, bf16) on sm_80+:
 //   Q tile in shared memory (read through ldmatrix each KV step), K/V streamed through a
 //   cp.async pipeline, S = Q K^T and O += P V with mma.sync m16n8k16 (fp32 accumulators),
-//   online softmax in registers with exp2, P handed to the P V product in registers.
+//   P handed to the P V product in registers.
+// This file is data movement and products only: the hooks (common/score_hooks.cuh), the
+// online softmax (common/online_softmax.cuh), the epilogue (common/epilogue.cuh) and the
+// CTA order (common/cta_order.cuh) are shared with every main loop; the register layout
+// they work on is MmaCLayout (sm80/fragment.cuh).
 //
 // Warp w owns query rows [w * 16 * kMF, (w + 1) * 16 * kMF) of the CTA tile.
 // Shared memory (see smem_bytes in common/kernel_config.h):
 //   scratch | Q [BM x DQK] | K [S][BN x DQK] | V [S][BN x DV]
-// Every tile row is a run of 16-byte chunks, XOR-swizzled (swz_chunk) so that the 8 rows
-// an ldmatrix phase reads, and the chunks a cp.async phase writes, fall in 8 different
-// 16-byte bank groups.
+// Every tile row is XOR-swizzled (sm80/swizzle.cuh).
 //
 // Pipeline (S = kStages):
 //   S == 1: one K and one V buffer. V_j is fetched during S_j = Q K_j^T, K_{j+1} during
@@ -17,65 +19,27 @@
 //           (S-1)-th next non-skipped tile is issued, so up to S-1 tiles are in flight.
 #pragma once
 
-#include "attnjit/cta_operands.cuh"
-#include "attnjit/forward/args.h"
-#include "attnjit/intervals.cuh"
-#include "attnjit/kv_schedule.cuh"
-#include "attnjit/ptx.cuh"
+#include "attnjit/common/cta_operands.cuh"
+#include "attnjit/common/cta_order.cuh"
+#include "attnjit/common/epilogue.cuh"
+#include "attnjit/common/intervals.cuh"
 #include "attnjit/common/kernel_config.h"
-#include "attnjit/types.cuh"
+#include "attnjit/common/kv_schedule.cuh"
+#include "attnjit/common/math_constants.h"
+#include "attnjit/common/online_softmax.cuh"
+#include "attnjit/common/ptx.cuh"
+#include "attnjit/common/score_hooks.cuh"
+#include "attnjit/common/types.cuh"
+#include "attnjit/forward/args.h"
+#include "attnjit/sm80/fragment.cuh"
+#include "attnjit/sm80/swizzle.cuh"
 
 namespace attnjit {
 
-// Physical chunk (16 bytes) of logical chunk c in a row whose (row & 7) is r7, for a row
-// of CPR chunks. CPR is a multiple of 4: chunks in whole groups of 8 are XORed with
-// (row & 7); a trailing group of 4 (D = 32, 96) with (row >> 1) & 3.
-template <int CPR>
-__device__ __forceinline__ int swz_chunk(int c, int r7) {
-    constexpr int kFull = (CPR / 8) * 8;
-    if constexpr (CPR % 8 == 0) {
-        return c ^ r7;
-    } else {
-        return c < kFull ? (c ^ r7) : kFull + ((c & 3) ^ (r7 >> 1));
-    }
-}
-
-// CTA order (the host grid is always (ceil(Nq / BM), Hq, B); the kernel remaps it):
-//   kOrderPerHead: blockIdx.x reversed (heaviest causal tiles of a head first), heads in
-//     launch order: the CTAs of one head run together and share K/V in L2.
-//   kOrderChunked16/4/1: (head, batch) pairs are taken in chunks whose K and V fit in
-//     16, 4 or 1 MiB of L2; inside a chunk the heaviest query tiles go first (for every
-//     head of the chunk), so light tiles fill the tail of the grid. Pays off when tiles
-//     are skipped (causal, document masks): measured on H100, see the harness.
-//   kOrderAuto (default): chunked (16 MiB) when Variant::kCanClassify, else per head.
-enum : int { kOrderAuto = -1, kOrderPerHead = 0, kOrderChunked16 = 1, kOrderChunked4 = 2, kOrderChunked1 = 3 };
-
-__device__ __forceinline__ void cta_coords(int order, int nk, int kv_row_bytes, int& m_block, int& h, int& b) {
-    const int gx = gridDim.x, gy = gridDim.y, gz = gridDim.z;
-    if (order == kOrderPerHead) {
-        m_block = gx - 1 - blockIdx.x;
-        h = blockIdx.y;
-        b = blockIdx.z;
-        return;
-    }
-    const int hb_total = gy * gz;
-    const long long per_head = (long long)nk * kv_row_bytes;
-    const long long budget = order == kOrderChunked16 ? (16LL << 20) : order == kOrderChunked4 ? (4LL << 20) : (1LL << 20);
-    const long long g = budget / (per_head > 0 ? per_head : 1);
-    const int group = g < 1 ? 1 : (g > hb_total ? hb_total : (int)g);
-    const int lin = blockIdx.x + gx * (blockIdx.y + gy * blockIdx.z);
-    const int chunk = lin / (group * gx);
-    const int first = chunk * group;
-    const int gc = hb_total - first < group ? hb_total - first : group;
-    const int r = lin - first * gx;
-    m_block = gx - 1 - r / gc;
-    const int hb = first + r % gc;
-    h = hb % gy;
-    b = hb / gy;
-}
+namespace sm80 {
 
 template <class E, int DQK, int DV, int BM, int BN, int W, int S, int kOrder = kOrderAuto>
-struct MainloopSm80 {
+struct Mainloop {
     static constexpr int kThreads = W * 32;
     static constexpr int kMF = BM / (16 * W);  // 16-row fragments per warp
     static constexpr int kNT = BN / 8;         // n8 tiles of S per fragment
@@ -93,11 +57,20 @@ struct MainloopSm80 {
     static constexpr int kSmemBytes = kVOff + S * kVStage;
     static_assert(kSmemBytes == smem_bytes(KernelConfig{KernelKind::forward, MainloopKind::sm80, ElemKindOf<E>::value,
                                                         DQK, DV, TileConfig{BM, BN, W, S}}),
-                  "MainloopSm80 shared-memory layout disagrees with smem_bytes in common/kernel_config.h");
+                  "sm80::Mainloop shared-memory layout disagrees with smem_bytes in common/kernel_config.h");
     static_assert(kMF >= 1 && BM % (16 * W) == 0, "block_m must be a multiple of 16 rows per warp");
     static_assert(BN % 16 == 0, "block_n must be a multiple of 16");
     static_assert(DQK % 32 == 0 && DV % 32 == 0, "head dims must be multiples of 32");
     static_assert(S >= 1 && S <= 3, "stages must be 1, 2 or 3");
+
+    // Structural Variant features this loop implements (check_variant in common/variant.cuh).
+    static constexpr const char* kName = "sm80";
+    static constexpr bool kSupportsOutputTransform = true;
+    static constexpr bool kSupportsScoreTileTransform = false;  // needs the tile staged in smem
+    static constexpr int kMaxExtraOperands = 0;                 // no extra operand streams yet
+
+    using SLayout = MmaCLayout<kMF, kNT>;  // S = Q K^T, then P
+    using OLayout = MmaCLayout<kMF, kDT>;  // O accumulator
 
     // Copy rows [0, ROWS) x [0, D) of a row-major global tile (row stride `stride`
     // elements) into a swizzled shared tile; rows >= valid are zero-filled and not read.
@@ -136,28 +109,6 @@ struct MainloopSm80 {
                 }
             }
         }
-    }
-
-    // Per-lane physical chunk offsets (in bytes) of logical chunks 2i + hi of a row with
-    // (row & 7) == r7: the four XOR patterns of whole 8-chunk groups, and the two of a
-    // trailing 4-chunk group. chunk_bytes<CPR>(i, ...) then needs no run-time arithmetic.
-    struct LaneChunks {
-        int xa[4];
-        int xb[2];
-        __device__ __forceinline__ LaneChunks(int hi, int r7) {
-#pragma unroll
-            for (int j = 0; j < 4; ++j) xa[j] = ((2 * j + hi) ^ r7) * 16;
-#pragma unroll
-            for (int j = 0; j < 2; ++j) xb[j] = ((2 * j + hi) ^ (r7 >> 1)) * 16;
-        }
-    };
-    template <int CPR, int I>
-    __device__ __forceinline__ static int chunk_bytes(const LaneChunks& lc) {
-        constexpr int kFull = (CPR / 8) * 8;
-        if constexpr (2 * I < kFull)
-            return (I / 4) * 128 + lc.xa[I % 4];
-        else
-            return kFull * 16 + lc.xb[I - kFull / 2];
     }
 
     template <int KK = 0>
@@ -211,12 +162,9 @@ struct MainloopSm80 {
     __device__ __forceinline__ static void run(const Params& p, unsigned char* smem) {
         const ForwardArgs& a = p.args;
         const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
-        const int g = lane >> 2, t4 = lane & 3;
         const int nq = a.q_len, nk = a.kv_len;
         int m_block, h, b;
-        constexpr int kOrd =
-            kOrder != kOrderAuto ? kOrder : (Variant::kCanClassify ? kOrderChunked16 : kOrderPerHead);
-        cta_coords(kOrd, nk, (DQK + DV) * 2, m_block, h, b);
+        cta_coords(CtaOrder<Variant, kOrder>::value, nk, (DQK + DV) * 2, m_block, h, b);
         const int kvh = h / a.group;
         const int m0 = m_block * BM;
 
@@ -241,17 +189,9 @@ struct MainloopSm80 {
         BlockCtx ctx{reinterpret_cast<long long*>(smem), tid, kThreads};
         KvCursor<Variant, Params, BN> cursor(nk, m0, (m0 + BM < nq ? m0 + BM : nq) - 1);
 
-        // Rows this thread holds: q = m0 + warp*16*kMF + 16*mf + g + 8*hr; clamped for hooks.
-        int qc[kMF][2];
-        typename Variant::Row rw[kMF][2];
-#pragma unroll
-        for (int mf = 0; mf < kMF; ++mf)
-#pragma unroll
-            for (int hr = 0; hr < 2; ++hr) {
-                const int q = m0 + warp * 16 * kMF + 16 * mf + g + 8 * hr;
-                qc[mf][hr] = q < nq ? q : nq - 1;
-                rw[mf][hr] = Variant::make_row(p, hd, qc[mf][hr]);
-            }
+        const SLayout sl(warp, lane);
+        const OLayout ol(warp, lane);
+        const ScoreHooks<Variant, Params, SLayout::kRows> hooks(p, hd, sl, m0, nq, nk, a.scale);
 
         auto issue_k = [&](int tile, int stage) {
             if (tile >= 0)
@@ -265,20 +205,9 @@ struct MainloopSm80 {
         };
 
         float o[kMF][kDT][4];
-        float m_run[kMF][2], l_run[kMF][2];
-#pragma unroll
-        for (int mf = 0; mf < kMF; ++mf) {
-#pragma unroll
-            for (int dt = 0; dt < kDT; ++dt)
-#pragma unroll
-                for (int e = 0; e < 4; ++e) o[mf][dt][e] = 0.f;
-#pragma unroll
-            for (int hr = 0; hr < 2; ++hr) {
-                m_run[mf][hr] = neg_inf();
-                l_run[mf][hr] = 0.f;
-            }
-        }
-        const float scl = Variant::kHasScoreMod ? kLog2e : a.scale_log2;
+        OLayout::clear(o);
+        OnlineSoftmax<SLayout::kRows, typename SLayout::RowReduce> softmax(Variant::kHasScoreMod ? kLog2e
+                                                                                                 : a.scale_log2);
 
         // Prologue.
         int ring[S];
@@ -319,45 +248,9 @@ struct MainloopSm80 {
             }
 
             float s[kMF][kNT][4];
-#pragma unroll
-            for (int mf = 0; mf < kMF; ++mf)
-#pragma unroll
-                for (int nt = 0; nt < kNT; ++nt)
-#pragma unroll
-                    for (int e = 0; e < 4; ++e) s[mf][nt][e] = 0.f;
+            SLayout::clear(s);
             gemm_qk(s, q_ld, k_ld + slot * kKStage, lq, lk);
-
-            const int k0 = tile * BN;
-            if constexpr (Variant::kHasScoreMod) {
-#pragma unroll
-                for (int mf = 0; mf < kMF; ++mf)
-#pragma unroll
-                    for (int nt = 0; nt < kNT; ++nt)
-#pragma unroll
-                        for (int e = 0; e < 4; ++e) {
-                            const int k = k0 + 8 * nt + 2 * t4 + (e & 1);
-                            const int kc = k < nk ? k : nk - 1;
-                            s[mf][nt][e] = Variant::score_mod(p, hd, rw[mf][e >> 1], s[mf][nt][e] * a.scale,
-                                                              qc[mf][e >> 1], kc);
-                        }
-            }
-            const bool edge = k0 + BN > nk;
-            const bool need_mask = Variant::kHasMask && cls == TileClass::kPartial;
-            if (edge || need_mask) {
-#pragma unroll
-                for (int mf = 0; mf < kMF; ++mf)
-#pragma unroll
-                    for (int nt = 0; nt < kNT; ++nt)
-#pragma unroll
-                        for (int e = 0; e < 4; ++e) {
-                            const int k = k0 + 8 * nt + 2 * t4 + (e & 1);
-                            bool keep = k < nk;
-                            if constexpr (Variant::kHasMask) {
-                                if (keep && need_mask) keep = Variant::mask(p, hd, rw[mf][e >> 1], qc[mf][e >> 1], k);
-                            }
-                            if (!keep) s[mf][nt][e] = neg_inf();
-                        }
-            }
+            hooks.template apply<BN>(p, hd, sl, s, tile * BN, cls);
 
             if constexpr (S == 1) {
                 ptx::cp_async_wait<0>();
@@ -370,36 +263,11 @@ struct MainloopSm80 {
                 block_sync();
             }
 
-            // Online softmax; P into mma A fragments.
+            softmax.update(sl, s, ol, o);
+            // P into mma A fragments.
             unsigned pa[kMF][kKV][4];
 #pragma unroll
-            for (int mf = 0; mf < kMF; ++mf) {
-#pragma unroll
-                for (int hr = 0; hr < 2; ++hr) {
-                    float mx = m_run[mf][hr];
-#pragma unroll
-                    for (int nt = 0; nt < kNT; ++nt) mx = fmax_(mx, fmax_(s[mf][nt][2 * hr], s[mf][nt][2 * hr + 1]));
-                    mx = fmax_(mx, shfl_xor(mx, 1));
-                    mx = fmax_(mx, shfl_xor(mx, 2));
-                    const float ms = mx == neg_inf() ? 0.f : mx * scl;
-                    const float alpha = fast_exp2(m_run[mf][hr] * scl - ms);
-                    m_run[mf][hr] = mx;
-                    float rs = 0.f;
-#pragma unroll
-                    for (int nt = 0; nt < kNT; ++nt)
-#pragma unroll
-                        for (int e = 0; e < 2; ++e) {
-                            const float v = fast_exp2(s[mf][nt][2 * hr + e] * scl - ms);
-                            s[mf][nt][2 * hr + e] = v;
-                            rs += v;
-                        }
-                    l_run[mf][hr] = l_run[mf][hr] * alpha + rs;
-#pragma unroll
-                    for (int dt = 0; dt < kDT; ++dt) {
-                        o[mf][dt][2 * hr] *= alpha;
-                        o[mf][dt][2 * hr + 1] *= alpha;
-                    }
-                }
+            for (int mf = 0; mf < kMF; ++mf)
 #pragma unroll
                 for (int kc = 0; kc < kKV; ++kc) {
                     pa[mf][kc][0] = FromFloat<E>::pack2(s[mf][2 * kc][0], s[mf][2 * kc][1]);
@@ -407,7 +275,6 @@ struct MainloopSm80 {
                     pa[mf][kc][2] = FromFloat<E>::pack2(s[mf][2 * kc + 1][0], s[mf][2 * kc + 1][1]);
                     pa[mf][kc][3] = FromFloat<E>::pack2(s[mf][2 * kc + 1][2], s[mf][2 * kc + 1][3]);
                 }
-            }
             gemm_pv_step<0>(o, pa, v_ld + slot * kVStage, lv);
 
             if constexpr (S > 1) {
@@ -422,31 +289,9 @@ struct MainloopSm80 {
         // Drain outstanding (empty or unused) copy groups before the CTA's smem is released.
         ptx::cp_async_wait<0>();
 
-        // Epilogue: O = acc / l in the input dtype; LSE natural log.
-        E* og = static_cast<E*>(a.o) + b * a.o_stride[0] + h * a.o_stride[1];
-#pragma unroll
-        for (int mf = 0; mf < kMF; ++mf)
-#pragma unroll
-            for (int hr = 0; hr < 2; ++hr) {
-                float l = l_run[mf][hr];
-                l += shfl_xor(l, 1);
-                l += shfl_xor(l, 2);
-                const float inv = l > 0.f ? 1.f / l : 0.f;
-                const int q = m0 + warp * 16 * kMF + 16 * mf + g + 8 * hr;
-                if (q < nq) {
-                    E* orow = og + q * a.o_stride[2];
-#pragma unroll
-                    for (int dt = 0; dt < kDT; ++dt)
-                        ptx::st_global_b32(orow + 8 * dt + 2 * t4,
-                                           FromFloat<E>::pack2(o[mf][dt][2 * hr] * inv, o[mf][dt][2 * hr + 1] * inv));
-                    if (a.lse != nullptr && t4 == 0) {
-                        const float lse =
-                            l > 0.f ? (m_run[mf][hr] * scl + fast_log2(l)) * kLn2 : neg_inf();
-                        a.lse[b * a.lse_stride[0] + h * a.lse_stride[1] + q * a.lse_stride[2]] = lse;
-                    }
-                }
-            }
+        store_forward_output<E, Variant>(p, hd, hooks, softmax, ol, o, b, h, m0);
     }
 };
 
+}  // namespace sm80
 }  // namespace attnjit

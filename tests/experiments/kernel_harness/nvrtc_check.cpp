@@ -36,7 +36,7 @@ struct Params {
 
 // Everything generated code may use: math without headers, every to_* overload, both
 // range helpers.
-struct Variant {
+struct Variant : attnjit::VariantDefaults {
     static constexpr bool kHasScoreMod = true, kHasMask = true, kCanClassify = true, kClassifyReadsMemory = false;
     struct Head { int b, h, kvh; float slope; };
     struct Row { int doc_q; };
@@ -78,8 +78,10 @@ struct Variant {
 };
 
 #define ATTNJIT_INST(NAME, E, DQK, DV)                                                                 \
-    constexpr attnjit::TileConfig NAME##_t = attnjit::default_forward_tile(attnjit::ElemKindOf<E>::value, DQK, DV); \
-    using NAME##_traits = attnjit::ForwardTraits<E, DQK, DV, NAME##_t.block_m, NAME##_t.block_n, NAME##_t.warps, \
+    constexpr attnjit::MainloopKind NAME##_m = attnjit::default_mainloop(attnjit::ElemKindOf<E>::value, 90);      \
+    constexpr attnjit::TileConfig NAME##_t =                                                          \
+        attnjit::default_tile(attnjit::KernelKind::forward, NAME##_m, DQK, DV, 90);                   \
+    using NAME##_traits = attnjit::ForwardTraits<NAME##_m, E, DQK, DV, NAME##_t.block_m, NAME##_t.block_n, NAME##_t.warps, \
                                                  NAME##_t.stages>;                                    \
     extern "C" __global__ void __launch_bounds__(NAME##_traits::kThreads)                              \
         NAME(const __grid_constant__ Params p) { attnjit::forward_kernel<NAME##_traits, Variant>(p); }

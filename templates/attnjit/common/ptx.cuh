@@ -2,7 +2,7 @@
 // sm_80 and newer. NVRTC-clean.
 #pragma once
 
-#include "attnjit/types.cuh"
+#include "attnjit/common/types.cuh"
 
 namespace attnjit {
 namespace ptx {

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
+# An experiment, not a test: never built by CMake or CTest (README.md).
 # Builds the standalone kernel harness (no CMake): ./build.sh [out_dir]  (default: .carry
 # at the repository root). Also builds the NVRTC checker.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
-root="$(cd "$here/../.." && pwd)"
+root="$(cd "$here/../../.." && pwd)"
 out="${1:-$root/.carry}"
 mkdir -p "$out/obj"
 NVCC=${NVCC:-/usr/local/cuda/bin/nvcc}

@@ -33,7 +33,7 @@ struct HeadBase {
 };
 struct NoRow {};
 
-struct VPlain {
+struct VPlain : attnjit::VariantDefaults {
     static constexpr bool kHasScoreMod = false, kHasMask = false, kCanClassify = false, kClassifyReadsMemory = false;
     using Head = HeadBase;
     using Row = NoRow;
@@ -85,7 +85,7 @@ struct VSoftcap : VPlain {
     }
 };
 
-struct VDoc {
+struct VDoc : attnjit::VariantDefaults {
     static constexpr bool kHasScoreMod = false, kHasMask = true, kCanClassify = true, kClassifyReadsMemory = false;
     struct Head {
         int b, h, kvh;

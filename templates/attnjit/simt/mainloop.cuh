@@ -1,5 +1,8 @@
 // Forward main loop for fp32 inputs: plain FFMA (SIMT) arithmetic, no tensor cores, so
 // the result is fp32-accurate (TF32 would not be). Correctness, not speed, is the goal.
+// Data movement and products only: hooks, online softmax, epilogue and CTA order are the
+// shared components of common/ (see sm80/mainloop.cuh); the register layouts are in
+// simt/fragment.cuh.
 //
 // Warp w owns query rows [w * RPW, (w + 1) * RPW) of the CTA tile and processes them one
 // at a time: lane j computes the scores of keys j, j + 32, ...; the warp reduces the row
@@ -9,18 +12,25 @@
 //   scratch | Q [BM x (DQK+4)] | K [BN x (DQK+4)] | V [BN x DV] | P [W x BN]   (floats)
 #pragma once
 
-#include "attnjit/cta_operands.cuh"
-#include "attnjit/forward/args.h"
-#include "attnjit/intervals.cuh"
-#include "attnjit/kv_schedule.cuh"
-#include "attnjit/ptx.cuh"
+#include "attnjit/common/cta_operands.cuh"
+#include "attnjit/common/cta_order.cuh"
+#include "attnjit/common/epilogue.cuh"
+#include "attnjit/common/intervals.cuh"
 #include "attnjit/common/kernel_config.h"
-#include "attnjit/types.cuh"
+#include "attnjit/common/kv_schedule.cuh"
+#include "attnjit/common/math_constants.h"
+#include "attnjit/common/online_softmax.cuh"
+#include "attnjit/common/ptx.cuh"
+#include "attnjit/common/score_hooks.cuh"
+#include "attnjit/common/types.cuh"
+#include "attnjit/forward/args.h"
+#include "attnjit/simt/fragment.cuh"
 
 namespace attnjit {
+namespace simt {
 
 template <int DQK, int DV, int BM, int BN, int W>
-struct MainloopSimt {
+struct Mainloop {
     static constexpr int kThreads = W * 32;
     static constexpr int kRPW = BM / W;
     static constexpr int kJ = BN / 32;
@@ -34,9 +44,18 @@ struct MainloopSimt {
     static constexpr int kSmemBytes = kPOff + W * BN * 4;
     static_assert(kSmemBytes == smem_bytes(KernelConfig{KernelKind::forward, MainloopKind::simt, ElemKind::f32, DQK,
                                                         DV, TileConfig{BM, BN, W, 1}}),
-                  "MainloopSimt shared-memory layout disagrees with smem_bytes in common/kernel_config.h");
+                  "simt::Mainloop shared-memory layout disagrees with smem_bytes in common/kernel_config.h");
     static_assert(BM % W == 0, "fp32: block_m must be a multiple of warps");
     static_assert(BN % 32 == 0, "fp32: block_n must be a multiple of 32");
+
+    // Structural Variant features this loop implements (check_variant in common/variant.cuh).
+    static constexpr const char* kName = "simt";
+    static constexpr bool kSupportsOutputTransform = true;
+    static constexpr bool kSupportsScoreTileTransform = false;  // needs the tile staged in smem
+    static constexpr int kMaxExtraOperands = 0;                 // no extra operand streams yet
+
+    using SRow = SimtScoreRow<kJ>;          // the scores of one row, then its P
+    using OLayout = SimtAccLayout<kRPW, kC>;  // O accumulator
 
     template <int ROWS, int D, int PITCH>
     __device__ __forceinline__ static void load_tile(unsigned dst, const float* g, long long stride, int valid,
@@ -60,10 +79,10 @@ struct MainloopSimt {
     __device__ __forceinline__ static void run(const Params& p, unsigned char* smem) {
         const ForwardArgs& a = p.args;
         const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
-        const int m_block = gridDim.x - 1 - blockIdx.x;
-        const int h = blockIdx.y, b = blockIdx.z;
-        const int kvh = h / a.group;
         const int nq = a.q_len, nk = a.kv_len;
+        int m_block, h, b;
+        cta_coords(kOrderPerHead, nk, (DQK + DV) * 4, m_block, h, b);
+        const int kvh = h / a.group;
         const int m0 = m_block * BM;
 
         const CtaOperands<float> ops(a, b, h, kvh, m0);
@@ -83,24 +102,13 @@ struct MainloopSimt {
         BlockCtx ctx{reinterpret_cast<long long*>(smem), tid, kThreads};
         KvCursor<Variant, Params, BN> cursor(nk, m0, (m0 + BM < nq ? m0 + BM : nq) - 1);
 
-        int qc[kRPW];
-        typename Variant::Row rw[kRPW];
-#pragma unroll
-        for (int i = 0; i < kRPW; ++i) {
-            const int q = m0 + warp * kRPW + i;
-            qc[i] = q < nq ? q : nq - 1;
-            rw[i] = Variant::make_row(p, hd, qc[i]);
-        }
+        const OLayout ol(warp, lane);
+        const ScoreHooks<Variant, Params, OLayout::kRows> hooks(p, hd, ol, m0, nq, nk, a.scale);
 
-        float o[kRPW][kC], m_run[kRPW], l_run[kRPW];
-#pragma unroll
-        for (int i = 0; i < kRPW; ++i) {
-            m_run[i] = neg_inf();
-            l_run[i] = 0.f;
-#pragma unroll
-            for (int c = 0; c < kC; ++c) o[i][c] = 0.f;
-        }
-        const float scl = Variant::kHasScoreMod ? kLog2e : a.scale_log2;
+        float o[kRPW][kC];
+        OLayout::clear(o);
+        OnlineSoftmax<OLayout::kRows, typename OLayout::RowReduce> softmax(Variant::kHasScoreMod ? kLog2e
+                                                                                                  : a.scale_log2);
 
         TileClass cls;
         for (int tile = cursor.advance(p, hd, ctx, cls); tile >= 0; tile = cursor.advance(p, hd, ctx, cls)) {
@@ -112,8 +120,6 @@ struct MainloopSimt {
             ptx::cp_async_wait<0>();
             block_sync();
 
-            const bool edge = k0 + BN > nk;
-            const bool need_mask = Variant::kHasMask && cls == TileClass::kPartial;
 #pragma unroll
             for (int i = 0; i < kRPW; ++i) {
                 const float* qrow = qs + (warp * kRPW + i) * kQP;
@@ -133,41 +139,15 @@ struct MainloopSimt {
                     }
                     sv[jj] = acc0 + acc1;
                 }
+                const SRow sr{lane, i, warp * kRPW};
+                hooks.template apply<BN>(p, hd, sr, sv, k0, cls);
+                softmax.rescale_row(ol, o, i, softmax.update_row(sr, sv, i));
 #pragma unroll
-                for (int jj = 0; jj < kJ; ++jj) {
-                    const int k = k0 + lane + 32 * jj;
-                    if constexpr (Variant::kHasScoreMod) {
-                        const int kc = k < nk ? k : nk - 1;
-                        sv[jj] = Variant::score_mod(p, hd, rw[i], sv[jj] * a.scale, qc[i], kc);
-                    }
-                    if (edge || need_mask) {
-                        bool keep = k < nk;
-                        if constexpr (Variant::kHasMask) {
-                            if (keep && need_mask) keep = Variant::mask(p, hd, rw[i], qc[i], k);
-                        }
-                        if (!keep) sv[jj] = neg_inf();
-                    }
-                }
-                float mx = m_run[i];
-#pragma unroll
-                for (int jj = 0; jj < kJ; ++jj) mx = fmax_(mx, sv[jj]);
-#pragma unroll
-                for (int off = 16; off > 0; off >>= 1) mx = fmax_(mx, shfl_xor(mx, off));
-                const float ms = mx == neg_inf() ? 0.f : mx * scl;
-                const float alpha = fast_exp2(m_run[i] * scl - ms);
-                m_run[i] = mx;
-                float rs = 0.f;
-#pragma unroll
-                for (int jj = 0; jj < kJ; ++jj) {
-                    const float pv = fast_exp2(sv[jj] * scl - ms);
-                    ps[lane + 32 * jj] = pv;
-                    rs += pv;
-                }
-                l_run[i] = l_run[i] * alpha + rs;  // per-lane partial sum; reduced at the end
+                for (int jj = 0; jj < kJ; ++jj) ps[lane + 32 * jj] = sv[jj];
                 warp_sync();
 #pragma unroll
                 for (int c = 0; c < kC; ++c) {
-                    float acc = o[i][c] * alpha;
+                    float acc = o[i][c];
                     const float* vcol = vs + lane + 32 * c;
 #pragma unroll 8
                     for (int j = 0; j < BN; j += 4) {
@@ -183,24 +163,9 @@ struct MainloopSimt {
             }
         }
 
-        float* og = static_cast<float*>(a.o) + b * a.o_stride[0] + h * a.o_stride[1];
-#pragma unroll
-        for (int i = 0; i < kRPW; ++i) {
-            float l = l_run[i];
-#pragma unroll
-            for (int off = 16; off > 0; off >>= 1) l += shfl_xor(l, off);
-            const float inv = l > 0.f ? 1.f / l : 0.f;
-            const int q = m0 + warp * kRPW + i;
-            if (q < nq) {
-                float* orow = og + q * a.o_stride[2];
-#pragma unroll
-                for (int c = 0; c < kC; ++c) orow[lane + 32 * c] = o[i][c] * inv;
-                if (a.lse != nullptr && lane == 0)
-                    a.lse[b * a.lse_stride[0] + h * a.lse_stride[1] + q * a.lse_stride[2]] =
-                        l > 0.f ? (m_run[i] * scl + fast_log2(l)) * kLn2 : neg_inf();
-            }
-        }
+        store_forward_output<float, Variant>(p, hd, hooks, softmax, ol, o, b, h, m0);
     }
 };
 
+}  // namespace simt
 }  // namespace attnjit

@@ -72,7 +72,7 @@ template <> struct FromFloat<bf16_t> {
     }
 };
 
-// ElemKind of a storage type (the host's name for it in tile_config.h).
+// ElemKind of a storage type (the host's name for it in common/kernel_config.h).
 template <class T> struct ElemKindOf;
 template <> struct ElemKindOf<half_t> { static constexpr ElemKind value = ElemKind::f16; };
 template <> struct ElemKindOf<bf16_t> { static constexpr ElemKind value = ElemKind::bf16; };

@@ -5,8 +5,8 @@ namespace harness {
 
 // The same tile with a forced CTA order (see cta_coords in mainloop_sm80.cuh).
 template <int D, int BM, int BN, int W, int S, int O>
-struct OrderTraits : attnjit::ForwardTraits<attnjit::bf16_t, D, D, BM, BN, W, S> {
-    using Mainloop = attnjit::MainloopSm80<attnjit::bf16_t, D, D, BM, BN, W, S, O>;
+struct OrderTraits : attnjit::ForwardTraits<attnjit::MainloopKind::sm80, attnjit::bf16_t, D, D, BM, BN, W, S> {
+    using Mainloop = attnjit::sm80::Mainloop<attnjit::bf16_t, D, D, BM, BN, W, S, O>;
 };
 
 template <class Traits, int V>
@@ -17,10 +17,10 @@ void add_traits_kernel(int order) {
     e.dqk = Traits::kDqk;
     e.dv = Traits::kDv;
     e.variant = V;
-    e.tile = Traits::kTile;
+    e.tile = Traits::kConfig.tile;
     e.tile.stages += 10 * order;  // tag in reports: stages + 10 * (forced order + 1)
     e.func = reinterpret_cast<const void*>(&attnjit_forward<Traits, Var>);
-    e.smem_bytes = attnjit::forward_smem_bytes(Traits::kElem, Traits::kDqk, Traits::kDv, Traits::kTile);
+    e.smem_bytes = attnjit::smem_bytes(Traits::kConfig);
     e.launch = &launch_kernel<Traits, V>;
     e.bench = true;
     registry().push_back(e);

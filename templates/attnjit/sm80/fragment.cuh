@@ -1,0 +1,76 @@
+// The accumulator (C) fragment layout of mma.sync m16n8k16, for a warp that owns kMF
+// 16-row fragments of the CTA tile and kNT n8 tiles of columns: the one place that says
+// which (row, column) each register holds. Used for the score tile S (kNT = block_n / 8)
+// and the output accumulator O (kNT = head_dim_v / 8).
+//
+// Lane = 4 g + t4. Element e of n8 tile nt in m-fragment mf of warp w is at
+//   row  w * 16 * kMF + 16 mf + g + 8 (e >> 1)     (row slot r = 2 mf + (e >> 1))
+//   col  8 nt + 2 t4 + (e & 1)
+// so a row is spread over the 4 lanes of a quad (QuadRowReduce), in pairs (e, e + 1).
+#pragma once
+
+#include "attnjit/common/ptx.cuh"
+#include "attnjit/common/row_reduce.cuh"
+#include "attnjit/common/types.cuh"
+
+namespace attnjit {
+namespace sm80 {
+
+template <int kMF, int kNT>
+struct MmaCLayout {
+    using Frag = float[kMF][kNT][4];
+    using RowReduce = QuadRowReduce;
+    static constexpr int kRows = 2 * kMF;  // row slots per thread
+
+    int row0;  // w * 16 * kMF + g
+    int col0;  // 2 * t4
+
+    __device__ __forceinline__ MmaCLayout(int warp, int lane) : row0(warp * 16 * kMF + (lane >> 2)), col0(2 * (lane & 3)) {}
+
+    __device__ __forceinline__ int row(int r) const { return row0 + 16 * (r >> 1) + 8 * (r & 1); }
+    __device__ __forceinline__ int col(int nt, int e) const { return 8 * nt + col0 + (e & 1); }
+    __device__ __forceinline__ bool row_leader() const { return col0 == 0; }
+
+    __device__ __forceinline__ static void clear(Frag& f) {
+#pragma unroll
+        for (int mf = 0; mf < kMF; ++mf)
+#pragma unroll
+            for (int nt = 0; nt < kNT; ++nt)
+#pragma unroll
+                for (int e = 0; e < 4; ++e) f[mf][nt][e] = 0.f;
+    }
+
+    // op(float& v, int r, int col) for every element.
+    template <class Op>
+    __device__ __forceinline__ void for_each(Frag& f, Op& op) const {
+#pragma unroll
+        for (int mf = 0; mf < kMF; ++mf)
+#pragma unroll
+            for (int nt = 0; nt < kNT; ++nt)
+#pragma unroll
+                for (int e = 0; e < 4; ++e) op(f[mf][nt][e], 2 * mf + (e >> 1), col(nt, e));
+    }
+
+    // op(float& v0, float& v1) for the pairs (columns col, col + 1) of row slot r.
+    template <class Op>
+    __device__ __forceinline__ void for_each_in_row(Frag& f, int r, Op& op) const {
+#pragma unroll
+        for (int nt = 0; nt < kNT; ++nt) op(f[r >> 1][nt][2 * (r & 1)], f[r >> 1][nt][2 * (r & 1) + 1]);
+    }
+
+    // This lane's first column in a row: store_row takes the row pointer advanced by it.
+    __device__ __forceinline__ int lane_col() const { return col0; }
+
+    // Row slot r to global memory: lane_row[col - lane_col()] = E(fn(v, col)) for the
+    // thread's columns col, one 32-bit store per pair (col, col + 1).
+    template <class E, class Fn>
+    __device__ __forceinline__ void store_row(E* lane_row, Frag& f, int r, const Fn& fn) const {
+#pragma unroll
+        for (int nt = 0; nt < kNT; ++nt)
+            ptx::st_global_b32(lane_row + 8 * nt, FromFloat<E>::pack2(fn(f[r >> 1][nt][2 * (r & 1)], col(nt, 0)),
+                                                                      fn(f[r >> 1][nt][2 * (r & 1) + 1], col(nt, 1))));
+    }
+};
+
+}  // namespace sm80
+}  // namespace attnjit
