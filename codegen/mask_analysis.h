@@ -8,7 +8,7 @@
 // bound no decision needs is dropped, so nothing is declared and never read), each under
 // the DSL text of the subexpression it belongs to. Document masks get
 // their ranges from the template's block-collective ctx.int_range(ptr, stride, first,
-// last) (templates/attnjit/intervals.cuh), which every thread calls alike.
+// last) (templates/attnjit/common/intervals.cuh), which every thread calls alike.
 //
 // can_classify is false when the analysis learns nothing at codegen time (both "may
 // be true" and "may be false" are the constant true): the kernel then treats every tile
