@@ -12,7 +12,7 @@
 //   scratch | Q [BM x (DQK+4)] | K [BN x (DQK+4)] | V [BN x DV] | P [W x BN]   (floats)
 #pragma once
 
-#include "attnjit/common/cta_operands.cuh"
+#include "attnjit/common/cta_tile.cuh"
 #include "attnjit/common/cta_order.cuh"
 #include "attnjit/common/epilogue.cuh"
 #include "attnjit/common/intervals.cuh"
@@ -80,13 +80,9 @@ struct Mainloop {
         const ForwardArgs& a = p.args;
         const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
         const int nq = a.q_len, nk = a.kv_len;
-        int m_block, h, b;
-        cta_coords(kOrderPerHead, nk, (DQK + DV) * 4, m_block, h, b);
-        const int kvh = h / a.group;
-        const int m0 = m_block * BM;
-
-        const CtaOperands<float> ops(a, b, h, kvh, m0);
-        const float *qg = ops.q, *kg = ops.k, *vg = ops.v;
+        const CtaTile<float, BM> cta(a, kOrderPerHead, (DQK + DV) * 4);
+        const int b = cta.b, h = cta.h, m0 = cta.m0;
+        const float *qg = cta.q, *kg = cta.k, *vg = cta.v;
         const long long ksn = a.k_stride[2], vsn = a.v_stride[2];
 
         const unsigned sbase = ptx::smem_addr(smem);
@@ -98,9 +94,9 @@ struct Mainloop {
         load_tile<BM, DQK, kQP>(sbase + kQOff, qg, a.q_stride[2], nq - m0, static_cast<const float*>(a.q), tid);
         ptx::cp_async_commit();
 
-        const typename Variant::Head hd = Variant::make_head(p, b, h, kvh);
+        const typename Variant::Head hd = Variant::make_head(p, b, h, cta.kvh);
         BlockCtx ctx{reinterpret_cast<long long*>(smem), tid, kThreads};
-        KvCursor<Variant, Params, BN> cursor(nk, m0, (m0 + BM < nq ? m0 + BM : nq) - 1);
+        KvCursor<Variant, Params, BN> cursor(nk, m0, cta.last_row(nq));
 
         const OLayout ol(warp, lane);
         const ScoreHooks<Variant, Params, OLayout::kRows> hooks(p, hd, ol, m0, nq, nk, a.scale);

@@ -19,7 +19,7 @@
 //           (S-1)-th next non-skipped tile is issued, so up to S-1 tiles are in flight.
 #pragma once
 
-#include "attnjit/common/cta_operands.cuh"
+#include "attnjit/common/cta_tile.cuh"
 #include "attnjit/common/cta_order.cuh"
 #include "attnjit/common/epilogue.cuh"
 #include "attnjit/common/intervals.cuh"
@@ -163,13 +163,9 @@ struct Mainloop {
         const ForwardArgs& a = p.args;
         const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
         const int nq = a.q_len, nk = a.kv_len;
-        int m_block, h, b;
-        cta_coords(CtaOrder<Variant, kOrder>::value, nk, (DQK + DV) * 2, m_block, h, b);
-        const int kvh = h / a.group;
-        const int m0 = m_block * BM;
-
-        const CtaOperands<E> ops(a, b, h, kvh, m0);
-        const E *qg = ops.q, *kg = ops.k, *vg = ops.v;
+        const CtaTile<E, BM> cta(a, CtaOrder<Variant, kOrder>::value, (DQK + DV) * 2);
+        const int b = cta.b, h = cta.h, m0 = cta.m0;
+        const E *qg = cta.q, *kg = cta.k, *vg = cta.v;
         const long long ksn = a.k_stride[2], vsn = a.v_stride[2];
 
         const unsigned sbase = ptx::smem_addr(smem);
@@ -185,9 +181,9 @@ struct Mainloop {
         load_tile<BM, DQK>(q_s, qg, a.q_stride[2], nq - m0, static_cast<const E*>(a.q), tid);
         ptx::cp_async_commit();
 
-        const typename Variant::Head hd = Variant::make_head(p, b, h, kvh);
+        const typename Variant::Head hd = Variant::make_head(p, b, h, cta.kvh);
         BlockCtx ctx{reinterpret_cast<long long*>(smem), tid, kThreads};
-        KvCursor<Variant, Params, BN> cursor(nk, m0, (m0 + BM < nq ? m0 + BM : nq) - 1);
+        KvCursor<Variant, Params, BN> cursor(nk, m0, cta.last_row(nq));
 
         const SLayout sl(warp, lane);
         const OLayout ol(warp, lane);
