@@ -185,8 +185,8 @@ struct Mainloop {
         BlockCtx ctx{reinterpret_cast<long long*>(smem), tid, kThreads};
         KvCursor<Variant, Params, BN> cursor(nk, m0, cta.last_row(nq));
 
-        const SLayout sl(warp, lane);
-        const OLayout ol(warp, lane);
+        const SLayout sl;
+        const OLayout ol;
         const ScoreHooks<Variant, Params, SLayout::kRows> hooks(p, hd, sl, m0, nq, nk, a.scale);
 
         auto issue_k = [&](int tile, int stage) {
