@@ -8,7 +8,6 @@
 #include <sstream>
 
 #include "attnjit/common/kernel_config.h"
-#include "codegen/bounds_analysis.h"
 #include "codegen/bounds_check.h"
 #include "dsl/printer.h"
 #include "api/attention.h"
@@ -109,11 +108,6 @@ void check_scalars(const SpecInputs& in, const LaunchArgs& a) {
 }
 
 }  // namespace
-
-SpecInputs spec_inputs(const AttentionSpec& spec) {
-    spec.validate();
-    return SpecInputs{spec.tensors(), spec.scalars(), codegen::analyze_tensor_reads(spec)};
-}
 
 void check_launch_args(const AttentionSpec& spec, const LaunchArgs& a) {
     check_launch_args(spec, spec_inputs(spec), a);

@@ -6,6 +6,7 @@
 
 #include "codegen/generate.h"
 #include "codegen/kernel_config.h"
+#include "codegen/lower.h"
 #include "codegen/params_layout.h"
 #include "runtime/compiler.h"
 #include "runtime/device.h"
@@ -28,7 +29,8 @@ struct Attention::Impl {
     mutable std::optional<codegen::KernelSource> source;  // generated on demand
     double compile_seconds = 0;
 
-    codegen::KernelSource make_source() const { return codegen::generate(spec, config, arch); }
+    // From the inputs collected at construction: the spec is not validated or analysed again.
+    codegen::KernelSource make_source() const { return codegen::generate(codegen::lower(spec, inputs), config, arch); }
 };
 
 namespace {
@@ -62,7 +64,7 @@ Attention::Attention(const AttentionSpec& spec, const CompileOptions& options) :
         impl_->arch = runtime::current_device().arch();
     }
     impl_->config = codegen::make_config(spec, KernelKind::forward, impl_->arch, options.tile);
-    impl_->layout = codegen::params_layout(spec, impl_->config.kind);
+    impl_->layout = codegen::params_layout(impl_->inputs, impl_->config.kind);
 
     auto& cache = runtime::KernelCache::global();
     const std::string key = fast_key(spec, impl_->inputs, impl_->config, impl_->arch);

@@ -13,7 +13,7 @@
 #include <string>
 
 #include "attnjit/common/kernel_config.h"
-#include "codegen/bounds_program.h"
+#include "codegen/spec_inputs.h"
 #include "codegen/kernel_source.h"
 #include "dsl/attention_spec.h"
 #include "runtime/tensor_view.h"
@@ -74,14 +74,11 @@ private:
 std::ostream& operator<<(std::ostream& os, const Attention& a);
 
 // What a (valid) spec reads besides Q, K, V, and the bounds of its tensor reads as a
-// program over launch numbers; computed once per Attention, not per launch.
-struct SpecInputs {
-    std::map<std::string, dsl::TensorInfo> tensors;
-    std::map<std::string, dsl::Type> scalars;
-    codegen::BoundsProgram tensor_reads;  // codegen/bounds_analysis.h
-};
-// Validates the spec (UserError) and collects its SpecInputs: the one place either happens.
-SpecInputs spec_inputs(const AttentionSpec& spec);
+// program over launch numbers (codegen/spec_inputs.h); computed once per Attention, not
+// per launch. spec_inputs(spec) validates the spec (UserError) and collects them: the one
+// place either happens.
+using codegen::SpecInputs;
+using codegen::spec_inputs;
 
 // Checks launch arguments against a spec without launching (what operator() does
 // first). Throws UserError naming the argument, the problem and the fix.

@@ -63,7 +63,7 @@ KernelSource generate(const KernelPlan& plan, const KernelConfig& config, const 
     KernelSource k;
     k.config = config;
     k.arch = arch;
-    k.layout = params_layout(spec, config.kind);
+    k.layout = params_layout(plan.inputs, config.kind);
     k.threads = threads(config);
     k.smem_bytes = smem_bytes(config);
     k.entry = kind.entry;
@@ -84,9 +84,7 @@ KernelSource generate(const KernelPlan& plan, const KernelConfig& config, const 
 }
 
 KernelSource generate(const dsl::AttentionSpec& spec, const KernelConfig& config, const std::string& arch) {
-    spec.validate();
-    check_config(config, arch);  // before lowering
-    return generate(lower(spec), config, arch);
+    return generate(lower(spec), config, arch);  // lower validates the spec, generate checks the config
 }
 
 }  // namespace attnjit::codegen

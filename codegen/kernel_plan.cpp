@@ -38,17 +38,18 @@ std::ostream& operator<<(std::ostream& os, const KernelPlan& p) {
     if (p.has_mask()) os << p.mask << "\n";
     else os << "none (keep all)\n";
     os << "  can_classify: " << (p.classify.can_classify ? "true" : "false") << "\n";
-    if (!p.scalars.empty()) {
+    const SpecInputs& in = p.inputs;
+    if (!in.scalars.empty()) {
         os << "  scalars:";
-        for (const auto& [n, t] : p.scalars) os << " " << n << ":" << t;
+        for (const auto& [n, t] : in.scalars) os << " " << n << ":" << t;
         os << "\n";
     }
-    if (!p.tensors.empty()) {
+    if (!in.tensors.empty()) {
         os << "  tensors:";
-        for (const auto& [n, t] : p.tensors) os << " " << n << ":" << dtype_name(t.dtype) << "[" << t.rank << "]";
+        for (const auto& [n, t] : in.tensors) os << " " << n << ":" << dtype_name(t.dtype) << "[" << t.rank << "]";
         os << "\n";
     }
-    if (!p.tensor_reads.reads_nothing()) os << "  tensor reads (bounds program):\n" << p.tensor_reads;
+    if (!in.tensor_reads.reads_nothing()) os << "  tensor reads (bounds program):\n" << in.tensor_reads;
     return os << "}";
 }
 

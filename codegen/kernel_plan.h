@@ -8,8 +8,8 @@
 #include <string>
 
 #include "codegen/binding.h"
-#include "codegen/bounds_program.h"
 #include "codegen/mask_analysis.h"
+#include "codegen/spec_inputs.h"
 #include "dsl/attention_spec.h"
 
 namespace attnjit::codegen {
@@ -26,14 +26,10 @@ struct KernelPlan {
     dsl::Expr mask;       // undefined: keep every in-bounds key
     ClassifyCode classify;  // the body of Variant::classify; can_classify: it may return kSkip / kFull
 
-    // Runtime inputs the lowered expressions still read (the Params struct carries
-    // every one the spec declares; see params_layout.h).
-    std::map<std::string, dsl::Type> scalars;
-    std::map<std::string, dsl::TensorInfo> tensors;
-
-    // The spec's captured-tensor reads as a program over launch numbers
-    // (bounds_analysis.h); runtime evaluates it before every launch.
-    BoundsProgram tensor_reads;
+    // The spec's declared inputs (the Params struct carries every one, see
+    // params_layout.h; the lowered expressions may read fewer) and its captured-tensor
+    // reads as a program over launch numbers, which runtime evaluates before every launch.
+    SpecInputs inputs;
 
     bool has_score_mod() const { return score_mod.defined(); }
     bool has_mask() const { return mask.defined(); }

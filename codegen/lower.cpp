@@ -4,7 +4,6 @@
 #include <set>
 #include <sstream>
 
-#include "codegen/bounds_analysis.h"
 #include "codegen/cse.h"
 #include "codegen/hoist.h"
 #include "codegen/mask_analysis.h"
@@ -69,9 +68,19 @@ Bindings used_bindings(const dsl::Expr& result, const Bindings& element) {
 }  // namespace
 
 KernelPlan lower(const dsl::AttentionSpec& spec) {
-    spec.validate();
+    SpecInputs inputs;
+    {
+        PassLog log("spec_inputs");
+        inputs = spec_inputs(spec);
+        log.done([&](std::ostream& os) { os << inputs.tensor_reads; });
+    }
+    return lower(spec, std::move(inputs));
+}
+
+KernelPlan lower(const dsl::AttentionSpec& spec, SpecInputs inputs) {
     KernelPlan plan;
     plan.spec = spec;
+    plan.inputs = std::move(inputs);
     debug(1) << "lowering " << spec;
 
     dsl::Expr score_mod, mask;
@@ -128,27 +137,6 @@ KernelPlan lower(const dsl::AttentionSpec& spec) {
         });
     }
 
-    {
-        PassLog log("bounds_analysis");
-        plan.tensor_reads = analyze_tensor_reads(spec);
-        log.done([&](std::ostream& os) { os << plan.tensor_reads; });
-    }
-
-    for (const auto& b : plan.all_bindings()) {
-        dsl::for_each_node(b.value, [&](const dsl::Expr& n) {
-            if (auto s = n.as<dsl::ScalarParam>()) plan.scalars[s->name] = s->type;
-            if (auto t = n.as<dsl::TensorLoad>())
-                plan.tensors[t->name] = dsl::TensorInfo{t->dtype, static_cast<int>(t->indices.size())};
-        });
-    }
-    for (const auto* e : {&plan.score_mod, &plan.mask}) {
-        if (!e->defined()) continue;
-        dsl::for_each_node(*e, [&](const dsl::Expr& n) {
-            if (auto s = n.as<dsl::ScalarParam>()) plan.scalars[s->name] = s->type;
-            if (auto t = n.as<dsl::TensorLoad>())
-                plan.tensors[t->name] = dsl::TensorInfo{t->dtype, static_cast<int>(t->indices.size())};
-        });
-    }
     debug(2) << plan;
     return plan;
 }

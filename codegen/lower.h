@@ -1,18 +1,23 @@
 // lower: AttentionSpec -> KernelPlan, a flat list of passes (after Halide's Lower.cpp):
 //
-//   validate -> simplify -> cse -> hoist -> split per hook -> mask_analysis
-//   -> bounds_analysis (of the spec's own expressions: every read the user wrote)
+//   [spec_inputs: validate, collect inputs, bounds_analysis of the spec's own
+//   expressions (every read the user wrote)] -> simplify -> cse -> hoist
+//   -> split per hook -> mask_analysis
 //
 // ATTNJIT_DEBUG=1 logs each pass's name and time, ATTNJIT_DEBUG=2 also its output.
 // Deterministic: the same spec gives the same plan, in any process.
 #pragma once
 
 #include "codegen/kernel_plan.h"
+#include "codegen/spec_inputs.h"
 #include "dsl/attention_spec.h"
 
 namespace attnjit::codegen {
 
 // Throws UserError when the spec is invalid (AttentionSpec::validate()).
 KernelPlan lower(const dsl::AttentionSpec& spec);
+// For a caller that already holds spec_inputs(spec) (the spec is then valid): the spec is
+// neither validated nor analysed again.
+KernelPlan lower(const dsl::AttentionSpec& spec, SpecInputs inputs);
 
 }  // namespace attnjit::codegen

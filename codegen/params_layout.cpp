@@ -58,12 +58,16 @@ ParamsField args_block(KernelKind kind) {
 }  // namespace
 
 ParamsLayout params_layout(const dsl::AttentionSpec& spec, KernelKind kind) {
+    return params_layout(spec_inputs(spec), kind);
+}
+
+ParamsLayout params_layout(const SpecInputs& inputs, KernelKind kind) {
     static_assert(sizeof(void*) == kPointerBytes && sizeof(long long) == kStrideBytes,
                   "attnjit assumes a 64-bit host with the device's pointer and long long sizes");
     ParamsLayout l;
     place(l, args_block(kind));
 
-    for (const auto& [name, type] : spec.scalars()) {  // std::map: sorted by name
+    for (const auto& [name, type] : inputs.scalars) {  // std::map: sorted by name
         ParamsField f;
         f.name = name;
         f.kind = type == dsl::Type::Float ? ParamsField::Kind::FloatScalar : ParamsField::Kind::IntScalar;
@@ -73,7 +77,7 @@ ParamsLayout params_layout(const dsl::AttentionSpec& spec, KernelKind kind) {
         f.c_type = type == dsl::Type::Float ? "float" : "int";
         place(l, f);
     }
-    for (const auto& [name, info] : spec.tensors()) {
+    for (const auto& [name, info] : inputs.tensors) {
         ParamsField f;
         f.name = name;
         f.kind = ParamsField::Kind::Tensor;

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "attnjit/common/kernel_config.h"
+#include "codegen/spec_inputs.h"
 #include "dsl/attention_spec.h"
 #include "support/dtype.h"
 
@@ -46,8 +47,10 @@ struct ParamsLayout {
     const ParamsField* find(const std::string& name) const;
 };
 
-// The layout of a `kind` kernel's Params for a spec: the kind's argument block, then
-// every scalar and tensor the spec declares.
+// The layout of a `kind` kernel's Params: the kind's argument block, then every scalar and
+// tensor the spec declares (spec_inputs).
+ParamsLayout params_layout(const SpecInputs& inputs, KernelKind kind);
+// The same from the spec (validates it; for tools and tests).
 ParamsLayout params_layout(const dsl::AttentionSpec& spec, KernelKind kind);
 
 std::ostream& operator<<(std::ostream& os, const ParamsLayout& l);

@@ -79,7 +79,7 @@ TEST(BoundsAnalysis, LowerKeepsTheProgramInThePlanAndPrintsIt) {
     AttentionSpec spec;
     spec.dtype(DType::f16).head_dim(64).score_mod(score() + bias(batch(), head(), q_idx(), kv_idx()));
     const KernelPlan plan = lower(spec);
-    EXPECT_EQ(count_steps(plan.tensor_reads, BoundsProgram::Step::Kind::Read), 4u);
+    EXPECT_EQ(count_steps(plan.inputs.tensor_reads, BoundsProgram::Step::Kind::Read), 4u);
     std::ostringstream s;
     s << plan;
     EXPECT_NE(s.str().find("read bias dim 3"), std::string::npos) << s.str();
