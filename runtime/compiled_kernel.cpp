@@ -1,8 +1,10 @@
 #include "runtime/compiled_kernel.h"
 
+#include <array>
 #include <cstdint>
 #include <cstring>
 
+#include "codegen/kernel_config.h"
 #include "support/sha256.h"
 
 namespace attnjit::runtime {
@@ -56,12 +58,28 @@ uint32_t get_u32(std::string_view b) {
     return v;
 }
 
+// KernelConfig as nine ints: kind, main loop, element, head dims, tile.
+constexpr int kConfigFields = 9;
+std::array<int, kConfigFields> config_fields(const KernelConfig& c) {
+    return {static_cast<int>(c.kind), static_cast<int>(c.mainloop), static_cast<int>(c.elem), c.head_dim_qk,
+            c.head_dim_v, c.tile.block_m, c.tile.block_n, c.tile.warps, c.tile.stages};
+}
+// False when an enum is out of range (a writer's bug: the checksum held).
+bool config_from_fields(const std::array<int, kConfigFields>& f, KernelConfig& c) {
+    if (f[0] != static_cast<int>(KernelKind::forward)) return false;
+    if (f[1] != static_cast<int>(MainloopKind::simt) && f[1] != static_cast<int>(MainloopKind::sm80)) return false;
+    if (f[2] < static_cast<int>(ElemKind::f16) || f[2] > static_cast<int>(ElemKind::f32)) return false;
+    c = KernelConfig{static_cast<KernelKind>(f[0]), static_cast<MainloopKind>(f[1]), static_cast<ElemKind>(f[2]),
+                     f[3], f[4], TileConfig{f[5], f[6], f[7], f[8]}};
+    return true;
+}
+
 }  // namespace
 
 std::ostream& operator<<(std::ostream& os, const CompiledKernel& k) {
     os << "CompiledKernel(" << k.name << ", entry " << k.entry << ", " << k.arch << ", "
        << k.cubin.size() << " bytes of cubin, " << k.threads << " threads, " << k.smem_bytes
-       << " B smem";
+       << " B smem, " << k.config;
     if (k.compile_seconds > 0) os << ", compiled in " << k.compile_seconds << " s";
     if (!k.log.empty()) os << ", " << k.log.size() << " bytes of log";
     return os << ")";
@@ -77,6 +95,7 @@ std::string serialize(const CompiledKernel& k) {
     put_str(payload, k.log);
     put_u64(payload, k.options.size());
     for (const auto& o : k.options) put_str(payload, o);
+    for (int v : config_fields(k.config)) put_u64(payload, static_cast<uint64_t>(static_cast<int64_t>(v)));
     put_u64(payload, static_cast<uint64_t>(static_cast<int64_t>(k.threads)));
     put_u64(payload, static_cast<uint64_t>(static_cast<int64_t>(k.smem_bytes)));
     uint64_t bits = 0;
@@ -139,12 +158,15 @@ std::optional<CompiledKernel> deserialize(std::string_view bytes, std::string* w
     k.log = r.str();
     uint64_t n = r.u64();
     for (uint64_t i = 0; i < n && !r.failed; ++i) k.options.push_back(r.str());
+    std::array<int, kConfigFields> config{};
+    for (int& v : config) v = static_cast<int>(static_cast<int64_t>(r.u64()));
+    const bool config_ok = config_from_fields(config, k.config);
     k.threads = static_cast<int>(static_cast<int64_t>(r.u64()));
     k.smem_bytes = static_cast<int>(static_cast<int64_t>(r.u64()));
     uint64_t bits = r.u64();
     std::memcpy(&k.compile_seconds, &bits, sizeof(bits));
     // A payload with a valid checksum but a bad shape means the writer had a bug.
-    if (r.failed) return reject("malformed payload");
+    if (r.failed || !config_ok) return reject("malformed payload");
     if (!r.in.empty()) return reject("trailing bytes after the payload");
     return k;
 }

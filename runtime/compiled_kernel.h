@@ -9,6 +9,8 @@
 #include <string_view>
 #include <vector>
 
+#include "attnjit/common/kernel_config.h"
+
 namespace attnjit::runtime {
 
 struct CompiledKernel {
@@ -20,6 +22,7 @@ struct CompiledKernel {
     std::string cubin;                 // raw bytes
     std::string log;                   // NVRTC's log (warnings), may be empty
     std::vector<std::string> options;  // the full NVRTC option list used
+    KernelConfig config{};             // KernelSource::config: kind, main loop, dtype, dims, tile
     int threads = 0;                   // block size the kernel was built for
     int smem_bytes = 0;                // dynamic shared memory it needs
     double compile_seconds = 0;        // how long NVRTC took (0 for hand-made entries)
@@ -31,8 +34,8 @@ std::ostream& operator<<(std::ostream& os, const CompiledKernel& k);
 // a new field, an encoding) and you MUST bump this; the golden test in
 // tests/runtime/compiled_kernel_test.cpp fails until you do. The disk cache keeps each
 // version in its own directory, so old entries are simply never read.
-// Version 2 added `key`.
-inline constexpr int kCompiledKernelFormatVersion = 2;
+// Version 2 added `key`; version 3 `config`.
+inline constexpr int kCompiledKernelFormatVersion = 3;
 
 // Layout: "ATTNJITK" | u32 version | u64 payload size | 64 hex chars sha256(payload) |
 // payload. Payload: the fields above in declaration order; strings as u64 length +

@@ -130,6 +130,7 @@ CompiledKernel compile_kernel(const codegen::KernelSource& src, const std::strin
     k.arch = arch;
     k.log = std::move(log);
     k.options = std::move(options);
+    k.config = src.config;
     k.threads = src.threads;
     k.smem_bytes = src.smem_bytes;
     debug(1) << "compiled " << k;

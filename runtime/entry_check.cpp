@@ -3,6 +3,8 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "codegen/kernel_config.h"
+
 namespace attnjit::runtime {
 namespace {
 
@@ -35,6 +37,8 @@ std::string why_entry_does_not_match(const CompiledKernel& k, const codegen::Ker
                                      const std::string& arch) {
     if (k.entry != source.entry) return differs("entry point", k.entry, source.entry);
     if (k.arch != arch) return differs("architecture", k.arch, arch);
+    if (codegen::config_id(k.config) != codegen::config_id(source.config))
+        return differs("kernel config", codegen::config_id(k.config), codegen::config_id(source.config));
     if (k.threads != source.threads) return differs("block size", k.threads, source.threads);
     if (k.smem_bytes != source.smem_bytes)
         return differs("shared memory", k.smem_bytes, source.smem_bytes);

@@ -18,6 +18,7 @@ CompiledKernel sample() {
     k.cubin = std::string("\x7f" "ELF\0\1\2\3", 8) + std::string(1000, '\xab');
     k.log = "warning: something";
     k.options = {"-std=c++17", "--gpu-architecture=sm_90a", "-default-device"};
+    k.config = KernelConfig{KernelKind::forward, MainloopKind::sm80, ElemKind::bf16, 128, 128, TileConfig{128, 64, 4, 2}};
     k.threads = 128;
     k.smem_bytes = 98304;
     k.compile_seconds = 1.5;
@@ -36,6 +37,12 @@ TEST(CompiledKernelSerialization, RoundTripKeepsEveryField) {
     EXPECT_EQ(back->cubin, k.cubin);
     EXPECT_EQ(back->log, k.log);
     EXPECT_EQ(back->options, k.options);
+    EXPECT_EQ(back->config.kind, k.config.kind);
+    EXPECT_EQ(back->config.mainloop, k.config.mainloop);
+    EXPECT_EQ(back->config.elem, k.config.elem);
+    EXPECT_EQ(back->config.head_dim_qk, k.config.head_dim_qk);
+    EXPECT_EQ(back->config.head_dim_v, k.config.head_dim_v);
+    EXPECT_EQ(back->config.tile, k.config.tile);
     EXPECT_EQ(back->threads, k.threads);
     EXPECT_EQ(back->smem_bytes, k.smem_bytes);
     EXPECT_EQ(back->compile_seconds, k.compile_seconds);
@@ -46,6 +53,15 @@ TEST(CompiledKernelSerialization, EmptyKernelRoundTrips) {
     ASSERT_TRUE(back);
     EXPECT_TRUE(back->cubin.empty());
     EXPECT_TRUE(back->options.empty());
+}
+
+// A checksummed entry whose config names no main loop came from a buggy writer.
+TEST(CompiledKernelSerialization, UnknownConfigEnumIsMalformed) {
+    CompiledKernel k = sample();
+    k.config.mainloop = static_cast<MainloopKind>(7);
+    std::string why;
+    EXPECT_FALSE(deserialize(serialize(k), &why));
+    EXPECT_NE(why.find("malformed"), std::string::npos) << why;
 }
 
 TEST(CompiledKernelSerialization, EveryTruncationIsDetected) {
@@ -86,10 +102,10 @@ TEST(CompiledKernelSerialization, CorruptionIsDetectedAndNamed) {
 // jitify2's serialization goldens, in one line: the bytes of a fixed kernel must not
 // change unless the format version does.
 TEST(CompiledKernelSerialization, FormatIsFrozenForThisVersion) {
-    ASSERT_EQ(kCompiledKernelFormatVersion, 2)
+    ASSERT_EQ(kCompiledKernelFormatVersion, 3)
         << "format version changed: update the golden hash below to the new value";
     EXPECT_EQ(sha256_hex(serialize(sample())),
-              "57edcadc17eab4730014f33d398751ee2e6e75b96afb59e64b5fe720b5d5c8f4")
+              "e2384644b08b802699e1d37167ad265975775a5f19c8bfb415ba564381cf04f4")
         << "The serialized form of CompiledKernel changed. If that was intended, bump "
            "kCompiledKernelFormatVersion in runtime/compiled_kernel.h (old cache entries "
            "must not be read with the new layout) and update this golden hash.";
