@@ -2,13 +2,12 @@
 
 #include <algorithm>
 #include <cmath>
-#include <exception>
 #include <limits>
 #include <sstream>
-#include <thread>
 
 #include "dsl/interpreter.h"
-#include "dsl/printer.h"
+#include "reference/inputs.h"
+#include "reference/parallel.h"
 #include "support/error.h"
 
 namespace attnjit::reference {
@@ -24,35 +23,6 @@ std::string shape_str(const std::vector<int64_t>& s) {
     o << "]";
     return o.str();
 }
-
-void check_qkv(const HostTensor& t, const char* name, const char* layout, DType dtype) {
-    user_check(t.rank() == 4) << "reference::forward: " << name << " has rank " << t.rank() << " ("
-                              << t.describe() << "); it must be " << layout;
-    user_check(t.dtype() == dtype) << "reference::forward: " << name << " has dtype " << dtype_name(t.dtype())
-                                   << " but the spec's dtype is " << dtype_name(dtype);
-}
-
-// Reads captured tensors for the interpreter, with bounds checks (broadcast: extent 1, stride 0).
-struct CapturedReader {
-    const std::map<std::string, HostTensor>* tensors;
-
-    double operator()(const std::string& name, const long long* index, int rank) const {
-        const HostTensor& t = tensors->at(name);  // presence checked up front
-        int64_t idx[8];
-        for (int d = 0; d < rank; ++d) {
-            bool broadcast = t.size(d) == 1 && t.strides()[d] == 0;
-            if (index[d] < 0 || (index[d] >= t.size(d) && !broadcast)) {
-                std::ostringstream at;
-                for (int e = 0; e < rank; ++e) at << (e ? ", " : "") << index[e];
-                user_error << "tensor '" << name << "' is read at [" << at.str() << "] but is "
-                           << t.describe() << ": index " << d << " is out of bounds; make dimension " << d
-                           << " as large as the index range, or give it extent 1 and stride 0 to broadcast";
-            }
-            idx[d] = broadcast ? 0 : index[d];
-        }
-        return t.get(idx);
-    }
-};
 
 }  // namespace
 
@@ -76,62 +46,12 @@ DoubleTensor to_double(const HostTensor& t) {
 }
 
 ForwardResult forward(const dsl::AttentionSpec& spec, const ForwardInputs& in, int threads) {
-    spec.validate();
-    const DType dt = spec.dtype();
-    check_qkv(in.q, "q", "[B, Hq, Nq, Dqk]", dt);
-    check_qkv(in.k, "k", "[B, Hkv, Nk, Dqk]", dt);
-    check_qkv(in.v, "v", "[B, Hkv, Nk, Dv]", dt);
-    const int64_t B = in.q.size(0), Hq = in.q.size(1), Nq = in.q.size(2), Dqk = in.q.size(3);
-    const int64_t Hkv = in.k.size(1), Nk = in.k.size(2), Dv = in.v.size(3);
-    user_check(Dqk == spec.head_dim_qk() && in.k.size(3) == Dqk)
-        << "reference::forward: q " << in.q.describe() << " and k " << in.k.describe()
-        << " must have head dim " << spec.head_dim_qk() << " (the spec's)";
-    user_check(Dv == spec.head_dim_v()) << "reference::forward: v " << in.v.describe() << " must have head dim "
-                                        << spec.head_dim_v() << " (the spec's)";
-    user_check(in.k.size(0) == B && in.v.size(0) == B)
-        << "reference::forward: batch differs: q " << in.q.describe() << ", k " << in.k.describe() << ", v "
-        << in.v.describe();
-    user_check(in.v.size(1) == Hkv && in.v.size(2) == Nk)
-        << "reference::forward: k " << in.k.describe() << " and v " << in.v.describe()
-        << " must have the same heads and length";
-    user_check(Hkv > 0 && Hq % Hkv == 0) << "reference::forward: q has " << Hq << " heads, k has " << Hkv
-                                         << "; query heads must be a multiple of key/value heads";
-    if (spec.q_heads() > 0)
-        user_check(Hq == spec.q_heads() && Hkv == spec.kv_heads())
-            << "reference::forward: q/k heads " << Hq << "/" << Hkv << " differ from the spec's "
-            << spec.q_heads() << "/" << spec.kv_heads();
-
-    for (const auto& [name, info] : spec.tensors()) {
-        auto it = in.tensors.find(name);
-        user_check(it != in.tensors.end()) << "reference::forward: captured tensor '" << name
-                                           << "' is read by the spec but not given";
-        user_check(it->second.dtype() == info.dtype && it->second.rank() == info.rank)
-            << "reference::forward: tensor '" << name << "' is " << it->second.describe() << " but the spec reads a "
-            << dtype_name(info.dtype) << " tensor of rank " << info.rank;
-    }
-    auto spec_tensors = spec.tensors();
-    for (const auto& [name, t] : in.tensors)
-        user_check(spec_tensors.count(name)) << "reference::forward: tensor '" << name
-                                             << "' is given but the spec does not read it";
-    auto spec_scalars = spec.scalars();
-    for (const auto& [name, type] : spec_scalars) {
-        auto it = in.scalars.find(name);
-        user_check(it != in.scalars.end()) << "reference::forward: scalar '" << name
-                                           << "' is read by the spec but not given";
-        if (type == dsl::Type::Int)
-            user_check(std::isfinite(it->second) && it->second == std::trunc(it->second))
-                << "reference::forward: int scalar '" << name << "' = " << it->second << " is not an integer";
-    }
-    for (const auto& [name, v] : in.scalars)
-        user_check(spec_scalars.count(name)) << "reference::forward: scalar '" << name
-                                             << "' is given but the spec does not read it";
+    const Dims x = check_inputs(spec, in, "reference::forward");
+    const int64_t B = x.B, Hq = x.Hq, Nq = x.Nq, Dqk = x.Dqk, Hkv = x.Hkv, Nk = x.Nk, Dv = x.Dv;
 
     // Decode Q, K, V once into contiguous doubles (the values as stored in their dtype).
     const DoubleTensor q = to_double(in.q), k = to_double(in.k), v = to_double(in.v);
     ForwardResult out{DoubleTensor({B, Hq, Nq, Dv}), DoubleTensor({B, Hq, Nq})};
-    const double scale = spec.scale_or_default();
-    const dsl::Expr& score_mod = spec.score_mod();
-    const dsl::Expr& mask = spec.mask();
     const int64_t group = Hkv > 0 ? Hq / Hkv : 1;
     const int64_t rows = B * Hq * Nq;
 
@@ -141,8 +61,8 @@ ForwardResult forward(const dsl::AttentionSpec& spec, const ForwardInputs& in, i
         env.load = CapturedReader{&in.tensors};
         env.q_len = Nq;
         env.kv_len = Nk;
-        std::vector<double> t(static_cast<size_t>(Nk));
-        std::vector<char> kept(static_cast<size_t>(Nk));
+        std::vector<double> sc, t;
+        std::vector<char> kept;
         for (int64_t row = begin; row < end; ++row) {
             const int64_t i = row % Nq, h = (row / Nq) % Hq, b = row / (Nq * Hq);
             const int64_t kvh = h / group;
@@ -153,23 +73,13 @@ ForwardResult forward(const dsl::AttentionSpec& spec, const ForwardInputs& in, i
             const double* qi = &q.data[static_cast<size_t>(row * Dqk)];
             const double* kb = &k.data[static_cast<size_t>((b * Hkv + kvh) * Nk * Dqk)];
             const double* vb = &v.data[static_cast<size_t>((b * Hkv + kvh) * Nk * Dv)];
+            row_scores(spec, env, qi, kb, Nk, Dqk, kept, sc, t);
             double m = -kInf;
             bool nan = false;
             for (int64_t j = 0; j < Nk; ++j) {
-                env.kv_idx = j;
-                kept[j] = !mask.defined() || dsl::interpret_bool(mask, env);
                 if (!kept[j]) continue;
-                const double* kj = kb + j * Dqk;
-                double dot = 0;
-                for (int64_t d = 0; d < Dqk; ++d) dot += qi[d] * kj[d];
-                double s = scale * dot;
-                if (score_mod.defined()) {
-                    env.score = s;
-                    s = dsl::interpret_float(score_mod, env);
-                }
-                t[j] = s;
-                if (std::isnan(s)) nan = true;
-                else m = std::max(m, s);
+                if (std::isnan(t[j])) nan = true;
+                else m = std::max(m, t[j]);
             }
             double* o = &out.o.data[static_cast<size_t>(row * Dv)];
             double& lse = out.lse.data[static_cast<size_t>(row)];
@@ -197,27 +107,7 @@ ForwardResult forward(const dsl::AttentionSpec& spec, const ForwardInputs& in, i
         }
     };
 
-    int n = threads > 0 ? threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-    n = static_cast<int>(std::min<int64_t>(n, std::max<int64_t>(rows / 16, 1)));
-    if (n <= 1) {
-        run_rows(0, rows);
-        return out;
-    }
-    std::vector<std::thread> pool;
-    std::vector<std::exception_ptr> errors(static_cast<size_t>(n));
-    for (int w = 0; w < n; ++w) {
-        int64_t begin = rows * w / n, end = rows * (w + 1) / n;
-        pool.emplace_back([&, w, begin, end] {
-            try {
-                run_rows(begin, end);
-            } catch (...) {
-                errors[static_cast<size_t>(w)] = std::current_exception();
-            }
-        });
-    }
-    for (auto& th : pool) th.join();
-    for (auto& e : errors)
-        if (e) std::rethrow_exception(e);
+    parallel_ranges(rows, worker_count(rows, threads, 16), [&](int, int64_t begin, int64_t end) { run_rows(begin, end); });
     return out;
 }
 

@@ -1,0 +1,46 @@
+// The fp64 CPU reference of the backward (SEMANTICS.md section 2): what every backward
+// kernel is compared with. Recomputes the forward per row exactly, then
+//
+//   Delta_i = sum_d dO_id O_id
+//   dP_ij   = <dO_i, v_j>,   dT_ij = P_ij (dP_ij - Delta_i)       (kept j with finite t_ij)
+//   dS_ij   = dT_ij * d score_mod / d s (s_ij)
+//   dV_j   += P_ij dO_i,     dQ_i += scale dS_ij k_j,   dK_j += scale dS_ij q_i
+//   d tensor[e] += dT_ij * d score_mod / d read, for every read of element e
+//   d scalar    += dT_ij * d score_mod / d scalar
+//
+// with the derivatives from codegen/autodiff.h (itself checked against finite
+// differences), evaluated by the interpreter. dK and dV sum over the query heads of a
+// group (GQA). A row with no kept key has zero gradients. Accumulation is in a fixed order
+// for a given thread count (captured-tensor gradients: per-worker partials summed in order).
+//
+//   reference::BackwardResult g = reference::backward(spec, in, d_o, {"bias", "cap"});
+//   g.dq, g.dk, g.dv, g.dtensors.at("bias"), g.dscalars.at("cap")
+#pragma once
+
+#include <map>
+#include <set>
+#include <string>
+
+#include "reference/attention_reference.h"
+
+namespace attnjit::reference {
+
+struct BackwardResult {
+    ForwardResult forward;  // o and lse, as reference::forward gives them
+    DoubleTensor delta;     // [B, Hq, Nq]
+    DoubleTensor dq;        // [B, Hq, Nq, Dqk]
+    DoubleTensor dk;        // [B, Hkv, Nk, Dqk]
+    DoubleTensor dv;        // [B, Hkv, Nk, Dv]
+    // Per captured tensor asked for: its gradient in the tensor's logical shape, where a
+    // broadcast dimension (extent 1, stride 0) holds the sum over every index read through it.
+    std::map<std::string, DoubleTensor> dtensors;
+    std::map<std::string, double> dscalars;  // per runtime scalar asked for
+};
+
+// d_o: [B, Hq, Nq, Dv] of the spec's dtype. `wanted`: captured tensors and runtime
+// scalars that need a gradient (UserError for one that has none, codegen/autodiff.h).
+// Input errors as reference::forward's.
+BackwardResult backward(const dsl::AttentionSpec& spec, const ForwardInputs& in, const HostTensor& d_o,
+                        const std::set<std::string>& wanted = {}, int threads = 0);
+
+}  // namespace attnjit::reference

@@ -1,0 +1,38 @@
+// Input checks and captured-tensor reads shared by the fp64 references (forward and
+// backward): what a reference reads, validated once, with messages that name the argument.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "dsl/attention_spec.h"
+#include "dsl/interpreter.h"
+#include "reference/attention_reference.h"
+
+namespace attnjit::reference {
+
+struct Dims {
+    int64_t B = 0, Hq = 0, Nq = 0, Dqk = 0, Hkv = 0, Nk = 0, Dv = 0;
+};
+
+// Validates the spec and the inputs (UserError starting with `who`) and returns the sizes.
+Dims check_inputs(const dsl::AttentionSpec& spec, const ForwardInputs& in, const char* who);
+
+// Reads captured tensors for the interpreter, with bounds checks (broadcast: extent 1,
+// stride 0, any index reads element 0).
+struct CapturedReader {
+    const std::map<std::string, HostTensor>* tensors;
+    double operator()(const std::string& name, const long long* index, int rank) const;
+    // The logical element `index` reads (broadcast dimensions give 0), bounds checked.
+    void element(const std::string& name, const long long* index, int rank, int64_t* out) const;
+};
+
+// One row's scores, env holding b, h, kv_head and q_idx: kept[j] = mask (true without one)
+// and, for kept j, s[j] = scale * <q_i, k_j> and t[j] = score_mod(s[j]) (s[j] without one).
+// qi: Dqk doubles; kb: the row's keys, Nk x Dqk. Vectors are resized to Nk.
+void row_scores(const dsl::AttentionSpec& spec, dsl::Env& env, const double* qi, const double* kb, int64_t nk,
+                int64_t dqk, std::vector<char>& kept, std::vector<double>& s, std::vector<double>& t);
+
+}  // namespace attnjit::reference

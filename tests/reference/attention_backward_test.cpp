@@ -1,0 +1,188 @@
+// The fp64 backward reference against central finite differences of the forward
+// reference: loss = sum(O * dO), every element of q, k, v, of each captured tensor that
+// needs a gradient and each such scalar, on small ragged problems (Nq != Nk, GQA,
+// Dqk != Dv, a broadcast bias, a fully masked row).
+#include <cmath>
+#include <functional>
+#include <limits>
+#include <set>
+
+#include <gtest/gtest.h>
+
+#include "dsl/dsl.h"
+#include "reference/attention_backward.h"
+#include "support/exceptions.h"
+
+namespace attnjit::reference {
+namespace {
+
+using namespace attnjit::dsl;
+
+struct Problem {
+    AttentionSpec spec;
+    ForwardInputs in;
+    HostTensor d_o;
+    std::set<std::string> wanted;
+};
+
+// f32 inputs: finite differences perturb stored values, so the step is what storage holds.
+Problem make(int64_t B, int64_t Hq, int64_t Hkv, int64_t Nq, int64_t Nk, int64_t Dqk, int64_t Dv, uint64_t seed) {
+    Problem p;
+    p.spec.dtype(DType::f32).head_dims(static_cast<int>(Dqk), static_cast<int>(Dv));
+    p.in.q = HostTensor(DType::f32, {B, Hq, Nq, Dqk});
+    p.in.k = HostTensor(DType::f32, {B, Hkv, Nk, Dqk});
+    p.in.v = HostTensor(DType::f32, {B, Hkv, Nk, Dv});
+    p.d_o = HostTensor(DType::f32, {B, Hq, Nq, Dv});
+    fill_normal(p.in.q, seed);
+    fill_normal(p.in.k, seed + 1);
+    fill_normal(p.in.v, seed + 2);
+    fill_normal(p.d_o, seed + 3);
+    return p;
+}
+
+double loss(const Problem& p) {
+    const ForwardResult f = forward(p.spec, p.in, 1);
+    const DoubleTensor d_o = to_double(p.d_o);
+    double l = 0;
+    for (size_t n = 0; n < f.o.data.size(); ++n) l += f.o.data[n] * d_o.data[n];
+    return l;
+}
+
+// Central difference of the loss in one stored element: set(x +- h), with the step as stored.
+double fd_element(Problem& p, HostTensor& t, const int64_t* idx) {
+    const double x = t.get(idx), h = 1e-3 * std::max(1.0, std::fabs(x));
+    t.set(idx, x + h);
+    const double up_x = t.get(idx), up = loss(p);
+    t.set(idx, x - h);
+    const double down_x = t.get(idx), down = loss(p);
+    t.set(idx, x);
+    return (up - down) / (up_x - down_x);
+}
+
+// |analytic - fd| within 2e-5 + 2e-4 |fd| (f32 steps of 1e-3: O(h^2) error).
+void expect_grad(const DoubleTensor& grad, Problem& p, HostTensor& t, const std::string& what) {
+    ASSERT_EQ(grad.shape, t.shape()) << what;
+    int64_t n = 0;
+    t.for_each_index([&](const int64_t* idx) {
+        const double g = grad.data[static_cast<size_t>(n++)];
+        const double fd = fd_element(p, t, idx);
+        ASSERT_FALSE(std::isnan(g)) << what;
+        EXPECT_NEAR(g, fd, 2e-5 + 2e-4 * std::fabs(fd)) << what << " element " << n - 1;
+    });
+}
+
+void check(Problem& p, int threads) {
+    const BackwardResult g = backward(p.spec, p.in, p.d_o, p.wanted, threads);
+    expect_grad(g.dq, p, p.in.q, "dq");
+    expect_grad(g.dk, p, p.in.k, "dk");
+    expect_grad(g.dv, p, p.in.v, "dv");
+    for (const auto& name : p.wanted) {
+        if (auto t = p.in.tensors.find(name); t != p.in.tensors.end()) {
+            expect_grad(g.dtensors.at(name), p, t->second, "d " + name);
+        } else {
+            double& c = p.in.scalars.at(name);
+            const double x = c, h = 1e-6 * std::max(1.0, std::fabs(x));
+            c = x + h;
+            const double up = loss(p);
+            c = x - h;
+            const double down = loss(p);
+            c = x;
+            EXPECT_NEAR(g.dscalars.at(name), (up - down) / (2 * h), 1e-6 * std::max(1.0, std::fabs(up))) << name;
+        }
+    }
+}
+
+// One thread, and three (workers own different groups, their partials summed).
+void check(Problem& p) {
+    for (int threads : {1, 3}) {
+        SCOPED_TRACE("threads " + std::to_string(threads));
+        check(p, threads);
+    }
+}
+
+TEST(BackwardReference, PlainRaggedGqaWithUnequalHeadDims) {
+    Problem p = make(2, 4, 2, 3, 5, 3, 4, 11);
+    check(p);
+}
+
+TEST(BackwardReference, CausalAlibiWithSlopeGradients) {
+    Problem p = make(1, 2, 1, 4, 6, 3, 3, 21);
+    Tensor slopes("slopes", DType::f32, 1);
+    p.spec.score_mod(mods::alibi(slopes)).mask(mods::causal(mods::CausalAlign::BottomRight));
+    p.in.tensors.emplace("slopes", HostTensor(DType::f32, {2}));
+    fill_normal(p.in.tensors.at("slopes"), 5, 0.0, 0.3);
+    p.wanted = {"slopes"};
+    check(p);
+}
+
+TEST(BackwardReference, SoftcapScalarGradient) {
+    Problem p = make(1, 2, 2, 3, 4, 3, 2, 31);
+    p.spec.score_mod(mods::softcap(scalar("cap"))).scale(1.5);
+    p.in.scalars["cap"] = 1.25;  // small: tanh far from linear
+    p.wanted = {"cap"};
+    check(p);
+}
+
+// A [1, H, Nq, Nk] bias broadcast over the batch: its gradient is summed over it.
+TEST(BackwardReference, BroadcastBiasGradientSumsTheBatch) {
+    Problem p = make(3, 2, 2, 3, 4, 2, 2, 41);
+    Tensor bias("bias", DType::f32, 4);
+    p.spec.score_mod(mods::bias(bias));
+    p.in.tensors.emplace("bias", HostTensor(DType::f32, {1, 2, 3, 4}, {0, 12, 4, 1}));
+    fill_normal(p.in.tensors.at("bias"), 7);
+    p.wanted = {"bias"};
+    check(p);
+}
+
+// Two reads of one table per score (j - i and i - j): the reads' partials add.
+TEST(BackwardReference, RelativePositionTableReadTwice) {
+    Problem p = make(1, 2, 1, 4, 4, 2, 2, 51);
+    Tensor table("table", DType::f32, 2);
+    p.spec.score_mod(mods::relative_position_bias(table, 2) +
+                     tanh(score()) * table(head(), clamp(q_idx() - kv_idx(), -2, 2) + 2));
+    p.in.tensors.emplace("table", HostTensor(DType::f32, {2, 5}));
+    fill_normal(p.in.tensors.at("table"), 9);
+    p.wanted = {"table"};
+    check(p);
+}
+
+// Row 0 keeps no key (j < i never holds for i = 0): its gradients are zero, not NaN.
+TEST(BackwardReference, FullyMaskedRowHasZeroGradients) {
+    Problem p = make(1, 1, 1, 3, 3, 2, 2, 61);
+    p.spec.mask(kv_idx() < q_idx());
+    const BackwardResult g = backward(p.spec, p.in, p.d_o);
+    for (int64_t d = 0; d < 2; ++d) EXPECT_EQ(g.dq.at({0, 0, 0, d}), 0.0);
+    EXPECT_EQ(g.forward.lse.at({0, 0, 0}), -std::numeric_limits<double>::infinity());
+    check(p);
+}
+
+TEST(BackwardReference, SameBitsForTheSameThreadCount) {
+    Problem p = make(2, 2, 1, 5, 7, 3, 3, 71);
+    Tensor bias("bias", DType::f32, 4);
+    p.spec.score_mod(mods::bias(bias));
+    p.in.tensors.emplace("bias", HostTensor(DType::f32, {1, 2, 5, 7}, {0, 35, 7, 1}));
+    fill_normal(p.in.tensors.at("bias"), 3);
+    const BackwardResult a = backward(p.spec, p.in, p.d_o, {"bias"}, 2);
+    const BackwardResult b = backward(p.spec, p.in, p.d_o, {"bias"}, 2);
+    EXPECT_EQ(a.dq.data, b.dq.data);
+    EXPECT_EQ(a.dk.data, b.dk.data);
+    EXPECT_EQ(a.dtensors.at("bias").data, b.dtensors.at("bias").data);
+}
+
+TEST(BackwardReference, BadGradientOutputIsAUserError) {
+    Problem p = make(1, 1, 1, 2, 2, 2, 2, 81);
+    HostTensor wrong(DType::f32, {1, 1, 2, 3});
+    try {
+        backward(p.spec, p.in, wrong);
+        FAIL() << "no error";
+    } catch (const UserError& e) {
+        EXPECT_NE(std::string(e.what()).find("d_o is f32[1, 1, 2, 3]"), std::string::npos) << e.what();
+    }
+    Tensor ids("ids", DType::i32, 1);
+    p.spec.score_mod(score() + to_float(ids(kv_idx())));
+    p.in.tensors.emplace("ids", HostTensor(DType::i32, {2}));
+    EXPECT_THROW(backward(p.spec, p.in, p.d_o, {"ids"}), UserError);
+}
+
+}  // namespace
+}  // namespace attnjit::reference
