@@ -11,6 +11,7 @@
 #include "codegen/bounds_check.h"
 #include "dsl/printer.h"
 #include "api/attention.h"
+#include "api/attention_backward.h"
 #include "support/error.h"
 
 namespace attnjit {
@@ -177,6 +178,40 @@ void check_launch_args(const AttentionSpec& spec, const SpecInputs& in, const La
     // Scalars first: the bounds of captured-tensor reads use their values.
     check_scalars(in, a);
     check_captured(in, a, codegen::LaunchExtents{q[0], q[1], k[1], q[2], k[2]});
+}
+
+void check_grad_args(const AttentionSpec& spec, const LaunchArgs& fwd, const GradArgs& g) {
+    const DType dt = spec.dtype();
+    check_qkvo("d_o", g.d_o, dt);
+    check_qkvo("dq", g.dq, dt);
+    check_qkvo("dk", g.dk, dt);
+    check_qkvo("dv", g.dv, dt);
+    auto same_shape = [](const char* name, const TensorView& t, const char* like_name, const TensorView& like) {
+        user_check(t.shape == like.shape) << "argument '" << name << "' has shape " << shape_str(t.shape)
+                                          << " but must have the shape of '" << like_name << "', "
+                                          << shape_str(like.shape);
+    };
+    same_shape("d_o", g.d_o, "o", fwd.o);
+    same_shape("dq", g.dq, "q", fwd.q);
+    same_shape("dk", g.dk, "k", fwd.k);
+    same_shape("dv", g.dv, "v", fwd.v);
+    const std::pair<const char*, const TensorView*> outputs[] = {{"dq", &g.dq}, {"dk", &g.dk}, {"dv", &g.dv}};
+    const std::pair<const char*, const void*> inputs[] = {{"q", fwd.q.data},     {"k", fwd.k.data},
+                                                          {"v", fwd.v.data},     {"o", fwd.o.data},
+                                                          {"d_o", g.d_o.data},   {"lse", fwd.lse->data}};
+    for (const auto& [name, t] : outputs) {
+        for (int d = 0; d < 3; ++d)
+            user_check(t->strides[d] != 0 || t->shape[d] <= 1)
+                << "argument '" << name << "' has stride 0 in dimension " << d << "; outputs must not overlap";
+        // The kernels read every input after writing some outputs: an output in place of an
+        // input would be read half-written.
+        for (const auto& [in_name, data] : inputs)
+            user_check(t->data != data) << "argument '" << name << "' is the same memory as '" << in_name
+                                        << "'; gradients cannot be computed in place: pass a separate buffer";
+        for (const auto& [other, u] : outputs)
+            user_check(t == u || t->data != u->data)
+                << "arguments '" << name << "' and '" << other << "' are the same memory; pass separate buffers";
+    }
 }
 
 }  // namespace attnjit

@@ -3,4 +3,5 @@
 
 #include "dsl/dsl.h"
 #include "api/attention.h"
+#include "api/attention_backward.h"
 #include "support/exceptions.h"

@@ -32,7 +32,8 @@ public:
         for (const auto& b : all_)
             if (uses_float_min_max(b.value)) return true;
         return (plan_.has_score_mod() && uses_float_min_max(plan_.score_mod)) ||
-               (plan_.has_mask() && uses_float_min_max(plan_.mask));
+               (plan_.has_mask() && uses_float_min_max(plan_.mask)) ||
+               (plan_.has_score_grad() && uses_float_min_max(plan_.d_score));
     }
 
     void fields(const Bindings& bs) {
@@ -48,6 +49,9 @@ public:
         w_.line(std::string("static constexpr bool kCanClassify = ") + (plan_.classify.can_classify ? "true" : "false") + ";");
         w_.line(std::string("static constexpr bool kClassifyReadsMemory = ") +
                 (plan_.classify.can_classify && plan_.classify.reads_memory ? "true" : "false") + ";");
+        if (plan_.gradients)
+            w_.line(std::string("static constexpr bool kHasScoreGrad = ") + (plan_.has_score_grad() ? "true" : "false") +
+                    ";");
         w_.line();
         if (uses_nan_min_max()) {
             w_.line("// min / max that keep NaN (the DSL's meaning; fminf / fmaxf drop it).");
@@ -107,6 +111,16 @@ public:
         }
         w_.close();
         w_.line();
+
+        if (plan_.has_score_grad()) {
+            w_.line("// d score_mod / d s (codegen/autodiff.h).");
+            w_.open("__device__ static float d_score(const Params& p, const Head& hd, const Row& r, float s, int q, int k)");
+            bindings(plan_.d_score_bindings, "", true);
+            w_.line("// " + dsl_text(plan_.d_score));
+            w_.line("return " + emit_expr(plan_.d_score, names_) + ";");
+            w_.close();
+            w_.line();
+        }
 
         w_.line("// Interval analysis of the mask over q in [q0, q1], k in [k0, k1] (codegen/mask_analysis.h).");
         w_.line("template <class Ctx>");

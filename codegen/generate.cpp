@@ -59,6 +59,9 @@ KernelSource generate(const KernelPlan& plan, const KernelConfig& config, const 
                    config.head_dim_v == spec.head_dim_v())
         << "kernel config " << config << " does not match the spec's dtype and head dims (" << spec << ")";
     check_config(config, arch);
+    internal_check(plan.gradients == is_backward(config.kind))
+        << "a " << kernel_kind_name(config.kind) << " kernel from a plan " << (plan.gradients ? "with" : "without")
+        << " gradients: lower(spec, inputs, kind) with the kernel's kind";
     const KernelKindInfo& kind = kernel_kind_info(config.kind);
     KernelSource k;
     k.config = config;
@@ -84,7 +87,8 @@ KernelSource generate(const KernelPlan& plan, const KernelConfig& config, const 
 }
 
 KernelSource generate(const dsl::AttentionSpec& spec, const KernelConfig& config, const std::string& arch) {
-    return generate(lower(spec), config, arch);  // lower validates the spec, generate checks the config
+    // lower validates the spec, generate checks the config.
+    return generate(lower(spec, spec_inputs(spec), config.kind), config, arch);
 }
 
 }  // namespace attnjit::codegen

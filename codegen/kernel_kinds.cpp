@@ -9,6 +9,10 @@ namespace {
 const KernelKindInfo kKinds[] = {
     {KernelKind::forward, "attnjit_forward", "attnjit/forward/kernel.cuh", "attnjit::ForwardTraits",
      "attnjit::forward_kernel", "fwd"},
+    {KernelKind::backward_dkdv, "attnjit_backward_dkdv", "attnjit/backward/kernel.cuh", "attnjit::BackwardTraits",
+     "attnjit::backward_dkdv_kernel", "bwd_dkdv"},
+    {KernelKind::backward_dq, "attnjit_backward_dq", "attnjit/backward/kernel.cuh", "attnjit::BackwardTraits",
+     "attnjit::backward_dq_kernel", "bwd_dq"},
 };
 
 }  // namespace

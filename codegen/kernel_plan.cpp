@@ -8,7 +8,7 @@ namespace attnjit::codegen {
 Bindings KernelPlan::all_bindings() const {
     Bindings all = head;
     all.insert(all.end(), row.begin(), row.end());
-    for (const Bindings* list : {&score_bindings, &mask_bindings})
+    for (const Bindings* list : {&score_bindings, &mask_bindings, &d_score_bindings})
         for (const auto& b : *list)
             if (!find_binding(all, b.name)) all.push_back(b);
     return all;
@@ -37,6 +37,12 @@ std::ostream& operator<<(std::ostream& os, const KernelPlan& p) {
     os << "  mask: ";
     if (p.has_mask()) os << p.mask << "\n";
     else os << "none (keep all)\n";
+    if (p.gradients) {
+        print_bindings(os, "d_score temporaries", p.d_score_bindings);
+        os << "  d_score: ";
+        if (p.has_score_grad()) os << p.d_score << "\n";
+        else os << "1\n";
+    }
     os << "  can_classify: " << (p.classify.can_classify ? "true" : "false") << "\n";
     const SpecInputs& in = p.inputs;
     if (!in.scalars.empty()) {

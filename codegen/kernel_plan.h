@@ -24,6 +24,12 @@ struct KernelPlan {
 
     dsl::Expr score_mod;  // undefined: the identity (no score_mod hook work)
     dsl::Expr mask;       // undefined: keep every in-bounds key
+
+    // Plans for backward kernels (lower(spec, inputs, kind) with a backward kind) also hold
+    // d score_mod / d s (codegen/autodiff.h), hoisted with score_mod; undefined: 1.
+    bool gradients = false;
+    dsl::Expr d_score;
+    Bindings d_score_bindings;  // per-element temporaries computed in d_score
     ClassifyCode classify;  // the body of Variant::classify; can_classify: it may return kSkip / kFull
 
     // The spec's declared inputs (the Params struct carries every one, see
@@ -33,6 +39,7 @@ struct KernelPlan {
 
     bool has_score_mod() const { return score_mod.defined(); }
     bool has_mask() const { return mask.defined(); }
+    bool has_score_grad() const { return d_score.defined(); }
     // head, row, then the element bindings of score_mod and of mask (each name once).
     Bindings all_bindings() const;
 };

@@ -4,6 +4,7 @@
 #include <set>
 #include <sstream>
 
+#include "codegen/autodiff.h"
 #include "codegen/cse.h"
 #include "codegen/hoist.h"
 #include "codegen/mask_analysis.h"
@@ -77,10 +78,11 @@ KernelPlan lower(const dsl::AttentionSpec& spec) {
     return lower(spec, std::move(inputs));
 }
 
-KernelPlan lower(const dsl::AttentionSpec& spec, SpecInputs inputs) {
+KernelPlan lower(const dsl::AttentionSpec& spec, SpecInputs inputs, KernelKind kind) {
     KernelPlan plan;
     plan.spec = spec;
     plan.inputs = std::move(inputs);
+    plan.gradients = is_backward(kind);
     debug(1) << "lowering " << spec;
 
     dsl::Expr score_mod, mask;
@@ -98,10 +100,19 @@ KernelPlan lower(const dsl::AttentionSpec& spec, SpecInputs inputs) {
         });
     }
 
+    dsl::Expr d_score;
+    if (plan.gradients && score_mod.defined()) {
+        PassLog log("autodiff");
+        d_score = simplify(derivative(score_mod, dsl::Var::make(dsl::VarKind::Score)));
+        // d score_mod / d s == 1 (a bias, ALiBi) is no hook at all.
+        if (auto c = d_score.as<dsl::Const>(); c && c->type == dsl::Type::Float && c->f == 1.0) d_score = dsl::Expr();
+        log.done([&](std::ostream& os) { print_expr(os, "d_score", d_score); });
+    }
+
     CseResult shared;
     {
         PassLog log("cse");
-        shared = cse({score_mod, mask});
+        shared = plan.gradients ? cse({score_mod, mask, d_score}) : cse({score_mod, mask});
         log.done([&](std::ostream& os) {
             print_bindings(os, shared.bindings);
             print_expr(os, "score_mod", shared.results[0]);
@@ -119,6 +130,10 @@ KernelPlan lower(const dsl::AttentionSpec& spec, SpecInputs inputs) {
         plan.mask = hoisted.results[1];
         plan.score_bindings = used_bindings(plan.score_mod, hoisted.element);
         plan.mask_bindings = used_bindings(plan.mask, hoisted.element);
+        if (plan.gradients) {
+            plan.d_score = hoisted.results[2];
+            plan.d_score_bindings = used_bindings(plan.d_score, hoisted.element);
+        }
         log.done([&](std::ostream& os) {
             print_bindings(os, plan.head);
             print_bindings(os, plan.row);

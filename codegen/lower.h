@@ -8,6 +8,7 @@
 // Deterministic: the same spec gives the same plan, in any process.
 #pragma once
 
+#include "attnjit/common/kernel_config.h"
 #include "codegen/kernel_plan.h"
 #include "codegen/spec_inputs.h"
 #include "dsl/attention_spec.h"
@@ -17,7 +18,8 @@ namespace attnjit::codegen {
 // Throws UserError when the spec is invalid (AttentionSpec::validate()).
 KernelPlan lower(const dsl::AttentionSpec& spec);
 // For a caller that already holds spec_inputs(spec) (the spec is then valid): the spec is
-// neither validated nor analysed again.
-KernelPlan lower(const dsl::AttentionSpec& spec, SpecInputs inputs);
+// neither validated nor analysed again. A backward `kind` adds d_score (autodiff), CSE'd
+// and hoisted with score_mod and the mask.
+KernelPlan lower(const dsl::AttentionSpec& spec, SpecInputs inputs, KernelKind kind = KernelKind::forward);
 
 }  // namespace attnjit::codegen

@@ -1,5 +1,6 @@
 #include "codegen/params_layout.h"
 
+#include "attnjit/backward/args.h"
 #include "attnjit/forward/args.h"
 #include "codegen/cuda_emitter.h"
 #include "support/error.h"
@@ -49,6 +50,12 @@ ParamsField args_block(KernelKind kind) {
         args.size = static_cast<int>(sizeof(attnjit::ForwardArgs));
         args.align = static_cast<int>(alignof(attnjit::ForwardArgs));
         args.c_type = "attnjit::ForwardArgs";
+        return args;
+    case KernelKind::backward_dkdv:
+    case KernelKind::backward_dq:
+        args.size = static_cast<int>(sizeof(attnjit::BackwardArgs));
+        args.align = static_cast<int>(alignof(attnjit::BackwardArgs));
+        args.c_type = "attnjit::BackwardArgs";
         return args;
     }
     internal_error << "no argument block for kernel kind " << static_cast<int>(kind);

@@ -41,6 +41,13 @@ TileConfig parse_tile(const std::string& s) {
     return t;
 }
 
+KernelKind parse_kind(const std::string& s) {
+    for (KernelKind k : {KernelKind::forward, KernelKind::backward_dkdv, KernelKind::backward_dq})
+        if (s == kernel_kind_name(k)) return k;
+    user_error << "--kind " << s << ": use forward, backward_dkdv or backward_dq";
+    return KernelKind::forward;
+}
+
 dsl::AttentionSpec read_spec_file(const std::string& path) {
     std::ifstream in(path, std::ios::binary);
     user_check(in.good()) << "--spec " << path << ": cannot open the file";
@@ -53,7 +60,7 @@ dsl::AttentionSpec read_spec_file(const std::string& path) {
 
 int main(int argc, char** argv) {
     CLI::App app{"attnjit-gen: print the generated kernel source, plan or params layout of an example spec"};
-    std::string name, dtype = "f16", tile, spec_file, arch = "sm_80";
+    std::string name, dtype = "f16", tile, spec_file, arch = "sm_80", kind_name = "forward";
     int head_dim = 128;
     bool plan = false, layout = false, list = false, json = false;
     auto* name_opt = app.add_option("spec", name, "example spec name (see --list)");
@@ -67,6 +74,7 @@ int main(int argc, char** argv) {
         ->excludes(file_opt);
     app.add_option("--tile", tile, "block_m,block_n,warps,stages (default: the default tile for --arch)");
     app.add_option("--arch", arch, "target architecture: sm_80, sm_90a, ...")->capture_default_str();
+    app.add_option("--kind", kind_name, "kernel kind: forward, backward_dkdv, backward_dq")->capture_default_str();
     auto* plan_flag = app.add_flag("--plan", plan, "print the KernelPlan instead of the source");
     auto* layout_flag =
         app.add_flag("--layout", layout, "print the ParamsLayout instead of the source")->excludes(plan_flag);
@@ -85,15 +93,16 @@ int main(int argc, char** argv) {
             << "name an example spec (attnjit-gen --list shows them) or a spec file with --spec FILE";
         const dsl::AttentionSpec spec =
             spec_file.empty() ? dsl::example_spec(name, parse_dtype(dtype), head_dim) : read_spec_file(spec_file);
+        const KernelKind kind = parse_kind(kind_name);
         if (json) {
             std::cout << dsl::spec_to_json(spec);
         } else if (plan) {
-            std::cout << codegen::lower(spec) << "\n";
+            std::cout << codegen::lower(spec, codegen::spec_inputs(spec), kind) << "\n";
         } else if (layout) {
             spec.validate();
-            std::cout << codegen::params_layout(spec, KernelKind::forward) << "\n";
+            std::cout << codegen::params_layout(spec, kind) << "\n";
         } else {
-            const auto config = codegen::make_config(spec, KernelKind::forward, arch,
+            const auto config = codegen::make_config(spec, kind, arch,
                                                      tile.empty() ? std::nullopt : std::optional(parse_tile(tile)));
             std::cout << codegen::generate(spec, config, arch).source;
         }

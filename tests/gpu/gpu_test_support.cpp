@@ -192,22 +192,22 @@ Problem make_problem(const Case& c, bool upload) {
     }
     if (!upload) return p;
 
-    p.dq = runtime::to_device(in.q);
-    p.dk = runtime::to_device(in.k);
-    p.dv = runtime::to_device(in.v);
-    p.d_o = runtime::to_device(p.o);
-    if (c.lse) p.d_lse = runtime::to_device(p.lse);
+    p.dev_q = runtime::to_device(in.q);
+    p.dev_k = runtime::to_device(in.k);
+    p.dev_v = runtime::to_device(in.v);
+    p.dev_o = runtime::to_device(p.o);
+    if (c.lse) p.dev_lse = runtime::to_device(p.lse);
     for (const auto& [name, t] : in.tensors) p.d_tensors.emplace(name, runtime::to_device(t));
     return p;
 }
 
 LaunchArgs Problem::args() const {
     LaunchArgs a;
-    a.q = dq.view;
-    a.k = dk.view;
-    a.v = dv.view;
-    a.o = d_o.view;
-    if (c.lse) a.lse = d_lse.view;
+    a.q = dev_q.view;
+    a.k = dev_k.view;
+    a.v = dev_v.view;
+    a.o = dev_o.view;
+    if (c.lse) a.lse = dev_lse.view;
     for (const auto& [name, t] : d_tensors) a.tensors[name] = t.view;
     a.scalars = in.scalars;
     return a;
@@ -215,17 +215,17 @@ LaunchArgs Problem::args() const {
 
 void Problem::poison_outputs() {
     reference::fill_poison(o);
-    d_o.buffer.upload(o.storage().data(), o.storage().size());
+    dev_o.buffer.upload(o.storage().data(), o.storage().size());
     if (c.lse) {
         reference::fill_poison(lse);
-        d_lse.buffer.upload(lse.storage().data(), lse.storage().size());
+        dev_lse.buffer.upload(lse.storage().data(), lse.storage().size());
     }
 }
 
 void Problem::download_outputs() {
     runtime::synchronize("cuCtxSynchronize after the attention kernel");
-    runtime::from_device(d_o, o);
-    if (c.lse) runtime::from_device(d_lse, lse);
+    runtime::from_device(dev_o, o);
+    if (c.lse) runtime::from_device(dev_lse, lse);
 }
 
 Check check_output(const std::string& what, const HostTensor& actual, const reference::DoubleTensor& expected,

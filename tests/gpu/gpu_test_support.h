@@ -82,7 +82,7 @@ struct Problem {
     dsl::AttentionSpec spec;
     reference::ForwardInputs in;
     HostTensor o, lse;  // host mirrors of the outputs (lse empty when not asked)
-    runtime::DeviceTensor dq, dk, dv, d_o, d_lse;
+    runtime::DeviceTensor dev_q, dev_k, dev_v, dev_o, dev_lse;  // device copies
     std::map<std::string, runtime::DeviceTensor> d_tensors;
 
     LaunchArgs args() const;

@@ -1,6 +1,7 @@
-// Every example spec (dsl/example_specs.h) and every ready-made modifier compiles
-// with NVRTC for sm_80 and sm_90a, for f16 / bf16 / f32 and head dims 64 and 128 (plain
-// also 32, 96, 256), with the default tile. One test per spec; its dtype x head dim x
+// Every example spec (dsl/example_specs.h) and every ready-made modifier compiles with
+// NVRTC for sm_80 and sm_90a, for f16 / bf16 / f32 and head dims 64 and 128 (plain also
+// 32, 96, 256), with the default tile; BackwardCompiles does the same for both backward
+// kernels. One test per spec; its dtype x head dim x
 // arch matrix compiles on all cores (NVRTC takes a second or two per kernel).
 #include <gtest/gtest.h>
 
@@ -90,6 +91,38 @@ class ModifierCompiles : public ::testing::TestWithParam<std::string> {};
 TEST_P(ModifierCompiles, ForSm80AndSm90a) { compile_matrix(GetParam(), &modifier_specs, {64, 128}); }
 
 INSTANTIATE_TEST_SUITE_P(Modifiers, ModifierCompiles, ::testing::ValuesIn(modifier_names()),
+                         [](const ::testing::TestParamInfo<std::string>& i) { return i.param; });
+
+// Both backward kernels of every example spec compile: f16, bf16, f32 at head dim 64 for
+// sm_90a (the simt backward has no arch-specific code; sm_80 is covered by plain), and
+// plain at every head dim and Dqk != Dv for sm_80.
+class BackwardCompiles : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(BackwardCompiles, BothKinds) {
+    if (auto why = runtime::why_no_libnvrtc()) GTEST_SKIP() << *why;
+    const std::string& name = GetParam();
+    std::vector<Job> jobs;
+    auto add = [&](const dsl::AttentionSpec& spec, const char* arch, const std::string& what) {
+        for (KernelKind kind : {KernelKind::backward_dkdv, KernelKind::backward_dq})
+            jobs.push_back({what + " " + kernel_kind_name(kind) + " " + arch,
+                            generate(spec, make_config(spec, kind, arch), arch), arch});
+    };
+    for (DType d : {DType::f16, DType::bf16, DType::f32})
+        for (const auto& [n, spec] : example_specs(d, 64))
+            if (n == name) add(spec, "sm_90a", name + " " + dtype_name(d) + " d64");
+    if (name == "plain") {
+        for (int hd : {32, 96, 128, 256})
+            for (const auto& [n, spec] : example_specs(DType::bf16, hd))
+                if (n == name) add(spec, "sm_80", name + " bf16 d" + std::to_string(hd));
+        dsl::AttentionSpec uneven;
+        uneven.dtype(DType::f16).head_dims(128, 64);
+        add(uneven, "sm_80", "plain f16 d128x64");
+    }
+    ASSERT_FALSE(jobs.empty()) << "no spec named " << name;
+    for (const auto& f : compile_all(jobs)) ADD_FAILURE() << f;
+}
+
+INSTANTIATE_TEST_SUITE_P(Examples, BackwardCompiles, ::testing::ValuesIn(example_names()),
                          [](const ::testing::TestParamInfo<std::string>& i) { return i.param; });
 
 }  // namespace

@@ -30,9 +30,16 @@ namespace attnjit {
 
 enum class ElemKind : int { f16 = 0, bf16 = 1, f32 = 2 };
 
-// What the kernel computes. Room for: backward_preprocess (D = rowsum(dO * O)), backward
-// (dQ, dK, dV), backward_postprocess (dQ accumulator -> dtype), decode.
-enum class KernelKind : int { forward = 0 };
+// What the kernel computes. The backward is two kernels that share the recomputation of
+// P and dS tile by tile (FlashAttention-2's algorithm, Delta = rowsum(dO * O) recomputed
+// per query tile instead of a preprocess pass): backward_dkdv (one CTA per KV tile, dK and
+// dV) and backward_dq (one CTA per query tile, dQ). No atomics: deterministic. Room for:
+// decode.
+enum class KernelKind : int { forward = 0, backward_dkdv = 1, backward_dq = 2 };
+
+ATTNJIT_HD constexpr bool is_backward(KernelKind k) {
+    return k == KernelKind::backward_dkdv || k == KernelKind::backward_dq;
+}
 
 // How the kernel moves tiles and multiplies them. Room for: sm90 (wgmma + TMA).
 enum class MainloopKind : int {
@@ -73,7 +80,12 @@ ATTNJIT_HD constexpr int elem_bytes(ElemKind e) { return e == ElemKind::f32 ? 4 
 ATTNJIT_HD constexpr const char* elem_kind_name(ElemKind e) {
     return e == ElemKind::f16 ? "f16" : e == ElemKind::bf16 ? "bf16" : e == ElemKind::f32 ? "f32" : "?";
 }
-ATTNJIT_HD constexpr const char* kernel_kind_name(KernelKind k) { return k == KernelKind::forward ? "forward" : "?"; }
+ATTNJIT_HD constexpr const char* kernel_kind_name(KernelKind k) {
+    return k == KernelKind::forward         ? "forward"
+           : k == KernelKind::backward_dkdv ? "backward_dkdv"
+           : k == KernelKind::backward_dq   ? "backward_dq"
+                                            : "?";
+}
 ATTNJIT_HD constexpr const char* mainloop_kind_name(MainloopKind m) {
     return m == MainloopKind::simt ? "simt" : m == MainloopKind::sm80 ? "sm80" : "?";
 }
@@ -117,9 +129,15 @@ constexpr int kSimtRowPad = 4;
 //                V [stages][block_n x dv]       (XOR-swizzled, no padding)
 //  forward simt: scratch | Q [block_m x (dqk+4)] | K [block_n x (dqk+4)] |
 //                V [block_n x dv] | P [warps x block_n]   (floats)
+//  backward simt (both kinds): scratch | Q [block_m x (dqk+1)] | dO [block_m x (dv+1)] |
+//                K [block_n x (dqk+1)] | V [block_n x (dv+1)] | P, dS [block_m x (block_n+1)] |
+//                LSE, Delta [block_m]   (floats)
 ATTNJIT_HD constexpr int smem_bytes(const KernelConfig& c) {
     const TileConfig& t = c.tile;
     const int dqk = c.head_dim_qk, dv = c.head_dim_v;
+    if (is_backward(c.kind))
+        return scratch_bytes(t.warps) + 4 * ((t.block_m + t.block_n) * (dqk + 1 + dv + 1) +
+                                             2 * t.block_m * (t.block_n + 1) + 2 * t.block_m);
     return c.mainloop == MainloopKind::simt
                ? scratch_bytes(t.warps) + 4 * (t.block_m * (dqk + kSimtRowPad) + t.block_n * (dqk + kSimtRowPad) +
                                                t.block_n * dv + t.warps * t.block_n)
@@ -133,12 +151,17 @@ ATTNJIT_HD constexpr int threads(const KernelConfig& c) { return c.tile.warps * 
 // Null when the configuration is valid on some GPU; otherwise the reason, in English.
 ATTNJIT_HD constexpr const char* why_config_invalid(const KernelConfig& c) {
     const TileConfig& t = c.tile;
-    if (c.kind != KernelKind::forward) return "unknown kernel kind";
+    if (c.kind != KernelKind::forward && !is_backward(c.kind)) return "unknown kernel kind";
     if (!head_dim_supported(c.head_dim_qk) || !head_dim_supported(c.head_dim_v))
         return "unsupported head dim (32, 64, 96, 128 or 256)";
     if (t.warps <= 0 || t.warps > 16) return "warps must be in [1, 16]";
     if (t.block_m <= 0 || t.block_n <= 0) return "block sizes must be positive";
-    if (c.mainloop == MainloopKind::simt) {
+    if (is_backward(c.kind)) {
+        // The backward has a simt main loop only so far, for every element type.
+        if (c.mainloop != MainloopKind::simt) return "the backward has a simt main loop only";
+        if (t.block_m > 64 || t.block_n > 64) return "backward simt: block_m and block_n at most 64";
+        if (t.stages != 1) return "backward simt: stages must be 1";
+    } else if (c.mainloop == MainloopKind::simt) {
         if (c.elem != ElemKind::f32) return "the simt main loop takes f32 only";
         if (t.block_m % t.warps != 0) return "simt: block_m must be a multiple of warps";
         if (t.block_m / t.warps > 16) return "simt: at most 16 rows per warp";
@@ -171,14 +194,16 @@ ATTNJIT_HD constexpr bool config_is_valid(const KernelConfig& c) { return why_co
 
 // ---- defaults ---------------------------------------------------------------------------
 
-// The main loop for an element type on sm_<sm>.
-ATTNJIT_HD constexpr MainloopKind default_mainloop(ElemKind e, int /*sm*/) {
-    return e == ElemKind::f32 ? MainloopKind::simt : MainloopKind::sm80;
+// The main loop of a kind for an element type on sm_<sm>.
+ATTNJIT_HD constexpr MainloopKind default_mainloop(KernelKind kind, ElemKind e, int /*sm*/) {
+    return is_backward(kind) || e == ElemKind::f32 ? MainloopKind::simt : MainloopKind::sm80;
 }
 
 // The tile used when nothing else is asked for, fitting sm_<sm>'s shared memory.
-ATTNJIT_HD constexpr TileConfig default_tile(KernelKind /*kind*/, MainloopKind m, int dqk, int dv, int sm) {
-    return m == MainloopKind::simt ? TileConfig{32, 32, 4, 1}
+ATTNJIT_HD constexpr TileConfig default_tile(KernelKind kind, MainloopKind m, int dqk, int dv, int sm) {
+    return is_backward(kind) ? (dqk + dv > 256 || max_dynamic_smem_bytes(sm) < 128 * 1024 ? TileConfig{16, 32, 4, 1}
+                                                                                         : TileConfig{32, 32, 8, 1})
+           : m == MainloopKind::simt ? TileConfig{32, 32, 4, 1}
            : (dqk > 128 || dv > 128)
                ? (max_dynamic_smem_bytes(sm) >= 128 * 1024 ? TileConfig{128, 64, 8, 1} : TileConfig{64, 64, 4, 1})
            : (dqk > 64 || dv > 64) ? TileConfig{128, 64, 4, 2}
@@ -186,8 +211,8 @@ ATTNJIT_HD constexpr TileConfig default_tile(KernelKind /*kind*/, MainloopKind m
 }
 
 ATTNJIT_HD constexpr KernelConfig default_config(KernelKind kind, ElemKind e, int dqk, int dv, int sm) {
-    return KernelConfig{kind, default_mainloop(e, sm), e, dqk, dv,
-                        default_tile(kind, default_mainloop(e, sm), dqk, dv, sm)};
+    return KernelConfig{kind, default_mainloop(kind, e, sm), e, dqk, dv,
+                        default_tile(kind, default_mainloop(kind, e, sm), dqk, dv, sm)};
 }
 
 }  // namespace attnjit

@@ -15,6 +15,9 @@ struct VariantDefaults {
     static constexpr bool kHasMask = false;              // mask(p, hd, row, q, k) -> bool
     static constexpr bool kCanClassify = false;          // classify(p, hd, q0, q1, k0, k1, ctx)
     static constexpr bool kClassifyReadsMemory = false;  // classify reads captured tensors
+    // Backward kernels only: d score_mod / d s (1 when false; codegen/autodiff.h):
+    //   static float d_score(const Params&, const Head&, const Row&, float s, int q, int k);
+    static constexpr bool kHasScoreGrad = false;
 
     // ---- structural hooks (the next features; off by default) ---------------------------
     // Output transform, applied in the epilogue to every output element of a written row,
@@ -71,6 +74,14 @@ struct MaskOk<V, P, typename AlwaysVoid<decltype(V::mask(declval_<const P&>(), d
                                                             declval_<const typename V::Row&>(), 0, 0)),
                                            bool>::value;
 };
+template <class V, class P, class = void> struct ScoreGradOk { static constexpr bool value = false; };
+template <class V, class P>
+struct ScoreGradOk<V, P, typename AlwaysVoid<decltype(V::d_score(declval_<const P&>(), declval_<const typename V::Head&>(),
+                                                                 declval_<const typename V::Row&>(), 0.f, 0, 0))>::type> {
+    static constexpr bool value = SameType<decltype(V::d_score(declval_<const P&>(), declval_<const typename V::Head&>(),
+                                                                declval_<const typename V::Row&>(), 0.f, 0, 0)),
+                                           float>::value;
+};
 template <class V, class P, class = void> struct TransformOutputOk { static constexpr bool value = false; };
 template <class V, class P>
 struct TransformOutputOk<V, P, typename AlwaysVoid<decltype(V::transform_output(
@@ -84,7 +95,7 @@ struct TransformOutputOk<V, P, typename AlwaysVoid<decltype(V::transform_output(
 template <class V, class = void> struct HasFlags { static constexpr bool value = false; };
 template <class V>
 struct HasFlags<V, typename AlwaysVoid<decltype(V::kHasScoreMod + V::kHasMask + V::kCanClassify +
-                                                V::kClassifyReadsMemory + V::kHasOutputTransform +
+                                                V::kClassifyReadsMemory + V::kHasScoreGrad + V::kHasOutputTransform +
                                                 V::kHasScoreTileTransform + V::kExtraOperands)>::type> {
     static constexpr bool value = true;
 };
@@ -111,6 +122,9 @@ __device__ __forceinline__ void check_variant() {
         static_assert(!V::kHasMask || detail::MaskOk<V, Params>::value,
                       "Variant must declare `static bool mask(const Params&, const Head&, const Row&, int q, int k)` "
                       "when kHasMask");
+        static_assert(!V::kHasScoreGrad || detail::ScoreGradOk<V, Params>::value,
+                      "Variant must declare `static float d_score(const Params&, const Head&, const Row&, float s, "
+                      "int q, int k)` when kHasScoreGrad");
         static_assert(!V::kClassifyReadsMemory || V::kCanClassify,
                       "Variant: kClassifyReadsMemory requires kCanClassify (it says how classify runs)");
         static_assert(!V::kHasOutputTransform || detail::TransformOutputOk<V, Params>::value,

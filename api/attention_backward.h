@@ -1,0 +1,56 @@
+// The backward of an AttentionSpec: dQ, dK and dV for every variant the forward runs, with
+// the derivative of score_mod taken from the DSL (codegen/autodiff.h). Deterministic: the
+// same inputs give the same bits (no atomics).
+//
+//   attnjit::Attention fwd(spec.return_lse());       // the forward must return LSE
+//   attnjit::AttentionBackward bwd(spec.return_lse());
+//   LaunchArgs a{q, k, v, o};  a.lse = lse;  ...     // the forward's arguments
+//   fwd(a, stream);
+//   bwd(a, GradArgs{d_o, dq, dk, dv}, stream);       // after the forward, on the same stream
+//
+// Gradients of captured tensors and runtime scalars come with the next step of this issue;
+// they are not computed yet.
+#pragma once
+
+#include <memory>
+
+#include "api/attention.h"
+
+namespace attnjit {
+
+struct GradArgs {
+    TensorView d_o;  // [B, Hq, Nq, Dv]   the loss's gradient with respect to o (the spec's dtype)
+    TensorView dq;   // [B, Hq, Nq, Dqk]  written
+    TensorView dk;   // [B, Hkv, Nk, Dqk] written (summed over the query heads of a group)
+    TensorView dv;   // [B, Hkv, Nk, Dv]  written
+};
+
+class AttentionBackward {
+public:
+    // Compiles both backward kernels (backward_dkdv, backward_dq) for `spec`. The spec must
+    // return LSE (return_lse()), as the forward whose results the backward reads.
+    explicit AttentionBackward(const AttentionSpec& spec, const CompileOptions& options = {});
+    ~AttentionBackward();
+    AttentionBackward(AttentionBackward&&) noexcept;
+    AttentionBackward& operator=(AttentionBackward&&) noexcept;
+
+    // fwd: the forward's arguments once it has run (q, k, v, its o and lse, captured
+    // tensors, scalars). Checks everything (UserError, nothing launched on failure), then
+    // launches both kernels on `stream`.
+    void operator()(const LaunchArgs& fwd, const GradArgs& grads, Stream stream = nullptr) const;
+
+    const AttentionSpec& spec() const;
+    const KernelConfig& config(KernelKind kind) const;  // backward_dkdv or backward_dq
+    codegen::KernelSource source(KernelKind kind) const;
+    bool can_launch() const;
+    double compile_seconds() const;  // both kernels
+
+private:
+    struct Impl;
+    std::unique_ptr<Impl> impl_;
+};
+
+// The checks operator() runs on the gradient arguments (after check_launch_args on fwd).
+void check_grad_args(const AttentionSpec& spec, const LaunchArgs& fwd, const GradArgs& grads);
+
+}  // namespace attnjit

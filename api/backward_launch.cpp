@@ -1,0 +1,60 @@
+#include "api/backward_launch.h"
+
+#include "runtime/params_packer.h"
+#include "support/error.h"
+
+namespace attnjit::api {
+namespace {
+
+void strides3(long long out[3], const TensorView& t) {
+    for (int d = 0; d < 3; ++d) out[d] = t.strides[d];
+}
+
+}  // namespace
+
+BackwardArgs backward_args(const AttentionSpec& spec, const LaunchArgs& fwd, const GradArgs& g) {
+    BackwardArgs b{};
+    b.q = fwd.q.data;
+    b.k = fwd.k.data;
+    b.v = fwd.v.data;
+    b.o = fwd.o.data;
+    b.d_o = g.d_o.data;
+    b.lse = static_cast<const float*>(fwd.lse->data);
+    b.dq = g.dq.data;
+    b.dk = g.dk.data;
+    b.dv = g.dv.data;
+    strides3(b.q_stride, fwd.q);
+    strides3(b.k_stride, fwd.k);
+    strides3(b.v_stride, fwd.v);
+    strides3(b.o_stride, fwd.o);
+    strides3(b.do_stride, g.d_o);
+    strides3(b.lse_stride, *fwd.lse);
+    strides3(b.dq_stride, g.dq);
+    strides3(b.dk_stride, g.dk);
+    strides3(b.dv_stride, g.dv);
+    b.batch = static_cast<int>(fwd.q.shape[0]);
+    b.q_heads = static_cast<int>(fwd.q.shape[1]);
+    b.kv_heads = static_cast<int>(fwd.k.shape[1]);
+    b.q_len = static_cast<int>(fwd.q.shape[2]);
+    b.kv_len = static_cast<int>(fwd.k.shape[2]);
+    b.group = b.q_heads / b.kv_heads;
+    b.scale = static_cast<float>(spec.scale_or_default());
+    return b;
+}
+
+std::vector<unsigned char> backward_params(const codegen::ParamsLayout& layout, const BackwardArgs& block,
+                                           const LaunchArgs& fwd) {
+    return runtime::pack_params(layout, &block, sizeof block, fwd.scalars, fwd.tensors);
+}
+
+runtime::Dim3 backward_grid(const KernelConfig& c, const LaunchArgs& fwd) {
+    const int b = static_cast<int>(fwd.q.shape[0]);
+    if (c.kind == KernelKind::backward_dkdv)
+        return runtime::Dim3{static_cast<unsigned>(ceil_div(static_cast<int>(fwd.k.shape[2]), c.tile.block_n)),
+                             static_cast<unsigned>(fwd.k.shape[1]), static_cast<unsigned>(b)};
+    internal_check(c.kind == KernelKind::backward_dq) << "backward_grid of a " << kernel_kind_name(c.kind) << " kernel";
+    return runtime::Dim3{static_cast<unsigned>(ceil_div(static_cast<int>(fwd.q.shape[2]), c.tile.block_m)),
+                         static_cast<unsigned>(fwd.q.shape[1]), static_cast<unsigned>(b)};
+}
+
+}  // namespace attnjit::api

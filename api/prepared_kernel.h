@@ -1,0 +1,45 @@
+// One generated kernel of a spec, compiled (and loaded when its target is this process's
+// GPU): what each facade holds per kernel kind. The target, the memory and disk caches and
+// the key that finds a kernel without generating it are decided here once for every kind.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "api/attention.h"
+#include "codegen/params_layout.h"
+#include "codegen/spec_inputs.h"
+#include "runtime/compiled_kernel.h"
+#include "runtime/loaded_kernel.h"
+
+namespace attnjit::api {
+
+// Where kernels are compiled for: CompileOptions.arch, else the current GPU's arch (a
+// UserError without a usable GPU). on_device: kernels are also loaded to launch.
+struct Target {
+    std::string arch;
+    bool on_device = false;
+};
+Target resolve_target(const CompileOptions& options);
+
+struct PreparedKernel {
+    KernelConfig config{};
+    codegen::ParamsLayout layout;
+    std::shared_ptr<const runtime::CompiledKernel> compiled;
+    std::shared_ptr<const runtime::LoadedKernel> loaded;  // null when compiled only
+    double compile_seconds = 0;  // spent generating and compiling (or reading the disk cache); 0 from memory
+
+    // Launches the loaded kernel with its block size and shared memory.
+    void launch(runtime::Dim3 grid, const std::vector<unsigned char>& params, Stream stream) const;
+
+    // The generated source, again (for inspection): from `inputs`, not validated again.
+    codegen::KernelSource source(const AttentionSpec& spec, const codegen::SpecInputs& inputs) const;
+};
+
+// `inputs` = spec_inputs(spec). tile: CompileOptions.tile, else default_tile() for the kind.
+PreparedKernel prepare_kernel(const AttentionSpec& spec, const codegen::SpecInputs& inputs, KernelKind kind,
+                              const Target& target, const std::optional<TileConfig>& tile);
+
+}  // namespace attnjit::api

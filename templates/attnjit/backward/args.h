@@ -1,0 +1,37 @@
+// The fixed part of every backward kernel's parameters (backward_dkdv and backward_dq
+// share it). Plain C++ with no includes: the host and NVRTC compile this same header.
+#pragma once
+
+namespace attnjit {
+
+// Strides are in elements, for the batch, head and sequence dimensions; the head
+// dimension always has stride 1. dq, dk, dv have the dtype of q.
+struct BackwardArgs {
+    const void* q;    // [B, Hq, Nq, Dqk]
+    const void* k;    // [B, Hkv, Nk, Dqk]
+    const void* v;    // [B, Hkv, Nk, Dv]
+    const void* o;    // [B, Hq, Nq, Dv], the forward's output
+    const void* d_o;  // [B, Hq, Nq, Dv], the gradient of the loss with respect to o
+    const float* lse;  // [B, Hq, Nq], the forward's natural-log LSE
+    void* dq;          // [B, Hq, Nq, Dqk]   (written by backward_dq)
+    void* dk;          // [B, Hkv, Nk, Dqk]  (written by backward_dkdv)
+    void* dv;          // [B, Hkv, Nk, Dv]   (written by backward_dkdv)
+    long long q_stride[3];
+    long long k_stride[3];
+    long long v_stride[3];
+    long long o_stride[3];
+    long long do_stride[3];
+    long long lse_stride[3];
+    long long dq_stride[3];
+    long long dk_stride[3];
+    long long dv_stride[3];
+    int batch;
+    int q_heads;
+    int kv_heads;
+    int q_len;
+    int kv_len;
+    int group;    // q_heads / kv_heads: kv_head = head / group
+    float scale;  // softmax scale applied to <q, k>
+};
+
+}  // namespace attnjit

@@ -1,0 +1,55 @@
+// The backward kernel templates: BackwardTraits (the compile-time KernelConfig) and the two
+// kernels generated code calls from its __global__ entry points, backward_dkdv_kernel
+// (grid (ceil(Nk / block_n), Hkv, B)) and backward_dq_kernel (grid (ceil(Nq / block_m),
+// Hq, B)); both take BackwardArgs (backward/args.h) and the Variant's hooks, with
+// d_score (d score_mod / d s) when Variant::kHasScoreGrad.
+//
+// Main loops are policy types selected by the config's MainloopKind; one so far:
+//   simt::Backward<...>  every element type, fp32 FFMA (simt/backward.cuh)
+// A tensor-core loop plugs in beside it with run_dkdv / run_dq, kThreads, kSmemBytes and
+// the capability flags check_variant reads.
+#pragma once
+
+#include "attnjit/backward/args.h"
+#include "attnjit/common/kernel_config.h"
+#include "attnjit/common/types.cuh"
+#include "attnjit/common/variant.cuh"
+#include "attnjit/simt/backward.cuh"
+
+namespace attnjit {
+
+template <MainloopKind kMainloop_, class Element_, int kDqk_, int kDv_, int kBlockM_, int kBlockN_, int kWarps_,
+          int kStages_>
+struct BackwardTraits {
+    using Element = Element_;
+    static constexpr MainloopKind kMainloop = kMainloop_;
+    static constexpr int kThreads = kWarps_ * 32;
+    // Both backward kinds take the same tiles (smem_bytes is the same for both).
+    static constexpr KernelConfig kConfig{KernelKind::backward_dkdv, kMainloop, ElemKindOf<Element>::value, kDqk_,
+                                          kDv_, TileConfig{kBlockM_, kBlockN_, kWarps_, kStages_}};
+
+    static_assert(config_is_valid(kConfig), "kernel configuration rejected by why_config_invalid() in kernel_config.h");
+#ifdef __CUDA_ARCH__
+    static_assert(why_config_invalid_on(kConfig, __CUDA_ARCH__ / 10) == nullptr,
+                  "kernel configuration does not run on the target arch (why_config_invalid_on in kernel_config.h)");
+#endif
+
+    using Mainloop = simt::Backward<Element, kDqk_, kDv_, kBlockM_, kBlockN_, kWarps_>;
+    static constexpr int kSmemBytes = Mainloop::kSmemBytes;
+};
+
+template <class Traits, class Variant, class Params>
+__device__ __forceinline__ void backward_dkdv_kernel(const Params& p) {
+    check_variant<Variant, Params, typename Traits::Mainloop>();
+    extern __shared__ __align__(128) unsigned char attnjit_backward_smem[];
+    Traits::Mainloop::template run_dkdv<Variant, Params>(p, attnjit_backward_smem);
+}
+
+template <class Traits, class Variant, class Params>
+__device__ __forceinline__ void backward_dq_kernel(const Params& p) {
+    check_variant<Variant, Params, typename Traits::Mainloop>();
+    extern __shared__ __align__(128) unsigned char attnjit_backward_smem[];
+    Traits::Mainloop::template run_dq<Variant, Params>(p, attnjit_backward_smem);
+}
+
+}  // namespace attnjit
