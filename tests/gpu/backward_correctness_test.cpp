@@ -5,11 +5,8 @@
 // as in training), draws a seeded random dO, poisons dQ, dK and dV on the device, and fails
 // on NaN, unwritten elements or an element outside the tolerance.
 //
-// Tolerance (per dtype, relative to the largest reference gradient of the tensor, g_max):
-// |actual - expected| <= t * g_max + t * |expected| with t = 2e-5 (f32), 2e-3 (f16),
-// 1.6e-2 (bf16). The inputs of the backward include the forward's O rounded to the dtype
-// and the gradients are rounded to it on output. Largest max |error| / g_max seen over the
-// matrix on the H100 (2026-11-23): f32 2.8e-6, f16 4.4e-4, bf16 4.0e-3 (4-7x margin).
+// Tolerance: reference::gradient_tolerance (reference/tolerance.h), per dtype and relative
+// to the largest reference gradient of the tensor; each case prints its margins.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -24,14 +21,6 @@
 
 namespace attnjit::gputest {
 namespace {
-
-double gradient_tolerance(DType dt) {
-    switch (dt) {
-    case DType::f32: return 2e-5;
-    case DType::f16: return 2e-3;
-    default: return 1.6e-2;
-    }
-}
 
 // The forward's problem plus the backward's device tensors.
 struct GradProblem {
@@ -76,8 +65,7 @@ Check check_gradient(const std::string& what, const HostTensor& actual, const re
                      DType dt) {
     double g_max = 0;
     for (double x : expected.data) g_max = std::max(g_max, std::fabs(x));
-    const double t = gradient_tolerance(dt);
-    return check_output(what, actual, expected, reference::Tolerance{t * std::max(g_max, 1e-6), t});
+    return check_output(what, actual, expected, reference::gradient_tolerance(dt, g_max));
 }
 
 // Forward, backward, reference; checks dQ, dK, dV.
@@ -103,7 +91,7 @@ Check run_backward_case(const Case& c) {
             return reference::max_abs_error(reference::to_double(a), e) / std::max(g_max, 1e-30);
         };
         std::printf("%s: max error / max |gradient|: dQ %.2e dK %.2e dV %.2e (tolerance %.0e)\n", name.c_str(),
-                    rel(g.dq, ref.dq), rel(g.dk, ref.dk), rel(g.dv, ref.dv), gradient_tolerance(c.dtype));
+                    rel(g.dq, ref.dq), rel(g.dk, ref.dk), rel(g.dv, ref.dv), reference::gradient_tolerance(c.dtype));
         Check r;
         for (const Check& k : {check_gradient(name + " dQ", g.dq, ref.dq, c.dtype),
                                check_gradient(name + " dK", g.dk, ref.dk, c.dtype),
