@@ -96,7 +96,7 @@ int main() try {
     bool ok = check("dQ", g.dq, ref.dq, dt);
     ok = check("dK", g.dk, ref.dk, dt) && ok;
     ok = check("dV", g.dv, ref.dv, dt) && ok;
-    std::printf(" (tolerance %.1g of the largest)%s\n", reference::gradient_tolerance(dt), ok ? "  OK" : "  FAILED");
+    std::printf(" (tolerance %.2g of the largest)%s\n", reference::gradient_tolerance(dt), ok ? "  OK" : "  FAILED");
 
     // Speed: forward + backward of a large problem.
     auto big = examples::detail::make_problem(ex, ex.timed, 99);
