@@ -34,9 +34,10 @@ DType dtype_from_code(int32_t code) {
     }
 }
 
-namespace {
-std::atomic<uint64_t> next_kernel_id{1};
-}  // namespace
+uint64_t next_handle_id() {
+    static std::atomic<uint64_t> next{1};
+    return next.fetch_add(1);
+}
 
 }  // namespace attnjit::capi
 
@@ -47,4 +48,7 @@ attnjit_spec::attnjit_spec(attnjit::dsl::AttentionSpec validated) : spec(std::mo
 }
 
 attnjit_kernel::attnjit_kernel(const attnjit_spec& s, const attnjit::CompileOptions& options)
-    : spec(s), attention(s.spec, options), id(attnjit::capi::next_kernel_id.fetch_add(1)) {}
+    : spec(s), attention(s.spec, options), id(attnjit::capi::next_handle_id()) {}
+
+attnjit_backward::attnjit_backward(const attnjit_spec& s, const attnjit::CompileOptions& options)
+    : spec(s), backward(s.spec, options), id(attnjit::capi::next_handle_id()) {}

@@ -10,6 +10,7 @@
 #include "attnjit/attnjit_c.h"
 #include "dsl/attention_spec.h"
 #include "api/attention.h"
+#include "api/attention_backward.h"
 
 namespace attnjit::capi {
 
@@ -23,6 +24,14 @@ struct ScalarInput {
     std::string name;
     bool is_int;
 };
+
+// options (may be null) as CompileOptions; tile fields left 0 take the default tile of
+// `kind` for the spec. A missing GPU without options->arch is an EnvironmentError.
+CompileOptions to_compile_options(const dsl::AttentionSpec& spec, const attnjit_compile_options* options,
+                                  KernelKind kind);
+
+// Unique in the process and never reused (unlike an address): keys per-thread scratch.
+uint64_t next_handle_id();
 
 // attnjit_dtype <-> DType. The C values are part of the ABI; DType's order may change.
 int32_t dtype_code(DType d);
@@ -44,7 +53,13 @@ struct attnjit_kernel {
 
     attnjit_spec spec;
     attnjit::Attention attention;
-    // Unique in the process and never reused (unlike the address): keys the per-thread
-    // launch scratch in launch_api.cpp.
-    uint64_t id;
+    uint64_t id;  // next_handle_id(): keys the per-thread launch scratch (launch_args.h)
+};
+
+struct attnjit_backward {
+    attnjit_backward(const attnjit_spec& spec, const attnjit::CompileOptions& options);
+
+    attnjit_spec spec;
+    attnjit::AttentionBackward backward;
+    uint64_t id;  // next_handle_id()
 };

@@ -11,12 +11,13 @@
 
 using attnjit::capi::guarded;
 
+namespace attnjit::capi {
+
 namespace {
 
-attnjit::CompileOptions to_compile_options(const attnjit::dsl::AttentionSpec& spec,
-                                           const attnjit_compile_options* c) {
-    attnjit::CompileOptions o;
-    if (!c) return o;
+// c is not null.
+CompileOptions with_options(const dsl::AttentionSpec& spec, const attnjit_compile_options* c, KernelKind kind) {
+    CompileOptions o;
     user_check(c->struct_size == sizeof(attnjit_compile_options))
         << "options->struct_size is " << c->struct_size << " but this library (C API version "
         << ATTNJIT_C_API_VERSION << ") expects " << sizeof(attnjit_compile_options)
@@ -37,8 +38,8 @@ attnjit::CompileOptions to_compile_options(const attnjit::dsl::AttentionSpec& sp
     if (any) {
         // Unset fields come from the default tile for the arch the kernel will be built for.
         const std::string arch =
-            o.arch ? *o.arch : attnjit::runtime::why_no_gpu() ? "sm_80" : attnjit::runtime::current_device().arch();
-        attnjit::TileConfig t = attnjit::codegen::make_config(spec, attnjit::KernelKind::forward, arch).tile;
+            o.arch ? *o.arch : runtime::why_no_gpu() ? "sm_80" : runtime::current_device().arch();
+        TileConfig t = codegen::make_config(spec, kind, arch).tile;
         if (c->block_m) t.block_m = c->block_m;
         if (c->block_n) t.block_n = c->block_n;
         if (c->warps) t.warps = c->warps;
@@ -47,6 +48,25 @@ attnjit::CompileOptions to_compile_options(const attnjit::dsl::AttentionSpec& sp
     }
     return o;
 }
+
+}  // namespace
+
+CompileOptions to_compile_options(const dsl::AttentionSpec& spec, const attnjit_compile_options* c,
+                                  KernelKind kind) {
+    CompileOptions o;
+    if (c) o = with_options(spec, c, kind);
+    if (!o.arch) {
+        // The C++ API calls this a usage error; to a C caller it is the environment.
+        if (auto why = runtime::why_no_gpu())
+            throw EnvironmentError("no GPU is usable (" + *why +
+                                   "); to compile without one, set options->arch (e.g. \"sm_90a\")");
+    }
+    return o;
+}
+
+}  // namespace attnjit::capi
+
+namespace {
 
 // Value-returning queries report a null kernel through the last error.
 void null_kernel(const char* function) {
@@ -64,14 +84,8 @@ attnjit_status attnjit_compile(const attnjit_spec* spec, const attnjit_compile_o
         user_check(out) << "argument 'out' is null; pass the address of an attnjit_kernel* to receive the kernel";
         *out = nullptr;
         user_check(spec) << "argument 'spec' is null; pass a spec made by attnjit_spec_from_json";
-        attnjit::CompileOptions o = to_compile_options(spec->spec, options);
-        if (!o.arch) {
-            // The C++ API calls this a usage error; to a C caller it is the environment.
-            if (auto why = attnjit::runtime::why_no_gpu())
-                throw attnjit::EnvironmentError("no GPU is usable (" + *why +
-                                                "); to compile without one, set options->arch (e.g. \"sm_90a\")");
-        }
-        *out = new attnjit_kernel(*spec, o);
+        *out = new attnjit_kernel(*spec,
+                                  attnjit::capi::to_compile_options(spec->spec, options, attnjit::KernelKind::forward));
     });
 }
 

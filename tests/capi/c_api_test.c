@@ -105,6 +105,12 @@ int main(void) {
     CHECK(attnjit_api_version() == ATTNJIT_C_API_VERSION);
     CHECK(strlen(attnjit_version_string()) > 0);
     CHECK(strcmp(attnjit_last_error(), "") == 0);
+    {
+        /* The backward's argument struct and its macro are plain C99. */
+        attnjit_grad_args grads = ATTNJIT_GRAD_ARGS_INIT;
+        CHECK(grads.struct_size == sizeof(attnjit_grad_args) && grads.dq.data == NULL);
+        CHECK(attnjit_launch_backward(NULL, NULL, &grads, NULL) == ATTNJIT_ERROR_INVALID_ARGUMENT);
+    }
 
     CHECK(attnjit_spec_from_json(kSpec, strlen(kSpec), &spec) == ATTNJIT_OK);
     if (spec) {

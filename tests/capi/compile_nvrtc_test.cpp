@@ -200,5 +200,85 @@ TEST(CapiCompileOnlyLaunch, EveryBadArgumentIsRefusedWithItsName) {
                   {"attnjit_launch", "'args' is null", "ATTNJIT_LAUNCH_ARGS_INIT"});
 }
 
+// ---- the backward ------------------------------------------------------------------
+
+using BackwardPtr = std::unique_ptr<attnjit_backward, decltype(&attnjit_backward_destroy)>;
+
+BackwardPtr compile_backward_for(const attnjit_spec* spec, const char* arch) {
+    attnjit_compile_options o = ATTNJIT_COMPILE_OPTIONS_INIT;
+    o.arch = arch;
+    attnjit_backward* b = nullptr;
+    EXPECT_EQ(attnjit_compile_backward(spec, &o, &b), ATTNJIT_OK) << attnjit_last_error();
+    return BackwardPtr(b, &attnjit_backward_destroy);
+}
+
+// Fake gradient tensors beside FakeLaunch's arguments (slots 7..10: disjoint from them).
+struct FakeGrads {
+    attnjit_grad_args grads = ATTNJIT_GRAD_ARGS_INIT;
+    FakeGrads() {
+        const int64_t qkvo[4] = {FakeLaunch::B, FakeLaunch::H, FakeLaunch::N, FakeLaunch::D};
+        grads.d_o = FakeLaunch::tensor(7, ATTNJIT_BF16, 4, qkvo);
+        grads.dq = FakeLaunch::tensor(8, ATTNJIT_BF16, 4, qkvo);
+        grads.dk = FakeLaunch::tensor(9, ATTNJIT_BF16, 4, qkvo);
+        grads.dv = FakeLaunch::tensor(10, ATTNJIT_BF16, 4, qkvo);
+    }
+};
+
+TEST(CapiBackward, CompilesForAnArchWithoutAGpu) {
+    SKIP_WITHOUT_NVRTC();
+    SpecPtr spec = c_spec(spec_with_every_input());
+    ASSERT_TRUE(spec);
+    BackwardPtr b = compile_backward_for(spec.get(), "sm_90a");
+    ASSERT_TRUE(b);
+    if (runtime::why_no_gpu()) EXPECT_EQ(attnjit_backward_can_launch(b.get()), 0);
+    EXPECT_EQ(attnjit_backward_can_launch(nullptr), 0);
+}
+
+TEST(CapiBackward, ASpecWithoutLseIsRefused) {
+    SpecPtr spec = c_spec(dsl::AttentionSpec().dtype(DType::bf16).head_dim(64));
+    ASSERT_TRUE(spec);
+    attnjit_backward* b = nullptr;
+    EXPECT_STATUS(attnjit_compile_backward(spec.get(), nullptr, &b), ATTNJIT_ERROR_INVALID_ARGUMENT,
+                  {"attnjit_compile_backward: ", "return_lse"});
+    EXPECT_EQ(b, nullptr);
+    EXPECT_STATUS(attnjit_compile_backward(nullptr, nullptr, &b), ATTNJIT_ERROR_INVALID_ARGUMENT,
+                  {"argument 'spec' is null"});
+}
+
+// A compile-only backward checks every argument, then says why it cannot launch.
+TEST(CapiBackward, CompileOnlyLaunchChecksArgumentsFirst) {
+    SKIP_WITHOUT_NVRTC();
+    SpecPtr spec = c_spec(spec_with_every_input());
+    ASSERT_TRUE(spec);
+    BackwardPtr b = compile_backward_for(spec.get(), "sm_80");
+    ASSERT_TRUE(b);
+    if (attnjit_backward_can_launch(b.get())) GTEST_SKIP() << "loaded here; the GPU tests launch it";
+    FakeLaunch f;
+    FakeGrads g;
+    const attnjit_status s = attnjit_launch_backward(b.get(), &f.args, &g.grads, nullptr);
+    EXPECT_TRUE(s == ATTNJIT_ERROR_ENVIRONMENT ||
+                std::string(attnjit_last_error()).find("another arch") != std::string::npos)
+        << attnjit_status_name(s) << ": " << attnjit_last_error();
+
+    FakeGrads wrong;
+    wrong.grads.dq.shape[2] = 17;
+    EXPECT_STATUS(attnjit_launch_backward(b.get(), &f.args, &wrong.grads, nullptr), ATTNJIT_ERROR_INVALID_ARGUMENT,
+                  {"attnjit_launch_backward: ", "argument 'dq' has shape [1, 2, 17, 128]"});
+    FakeGrads in_place;
+    in_place.grads.dk = f.args.k;
+    EXPECT_STATUS(attnjit_launch_backward(b.get(), &f.args, &in_place.grads, nullptr),
+                  ATTNJIT_ERROR_INVALID_ARGUMENT, {"argument 'dk' is the same memory as 'k'"});
+    FakeGrads old;
+    old.grads.struct_size -= 8;
+    EXPECT_STATUS(attnjit_launch_backward(b.get(), &f.args, &old.grads, nullptr), ATTNJIT_ERROR_INVALID_ARGUMENT,
+                  {"grads->struct_size", "ATTNJIT_GRAD_ARGS_INIT"});
+    FakeGrads bad_dtype;
+    bad_dtype.grads.dv.dtype = 42;
+    EXPECT_STATUS(attnjit_launch_backward(b.get(), &f.args, &bad_dtype.grads, nullptr),
+                  ATTNJIT_ERROR_INVALID_ARGUMENT, {"grads->dv.dtype is 42"});
+    EXPECT_STATUS(attnjit_launch_backward(nullptr, &f.args, &g.grads, nullptr), ATTNJIT_ERROR_INVALID_ARGUMENT,
+                  {"argument 'backward' is null"});
+}
+
 }  // namespace
 }  // namespace attnjit::capitest

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "api/attention_backward.h"
 #include "tests/capi/capi_test_util.h"
 #include "tests/gpu/gpu_test_support.h"
 
@@ -180,6 +181,60 @@ TEST(CapiLaunch, HostTimePerLaunchIsSmall) {
     // Loose: launches queue asynchronously, so this is host time; the C layer should add
     // a few microseconds at most on top of the C++ call.
     EXPECT_LT(c_us - cpp_us, 10.0);
+}
+
+// The backward through the C API writes the same bits as AttentionBackward (both are
+// deterministic; the C++ one is checked against the fp64 reference in the GPU tests).
+TEST(CapiBackward, SameBitsAsTheCppBackward) {
+    ATTNJIT_SKIP_WITHOUT_GPU();
+    Problem p = gputest::make_problem(gputest::small_case(Mod::Combination));
+    SpecPtr spec = c_spec(p.spec);
+    ASSERT_TRUE(spec);
+    Attention forward(p.spec);
+    forward(p.args());
+    reference::HostTensor d_o(p.o.dtype(), p.o.shape());
+    reference::fill_normal(d_o, 31);
+    const runtime::DeviceTensor dev_d_o = runtime::to_device(d_o);
+    struct Out {
+        reference::HostTensor dq, dk, dv;
+        runtime::DeviceTensor dev_dq, dev_dk, dev_dv;
+    };
+    auto make_out = [&] {
+        Out o{reference::HostTensor(p.in.q.dtype(), p.in.q.shape()), reference::HostTensor(p.in.k.dtype(), p.in.k.shape()),
+              reference::HostTensor(p.in.v.dtype(), p.in.v.shape()), {}, {}, {}};
+        for (auto* t : {&o.dq, &o.dk, &o.dv}) reference::fill_poison(*t);
+        o.dev_dq = runtime::to_device(o.dq);
+        o.dev_dk = runtime::to_device(o.dk);
+        o.dev_dv = runtime::to_device(o.dv);
+        return o;
+    };
+    Out cpp = make_out(), c = make_out();
+
+    AttentionBackward backward(p.spec);
+    backward(p.args(), GradArgs{dev_d_o.view, cpp.dev_dq.view, cpp.dev_dk.view, cpp.dev_dv.view});
+
+    attnjit_backward* b = nullptr;
+    ASSERT_EQ(attnjit_compile_backward(spec.get(), nullptr, &b), ATTNJIT_OK) << attnjit_last_error();
+    std::unique_ptr<attnjit_backward, decltype(&attnjit_backward_destroy)> owned(b, &attnjit_backward_destroy);
+    ASSERT_EQ(attnjit_backward_can_launch(b), 1);
+    CArgs args(p, spec.get(), true);
+    attnjit_grad_args grads = ATTNJIT_GRAD_ARGS_INIT;
+    grads.d_o = c_tensor(dev_d_o.view);
+    grads.dq = c_tensor(c.dev_dq.view);
+    grads.dk = c_tensor(c.dev_dk.view);
+    grads.dv = c_tensor(c.dev_dv.view);
+    ASSERT_EQ(attnjit_launch_backward(b, &args.args, &grads, nullptr), ATTNJIT_OK) << attnjit_last_error();
+
+    runtime::synchronize("the two backward launches");
+    for (Out* o : {&cpp, &c}) {
+        runtime::from_device(o->dev_dq, o->dq);
+        runtime::from_device(o->dev_dk, o->dk);
+        runtime::from_device(o->dev_dv, o->dv);
+        EXPECT_FALSE(gputest::all_poison(o->dq) || gputest::all_poison(o->dk) || gputest::all_poison(o->dv));
+    }
+    EXPECT_TRUE(cpp.dq.storage() == c.dq.storage());
+    EXPECT_TRUE(cpp.dk.storage() == c.dk.storage());
+    EXPECT_TRUE(cpp.dv.storage() == c.dv.storage());
 }
 
 }  // namespace

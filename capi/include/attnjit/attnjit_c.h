@@ -169,6 +169,40 @@ typedef struct attnjit_launch_args {
 ATTNJIT_C_EXPORT attnjit_status attnjit_launch(const attnjit_kernel* kernel, const attnjit_launch_args* args,
                                                void* stream);
 
+/* ---- training: the backward ------------------------------------------------------------
+ * dQ, dK and dV of a spec that returns LSE, with the derivative of score_mod derived from
+ * the spec; two kernels (dK and dV per KV tile, dQ per query tile), deterministic: the same
+ * inputs give the same bits. Gradients of captured tensors and runtime scalars are not
+ * computed yet. */
+typedef struct attnjit_backward attnjit_backward; /* opaque: the compiled backward kernels */
+
+/* As attnjit_compile, for the backward of `spec` (which must return LSE). The tile fields of
+ * options apply to both backward kernels (zero: the backward's default tile). */
+ATTNJIT_C_EXPORT attnjit_status attnjit_compile_backward(const attnjit_spec* spec,
+                                                         const attnjit_compile_options* options,
+                                                         attnjit_backward** out);
+ATTNJIT_C_EXPORT void attnjit_backward_destroy(attnjit_backward* backward); /* null is fine */
+/* 1 if both kernels were loaded on a GPU and can be launched, else 0 (also for NULL). */
+ATTNJIT_C_EXPORT int32_t attnjit_backward_can_launch(const attnjit_backward* backward);
+
+typedef struct attnjit_grad_args {
+    uint32_t struct_size; /* sizeof(attnjit_grad_args) */
+    attnjit_tensor d_o;   /* [B, Hq, Nq, Dv] the loss's gradient with respect to o, the spec's dtype */
+    attnjit_tensor dq;    /* [B, Hq, Nq, Dqk] written */
+    attnjit_tensor dk;    /* [B, Hkv, Nk, Dqk] written (summed over the query heads of a group) */
+    attnjit_tensor dv;    /* [B, Hkv, Nk, Dv] written */
+} attnjit_grad_args;
+#define ATTNJIT_GRAD_ARGS_INIT                                                                      \
+    {sizeof(attnjit_grad_args), ATTNJIT_TENSOR_INIT, ATTNJIT_TENSOR_INIT, ATTNJIT_TENSOR_INIT,        \
+     ATTNJIT_TENSOR_INIT}
+
+/* args: the forward's launch arguments once it has run (its o and lse among them). Checks
+ * every argument (ATTNJIT_ERROR_INVALID_ARGUMENT, nothing launched on failure), then
+ * launches both kernels asynchronously on `stream`. */
+ATTNJIT_C_EXPORT attnjit_status attnjit_launch_backward(const attnjit_backward* backward,
+                                                        const attnjit_launch_args* args,
+                                                        const attnjit_grad_args* grads, void* stream);
+
 #ifdef __cplusplus
 }
 #endif
