@@ -25,6 +25,10 @@ class CLaunchArgs(ctypes.Structure):
                 ("num_scalars", c_int32), ("scalar_names", POINTER(c_char_p)), ("scalars", POINTER(c_double))]
 
 
+class CGradArgs(ctypes.Structure):
+    _fields_ = [("struct_size", c_uint32), ("d_o", CTensor), ("dq", CTensor), ("dk", CTensor), ("dv", CTensor)]
+
+
 _SIGNATURES = {
     "attnjit_api_version": (c_int32, []),
     "attnjit_version_string": (c_char_p, []),
@@ -49,6 +53,10 @@ _SIGNATURES = {
     "attnjit_spec_scalar": (c_int32, [c_void_p, c_int32, POINTER(c_char_p), POINTER(c_int32)]),
     # args and stream as plain addresses: the hot path passes ints, no conversions
     "attnjit_launch": (c_int32, [c_void_p, c_void_p, c_void_p]),
+    "attnjit_compile_backward": (c_int32, [c_void_p, POINTER(CCompileOptions), POINTER(c_void_p)]),
+    "attnjit_backward_destroy": (None, [c_void_p]),
+    "attnjit_backward_can_launch": (c_int32, [c_void_p]),
+    "attnjit_launch_backward": (c_int32, [c_void_p, c_void_p, c_void_p, c_void_p]),
 }
 
 

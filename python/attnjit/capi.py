@@ -89,16 +89,21 @@ class Spec:
             self._handle = None
 
 
+def _compile_options(arch: str | None, tile: dict | None) -> CCompileOptions:
+    options = CCompileOptions(ctypes.sizeof(CCompileOptions), arch.encode() if arch else None, 0, 0, 0, 0)
+    for key, value in (tile or {}).items():
+        if key not in ("block_m", "block_n", "warps", "stages"):
+            raise ValueError(f"tile option {key!r}: use block_m, block_n, warps or stages")
+        setattr(options, key, int(value))
+    return options
+
+
 class Kernel:
     """An attnjit_kernel*. compile() goes through attnjit's memory and disk caches."""
 
     def __init__(self, spec: Spec, arch: str | None = None, tile: dict | None = None):
         self._handle = None
-        options = CCompileOptions(ctypes.sizeof(CCompileOptions), arch.encode() if arch else None, 0, 0, 0, 0)
-        for key, value in (tile or {}).items():
-            if key not in ("block_m", "block_n", "warps", "stages"):
-                raise ValueError(f"tile option {key!r}: use block_m, block_n, warps or stages")
-            setattr(options, key, int(value))
+        options = _compile_options(arch, tile)
         out = ctypes.c_void_p()
         check(lib().attnjit_compile(spec.handle, ctypes.byref(options), ctypes.byref(out)))
         self._handle = out.value
@@ -131,6 +136,38 @@ class Kernel:
         if self._handle:
             try:
                 lib().attnjit_kernel_destroy(self._handle)
+            except Exception:  # interpreter shutdown
+                pass
+            self._handle = None
+
+
+class Backward:
+    """An attnjit_backward*: the two backward kernels of a spec that returns LSE."""
+
+    def __init__(self, spec: Spec, arch: str | None = None, tile: dict | None = None):
+        self._handle = None
+        self._spec = spec  # keeps the spec alive as long as the backward
+        options = _compile_options(arch, tile)
+        out = ctypes.c_void_p()
+        check(lib().attnjit_compile_backward(spec.handle, ctypes.byref(options), ctypes.byref(out)))
+        self._handle = out.value
+
+    @property
+    def handle(self) -> int:
+        return self._handle
+
+    @property
+    def can_launch(self) -> bool:
+        return lib().attnjit_backward_can_launch(self._handle) == 1
+
+    def launch(self, args_address: int, grads_address: int, stream: int) -> None:
+        """args / grads: addresses of a CLaunchArgs (the forward's) and a CGradArgs."""
+        check(lib().attnjit_launch_backward(self._handle, args_address, grads_address, stream), launching=True)
+
+    def __del__(self):
+        if self._handle:
+            try:
+                lib().attnjit_backward_destroy(self._handle)
             except Exception:  # interpreter shutdown
                 pass
             self._handle = None

@@ -8,10 +8,9 @@ are not part of the key: the kernel reads them from the tensors."""
 from __future__ import annotations
 
 import threading
-import warnings
 from threading import get_ident
 
-from . import capi, dtypes, spec_json
+from . import autograd, capi, dtypes, spec_json
 from .errors import ArgumentError, InternalError, RuntimeEnvironmentError
 from .launcher import Launcher
 from .trace import trace
@@ -56,6 +55,7 @@ class _Variant:
     def __init__(self, traced):
         self.traced = traced
         self.launchers: dict = {}
+        self.backwards: dict = {}  # (dtype, Dqk, Dv, device) -> capi.Backward
         # what a call reads, precomputed: (read, torch dtype, ndim, dtype code, input)
         self.tensor_reads = [(t.slot.read, t.torch_dtype, 0 if t.zero_dim else t.rank, dtypes.CODES[t.dtype], t)
                              for t in traced.tensors]
@@ -74,7 +74,6 @@ class CompiledAttention:
         self.tile = dict(tile) if tile else None
         self._variants: list[_Variant] = []
         self._variant = self._add_variant()
-        self._warned_grad = False
 
     # ---- inspection ---------------------------------------------------------------------
     @property
@@ -140,8 +139,7 @@ class CompiledAttention:
                 and (Hq == Hkv or (self.enable_gqa and Hkv > 0 and Hq % Hkv == 0))
                 and qst[3] == 1 and kst[3] == 1 and vst[3] == 1 and Nk > 0):
             self._bad_arguments(q, k, v)
-        if not self._warned_grad and (q.requires_grad or k.requires_grad or v.requires_grad):
-            self._warn_no_grad()
+        training = q.requires_grad or k.requires_grad or v.requires_grad
 
         tensors = []
         for read, torch_dtype, ndim, code, t in variant.tensor_reads:
@@ -151,11 +149,17 @@ class CompiledAttention:
             if value.get_device() != device:
                 raise ArgumentError(f"captured tensor '{t.name}' ({t.slot.where}) is on "
                                     f"{value.device} but q is on {q.device}; move it to the same device")
+            if value.requires_grad and _torch().is_grad_enabled():
+                raise ArgumentError(f"captured tensor '{t.name}' ({t.slot.where}) requires grad, but attnjit does "
+                                    "not compute gradients of captured tensors yet (q, k and v get theirs); "
+                                    "pass it detached (.detach()) or keep this variant in FlexAttention for now")
             if ndim:
                 tensors.append((value.data_ptr(), code, value.shape, value.stride()))
             else:  # a 0-dim tensor is read as a rank-1 tensor of one element
                 tensors.append((value.data_ptr(), code, (1,), (1,)))
         scalars = [float(read()) for read in variant.scalar_reads]
+        if training and _torch().is_grad_enabled() and B and Nq and Hq:
+            return self._call_training(variant, q, k, v, qs, ks, vs, qst, kst, vst, device, tensors, scalars)
 
         launcher = variant.launchers.get((dtype, Dqk, vs[3], device, get_ident()))
         if launcher is None:
@@ -175,31 +179,47 @@ class CompiledAttention:
                                     "CUDA torch tensor to it before calling")
         return self(q, k, v)
 
-    def _make_launcher(self, variant, q, dv: int, device: int) -> Launcher:
+    def _call_training(self, variant, q, k, v, qs, ks, vs, qst, kst, vst, device, tensors, scalars):
+        """The call with autograd: the forward with LSE, the backward kernels on loss.backward()."""
+        key = (q.dtype, q.shape[3], vs[3], device, get_ident(), "train")
+        launcher = variant.launchers.get(key)
+        if launcher is None:
+            launcher = self._make_launcher(variant, q, vs[3], device, return_lse=True)
+        backward_key = (q.dtype, q.shape[3], vs[3], device)
+        backward = variant.backwards.get(backward_key)
+        if backward is None:
+            backward = variant.backwards[backward_key] = autograd.backward_for(launcher.kernel.spec.to_json(),
+                                                                               device, self.tile)
+        # Captured tensors are kept alive with the call: the backward reads them again.
+        values = [read() for read, *_ in variant.tensor_reads]
+        call = autograd.Call(backward, dtypes.CODES[dtypes.name_of(q.dtype)], device,
+                             [(value, *t) for value, t in zip(values, tensors)], scalars)
+        out, lse = autograd.attention_function().apply(
+            call, lambda: launcher(q, k, v, qs, ks, vs, qst, kst, vst, device, tensors, scalars), q, k, v)
+        return (out, lse) if self.return_lse else out
+
+    def _make_launcher(self, variant, q, dv: int, device: int, return_lse: bool | None = None) -> Launcher:
         if device < 0:
             raise ArgumentError(f"q, k and v must be CUDA tensors, got {q.device}")
         dtype = dtypes.name_of(q.dtype)
         if dtype not in dtypes.ATTENTION_DTYPES:
             raise ArgumentError(f"q has dtype {q.dtype}; attnjit takes float16, bfloat16 or float32")
         traced = variant.traced
+        with_lse = self.return_lse if return_lse is None else return_lse
         text = spec_json.build(traced, dtype=dtype, head_dim_qk=q.shape[3], head_dim_v=dv,
-                               scale=self.scale, return_lse=self.return_lse)
+                               scale=self.scale, return_lse=with_lse)
         kernel = kernel_for(text, device, self.tile)
         spec = kernel.spec
         expected = [(t.name, t.dtype, t.rank) for t in traced.tensors]
         if spec.tensors() != expected or [n for n, _ in spec.scalars()] != [s.name for s in traced.scalars]:
             raise InternalError(f"the compiled spec reads {spec.tensors()} / {spec.scalars()} but the trace "
                                 f"captured {expected} / {[s.name for s in traced.scalars]}")
-        launcher = Launcher(kernel, dtype=dtype, head_dim_v=dv, return_lse=self.return_lse,
+        launcher = Launcher(kernel, dtype=dtype, head_dim_v=dv, return_lse=with_lse,
                             tensor_ranks=[t.rank for t in traced.tensors], num_scalars=len(traced.scalars))
         # one launcher per thread: its argument buffer is rewritten by every call
-        variant.launchers[(q.dtype, q.shape[3], dv, device, get_ident())] = launcher
+        key = (q.dtype, q.shape[3], dv, device, get_ident())
+        variant.launchers[key + ("train",) if return_lse is not None else key] = launcher
         return launcher
-
-    def _warn_no_grad(self):
-        self._warned_grad = True
-        warnings.warn("attnjit computes the forward pass only: its output does not require grad and "
-                      "no gradient flows back to q, k, v", stacklevel=3)
 
     def _bad_arguments(self, q, k, v):
         """Raises the ArgumentError that says what is wrong with q, k, v."""

@@ -260,6 +260,89 @@ def test_mods(name):
         check(out, reference(q, k, v, ref_score, keep)[0], dtype, f"{name} B={B} H={Hq}/{Hkv} Nq={Nq} Nk={Nk}")
 
 
+# ---- training: gradients of q, k, v through loss.backward() ----------------------------------
+
+# reference/tolerance.h's gradient_tolerance: |g - ref| <= t * max|ref| + t * |ref|.
+GRAD_TOLERANCE = {torch.float16: 2e-3, torch.bfloat16: 1.6e-2, torch.float32: 2e-5}
+
+
+def reference_grads(q, k, v, d_out, score=None, keep=None, scale=None):
+    """dq, dk, dv of sum(out * d_out) in float64, by torch autograd through reference()."""
+    qd, kd, vd = (t.detach().double().requires_grad_() for t in (q, k, v))
+    out, _ = reference(qd, kd, vd, score, keep, scale)
+    (out * d_out.double()).sum().backward()
+    return qd.grad, kd.grad, vd.grad
+
+
+def check_grad(grad, ref, dtype, what):
+    assert grad is not None, f"{what}: no gradient"
+    assert grad.dtype == dtype and grad.shape == ref.shape, f"{what}: {grad.dtype} {tuple(grad.shape)}"
+    g = grad.double()
+    assert torch.isfinite(g).all(), f"{what}: NaN or infinity in the gradient"
+    t = GRAD_TOLERANCE[dtype]
+    err = (g - ref).abs()
+    bound = t * ref.abs().max().clamp_min(1e-6) + t * ref.abs()
+    assert (err <= bound).all(), f"{what}: max error {err.max().item():.3g} (max |ref| {ref.abs().max().item():.3g})"
+
+
+def _softcap_ref(s, *_):
+    return 20.0 * torch.tanh(s / 20.0)
+
+
+TRAIN_CASES = {  # name: (score_mod, mask, causal, reference score, reference keep)
+    "plain": (None, None, False, None, None),
+    "causal": (None, None, True, None, lambda b, h, i, j: j <= i),
+    "softcap_causal": (mods.softcap(20.0), None, True, _softcap_ref, lambda b, h, i, j: j <= i),
+    "sliding_window": (None, mods.sliding_window(40), False, None, lambda b, h, i, j: (i - j >= 0) & (i - j < 40)),
+}
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: str(d).replace("torch.", ""))
+@pytest.mark.parametrize("name", sorted(TRAIN_CASES))
+def test_training_gradients_match_the_reference(name, dtype):
+    score_mod, mask, causal, ref_score, ref_keep = TRAIN_CASES[name]
+    for B, Hq, Hkv, Nq, Nk in [(2, 4, 2, 129, 255), (1, 2, 2, 100, 100)]:
+        q, k, v = (t.requires_grad_() for t in make_qkv(B, Hq, Hkv, Nq, Nk, 64, dtype))
+        out = attnjit.attention(q, k, v, score_mod=score_mod, mask=mask, causal=causal, enable_gqa=True)
+        assert out.requires_grad
+        d_out = torch.randn_like(out)
+        out.backward(d_out)
+        refs = reference_grads(q, k, v, d_out, ref_score, ref_keep)
+        for grad, ref, which in zip((q.grad, k.grad, v.grad), refs, "qkv"):
+            check_grad(grad, ref, dtype, f"d{which} {name} {dtype} B={B} H={Hq}/{Hkv} Nq={Nq} Nk={Nk}")
+
+
+def test_training_is_deterministic_and_lse_is_not_differentiable():
+    fn = attnjit.compile(mods.softcap(20.0), causal=True, return_lse=True)
+    q, k, v = (t.requires_grad_() for t in make_qkv(1, 4, 4, 300, 300, 64, torch.bfloat16))
+    grads = []
+    for _ in range(2):
+        q.grad = k.grad = v.grad = None
+        out, lse = fn(q, k, v)
+        assert not lse.requires_grad
+        (out.float() * 0.5).sum().backward()
+        grads.append([t.grad.clone() for t in (q, k, v)])
+    for a, b in zip(*grads):
+        assert torch.equal(a, b), "two backward passes on the same inputs differ"
+
+
+def test_training_refuses_captured_tensors_that_require_grad():
+    slopes = mods.alibi_slopes(4, device=DEVICE).requires_grad_()
+    q, k, v = (t.requires_grad_() for t in make_qkv(1, 4, 4, 64, 64, 64, torch.bfloat16))
+    with pytest.raises(attnjit.ArgumentError, match="requires grad.*not compute gradients of captured tensors"):
+        attnjit.attention(q, k, v, score_mod=mods.alibi(slopes))
+    out = attnjit.attention(q, k, v, score_mod=mods.alibi(slopes.detach()))
+    out.sum().backward()  # detached: q, k, v get their gradients
+    assert q.grad is not None and torch.isfinite(q.grad.float()).all()
+
+
+def test_no_grad_runs_the_forward_only():
+    q, k, v = (t.requires_grad_() for t in make_qkv(1, 2, 2, 64, 64, 64, torch.float16))
+    with torch.no_grad():
+        out = attnjit.attention(q, k, v, causal=True)
+    assert not out.requires_grad
+
+
 # ---- LSE, empty rows, poisoned memory --------------------------------------------------------
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: str(d).replace("torch.", ""))

@@ -1,0 +1,119 @@
+"""Training through attnjit: attnjit.compile / attnjit.attention outputs carry autograd when
+q, k or v requires grad. The forward runs the spec with LSE; loss.backward() runs attnjit's
+two backward kernels (C API attnjit_launch_backward), deterministic, with the derivative of
+score_mod derived from the traced expression. Captured tensors that require grad are
+refused for now: their gradients are not computed yet."""
+from __future__ import annotations
+
+import ctypes
+import threading
+
+from . import capi, dtypes
+from ._capi_types import CGradArgs, CLaunchArgs, CTensor
+from .errors import RuntimeEnvironmentError
+
+_backwards: dict = {}  # (spec json, device, tile) -> capi.Backward
+_backwards_lock = threading.Lock()
+
+
+def backward_for(json_text: str, device: int, tile: dict | None) -> capi.Backward:
+    """The compiled backward of a spec (which returns LSE) on a CUDA device, compiled once."""
+    import torch
+
+    key = (json_text, device, tuple(sorted((tile or {}).items())))
+    backward = _backwards.get(key)
+    if backward is not None:
+        return backward
+    with _backwards_lock:
+        backward = _backwards.get(key)
+        if backward is None:
+            spec = capi.Spec.from_json(json_text)
+            with torch.cuda.device(device):  # load into this device's primary context
+                backward = capi.Backward(spec, None, tile)
+            if not backward.can_launch:
+                raise RuntimeEnvironmentError(f"the backward of {json_text} compiled but could not be loaded on "
+                                              f"CUDA device {device}")
+            _backwards[key] = backward
+    return backward
+
+
+def _c_tensor(ptr: int, code: int, shape, strides) -> CTensor:
+    t = CTensor()
+    t.data = ptr
+    t.dtype = code
+    t.rank = len(shape)
+    for d, (n, s) in enumerate(zip(shape, strides)):
+        t.shape[d] = n
+        t.strides[d] = s
+    return t
+
+
+def _of(t, code: int) -> CTensor:
+    return _c_tensor(t.data_ptr(), code, t.shape, t.stride())
+
+
+class Call:
+    """What one training call's backward needs besides the saved q, k, v, out, lse: the
+    backward handle, the dtype code, the captured tensors (kept alive: the backward reads
+    them again) and the scalar values, in the spec's order."""
+
+    __slots__ = ("backward", "code", "device", "tensors", "scalars")
+
+    def __init__(self, backward, code: int, device: int, tensors, scalars):
+        self.backward, self.code, self.device = backward, code, device
+        self.tensors, self.scalars = tensors, scalars
+
+    def launch(self, q, k, v, out, lse, d_o, dq, dk, dv) -> None:
+        import torch
+
+        code = self.code
+        args = CLaunchArgs()
+        args.struct_size = ctypes.sizeof(CLaunchArgs)
+        args.q, args.k, args.v, args.o = _of(q, code), _of(k, code), _of(v, code), _of(out, code)
+        lse_c = _of(lse, dtypes.CODES["f32"])
+        args.lse = ctypes.pointer(lse_c)
+        n = len(self.tensors)
+        tensors = (CTensor * max(n, 1))(*[_c_tensor(*t[1:]) for t in self.tensors])
+        args.num_tensors = n
+        args.tensors = ctypes.cast(tensors, ctypes.POINTER(CTensor)) if n else None
+        scalars = (ctypes.c_double * max(len(self.scalars), 1))(*self.scalars)
+        args.num_scalars = len(self.scalars)
+        args.scalars = ctypes.cast(scalars, ctypes.POINTER(ctypes.c_double)) if self.scalars else None
+        grads = CGradArgs(ctypes.sizeof(CGradArgs), _of(d_o, code), _of(dq, code), _of(dk, code), _of(dv, code))
+        with torch.cuda.device(self.device):
+            stream = torch.cuda.current_stream(self.device).cuda_stream
+            self.backward.launch(ctypes.addressof(args), ctypes.addressof(grads), stream)
+
+
+def attention_function():
+    """torch.autograd.Function over a forward launcher that returns (out, lse); defined on
+    first use so that importing attnjit does not import torch."""
+    global _Function
+    if _Function is None:
+        import torch
+
+        class AttentionFunction(torch.autograd.Function):
+            @staticmethod
+            def forward(ctx, call, launch, q, k, v):
+                out, lse = launch()
+                ctx.save_for_backward(q, k, v, out, lse)
+                ctx.call = call
+                ctx.mark_non_differentiable(lse)
+                return out, lse
+
+            @staticmethod
+            def backward(ctx, d_out, _d_lse):  # LSE is not differentiable
+                q, k, v, out, lse = ctx.saved_tensors
+                d_o = d_out.contiguous() if d_out is not None else torch.zeros_like(out)
+                dq = torch.empty(q.shape, dtype=q.dtype, device=q.device)
+                dk = torch.empty(k.shape, dtype=k.dtype, device=k.device)
+                dv = torch.empty(v.shape, dtype=v.dtype, device=v.device)
+                ctx.call.launch(q, k, v, out, lse, d_o, dq, dk, dv)
+                needs = ctx.needs_input_grad
+                return None, None, dq if needs[2] else None, dk if needs[3] else None, dv if needs[4] else None
+
+        _Function = AttentionFunction
+    return _Function
+
+
+_Function = None
