@@ -98,14 +98,18 @@ def _compile_options(arch: str | None, tile: dict | None) -> CCompileOptions:
     return options
 
 
-class Kernel:
-    """An attnjit_kernel*. compile() goes through attnjit's memory and disk caches."""
+class _Compiled:
+    """A compiled C handle: attnjit_<compile>(spec, options, &out), destroyed by
+    attnjit_<destroy>; compiling goes through attnjit's memory and disk caches."""
+
+    _compile = _destroy = _can_launch = ""  # the C functions' names
 
     def __init__(self, spec: Spec, arch: str | None = None, tile: dict | None = None):
         self._handle = None
+        self._spec = spec  # kept alive as long as the handle
         options = _compile_options(arch, tile)
         out = ctypes.c_void_p()
-        check(lib().attnjit_compile(spec.handle, ctypes.byref(options), ctypes.byref(out)))
+        check(getattr(lib(), self._compile)(spec.handle, ctypes.byref(options), ctypes.byref(out)))
         self._handle = out.value
 
     @property
@@ -114,7 +118,21 @@ class Kernel:
 
     @property
     def can_launch(self) -> bool:
-        return lib().attnjit_kernel_can_launch(self._handle) == 1
+        return getattr(lib(), self._can_launch)(self._handle) == 1
+
+    def __del__(self):
+        if self._handle:
+            try:
+                getattr(lib(), self._destroy)(self._handle)
+            except Exception:  # interpreter shutdown
+                pass
+            self._handle = None
+
+
+class Kernel(_Compiled):
+    """An attnjit_kernel*: the forward kernel of a spec."""
+
+    _compile, _destroy, _can_launch = "attnjit_compile", "attnjit_kernel_destroy", "attnjit_kernel_can_launch"
 
     @property
     def source(self) -> str:
@@ -132,42 +150,13 @@ class Kernel:
     def spec(self) -> Spec:
         return Spec(lib().attnjit_kernel_spec(self._handle), owner=self)
 
-    def __del__(self):
-        if self._handle:
-            try:
-                lib().attnjit_kernel_destroy(self._handle)
-            except Exception:  # interpreter shutdown
-                pass
-            self._handle = None
 
-
-class Backward:
+class Backward(_Compiled):
     """An attnjit_backward*: the two backward kernels of a spec that returns LSE."""
 
-    def __init__(self, spec: Spec, arch: str | None = None, tile: dict | None = None):
-        self._handle = None
-        self._spec = spec  # keeps the spec alive as long as the backward
-        options = _compile_options(arch, tile)
-        out = ctypes.c_void_p()
-        check(lib().attnjit_compile_backward(spec.handle, ctypes.byref(options), ctypes.byref(out)))
-        self._handle = out.value
-
-    @property
-    def handle(self) -> int:
-        return self._handle
-
-    @property
-    def can_launch(self) -> bool:
-        return lib().attnjit_backward_can_launch(self._handle) == 1
+    _compile = "attnjit_compile_backward"
+    _destroy, _can_launch = "attnjit_backward_destroy", "attnjit_backward_can_launch"
 
     def launch(self, args_address: int, grads_address: int, stream: int) -> None:
         """args / grads: addresses of a CLaunchArgs (the forward's) and a CGradArgs."""
         check(lib().attnjit_launch_backward(self._handle, args_address, grads_address, stream), launching=True)
-
-    def __del__(self):
-        if self._handle:
-            try:
-                lib().attnjit_backward_destroy(self._handle)
-            except Exception:  # interpreter shutdown
-                pass
-            self._handle = None

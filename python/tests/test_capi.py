@@ -118,6 +118,16 @@ def test_compiles_for_sm90a_without_a_gpu(name, score_mod, mask, causal):
     assert again.compile_seconds == 0
 
 
+def test_backward_compiles_for_sm90a_without_a_gpu():
+    text = attnjit.spec_json(attnjit.mods.softcap(20.0), causal=True, dtype="bf16", head_dim=64, return_lse=True)
+    backward = capi.Backward(capi.Spec.from_json(text), "sm_90a")
+    assert backward.handle and not backward.can_launch
+    without_lse = attnjit.spec_json(dtype="bf16", head_dim=64)
+    with pytest.raises(SpecError) as info:
+        capi.Backward(capi.Spec.from_json(without_lse), "sm_90a")
+    assert info.value.status == STATUS_INVALID_ARGUMENT and "return_lse" in info.value.message
+
+
 def test_compile_options_reach_the_c_api():
     spec = capi.Spec.from_json(attnjit.spec_json())
     with pytest.raises(SpecError) as info:
