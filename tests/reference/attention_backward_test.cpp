@@ -123,14 +123,19 @@ TEST(BackwardReference, SoftcapScalarGradient) {
     check(p);
 }
 
-// A [1, H, Nq, Nk] bias broadcast over the batch: its gradient is summed over it.
-TEST(BackwardReference, BroadcastBiasGradientSumsTheBatch) {
-    Problem p = make(3, 2, 2, 3, 4, 2, 2, 41);
+// score + bias[b][h][i][j] with a [1, H, Nq, Nk] bias broadcast over the batch (stride 0).
+void add_broadcast_bias(Problem& p, int64_t H, int64_t Nq, int64_t Nk, uint64_t seed) {
     Tensor bias("bias", DType::f32, 4);
     p.spec.score_mod(mods::bias(bias));
-    p.in.tensors.emplace("bias", HostTensor(DType::f32, {1, 2, 3, 4}, {0, 12, 4, 1}));
-    fill_normal(p.in.tensors.at("bias"), 7);
+    p.in.tensors.emplace("bias", HostTensor(DType::f32, {1, H, Nq, Nk}, {0, Nq * Nk, Nk, 1}));
+    fill_normal(p.in.tensors.at("bias"), seed);
     p.wanted = {"bias"};
+}
+
+// The broadcast bias's gradient is summed over the batch.
+TEST(BackwardReference, BroadcastBiasGradientSumsTheBatch) {
+    Problem p = make(3, 2, 2, 3, 4, 2, 2, 41);
+    add_broadcast_bias(p, 2, 3, 4, 7);
     check(p);
 }
 
@@ -158,10 +163,7 @@ TEST(BackwardReference, FullyMaskedRowHasZeroGradients) {
 
 TEST(BackwardReference, SameBitsForTheSameThreadCount) {
     Problem p = make(2, 2, 1, 5, 7, 3, 3, 71);
-    Tensor bias("bias", DType::f32, 4);
-    p.spec.score_mod(mods::bias(bias));
-    p.in.tensors.emplace("bias", HostTensor(DType::f32, {1, 2, 5, 7}, {0, 35, 7, 1}));
-    fill_normal(p.in.tensors.at("bias"), 3);
+    add_broadcast_bias(p, 2, 5, 7, 3);
     const BackwardResult a = backward(p.spec, p.in, p.d_o, {"bias"}, 2);
     const BackwardResult b = backward(p.spec, p.in, p.d_o, {"bias"}, 2);
     EXPECT_EQ(a.dq.data, b.dq.data);
