@@ -244,7 +244,8 @@ ScoreModGradients score_mod_gradients(const AttentionSpec& spec, const std::set<
     for (const auto& name : wanted) {
         if (tensors.count(name)) {
             for (const Expr& read : reads_of(mod, name))
-                g.tensors.push_back(TensorReadGradient{name, read, simplify(derivative(mod, read))});
+                g.tensors.push_back(
+                    TensorReadGradient{name, read, simplify(derivative(mod, read)), plan_grad_reduction(read)});
         } else {
             g.scalars.push_back(ScalarGradient{name, simplify(derivative(mod, ScalarParam::make(name, Type::Float)))});
         }

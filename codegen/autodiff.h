@@ -23,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "codegen/grad_reduction.h"
 #include "dsl/attention_spec.h"
 #include "dsl/ir.h"
 
@@ -38,6 +39,7 @@ struct TensorReadGradient {
     std::string tensor;
     dsl::Expr read;     // the TensorLoad (its indices are the element read)
     dsl::Expr partial;  // d score_mod / d read
+    GradReductionPlan reduction;  // how contributions to one element meet (grad_reduction.h)
 };
 
 struct ScalarGradient {

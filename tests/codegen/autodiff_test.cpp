@@ -176,6 +176,8 @@ TEST(Autodiff, TensorReadsAreSitesAndTheirPartialsSumLikeTheGradient) {
     spec.score_mod(s * t(j) + t(i) * t(i) + tanh(t(j) * s));
     const ScoreModGradients g = score_mod_gradients(spec, {"t"});
     ASSERT_EQ(g.tensors.size(), 2u) << "t[j] and t[i]";
+    EXPECT_EQ(g.tensors[0].reduction.kind, GradReduction::PerKey) << "t[j] is read first";
+    EXPECT_EQ(g.tensors[1].reduction.kind, GradReduction::PerQuery);
     for (long long qi : {1, 4})
         for (long long kj : {1, 6}) {  // (1, 1): both sites read one element
             Point p = point(0.9);
