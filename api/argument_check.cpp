@@ -208,6 +208,9 @@ void check_grad_args(const AttentionSpec& spec, const LaunchArgs& fwd, const Gra
         for (const auto& [in_name, data] : inputs)
             user_check(t->data != data) << "argument '" << name << "' is the same memory as '" << in_name
                                         << "'; gradients cannot be computed in place: pass a separate buffer";
+        for (const auto& [in_name, view] : fwd.tensors)
+            user_check(t->data != view.data) << "argument '" << name << "' is the same memory as captured tensor '"
+                                             << in_name << "', which the backward reads; pass a separate buffer";
         for (const auto& [other, u] : outputs)
             user_check(t == u || t->data != u->data)
                 << "arguments '" << name << "' and '" << other << "' are the same memory; pass separate buffers";

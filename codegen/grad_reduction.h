@@ -20,6 +20,9 @@
 // "Alone" allows a launch constant added or subtracted (t[j + 1], t[i - offset]). Batch and
 // head indices must be alone too (else Gather); a batch or head the read does not index is
 // summed over (a [H, N, N] bias collects every batch's contribution), across CTAs.
+// The plan sees the expression only: a launch that passes the tensor with stride 0 in a
+// dimension (a broadcast, which the forward accepts) makes distinct indices one element, so
+// the launch must turn a store into a sum for such a dimension.
 #pragma once
 
 #include <ostream>

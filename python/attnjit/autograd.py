@@ -2,7 +2,9 @@
 q, k or v requires grad. The forward runs the spec with LSE; loss.backward() runs attnjit's
 two backward kernels (C API attnjit_launch_backward), deterministic, with the derivative of
 score_mod derived from the traced expression. Captured tensors that require grad are
-refused for now: their gradients are not computed yet."""
+refused for now: their gradients are not computed yet. The captured tensors are kept alive
+until the backward, which reads them again: changing one in place in between changes the
+gradients (PyTorch's version check does not cover them yet)."""
 from __future__ import annotations
 
 import ctypes
@@ -102,9 +104,12 @@ def attention_function():
                 return out, lse
 
             @staticmethod
+            @torch.autograd.function.once_differentiable  # no double backward: say so, never give zeros
             def backward(ctx, d_out, _d_lse):  # LSE is not differentiable
                 q, k, v, out, lse = ctx.saved_tensors
                 d_o = d_out.contiguous() if d_out is not None else torch.zeros_like(out)
+                if d_o.data_ptr() % 16:  # a contiguous view at an odd offset: the kernels load 16 bytes
+                    d_o = d_o.clone()
                 dq = torch.empty(q.shape, dtype=q.dtype, device=q.device)
                 dk = torch.empty(k.shape, dtype=k.dtype, device=k.device)
                 dv = torch.empty(v.shape, dtype=v.dtype, device=v.device)

@@ -142,8 +142,11 @@ class CompiledAttention:
         training = q.requires_grad or k.requires_grad or v.requires_grad
 
         tensors = []
+        values = [] if training else None  # the tensors themselves: a training call keeps them alive
         for read, torch_dtype, ndim, code, t in variant.tensor_reads:
             value = read()
+            if training:
+                values.append(value)
             if getattr(value, "dtype", None) is not torch_dtype or value.dim() != ndim:
                 return self._retrace_call(q, k, v)
             if value.get_device() != device:
@@ -159,7 +162,7 @@ class CompiledAttention:
                 tensors.append((value.data_ptr(), code, (1,), (1,)))
         scalars = [float(read()) for read in variant.scalar_reads]
         if training and _torch().is_grad_enabled() and B and Nq and Hq:
-            return self._call_training(variant, q, k, v, qs, ks, vs, qst, kst, vst, device, tensors, scalars)
+            return self._call_training(variant, q, k, v, qs, ks, vs, qst, kst, vst, device, tensors, values, scalars)
 
         launcher = variant.launchers.get((dtype, Dqk, vs[3], device, get_ident()))
         if launcher is None:
@@ -179,7 +182,7 @@ class CompiledAttention:
                                     "CUDA torch tensor to it before calling")
         return self(q, k, v)
 
-    def _call_training(self, variant, q, k, v, qs, ks, vs, qst, kst, vst, device, tensors, scalars):
+    def _call_training(self, variant, q, k, v, qs, ks, vs, qst, kst, vst, device, tensors, values, scalars):
         """The call with autograd: the forward with LSE, the backward kernels on loss.backward()."""
         key = (q.dtype, q.shape[3], vs[3], device, get_ident(), "train")
         launcher = variant.launchers.get(key)
@@ -188,10 +191,10 @@ class CompiledAttention:
         backward_key = (q.dtype, q.shape[3], vs[3], device)
         backward = variant.backwards.get(backward_key)
         if backward is None:
+            # `tile` is the forward kernel's; the backward kernels take their own default tile.
             backward = variant.backwards[backward_key] = autograd.backward_for(launcher.kernel.spec.to_json(),
-                                                                               device, self.tile)
+                                                                               device, None)
         # Captured tensors are kept alive with the call: the backward reads them again.
-        values = [read() for read, *_ in variant.tensor_reads]
         call = autograd.Call(backward, dtypes.CODES[dtypes.name_of(q.dtype)], device,
                              [(value, *t) for value, t in zip(values, tensors)], scalars)
         out, lse = autograd.attention_function().apply(

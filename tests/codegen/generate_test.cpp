@@ -59,6 +59,20 @@ TEST(Generate, DefaultTileFitsTheArch) {
     EXPECT_USER_ERROR(check_config(big, "sm_86"), "it needs 131200 bytes of shared memory; sm_86 allows 101376");
 }
 
+// Every kind's default configuration, for every dtype and head-dim pair, runs on every arch
+// kernel_config.h knows (the shared-memory limit included).
+TEST(Generate, EveryDefaultConfigRunsOnEveryKnownArch) {
+    for (int sm : {80, 86, 87, 89, 90, 100, 103, 120})
+        for (KernelKind kind : {KernelKind::forward, KernelKind::backward_dkdv, KernelKind::backward_dq})
+            for (ElemKind e : {ElemKind::f16, ElemKind::bf16, ElemKind::f32})
+                for (int dqk : {32, 64, 96, 128, 256})
+                    for (int dv : {32, 64, 96, 128, 256}) {
+                        const KernelConfig c = default_config(kind, e, dqk, dv, sm);
+                        const char* why = why_config_invalid_on(c, sm);
+                        EXPECT_EQ(why, nullptr) << c << " on sm_" << sm << ": " << why;
+                    }
+}
+
 TEST(Generate, ArchIsCheckedAndParsed) {
     EXPECT_EQ(sm_version("sm_90a"), 90);
     EXPECT_EQ(sm_version("sm_100f"), 100);

@@ -8,6 +8,7 @@
 
 #include "dsl/dsl.h"
 #include "api/attention.h"
+#include "api/attention_backward.h"
 #include "tests/common/expect_error.h"
 
 namespace attnjit {
@@ -387,6 +388,52 @@ TEST(LaunchErrors, InvalidSpec) {
     Case c = plain();
     c.spec.head_dim(0);
     EXPECT_USER_ERROR(check_launch_args(c.spec, c.args), "head dim 0 is not positive");
+}
+
+// ---- the backward's gradient arguments (check_grad_args) ------------------------------------
+
+GradArgs valid_grads() {
+    return GradArgs{view(6, DType::f16, {B, Hq, Nq, D}), view(7, DType::f16, {B, Hq, Nq, D}),
+                    view(8, DType::f16, {B, Hkv, Nk, D}), view(9, DType::f16, {B, Hkv, Nk, D})};
+}
+
+TEST(GradArgs, ValidArgumentsPass) {
+    const Case c = valid();
+    check_launch_args(c.spec, c.args);
+    check_grad_args(c.spec, c.args, valid_grads());
+}
+
+TEST(GradArgs, ShapesDtypesAndStridesAreChecked) {
+    const Case c = valid();
+    GradArgs g = valid_grads();
+    g.dk = view(8, DType::f16, {B, Hq, Nk, D});
+    EXPECT_USER_ERROR(check_grad_args(c.spec, c.args, g), "argument 'dk' has shape [2, 4, 32, 64] but must have the shape of 'k', [2, 2, 32, 64]");
+    g = valid_grads();
+    g.d_o.dtype = DType::bf16;
+    EXPECT_USER_ERROR(check_grad_args(c.spec, c.args, g), "argument 'd_o' has dtype bf16");
+    g = valid_grads();
+    g.dv.strides[3] = 2;
+    EXPECT_USER_ERROR(check_grad_args(c.spec, c.args, g), "argument 'dv' has stride 2 on the head dimension");
+    g = valid_grads();
+    g.dq.strides[1] = 0;
+    EXPECT_USER_ERROR(check_grad_args(c.spec, c.args, g), "argument 'dq' has stride 0 in dimension 1");
+}
+
+// Outputs in place of an input (q, k, v, o, dO, LSE or a captured tensor) or of each other.
+TEST(GradArgs, GradientsAreNeverComputedInPlace) {
+    const Case c = valid();
+    GradArgs g = valid_grads();
+    g.dq.data = c.args.q.data;
+    EXPECT_USER_ERROR(check_grad_args(c.spec, c.args, g), "argument 'dq' is the same memory as 'q'");
+    g = valid_grads();
+    g.dv.data = g.d_o.data;
+    EXPECT_USER_ERROR(check_grad_args(c.spec, c.args, g), "argument 'dv' is the same memory as 'd_o'");
+    g = valid_grads();
+    g.dk.data = c.args.tensors.at("bias").data;
+    EXPECT_USER_ERROR(check_grad_args(c.spec, c.args, g), "argument 'dk' is the same memory as captured tensor 'bias'");
+    g = valid_grads();
+    g.dv.data = g.dk.data;
+    EXPECT_USER_ERROR(check_grad_args(c.spec, c.args, g), "arguments 'dk' and 'dv' are the same memory");
 }
 
 }  // namespace

@@ -95,7 +95,7 @@ INSTANTIATE_TEST_SUITE_P(Modifiers, ModifierCompiles, ::testing::ValuesIn(modifi
 
 // Both backward kernels of every example spec compile: f16, bf16, f32 at head dim 64 for
 // sm_90a (the simt backward has no arch-specific code; sm_80 is covered by plain), and
-// plain at every head dim and Dqk != Dv for sm_80.
+// plain at every head dim and Dqk != Dv for sm_80, and at d256 for sm_86 (its smaller tile).
 class BackwardCompiles : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(BackwardCompiles, BothKinds) {
@@ -114,6 +114,8 @@ TEST_P(BackwardCompiles, BothKinds) {
         for (int hd : {32, 96, 128, 256})
             for (const auto& [n, spec] : example_specs(DType::bf16, hd))
                 if (n == name) add(spec, "sm_80", name + " bf16 d" + std::to_string(hd));
+        for (const auto& [n, spec] : example_specs(DType::f16, 256))  // the 99 KiB tile (block_n 16)
+            if (n == name) add(spec, "sm_86", name + " f16 d256");
         dsl::AttentionSpec uneven;
         uneven.dtype(DType::f16).head_dims(128, 64);
         add(uneven, "sm_80", "plain f16 d128x64");

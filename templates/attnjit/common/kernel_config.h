@@ -201,8 +201,10 @@ ATTNJIT_HD constexpr MainloopKind default_mainloop(KernelKind kind, ElemKind e, 
 
 // The tile used when nothing else is asked for, fitting sm_<sm>'s shared memory.
 ATTNJIT_HD constexpr TileConfig default_tile(KernelKind kind, MainloopKind m, int dqk, int dv, int sm) {
-    return is_backward(kind) ? (dqk + dv > 256 || max_dynamic_smem_bytes(sm) < 128 * 1024 ? TileConfig{16, 32, 4, 1}
-                                                                                         : TileConfig{32, 32, 8, 1})
+    // Backward: {16, 16} keeps head dims 256 inside the 99 KiB of sm_86 / sm_89 / sm_120.
+    return is_backward(kind) ? (dqk + dv > 256 && max_dynamic_smem_bytes(sm) < 128 * 1024 ? TileConfig{16, 16, 4, 1}
+                                : dqk + dv > 256 || max_dynamic_smem_bytes(sm) < 128 * 1024 ? TileConfig{16, 32, 4, 1}
+                                                                                           : TileConfig{32, 32, 8, 1})
            : m == MainloopKind::simt ? TileConfig{32, 32, 4, 1}
            : (dqk > 128 || dv > 128)
                ? (max_dynamic_smem_bytes(sm) >= 128 * 1024 ? TileConfig{128, 64, 8, 1} : TileConfig{64, 64, 4, 1})
