@@ -3,6 +3,7 @@
 #include "api/backward_launch.h"
 #include "api/prepared_kernel.h"
 #include "codegen/kernel_config.h"
+#include "runtime/stream_buffer.h"
 #include "support/debug.h"
 #include "support/error.h"
 
@@ -46,15 +47,17 @@ void AttentionBackward::operator()(const LaunchArgs& fwd, const GradArgs& grads,
                                 "launch; construct it without CompileOptions.arch where the GPU is";
     const auto &q = fwd.q.shape, &k = fwd.k.shape;
     if (q[0] == 0 || q[1] == 0) return;  // no batch or no heads: nothing to write
-    const BackwardArgs block = api::backward_args(impl_->spec, fwd, grads);
-    // dK and dV are written even when Nq == 0 (zeros); dQ only has rows when Nq > 0.
-    if (k[2] > 0) {
-        const api::PreparedKernel& dkdv = impl_->dkdv;
-        dkdv.launch(api::backward_grid(dkdv.config, fwd), api::backward_params(dkdv.layout, block, fwd), stream);
-    }
+    // The per-row statistics backward_dq writes and backward_dkdv reads (O(N) memory).
+    const runtime::StreamBuffer stats(api::backward_stats_bytes(fwd), static_cast<CUstream>(stream));
+    const BackwardArgs block = api::backward_args(impl_->spec, fwd, grads, static_cast<float*>(stats.data()));
+    // dQ first: it writes the statistics. dK and dV are written even when Nq == 0 (zeros).
     if (q[2] > 0) {
         const api::PreparedKernel& dq = impl_->dq;
         dq.launch(api::backward_grid(dq.config, fwd), api::backward_params(dq.layout, block, fwd), stream);
+    }
+    if (k[2] > 0) {
+        const api::PreparedKernel& dkdv = impl_->dkdv;
+        dkdv.launch(api::backward_grid(dkdv.config, fwd), api::backward_params(dkdv.layout, block, fwd), stream);
     }
 }
 

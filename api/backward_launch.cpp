@@ -12,7 +12,11 @@ void strides3(long long out[3], const TensorView& t) {
 
 }  // namespace
 
-BackwardArgs backward_args(const AttentionSpec& spec, const LaunchArgs& fwd, const GradArgs& g) {
+size_t backward_stats_bytes(const LaunchArgs& fwd) {
+    return 2 * sizeof(float) * static_cast<size_t>(fwd.q.shape[0] * fwd.q.shape[1] * fwd.q.shape[2]);
+}
+
+BackwardArgs backward_args(const AttentionSpec& spec, const LaunchArgs& fwd, const GradArgs& g, float* stats) {
     BackwardArgs b{};
     b.q = fwd.q.data;
     b.k = fwd.k.data;
@@ -23,6 +27,7 @@ BackwardArgs backward_args(const AttentionSpec& spec, const LaunchArgs& fwd, con
     b.dq = g.dq.data;
     b.dk = g.dk.data;
     b.dv = g.dv.data;
+    b.stats = stats;
     strides3(b.q_stride, fwd.q);
     strides3(b.k_stride, fwd.k);
     strides3(b.v_stride, fwd.v);

@@ -2,6 +2,7 @@
 // checked arguments, the Params bytes and the grids.
 #pragma once
 
+#include <cstddef>
 #include <vector>
 
 #include "api/attention_backward.h"
@@ -12,7 +13,9 @@
 
 namespace attnjit::api {
 
-BackwardArgs backward_args(const AttentionSpec& spec, const LaunchArgs& fwd, const GradArgs& grads);
+// stats: the workspace of backward_stats_bytes(fwd) bytes (BackwardArgs::stats).
+BackwardArgs backward_args(const AttentionSpec& spec, const LaunchArgs& fwd, const GradArgs& grads, float* stats);
+size_t backward_stats_bytes(const LaunchArgs& fwd);
 
 std::vector<unsigned char> backward_params(const codegen::ParamsLayout& layout, const BackwardArgs& block,
                                            const LaunchArgs& fwd);

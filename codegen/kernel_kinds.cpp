@@ -9,9 +9,9 @@ namespace {
 const KernelKindInfo kKinds[] = {
     {KernelKind::forward, "attnjit_forward", "attnjit/forward/kernel.cuh", "attnjit::ForwardTraits",
      "attnjit::forward_kernel", "fwd"},
-    {KernelKind::backward_dkdv, "attnjit_backward_dkdv", "attnjit/backward/kernel.cuh", "attnjit::BackwardTraits",
+    {KernelKind::backward_dkdv, "attnjit_backward_dkdv", "attnjit/backward/kernel.cuh", "attnjit::BackwardDkdvTraits",
      "attnjit::backward_dkdv_kernel", "bwd_dkdv"},
-    {KernelKind::backward_dq, "attnjit_backward_dq", "attnjit/backward/kernel.cuh", "attnjit::BackwardTraits",
+    {KernelKind::backward_dq, "attnjit_backward_dq", "attnjit/backward/kernel.cuh", "attnjit::BackwardDqTraits",
      "attnjit::backward_dq_kernel", "bwd_dq"},
 };
 

@@ -93,9 +93,9 @@ TEST_P(ModifierCompiles, ForSm80AndSm90a) { compile_matrix(GetParam(), &modifier
 INSTANTIATE_TEST_SUITE_P(Modifiers, ModifierCompiles, ::testing::ValuesIn(modifier_names()),
                          [](const ::testing::TestParamInfo<std::string>& i) { return i.param; });
 
-// Both backward kernels of every example spec compile: f16, bf16, f32 at head dim 64 for
-// sm_90a (the simt backward has no arch-specific code; sm_80 is covered by plain), and
-// plain at every head dim and Dqk != Dv for sm_80, and at d256 for sm_86 (its smaller tile).
+// Both backward kernels of every example spec compile: f16, bf16 (the sm80 loops) and f32
+// (simt) at head dim 64 for sm_90a, and plain at every head dim (d256: simt) and
+// Dqk != Dv for sm_80, and at d128 and d256 for sm_86 (the 99 KiB tiles).
 class BackwardCompiles : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(BackwardCompiles, BothKinds) {
@@ -114,8 +114,9 @@ TEST_P(BackwardCompiles, BothKinds) {
         for (int hd : {32, 96, 128, 256})
             for (const auto& [n, spec] : example_specs(DType::bf16, hd))
                 if (n == name) add(spec, "sm_80", name + " bf16 d" + std::to_string(hd));
-        for (const auto& [n, spec] : example_specs(DType::f16, 256))  // the 99 KiB tile (block_n 16)
-            if (n == name) add(spec, "sm_86", name + " f16 d256");
+        for (int hd : {128, 256})  // the 99 KiB tiles
+            for (const auto& [n, spec] : example_specs(DType::f16, hd))
+                if (n == name) add(spec, "sm_86", name + " f16 d" + std::to_string(hd));
         dsl::AttentionSpec uneven;
         uneven.dtype(DType::f16).head_dims(128, 64);
         add(uneven, "sm_80", "plain f16 d128x64");

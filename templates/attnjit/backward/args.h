@@ -16,6 +16,10 @@ struct BackwardArgs {
     void* dq;          // [B, Hq, Nq, Dqk]   (written by backward_dq)
     void* dk;          // [B, Hkv, Nk, Dqk]  (written by backward_dkdv)
     void* dv;          // [B, Hkv, Nk, Dv]   (written by backward_dkdv)
+    // Workspace [2, B, Hq, Nq] f32, contiguous: LSE * log2(e) (+inf where LSE = -inf) and
+    // Delta = rowsum(dO * O) per query row, written by backward_dq (sm80), which runs first,
+    // and read by backward_dkdv (sm80). The simt loops recompute both and leave it alone.
+    float* stats;
     long long q_stride[3];
     long long k_stride[3];
     long long v_stride[3];

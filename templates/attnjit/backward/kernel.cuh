@@ -1,13 +1,16 @@
-// The backward kernel templates: BackwardTraits (the compile-time KernelConfig) and the two
-// kernels generated code calls from its __global__ entry points, backward_dkdv_kernel
-// (grid (ceil(Nk / block_n), Hkv, B)) and backward_dq_kernel (grid (ceil(Nq / block_m),
-// Hq, B)); both take BackwardArgs (backward/args.h) and the Variant's hooks, with
-// d_score (d score_mod / d s) when Variant::kHasScoreGrad.
+// The backward kernel templates: BackwardTraits (the compile-time KernelConfig, with
+// BackwardDkdvTraits / BackwardDqTraits, the names generated code uses) and the two
+// kernels generated code calls from its __global__ entry points, backward_dq_kernel
+// (grid (ceil(Nq / block_m), Hq, B), launched first) and backward_dkdv_kernel (grid
+// (ceil(Nk / block_n), Hkv, B)); both take BackwardArgs (backward/args.h) and the
+// Variant's hooks, with d_score (d score_mod / d s) when Variant::kHasScoreGrad.
 //
-// Main loops are policy types selected by the config's MainloopKind; one so far:
-//   simt::Backward<...>  every element type, fp32 FFMA (simt/backward.cuh)
-// A tensor-core loop plugs in beside it with run_dkdv / run_dq, kThreads, kSmemBytes and
-// the capability flags check_variant reads.
+// Main loops are policy types selected by the config's MainloopKind:
+//   simt::Backward<...>       every element type, fp32 FFMA, both kinds (simt/backward.cuh)
+//   sm80::BackwardDq<...>     fp16 / bf16, mma.sync, head dims up to 128
+//   sm80::BackwardDkdv<...>   (sm80/backward_dq.cuh, sm80/backward_dkdv.cuh)
+// Each has run_dkdv or run_dq, kThreads, kSmemBytes and the capability flags
+// check_variant reads.
 #pragma once
 
 #include "attnjit/backward/args.h"
@@ -15,17 +18,18 @@
 #include "attnjit/common/types.cuh"
 #include "attnjit/common/variant.cuh"
 #include "attnjit/simt/backward.cuh"
+#include "attnjit/sm80/backward_dkdv.cuh"
+#include "attnjit/sm80/backward_dq.cuh"
 
 namespace attnjit {
 
-template <MainloopKind kMainloop_, class Element_, int kDqk_, int kDv_, int kBlockM_, int kBlockN_, int kWarps_,
-          int kStages_>
+template <KernelKind kKind_, MainloopKind kMainloop_, class Element_, int kDqk_, int kDv_, int kBlockM_,
+          int kBlockN_, int kWarps_, int kStages_>
 struct BackwardTraits {
     using Element = Element_;
     static constexpr MainloopKind kMainloop = kMainloop_;
     static constexpr int kThreads = kWarps_ * 32;
-    // Both backward kinds take the same tiles (smem_bytes is the same for both).
-    static constexpr KernelConfig kConfig{KernelKind::backward_dkdv, kMainloop, ElemKindOf<Element>::value, kDqk_,
+    static constexpr KernelConfig kConfig{kKind_, kMainloop, ElemKindOf<Element>::value, kDqk_,
                                           kDv_, TileConfig{kBlockM_, kBlockN_, kWarps_, kStages_}};
 
     static_assert(config_is_valid(kConfig), "kernel configuration rejected by why_config_invalid() in kernel_config.h");
@@ -34,9 +38,20 @@ struct BackwardTraits {
                   "kernel configuration does not run on the target arch (why_config_invalid_on in kernel_config.h)");
 #endif
 
-    using Mainloop = simt::Backward<Element, kDqk_, kDv_, kBlockM_, kBlockN_, kWarps_>;
+    using Mainloop = typename Select<
+        kMainloop == MainloopKind::sm80,
+        typename Select<kKind_ == KernelKind::backward_dkdv,
+                        sm80::BackwardDkdv<Element, kDqk_, kDv_, kBlockM_, kBlockN_, kWarps_>,
+                        sm80::BackwardDq<Element, kDqk_, kDv_, kBlockM_, kBlockN_, kWarps_>>::type,
+        simt::Backward<Element, kDqk_, kDv_, kBlockM_, kBlockN_, kWarps_>>::type;
     static constexpr int kSmemBytes = Mainloop::kSmemBytes;
+    static_assert(kSmemBytes == smem_bytes(kConfig), "backward main loop and smem_bytes disagree");
 };
+
+template <MainloopKind M, class E, int Dqk, int Dv, int BM, int BN, int W, int S>
+using BackwardDkdvTraits = BackwardTraits<KernelKind::backward_dkdv, M, E, Dqk, Dv, BM, BN, W, S>;
+template <MainloopKind M, class E, int Dqk, int Dv, int BM, int BN, int W, int S>
+using BackwardDqTraits = BackwardTraits<KernelKind::backward_dq, M, E, Dqk, Dv, BM, BN, W, S>;
 
 template <class Traits, class Variant, class Params>
 __device__ __forceinline__ void backward_dkdv_kernel(const Params& p) {

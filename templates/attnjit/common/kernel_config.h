@@ -31,9 +31,9 @@ namespace attnjit {
 enum class ElemKind : int { f16 = 0, bf16 = 1, f32 = 2 };
 
 // What the kernel computes. The backward is two kernels that share the recomputation of
-// P and dS tile by tile (FlashAttention-2's algorithm, Delta = rowsum(dO * O) recomputed
-// per query tile instead of a preprocess pass): backward_dkdv (one CTA per KV tile, dK and
-// dV) and backward_dq (one CTA per query tile, dQ). No atomics: deterministic. Room for:
+// P and dS tile by tile (FlashAttention-2's algorithm): backward_dq (one CTA per query
+// tile, dQ; it runs first and also writes Delta = rowsum(dO * O) to a workspace) and
+// backward_dkdv (one CTA per KV tile, dK and dV). No atomics: deterministic. Room for:
 // decode.
 enum class KernelKind : int { forward = 0, backward_dkdv = 1, backward_dq = 2 };
 
@@ -132,9 +132,19 @@ constexpr int kSimtRowPad = 4;
 //  backward simt (both kinds): scratch | Q [block_m x (dqk+1)] | dO [block_m x (dv+1)] |
 //                K [block_n x (dqk+1)] | V [block_n x (dv+1)] | P, dS [block_m x (block_n+1)] |
 //                LSE, Delta [block_m]   (floats)
+//  backward_dkdv sm80: scratch | K, V [block_n x (dqk + dv)] |
+//                [2 stages] Q, dO [block_m x (dqk + dv)] | [2 stages] LSE, Delta [block_m] (f32)
+//  backward_dq sm80: scratch | Q, dO [block_m x (dqk + dv)] | [2 stages] K, V
+//                [block_n x (dqk + dv)] | LSE, Delta [block_m] (f32)   (XOR-swizzled)
 ATTNJIT_HD constexpr int smem_bytes(const KernelConfig& c) {
     const TileConfig& t = c.tile;
     const int dqk = c.head_dim_qk, dv = c.head_dim_v;
+    if (is_backward(c.kind) && c.mainloop == MainloopKind::sm80)
+        return c.kind == KernelKind::backward_dkdv
+                   ? scratch_bytes(t.warps) + elem_bytes(c.elem) * (t.block_n + 2 * t.block_m) * (dqk + dv) +
+                         2 * 2 * 4 * t.block_m
+                   : scratch_bytes(t.warps) + elem_bytes(c.elem) * (t.block_m + 2 * t.block_n) * (dqk + dv) +
+                         2 * 4 * t.block_m;
     if (is_backward(c.kind))
         return scratch_bytes(t.warps) + 4 * ((t.block_m + t.block_n) * (dqk + 1 + dv + 1) +
                                              2 * t.block_m * (t.block_n + 1) + 2 * t.block_m);
@@ -156,9 +166,23 @@ ATTNJIT_HD constexpr const char* why_config_invalid(const KernelConfig& c) {
         return "unsupported head dim (32, 64, 96, 128 or 256)";
     if (t.warps <= 0 || t.warps > 16) return "warps must be in [1, 16]";
     if (t.block_m <= 0 || t.block_n <= 0) return "block sizes must be positive";
-    if (is_backward(c.kind)) {
-        // The backward has a simt main loop only so far, for every element type.
-        if (c.mainloop != MainloopKind::simt) return "the backward has a simt main loop only";
+    if (is_backward(c.kind) && c.mainloop == MainloopKind::sm80) {
+        // The warps split the CTA's own rows (keys for dkdv, queries for dq) in 16-row
+        // fragments; the streamed tile is a multiple of 16.
+        const bool dkdv = c.kind == KernelKind::backward_dkdv;
+        const int own = dkdv ? t.block_n : t.block_m, streamed = dkdv ? t.block_m : t.block_n;
+        if (c.elem == ElemKind::f32) return "the sm80 backward takes f16 or bf16 only";
+        if (c.head_dim_qk > 128 || c.head_dim_v > 128) return "the sm80 backward takes head dims up to 128 (256 runs on simt)";
+        if (own % (16 * t.warps) != 0)
+            return dkdv ? "backward_dkdv sm80: block_n must be a multiple of 16 keys per warp"
+                        : "backward_dq sm80: block_m must be a multiple of 16 rows per warp";
+        if (own / (16 * t.warps) > 2) return "backward sm80: at most 32 rows per warp";
+        if (streamed % 16 != 0 || streamed > 128)
+            return dkdv ? "backward_dkdv sm80: block_m must be a multiple of 16, at most 128"
+                        : "backward_dq sm80: block_n must be a multiple of 16, at most 128";
+        if (t.stages != 2) return "backward sm80: stages must be 2";
+    } else if (is_backward(c.kind)) {
+        if (c.mainloop != MainloopKind::simt) return "unknown backward main loop";
         if (t.block_m > 64 || t.block_n > 64) return "backward simt: block_m and block_n at most 64";
         if (t.stages != 1) return "backward simt: stages must be 1";
     } else if (c.mainloop == MainloopKind::simt) {
@@ -194,15 +218,22 @@ ATTNJIT_HD constexpr bool config_is_valid(const KernelConfig& c) { return why_co
 
 // ---- defaults ---------------------------------------------------------------------------
 
-// The main loop of a kind for an element type on sm_<sm>.
-ATTNJIT_HD constexpr MainloopKind default_mainloop(KernelKind kind, ElemKind e, int /*sm*/) {
-    return is_backward(kind) || e == ElemKind::f32 ? MainloopKind::simt : MainloopKind::sm80;
+// The main loop of a kind for an element type and head dims on sm_<sm>.
+ATTNJIT_HD constexpr MainloopKind default_mainloop(KernelKind kind, ElemKind e, int dqk, int dv, int /*sm*/) {
+    return e == ElemKind::f32 || (is_backward(kind) && (dqk > 128 || dv > 128)) ? MainloopKind::simt
+                                                                                 : MainloopKind::sm80;
 }
 
 // The tile used when nothing else is asked for, fitting sm_<sm>'s shared memory.
 ATTNJIT_HD constexpr TileConfig default_tile(KernelKind kind, MainloopKind m, int dqk, int dv, int sm) {
-    // Backward: {16, 16} keeps head dims 256 inside the 99 KiB of sm_86 / sm_89 / sm_120.
-    return is_backward(kind) ? (dqk + dv > 256 && max_dynamic_smem_bytes(sm) < 128 * 1024 ? TileConfig{16, 16, 4, 1}
+    // Backward sm80: 128 keys x 64 queries (dkdv), 128 queries x 64 keys (dq), 8 warps; half
+    // the CTA rows on GPUs with 99 KiB of shared memory.
+    // Backward simt: {16, 16} keeps head dims 256 inside the 99 KiB of sm_86 / sm_89 / sm_120.
+    const bool small_smem = max_dynamic_smem_bytes(sm) < 128 * 1024;
+    return is_backward(kind) && m == MainloopKind::sm80
+               ? (kind == KernelKind::backward_dkdv ? (small_smem ? TileConfig{64, 64, 4, 2} : TileConfig{64, 128, 8, 2})
+                                                    : (small_smem ? TileConfig{64, 64, 4, 2} : TileConfig{128, 64, 8, 2}))
+           : is_backward(kind) ? (dqk + dv > 256 && max_dynamic_smem_bytes(sm) < 128 * 1024 ? TileConfig{16, 16, 4, 1}
                                 : dqk + dv > 256 || max_dynamic_smem_bytes(sm) < 128 * 1024 ? TileConfig{16, 32, 4, 1}
                                                                                            : TileConfig{32, 32, 8, 1})
            : m == MainloopKind::simt ? TileConfig{32, 32, 4, 1}
@@ -213,8 +244,8 @@ ATTNJIT_HD constexpr TileConfig default_tile(KernelKind kind, MainloopKind m, in
 }
 
 ATTNJIT_HD constexpr KernelConfig default_config(KernelKind kind, ElemKind e, int dqk, int dv, int sm) {
-    return KernelConfig{kind, default_mainloop(kind, e, sm), e, dqk, dv,
-                        default_tile(kind, default_mainloop(kind, e, sm), dqk, dv, sm)};
+    return KernelConfig{kind, default_mainloop(kind, e, dqk, dv, sm), e, dqk, dv,
+                        default_tile(kind, default_mainloop(kind, e, dqk, dv, sm), dqk, dv, sm)};
 }
 
 }  // namespace attnjit

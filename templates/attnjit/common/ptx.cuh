@@ -18,6 +18,11 @@ __device__ __forceinline__ void cp_async_16(unsigned dst, const void* src, bool 
     int n = pred ? 16 : 0;
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(src), "r"(n) : "memory");
 }
+// 4-byte global -> shared copy (through L1); when !pred nothing is read and 0 is stored.
+__device__ __forceinline__ void cp_async_4(unsigned dst, const void* src, bool pred) {
+    int n = pred ? 4 : 0;
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;" ::"r"(dst), "l"(src), "r"(n) : "memory");
+}
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
 template <int N>
 __device__ __forceinline__ void cp_async_wait() {

@@ -16,8 +16,9 @@
 namespace attnjit {
 namespace sm80 {
 
-template <int kMF, int kNT>
+template <int kMF_, int kNT_>
 struct MmaCLayout {
+    static constexpr int kMF = kMF_, kNT = kNT_;
     using Frag = float[kMF][kNT][4];
     using RowReduce = QuadRowReduce;
     static constexpr int kRows = 2 * kMF;  // row slots per thread
@@ -51,6 +52,18 @@ struct MmaCLayout {
             for (int nt = 0; nt < kNT; ++nt)
 #pragma unroll
                 for (int e = 0; e < 4; ++e) op(f[mf][nt][e], 2 * mf + (e >> 1), col(nt, e));
+    }
+
+    // op(float& a, float& b, int r, int col) for the elements at the same place of two
+    // fragments.
+    template <class Op>
+    __device__ __forceinline__ void for_each2(Frag& a, Frag& b, Op& op) const {
+#pragma unroll
+        for (int mf = 0; mf < kMF; ++mf)
+#pragma unroll
+            for (int nt = 0; nt < kNT; ++nt)
+#pragma unroll
+                for (int e = 0; e < 4; ++e) op(a[mf][nt][e], b[mf][nt][e], 2 * mf + (e >> 1), col(nt, e));
     }
 
     // op(float& v0, float& v1) for the pairs (columns col, col + 1) of row slot r.

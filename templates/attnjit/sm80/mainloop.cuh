@@ -31,6 +31,7 @@
 #include "attnjit/common/score_hooks.cuh"
 #include "attnjit/common/types.cuh"
 #include "attnjit/forward/args.h"
+#include "attnjit/sm80/copy.cuh"
 #include "attnjit/sm80/fragment.cuh"
 #include "attnjit/sm80/swizzle.cuh"
 
@@ -72,43 +73,10 @@ struct Mainloop {
     using SLayout = MmaCLayout<kMF, kNT>;  // S = Q K^T, then P
     using OLayout = MmaCLayout<kMF, kDT>;  // O accumulator
 
-    // Copy rows [0, ROWS) x [0, D) of a row-major global tile (row stride `stride`
-    // elements) into a swizzled shared tile; rows >= valid are zero-filled and not read.
     template <int ROWS, int D>
     __device__ __forceinline__ static void load_tile(unsigned dst, const E* g, long long stride, int valid,
                                                      const E* safe, int tid) {
-        constexpr int CPR = D / 8;
-        constexpr int kChunks = ROWS * CPR;
-        constexpr int kIters = (kChunks + kThreads - 1) / kThreads;
-        if constexpr (kThreads % CPR == 0 && (kThreads / CPR) % 8 == 0) {
-            // Each thread keeps one chunk column and one row phase (row & 7): the shared
-            // offset of its k-th chunk is a constant step; the global one a pointer bump.
-            constexpr int kRowStep = kThreads / CPR;
-            const int row0 = tid / CPR, c = tid % CPR;
-            const unsigned d0 = dst + (row0 * CPR + swz_chunk<CPR>(c, row0 & 7)) * 16;
-            const E* src = g + row0 * stride + c * 8;
-            const long long step = kRowStep * stride;
-#pragma unroll
-            for (int it = 0; it < kIters; ++it) {
-                const int row = row0 + it * kRowStep;
-                if (kChunks % kThreads == 0 || row < ROWS) {
-                    const bool ok = row < valid;
-                    ptx::cp_async_16(d0 + it * kRowStep * CPR * 16, ok ? src : safe, ok);
-                }
-                src += step;
-            }
-        } else {
-#pragma unroll
-            for (int it = 0; it < kIters; ++it) {
-                const int ch = it * kThreads + tid;
-                if (kChunks % kThreads == 0 || ch < kChunks) {
-                    const int row = ch / CPR, c = ch % CPR;
-                    const bool ok = row < valid;
-                    const E* src = ok ? g + row * stride + c * 8 : safe;
-                    ptx::cp_async_16(dst + (row * CPR + swz_chunk<CPR>(c, row & 7)) * 16, src, ok);
-                }
-            }
-        }
+        copy_tile<E, kThreads, ROWS, D>(dst, g, stride, valid, safe, tid);
     }
 
     template <int KK = 0>

@@ -22,7 +22,7 @@ cudaError_t launch_kernel(const Params& p, cudaStream_t s) {
 
 template <class E, int DQK, int DV, int BM, int BN, int W, int S, int V>
 void add_kernel(bool bench = false) {
-    using Traits = attnjit::ForwardTraits<attnjit::default_mainloop(attnjit::KernelKind::forward, attnjit::ElemKindOf<E>::value, 90), E, DQK, DV, BM,
+    using Traits = attnjit::ForwardTraits<attnjit::default_mainloop(attnjit::KernelKind::forward, attnjit::ElemKindOf<E>::value, DQK, DV, 90), E, DQK, DV, BM,
                                           BN, W, S>;
     using Var = typename VariantOf<V>::type;
     KernelEntry e;
@@ -43,7 +43,7 @@ template <class E, int DQK, int DV, int V>
 void add_default() {
     constexpr attnjit::ElemKind ek = attnjit::ElemKindOf<E>::value;
     constexpr attnjit::TileConfig t =
-        attnjit::default_tile(attnjit::KernelKind::forward, attnjit::default_mainloop(attnjit::KernelKind::forward, ek, 90), DQK, DV, 90);
+        attnjit::default_tile(attnjit::KernelKind::forward, attnjit::default_mainloop(attnjit::KernelKind::forward, ek, DQK, DV, 90), DQK, DV, 90);
     add_kernel<E, DQK, DV, t.block_m, t.block_n, t.warps, t.stages, V>();
 }
 

@@ -78,7 +78,7 @@ struct Variant : attnjit::VariantDefaults {
 };
 
 #define ATTNJIT_INST(NAME, E, DQK, DV)                                                                 \
-    constexpr attnjit::MainloopKind NAME##_m = attnjit::default_mainloop(attnjit::KernelKind::forward, attnjit::ElemKindOf<E>::value, 90);      \
+    constexpr attnjit::MainloopKind NAME##_m = attnjit::default_mainloop(attnjit::KernelKind::forward, attnjit::ElemKindOf<E>::value, DQK, DV, 90);      \
     constexpr attnjit::TileConfig NAME##_t =                                                          \
         attnjit::default_tile(attnjit::KernelKind::forward, NAME##_m, DQK, DV, 90);                   \
     using NAME##_traits = attnjit::ForwardTraits<NAME##_m, E, DQK, DV, NAME##_t.block_m, NAME##_t.block_n, NAME##_t.warps, \

@@ -1,0 +1,113 @@
+// The element pass of the backward: turns the two raw products of one (query tile, KV
+// tile) step, S = <q, k> (unscaled) and dP = <dO, v>, into P and dS in place, with the
+// Variant's mask, score_mod and d_score (d score_mod / d s) at each element's (q, k):
+//
+//   keep = k < Nk && q < Nq && mask(q, k)      (mask on kPartial tiles only)
+//   x = scale * S,  t = score_mod(x),  P = keep ? exp2(t log2(e) - LSE_q log2(e)) : 0
+//   dS = P (dP - Delta_q) d_score(x)           (0 wherever P is 0)
+//
+// LSE2 = LSE log2(e) per query, +inf where LSE = -inf (a row with nothing kept: every P
+// is then 0, never NaN). Two orientations of the sm80 fragments (MmaCLayout):
+//   queries_are_rows  backward_dq: rows are queries (per-row LSE2, Delta, Row held in
+//                     registers), columns keys from k0;
+//   keys_are_rows     backward_dkdv: rows are keys from k0, columns queries from q0 (LSE2,
+//                     Delta read from shared memory per column, Row built per column).
+// Hooks never see a clamped-away coordinate: q >= Nq and k >= Nk are clamped to the last
+// one and their elements dropped by keep.
+#pragma once
+
+#include "attnjit/common/math_constants.h"
+#include "attnjit/common/types.cuh"
+
+namespace attnjit {
+
+// LSE2 of one query row from the forward's natural-log LSE.
+__device__ __forceinline__ float backward_lse2(float lse) { return lse == neg_inf() ? -neg_inf() : lse * kLog2e; }
+
+template <class Variant, class Params>
+struct BackwardScores {
+    using Head = typename Variant::Head;
+    using Row = typename Variant::Row;
+
+    const Params& p;
+    const Head& hd;
+    float scale;       // softmax scale applied to <q, k>
+    float scale_log2;  // scale * log2(e), for variants without score_mod
+    bool need_mask;    // a kPartial tile of a masked variant
+
+    // One element: s (in: <q, k>, out: P), dp (in: <dO, v>, out: dS).
+    __device__ __forceinline__ void element(const Row& row, int q, int k, bool keep, float lse2, float delta,
+                                            float& s, float& dp) const {
+        if constexpr (Variant::kHasMask) {
+            if (keep && need_mask) keep = Variant::mask(p, hd, row, q, k);
+        }
+        const float x = s * scale;
+        float pr;
+        if constexpr (Variant::kHasScoreMod) {
+            pr = fast_exp2(Variant::score_mod(p, hd, row, x, q, k) * kLog2e - lse2);
+        } else {
+            pr = fast_exp2(s * scale_log2 - lse2);
+        }
+        pr = keep ? pr : 0.f;
+        float ds = pr * (dp - delta);
+        if constexpr (Variant::kHasScoreGrad) ds *= Variant::d_score(p, hd, row, x, q, k);
+        s = pr;
+        dp = pr == 0.f ? 0.f : ds;
+    }
+
+    // backward_dq: rows are queries. qc, rw, lse2, delta per row slot (queries clamped to
+    // Nq - 1; padding rows have lse2 = +inf); keys k0 + col, kEdge when the tile passes Nk.
+    template <bool kEdge, class Layout, class Frag, int kRows>
+    __device__ __forceinline__ void queries_are_rows(const Layout& layout, Frag& s, Frag& dp, const int (&qc)[kRows],
+                                                     const Row (&rw)[kRows], const float (&lse2)[kRows],
+                                                     const float (&delta)[kRows], int k0, int nk) const {
+        ElementOp<kEdge, kRows> op{*this, qc, rw, lse2, delta, k0, nk};
+        layout.for_each2(s, dp, op);
+    }
+
+    // backward_dkdv: rows are keys k0 + layout.row(r) (all < Nk unless kEdge), columns
+    // queries q0 + col; lse2_s / delta_s: the tile's per-query values in shared memory.
+    template <bool kEdge, class Layout, class Frag>
+    __device__ __forceinline__ void keys_are_rows(const Layout& layout, Frag& s, Frag& dp, const float* lse2_s,
+                                                  const float* delta_s, int q0, int nq, int k0, int nk) const {
+        constexpr int kMF = Layout::kMF, kNT = Layout::kNT;
+#pragma unroll
+        for (int nt = 0; nt < kNT; ++nt)
+#pragma unroll
+            for (int c = 0; c < 2; ++c) {
+                const int col = layout.col(nt, c);
+                const int q = q0 + col;
+                const bool q_ok = q < nq;
+                const int qcl = q_ok ? q : nq - 1;
+                const Row row = Variant::make_row(p, hd, qcl);
+                const float l2 = lse2_s[col], dl = delta_s[col];
+#pragma unroll
+                for (int mf = 0; mf < kMF; ++mf)
+#pragma unroll
+                    for (int hi = 0; hi < 2; ++hi) {
+                        const int k = k0 + layout.row(2 * mf + hi);
+                        const bool keep = q_ok && (!kEdge || k < nk);
+                        element(row, qcl, !kEdge || k < nk ? k : nk - 1, keep, l2, dl, s[mf][nt][2 * hi + c],
+                                dp[mf][nt][2 * hi + c]);
+                    }
+            }
+    }
+
+private:
+    template <bool kEdge, int kRows>
+    struct ElementOp {
+        const BackwardScores& bs;
+        const int (&qc)[kRows];
+        const Row (&rw)[kRows];
+        const float (&lse2)[kRows];
+        const float (&delta)[kRows];
+        int k0, nk;
+        __device__ __forceinline__ void operator()(float& s, float& dp, int r, int col) const {
+            const int k = k0 + col;
+            const bool keep = !kEdge || k < nk;
+            bs.element(rw[r], qc[r], keep ? k : nk - 1, keep, lse2[r], delta[r], s, dp);
+        }
+    };
+};
+
+}  // namespace attnjit

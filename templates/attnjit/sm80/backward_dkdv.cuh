@@ -1,0 +1,175 @@
+// backward_dkdv on tensor cores (fp16, bf16; sm_80+): one CTA per KV tile of BN keys,
+// grid (ceil(Nk / BN), Hkv, B). It runs after backward_dq, whose per-row statistics
+// (LSE2, Delta: BackwardArgs::stats) it reads.
+//
+//   K, V of the tile stay in shared memory; Q, dO and the statistics of every query tile
+//   of every query head of the group (QueryCursor: masked tiles skipped) stream through
+//   two cp.async stages. The products are taken transposed, so that the warps own key
+//   rows and P^T, dS^T stay in registers:
+//     S^T = K Q^T, dP^T = V dO^T       (gemm_nt, warps own 16 kMF key rows)
+//     P^T, dS^T                        (BackwardScores::keys_are_rows)
+//     dV += P^T dO, dK += dS^T Q       (gemm_rn, dO and Q read transposed)
+//   dK is scaled once; dK and dV are stored. Each element is one thread's fixed-order
+//   sum over (head, query tile): deterministic.
+//
+// Shared memory (smem_bytes in common/kernel_config.h): scratch | K [BN x DQK] |
+// V [BN x DV] | 2 x (Q [BM x DQK] | dO [BM x DV]) | 2 x (LSE2 [BM] | Delta [BM]) (f32).
+#pragma once
+
+#include "attnjit/backward/args.h"
+#include "attnjit/common/backward_scores.cuh"
+#include "attnjit/common/intervals.cuh"
+#include "attnjit/common/kernel_config.h"
+#include "attnjit/common/ptx.cuh"
+#include "attnjit/common/query_schedule.cuh"
+#include "attnjit/common/types.cuh"
+#include "attnjit/sm80/copy.cuh"
+#include "attnjit/sm80/fragment.cuh"
+#include "attnjit/sm80/gemm.cuh"
+
+namespace attnjit {
+namespace sm80 {
+
+template <class E, int DQK, int DV, int BM, int BN, int W>
+struct BackwardDkdv {
+    static constexpr int kThreads = W * 32;
+    static constexpr int kMF = BN / (16 * W);  // 16-row key fragments per warp
+    static constexpr int kNT = BM / 8;         // n8 tiles (queries) of S^T per fragment
+    static constexpr int kCprQ = DQK / 8, kCprV = DV / 8;
+
+    static constexpr int kKOff = scratch_bytes(W);
+    static constexpr int kVOff = kKOff + BN * DQK * 2;
+    static constexpr int kQOff = kVOff + BN * DV * 2;
+    static constexpr int kDoInStage = BM * DQK * 2;
+    static constexpr int kQStage = BM * (DQK + DV) * 2;
+    static constexpr int kStatOff = kQOff + 2 * kQStage;
+    static constexpr int kStatStage = 2 * BM * 4;  // LSE2 [BM] | Delta [BM]
+    static constexpr int kSmemBytes = kStatOff + 2 * kStatStage;
+    static_assert(kSmemBytes == smem_bytes(KernelConfig{KernelKind::backward_dkdv, MainloopKind::sm80,
+                                                        ElemKindOf<E>::value, DQK, DV, TileConfig{BM, BN, W, 2}}),
+                  "sm80::BackwardDkdv shared-memory layout disagrees with smem_bytes in common/kernel_config.h");
+    static_assert(kMF >= 1 && BN % (16 * W) == 0, "block_n must be a multiple of 16 keys per warp");
+    static_assert(BM % 16 == 0, "block_m must be a multiple of 16");
+
+    static constexpr const char* kName = "sm80 backward";
+    static constexpr bool kSupportsOutputTransform = false;
+    static constexpr bool kSupportsScoreTileTransform = false;
+    static constexpr int kMaxExtraOperands = 0;
+
+    using SLayout = MmaCLayout<kMF, kNT>;       // S^T, P^T, dP^T, dS^T
+    using KLayout = MmaCLayout<kMF, DQK / 8>;   // dK
+    using VLayout = MmaCLayout<kMF, DV / 8>;    // dV
+
+    template <class Variant, class Params>
+    __device__ __forceinline__ static void run_dkdv(const Params& p, unsigned char* smem) {
+        const BackwardArgs& a = p.args;
+        const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+        const int n0 = blockIdx.x * BN, kvh = blockIdx.y, b = blockIdx.z;
+        const int nq = a.q_len, nk = a.kv_len;
+        const E* qh = static_cast<const E*>(a.q) + b * a.q_stride[0];
+        const E* doh = static_cast<const E*>(a.d_o) + b * a.do_stride[0];
+        const long long qsn = a.q_stride[2], dosn = a.do_stride[2];
+        const long long plane = (long long)a.batch * a.q_heads * nq;
+
+        const unsigned sbase = ptx::smem_addr(smem);
+        const unsigned k_s = sbase + kKOff, v_s = sbase + kVOff, q_s = sbase + kQOff, stat_s = sbase + kStatOff;
+        copy_tile<E, kThreads, BN, DQK>(k_s,
+                                        static_cast<const E*>(a.k) + b * a.k_stride[0] + kvh * a.k_stride[1] +
+                                            n0 * a.k_stride[2],
+                                        a.k_stride[2], nk - n0, static_cast<const E*>(a.k), tid);
+        copy_tile<E, kThreads, BN, DV>(v_s,
+                                       static_cast<const E*>(a.v) + b * a.v_stride[0] + kvh * a.v_stride[1] +
+                                           n0 * a.v_stride[2],
+                                       a.v_stride[2], nk - n0, static_cast<const E*>(a.v), tid);
+        ptx::cp_async_commit();
+
+        BlockCtx ctx{reinterpret_cast<long long*>(smem), tid, kThreads};
+        QueryCursor<Variant, Params, BM> cursor(a, b, kvh, n0, (n0 + BN < nk ? n0 + BN : nk) - 1);
+        auto issue = [&](const QueryStep& st, int stage) {
+            if (st.h >= 0) {
+                const unsigned dst = q_s + stage * kQStage;
+                const int valid = nq - st.m0;
+                copy_tile<E, kThreads, BM, DQK>(dst, qh + st.h * a.q_stride[1] + st.m0 * qsn, qsn, valid, qh, tid);
+                copy_tile<E, kThreads, BM, DV>(dst + kDoInStage, doh + st.h * a.do_stride[1] + st.m0 * dosn, dosn,
+                                               valid, doh, tid);
+                const float* ws = a.stats + ((long long)b * a.q_heads + st.h) * nq + st.m0;
+                for (int i = tid; i < 2 * BM; i += kThreads) {
+                    const int r = i < BM ? i : i - BM;
+                    const bool ok = r < valid;
+                    ptx::cp_async_4(stat_s + stage * kStatStage + i * 4, ok ? ws + (i < BM ? 0 : plane) + r : a.stats,
+                                    ok);
+                }
+            }
+        };
+        QueryStep cur = cursor.advance(p, ctx);
+        issue(cur, 0);
+        ptx::cp_async_commit();
+
+        const int a_row = LaneRows::a_row(lane), b_row = LaneRows::b_row(lane);
+        const LaneChunks la = LaneRows::a_chunks(lane), lb = LaneRows::b_chunks(lane);
+        const unsigned k_ld = k_s + (warp * 16 * kMF + a_row) * kCprQ * 16;
+        const unsigned v_ld = v_s + (warp * 16 * kMF + a_row) * kCprV * 16;
+        const unsigned q_nt = q_s + b_row * kCprQ * 16, do_nt = q_s + kDoInStage + b_row * kCprV * 16;
+        const unsigned q_t = q_s + a_row * kCprQ * 16, do_t = q_s + kDoInStage + a_row * kCprV * 16;
+        const float* stats = reinterpret_cast<const float*>(smem + kStatOff);
+
+        const SLayout sl;
+        float dk[kMF][DQK / 8][4], dv[kMF][DV / 8][4];
+        KLayout::clear(dk);
+        VLayout::clear(dv);
+        typename Variant::Head hd = Variant::make_head(p, b, kvh * a.group, kvh);
+        int hd_h = kvh * a.group;
+        const bool edge = n0 + BN > nk;
+        int stage = 0;
+        while (cur.h >= 0) {
+            ptx::cp_async_wait<0>();
+            block_sync();  // this step's Q, dO, stats landed; every warp is done with the other stage
+            const QueryStep next = cursor.advance(p, ctx);
+            issue(next, stage ^ 1);
+            ptx::cp_async_commit();
+            if (cur.h != hd_h) {
+                hd = Variant::make_head(p, b, cur.h, kvh);
+                hd_h = cur.h;
+            }
+
+            const unsigned so = stage * kQStage;
+            float s[kMF][kNT][4], dp[kMF][kNT][4];
+            SLayout::clear(s);
+            SLayout::clear(dp);
+            gemm_nt<E, kMF, kNT, DQK / 16, kCprQ, kCprQ>(s, k_ld, q_nt + so, la, lb);
+            gemm_nt<E, kMF, kNT, DV / 16, kCprV, kCprV>(dp, v_ld, do_nt + so, la, lb);
+            const BackwardScores<Variant, Params> scores{p, hd, a.scale, a.scale * kLog2e,
+                                                         Variant::kHasMask && cur.cls == TileClass::kPartial};
+            const float* lse2_s = stats + stage * 2 * BM;
+            if (edge)
+                scores.template keys_are_rows<true>(sl, s, dp, lse2_s, lse2_s + BM, cur.m0, nq, n0, nk);
+            else
+                scores.template keys_are_rows<false>(sl, s, dp, lse2_s, lse2_s + BM, cur.m0, nq, n0, nk);
+            unsigned pa[kMF][kNT / 2][4];
+            pack_a<E>(s, pa);
+            gemm_rn<E, kMF, DV / 8, kNT / 2, kCprV>(dv, pa, do_t + so, la);
+            pack_a<E>(dp, pa);
+            gemm_rn<E, kMF, DQK / 8, kNT / 2, kCprQ>(dk, pa, q_t + so, la);
+            cur = next;
+            stage ^= 1;
+        }
+        ptx::cp_async_wait<0>();
+
+        const KLayout kl;
+        const VLayout vl;
+        E* dkg = static_cast<E*>(a.dk) + b * a.dk_stride[0] + kvh * a.dk_stride[1];
+        E* dvg = static_cast<E*>(a.dv) + b * a.dv_stride[0] + kvh * a.dv_stride[1];
+        const float scale = a.scale;
+#pragma unroll
+        for (int r = 0; r < KLayout::kRows; ++r) {
+            const int k = n0 + kl.row(r);
+            if (k < nk) {
+                kl.store_row(dkg + k * a.dk_stride[2] + kl.lane_col(), dk, r, [scale](float x, int) { return x * scale; });
+                vl.store_row(dvg + k * a.dv_stride[2] + vl.lane_col(), dv, r, [](float x, int) { return x; });
+            }
+        }
+    }
+};
+
+}  // namespace sm80
+}  // namespace attnjit

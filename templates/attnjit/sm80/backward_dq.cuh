@@ -1,0 +1,221 @@
+// backward_dq on tensor cores (fp16, bf16; sm_80+): one CTA per query tile of BM rows,
+// grid (ceil(Nq / BM), Hq, B). It runs before backward_dkdv and also writes that kernel's
+// per-row statistics (LSE2, Delta: BackwardArgs::stats).
+//
+//   Q, dO of the tile stay in shared memory; K, V stream through two cp.async stages over
+//   the KV tiles KvCursor hands out (masked tiles skipped, as in the forward). Each step:
+//     S = Q K^T, dP = dO V^T           (gemm_nt, warps own 16 kMF query rows)
+//     P, dS                            (BackwardScores: mask, score_mod, d_score)
+//     dQ += dS K                       (gemm_rn, K read transposed)
+//   dQ is scaled once and stored. Each dQ element is one thread's fixed-order sum:
+//   deterministic.
+//
+// Shared memory (smem_bytes in common/kernel_config.h): scratch | Q [BM x DQK] |
+// dO [BM x DV] | 2 x (K [BN x DQK] | V [BN x DV]) | LSE2 [BM] | Delta [BM] (f32).
+#pragma once
+
+#include "attnjit/backward/args.h"
+#include "attnjit/common/backward_scores.cuh"
+#include "attnjit/common/intervals.cuh"
+#include "attnjit/common/kernel_config.h"
+#include "attnjit/common/kv_schedule.cuh"
+#include "attnjit/common/ptx.cuh"
+#include "attnjit/common/row_reduce.cuh"
+#include "attnjit/common/types.cuh"
+#include "attnjit/sm80/copy.cuh"
+#include "attnjit/sm80/fragment.cuh"
+#include "attnjit/sm80/gemm.cuh"
+
+namespace attnjit {
+namespace sm80 {
+
+// Delta = rowsum(dO * O) of rows [r0, r0 + kRowsPerWarp) of one tile, by one warp (lane
+// sums over pairs of columns, then a warp reduction); rows >= valid give 0. All the loads
+// come first, so they are in flight together.
+template <class E, int DV, int kRowsPerWarp>
+__device__ __forceinline__ void warp_row_dots(float (&out)[kRowsPerWarp], const E* o, long long o_stride,
+                                              const E* d_o, long long do_stride, int r0, int valid, int lane) {
+    constexpr int kPairs = DV / 64 > 0 ? DV / 64 : 1;  // column pairs a lane reads per row
+#pragma unroll
+    for (int i = 0; i < kRowsPerWarp; ++i) {
+        const int r = r0 + i;
+        float acc = 0.f;
+        if (r < valid) {
+#pragma unroll
+            for (int j = 0; j < kPairs; ++j) {
+                const int d = 2 * (lane + 32 * j);
+                if (DV % 64 == 0 || d < DV) {
+                    const E* op = o + r * o_stride + d;
+                    const E* gp = d_o + r * do_stride + d;
+                    acc += to_float(op[0]) * to_float(gp[0]) + to_float(op[1]) * to_float(gp[1]);
+                }
+            }
+        }
+        out[i] = acc;
+    }
+#pragma unroll
+    for (int i = 0; i < kRowsPerWarp; ++i) out[i] = WarpRowReduce::sum(out[i]);
+}
+
+template <class E, int DQK, int DV, int BM, int BN, int W>
+struct BackwardDq {
+    static constexpr int kThreads = W * 32;
+    static constexpr int kMF = BM / (16 * W);  // 16-row query fragments per warp
+    static constexpr int kNT = BN / 8;         // n8 tiles of S per fragment
+    static constexpr int kCprQ = DQK / 8, kCprV = DV / 8;
+
+    static constexpr int kQOff = scratch_bytes(W);
+    static constexpr int kDoOff = kQOff + BM * DQK * 2;
+    static constexpr int kKvOff = kDoOff + BM * DV * 2;
+    static constexpr int kVInStage = BN * DQK * 2;
+    static constexpr int kKvStage = BN * (DQK + DV) * 2;
+    static constexpr int kLseOff = kKvOff + 2 * kKvStage;
+    static constexpr int kDeltaOff = kLseOff + BM * 4;
+    static constexpr int kSmemBytes = kDeltaOff + BM * 4;
+    static_assert(kSmemBytes == smem_bytes(KernelConfig{KernelKind::backward_dq, MainloopKind::sm80,
+                                                        ElemKindOf<E>::value, DQK, DV, TileConfig{BM, BN, W, 2}}),
+                  "sm80::BackwardDq shared-memory layout disagrees with smem_bytes in common/kernel_config.h");
+    static_assert(kMF >= 1 && BM % (16 * W) == 0, "block_m must be a multiple of 16 rows per warp");
+    static_assert(BN % 16 == 0, "block_n must be a multiple of 16");
+
+    static constexpr const char* kName = "sm80 backward";
+    static constexpr bool kSupportsOutputTransform = false;
+    static constexpr bool kSupportsScoreTileTransform = false;
+    static constexpr int kMaxExtraOperands = 0;
+
+    using SLayout = MmaCLayout<kMF, kNT>;         // S, P, dP, dS
+    using DLayout = MmaCLayout<kMF, DQK / 8>;     // dQ
+    static constexpr int kRows = SLayout::kRows;  // row slots per thread
+
+    // LSE2 and Delta of this warp's rows into shared memory and (rows < Nq) the workspace.
+    __device__ __forceinline__ static void row_stats(const BackwardArgs& a, float* lse2_s, float* delta_s, int b,
+                                                     int h, int m0, int warp, int lane) {
+        constexpr int kWarpRows = 16 * kMF;
+        const int r0 = warp * kWarpRows;
+        const E* o = static_cast<const E*>(a.o) + b * a.o_stride[0] + h * a.o_stride[1] + m0 * a.o_stride[2];
+        const E* d_o = static_cast<const E*>(a.d_o) + b * a.do_stride[0] + h * a.do_stride[1] + m0 * a.do_stride[2];
+        float delta[kWarpRows];
+        warp_row_dots<E, DV, kWarpRows>(delta, o, a.o_stride[2], d_o, a.do_stride[2], r0, a.q_len - m0, lane);
+        const long long plane = (long long)a.batch * a.q_heads * a.q_len;
+        float* ws = a.stats + ((long long)b * a.q_heads + h) * a.q_len;
+        if (lane < kWarpRows) {
+            const int r = r0 + lane, q = m0 + r;
+            float d = delta[0];
+#pragma unroll
+            for (int i = 1; i < kWarpRows; ++i) d = lane == i ? delta[i] : d;
+            const float l2 =
+                q < a.q_len ? backward_lse2(a.lse[b * a.lse_stride[0] + h * a.lse_stride[1] + q * a.lse_stride[2]])
+                            : -neg_inf();
+            lse2_s[r] = l2;
+            delta_s[r] = d;
+            if (q < a.q_len) {
+                ws[q] = l2;
+                ws[plane + q] = d;
+            }
+        }
+        warp_sync();
+    }
+
+    template <class Variant, class Params>
+    __device__ __forceinline__ static void run_dq(const Params& p, unsigned char* smem) {
+        const BackwardArgs& a = p.args;
+        const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+        const int m0 = blockIdx.x * BM, h = blockIdx.y, b = blockIdx.z, kvh = h / a.group;
+        const int nq = a.q_len, nk = a.kv_len;
+        const E* qg = static_cast<const E*>(a.q) + b * a.q_stride[0] + h * a.q_stride[1] + m0 * a.q_stride[2];
+        const E* dog = static_cast<const E*>(a.d_o) + b * a.do_stride[0] + h * a.do_stride[1] + m0 * a.do_stride[2];
+        const E* kg = static_cast<const E*>(a.k) + b * a.k_stride[0] + kvh * a.k_stride[1];
+        const E* vg = static_cast<const E*>(a.v) + b * a.v_stride[0] + kvh * a.v_stride[1];
+        const long long ksn = a.k_stride[2], vsn = a.v_stride[2];
+
+        const unsigned sbase = ptx::smem_addr(smem);
+        const unsigned q_s = sbase + kQOff, do_s = sbase + kDoOff, kv_s = sbase + kKvOff;
+        copy_tile<E, kThreads, BM, DQK>(q_s, qg, a.q_stride[2], nq - m0, static_cast<const E*>(a.q), tid);
+        copy_tile<E, kThreads, BM, DV>(do_s, dog, a.do_stride[2], nq - m0, static_cast<const E*>(a.d_o), tid);
+        ptx::cp_async_commit();
+
+        const typename Variant::Head hd = Variant::make_head(p, b, h, kvh);
+        BlockCtx ctx{reinterpret_cast<long long*>(smem), tid, kThreads};
+        KvCursor<Variant, Params, BN> cursor(nk, m0, (m0 + BM < nq ? m0 + BM : nq) - 1);
+        auto issue = [&](int tile, int stage) {
+            if (tile >= 0) {
+                const unsigned dst = kv_s + stage * kKvStage;
+                copy_tile<E, kThreads, BN, DQK>(dst, kg + (long long)tile * BN * ksn, ksn, nk - tile * BN, kg, tid);
+                copy_tile<E, kThreads, BN, DV>(dst + kVInStage, vg + (long long)tile * BN * vsn, vsn, nk - tile * BN,
+                                               vg, tid);
+            }
+        };
+        TileClass cls;
+        int tile = cursor.advance(p, hd, ctx, cls);
+        issue(tile, 0);
+        ptx::cp_async_commit();
+
+        float* lse2_s = reinterpret_cast<float*>(smem + kLseOff);
+        float* delta_s = reinterpret_cast<float*>(smem + kDeltaOff);
+        row_stats(a, lse2_s, delta_s, b, h, m0, warp, lane);
+
+        const SLayout sl;
+        int qc[kRows];
+        typename Variant::Row rw[kRows];
+        float lse2[kRows], delta[kRows];
+#pragma unroll
+        for (int r = 0; r < kRows; ++r) {
+            const int q = m0 + sl.row(r);
+            qc[r] = q < nq ? q : nq - 1;
+            rw[r] = Variant::make_row(p, hd, qc[r]);
+            lse2[r] = lse2_s[sl.row(r)];
+            delta[r] = delta_s[sl.row(r)];
+        }
+
+        const int a_row = warp * 16 * kMF + LaneRows::a_row(lane), b_row = LaneRows::b_row(lane);
+        const LaneChunks la = LaneRows::a_chunks(lane), lb = LaneRows::b_chunks(lane);
+        const unsigned q_ld = q_s + a_row * kCprQ * 16, do_ld = do_s + a_row * kCprV * 16;
+        const unsigned k_nt = kv_s + b_row * kCprQ * 16, v_nt = kv_s + kVInStage + b_row * kCprV * 16;
+        const unsigned k_t = kv_s + LaneRows::a_row(lane) * kCprQ * 16;
+
+        float dq[kMF][DQK / 8][4];
+        DLayout::clear(dq);
+        int stage = 0;
+        while (tile >= 0) {
+            const TileClass tcls = cls;
+            ptx::cp_async_wait<0>();
+            block_sync();  // this tile's K, V landed; every warp is done with the other stage
+            const int next = cursor.advance(p, hd, ctx, cls);
+            issue(next, stage ^ 1);
+            ptx::cp_async_commit();
+
+            const unsigned so = stage * kKvStage;
+            float s[kMF][kNT][4], dp[kMF][kNT][4];
+            SLayout::clear(s);
+            SLayout::clear(dp);
+            gemm_nt<E, kMF, kNT, DQK / 16, kCprQ, kCprQ>(s, q_ld, k_nt + so, la, lb);
+            gemm_nt<E, kMF, kNT, DV / 16, kCprV, kCprV>(dp, do_ld, v_nt + so, la, lb);
+            const int k0 = tile * BN;
+            const BackwardScores<Variant, Params> scores{p, hd, a.scale, a.scale * kLog2e,
+                                                         Variant::kHasMask && tcls == TileClass::kPartial};
+            if (k0 + BN > nk)
+                scores.template queries_are_rows<true>(sl, s, dp, qc, rw, lse2, delta, k0, nk);
+            else
+                scores.template queries_are_rows<false>(sl, s, dp, qc, rw, lse2, delta, k0, nk);
+            unsigned ds_a[kMF][kNT / 2][4];
+            pack_a<E>(dp, ds_a);
+            gemm_rn<E, kMF, DQK / 8, kNT / 2, kCprQ>(dq, ds_a, k_t + so, la);
+            tile = next;
+            stage ^= 1;
+        }
+        ptx::cp_async_wait<0>();
+
+        const DLayout dl;
+        E* dqg = static_cast<E*>(a.dq) + b * a.dq_stride[0] + h * a.dq_stride[1];
+        const float scale = a.scale;
+#pragma unroll
+        for (int r = 0; r < kRows; ++r) {
+            const int q = m0 + dl.row(r);
+            if (q < nq)
+                dl.store_row(dqg + q * a.dq_stride[2] + dl.lane_col(), dq, r, [scale](float v, int) { return v * scale; });
+        }
+    }
+};
+
+}  // namespace sm80
+}  // namespace attnjit
