@@ -33,6 +33,10 @@ struct CompileOptions {
     // Tile configuration; default: default_tile() (attnjit/common/kernel_config.h) for the
     // spec's dtype and head dims on the target arch.
     std::optional<TileConfig> tile;
+    // AttentionBackward only: false allows the fast backward, whose dQ is summed with
+    // fp32 atomics (its bits may change from run to run), where it exists (fp16 / bf16,
+    // head dims up to 128); elsewhere the deterministic one runs regardless.
+    bool deterministic = true;
 };
 
 struct LaunchArgs {

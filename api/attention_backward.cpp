@@ -3,6 +3,8 @@
 #include "api/backward_launch.h"
 #include "api/prepared_kernel.h"
 #include "codegen/kernel_config.h"
+
+#include <vector>
 #include "runtime/stream_buffer.h"
 #include "support/debug.h"
 #include "support/error.h"
@@ -13,14 +15,32 @@ struct AttentionBackward::Impl {
     AttentionSpec spec;  // validated, returns LSE
     SpecInputs inputs;   // spec_inputs(spec)
     std::string arch;
-    api::PreparedKernel dkdv, dq;
+    bool fast = false;                    // backward_stats, backward_fused, backward_dq_convert
+    std::vector<api::PreparedKernel> kernels;  // in launch order
 
     const api::PreparedKernel& kernel(KernelKind kind) const {
-        user_check(kind == KernelKind::backward_dkdv || kind == KernelKind::backward_dq)
-            << "AttentionBackward has backward_dkdv and backward_dq kernels, not " << kernel_kind_name(kind);
-        return kind == KernelKind::backward_dkdv ? dkdv : dq;
+        for (const auto& k : kernels)
+            if (k.config.kind == kind) return k;
+        user_error << "this AttentionBackward has no " << kernel_kind_name(kind) << " kernel; it runs "
+                   << (fast ? "backward_stats, backward_fused and backward_dq_convert (CompileOptions.deterministic "
+                              "is false)"
+                            : "backward_dq and backward_dkdv");
+        return kernels.front();
     }
 };
+
+namespace {
+
+// The fast sequence where it exists (its main loop is sm80: fp16 / bf16, head dims up to
+// 128); the deterministic one otherwise.
+bool use_fast_backward(const AttentionSpec& spec, const CompileOptions& options, const api::Target& target) {
+    if (options.deterministic) return false;
+    const KernelConfig c = default_config(KernelKind::backward_fused, codegen::elem_kind(spec.dtype()),
+                                          spec.head_dim_qk(), spec.head_dim_v(), codegen::sm_version(target.arch));
+    return c.mainloop == MainloopKind::sm80;
+}
+
+}  // namespace
 
 AttentionBackward::AttentionBackward(const AttentionSpec& spec, const CompileOptions& options)
     : impl_(std::make_unique<Impl>()) {
@@ -30,9 +50,19 @@ AttentionBackward::AttentionBackward(const AttentionSpec& spec, const CompileOpt
     impl_->spec = spec;
     const api::Target target = api::resolve_target(options);
     impl_->arch = target.arch;
-    impl_->dkdv = api::prepare_kernel(spec, impl_->inputs, KernelKind::backward_dkdv, target, options.tile);
-    impl_->dq = api::prepare_kernel(spec, impl_->inputs, KernelKind::backward_dq, target, options.tile);
-    debug(1) << "AttentionBackward ready: " << spec << " -> " << *impl_->dkdv.compiled << ", " << *impl_->dq.compiled;
+    impl_->fast = use_fast_backward(spec, options, target);
+    auto add = [&](KernelKind kind, const std::optional<TileConfig>& tile) {
+        impl_->kernels.push_back(api::prepare_kernel(spec, impl_->inputs, kind, target, tile));
+        debug(1) << "AttentionBackward: " << spec << " -> " << *impl_->kernels.back().compiled;
+    };
+    if (impl_->fast) {
+        add(KernelKind::backward_stats, std::nullopt);  // per-row kernels: their own tile
+        add(KernelKind::backward_fused, options.tile);
+        add(KernelKind::backward_dq_convert, std::nullopt);
+    } else {
+        add(KernelKind::backward_dq, options.tile);  // first: it writes the per-row statistics
+        add(KernelKind::backward_dkdv, options.tile);
+    }
 }
 
 AttentionBackward::~AttentionBackward() = default;
@@ -47,17 +77,18 @@ void AttentionBackward::operator()(const LaunchArgs& fwd, const GradArgs& grads,
                                 "launch; construct it without CompileOptions.arch where the GPU is";
     const auto &q = fwd.q.shape, &k = fwd.k.shape;
     if (q[0] == 0 || q[1] == 0) return;  // no batch or no heads: nothing to write
-    // The per-row statistics backward_dq writes and backward_dkdv reads (O(N) memory).
+    // Workspaces, O(N): the per-row statistics, and (fast) the fp32 dQ sums.
     const runtime::StreamBuffer stats(api::backward_stats_bytes(fwd), static_cast<CUstream>(stream));
-    const BackwardArgs block = api::backward_args(impl_->spec, fwd, grads, static_cast<float*>(stats.data()));
-    // dQ first: it writes the statistics. dK and dV are written even when Nq == 0 (zeros).
-    if (q[2] > 0) {
-        const api::PreparedKernel& dq = impl_->dq;
-        dq.launch(api::backward_grid(dq.config, fwd), api::backward_params(dq.layout, block, fwd), stream);
-    }
-    if (k[2] > 0) {
-        const api::PreparedKernel& dkdv = impl_->dkdv;
-        dkdv.launch(api::backward_grid(dkdv.config, fwd), api::backward_params(dkdv.layout, block, fwd), stream);
+    const runtime::StreamBuffer dq_accum(impl_->fast ? api::backward_dq_accum_bytes(fwd) : 0,
+                                         static_cast<CUstream>(stream));
+    const BackwardArgs block = api::backward_args(impl_->spec, fwd, grads, static_cast<float*>(stats.data()),
+                                                  static_cast<float*>(dq_accum.data()));
+    for (const api::PreparedKernel& kernel : impl_->kernels) {
+        // Kernels over query rows have nothing to do when Nq == 0; dK and dV are written
+        // (zeros) even then.
+        if ((owns_keys(kernel.config.kind) ? k[2] : q[2]) == 0) continue;
+        kernel.launch(api::backward_grid(kernel.config, fwd), api::backward_params(kernel.layout, block, fwd),
+                      stream);
     }
 }
 
@@ -66,9 +97,16 @@ const KernelConfig& AttentionBackward::config(KernelKind kind) const { return im
 codegen::KernelSource AttentionBackward::source(KernelKind kind) const {
     return impl_->kernel(kind).source(impl_->spec, impl_->inputs);
 }
-bool AttentionBackward::can_launch() const { return impl_->dkdv.loaded && impl_->dq.loaded; }
-double AttentionBackward::compile_seconds() const {
-    return impl_->dkdv.compile_seconds + impl_->dq.compile_seconds;
+bool AttentionBackward::can_launch() const {
+    for (const auto& k : impl_->kernels)
+        if (!k.loaded) return false;
+    return true;
 }
+double AttentionBackward::compile_seconds() const {
+    double s = 0;
+    for (const auto& k : impl_->kernels) s += k.compile_seconds;
+    return s;
+}
+bool AttentionBackward::deterministic() const { return !impl_->fast; }
 
 }  // namespace attnjit

@@ -1,6 +1,10 @@
 // The backward of an AttentionSpec: dQ, dK and dV for every variant the forward runs, with
-// the derivative of score_mod taken from the DSL (codegen/autodiff.h). Deterministic: the
-// same inputs give the same bits (no atomics).
+// the derivative of score_mod taken from the DSL (codegen/autodiff.h). Deterministic by
+// default: the same inputs give the same bits (no atomics; kernels backward_dq then
+// backward_dkdv). CompileOptions.deterministic = false asks for the fast backward where
+// it exists (fp16 / bf16, head dims up to 128: backward_stats, backward_fused,
+// backward_dq_convert), whose dQ is summed with fp32 atomics: two products fewer per tile,
+// but the bits of dQ may change from run to run (dK and dV stay deterministic).
 //
 //   attnjit::Attention fwd(spec.return_lse());       // the forward must return LSE
 //   attnjit::AttentionBackward bwd(spec.return_lse());
@@ -27,8 +31,9 @@ struct GradArgs {
 
 class AttentionBackward {
 public:
-    // Compiles both backward kernels (backward_dkdv, backward_dq) for `spec`. The spec must
-    // return LSE (return_lse()), as the forward whose results the backward reads.
+    // Compiles the backward kernels for `spec` (see above; options.tile is the tile of the
+    // kernels that own tiles). The spec must return LSE (return_lse()), as the forward
+    // whose results the backward reads.
     explicit AttentionBackward(const AttentionSpec& spec, const CompileOptions& options = {});
     ~AttentionBackward();
     AttentionBackward(AttentionBackward&&) noexcept;
@@ -40,10 +45,12 @@ public:
     void operator()(const LaunchArgs& fwd, const GradArgs& grads, Stream stream = nullptr) const;
 
     const AttentionSpec& spec() const;
-    const KernelConfig& config(KernelKind kind) const;  // backward_dkdv or backward_dq
+    const KernelConfig& config(KernelKind kind) const;  // one of the kernels it runs
+    // False when it runs the fast backward (CompileOptions.deterministic = false).
+    bool deterministic() const;
     codegen::KernelSource source(KernelKind kind) const;
     bool can_launch() const;
-    double compile_seconds() const;  // both kernels
+    double compile_seconds() const;  // all its kernels
 
 private:
     struct Impl;

@@ -16,7 +16,12 @@ size_t backward_stats_bytes(const LaunchArgs& fwd) {
     return 2 * sizeof(float) * static_cast<size_t>(fwd.q.shape[0] * fwd.q.shape[1] * fwd.q.shape[2]);
 }
 
-BackwardArgs backward_args(const AttentionSpec& spec, const LaunchArgs& fwd, const GradArgs& g, float* stats) {
+size_t backward_dq_accum_bytes(const LaunchArgs& fwd) {
+    return sizeof(float) * static_cast<size_t>(fwd.q.shape[0] * fwd.q.shape[1] * fwd.q.shape[2] * fwd.q.shape[3]);
+}
+
+BackwardArgs backward_args(const AttentionSpec& spec, const LaunchArgs& fwd, const GradArgs& g, float* stats,
+                           float* dq_accum) {
     BackwardArgs b{};
     b.q = fwd.q.data;
     b.k = fwd.k.data;
@@ -28,6 +33,7 @@ BackwardArgs backward_args(const AttentionSpec& spec, const LaunchArgs& fwd, con
     b.dk = g.dk.data;
     b.dv = g.dv.data;
     b.stats = stats;
+    b.dq_accum = dq_accum;
     strides3(b.q_stride, fwd.q);
     strides3(b.k_stride, fwd.k);
     strides3(b.v_stride, fwd.v);
@@ -54,10 +60,10 @@ std::vector<unsigned char> backward_params(const codegen::ParamsLayout& layout, 
 
 runtime::Dim3 backward_grid(const KernelConfig& c, const LaunchArgs& fwd) {
     const int b = static_cast<int>(fwd.q.shape[0]);
-    if (c.kind == KernelKind::backward_dkdv)
+    if (owns_keys(c.kind))
         return runtime::Dim3{static_cast<unsigned>(ceil_div(static_cast<int>(fwd.k.shape[2]), c.tile.block_n)),
                              static_cast<unsigned>(fwd.k.shape[1]), static_cast<unsigned>(b)};
-    internal_check(c.kind == KernelKind::backward_dq) << "backward_grid of a " << kernel_kind_name(c.kind) << " kernel";
+    internal_check(is_backward(c.kind)) << "backward_grid of a " << kernel_kind_name(c.kind) << " kernel";
     return runtime::Dim3{static_cast<unsigned>(ceil_div(static_cast<int>(fwd.q.shape[2]), c.tile.block_m)),
                          static_cast<unsigned>(fwd.q.shape[1]), static_cast<unsigned>(b)};
 }

@@ -13,15 +13,18 @@
 
 namespace attnjit::api {
 
-// stats: the workspace of backward_stats_bytes(fwd) bytes (BackwardArgs::stats).
-BackwardArgs backward_args(const AttentionSpec& spec, const LaunchArgs& fwd, const GradArgs& grads, float* stats);
+// stats, dq_accum: the workspaces of backward_stats_bytes(fwd) and (fast backward, else
+// null) backward_dq_accum_bytes(fwd) bytes (BackwardArgs::stats, dq_accum).
+BackwardArgs backward_args(const AttentionSpec& spec, const LaunchArgs& fwd, const GradArgs& grads, float* stats,
+                           float* dq_accum);
 size_t backward_stats_bytes(const LaunchArgs& fwd);
+size_t backward_dq_accum_bytes(const LaunchArgs& fwd);
 
 std::vector<unsigned char> backward_params(const codegen::ParamsLayout& layout, const BackwardArgs& block,
                                            const LaunchArgs& fwd);
 
-// backward_dkdv: one CTA per (KV tile, kv head, batch); backward_dq: one per (query tile,
-// query head, batch).
+// backward_dkdv, backward_fused: one CTA per (KV tile, kv head, batch); the others: one
+// per (query tile, query head, batch).
 runtime::Dim3 backward_grid(const KernelConfig& config, const LaunchArgs& fwd);
 
 }  // namespace attnjit::api

@@ -188,7 +188,7 @@ def main(argv=None):
 
     from impls import make_inputs
     from measure import measure, overhead
-    from reference import reference_of
+    from reference import reference_grads_of, reference_of
 
     if run_overhead(a, piece):
         for which in ("plain", "alibi_causal"):
@@ -225,13 +225,14 @@ def main(argv=None):
             summary.append(f"all skipped ({skip_all})")
         else:
             inp = make_inputs(case)
-            ref = reference_of(case, inp)
+            ref = reference_of(case, inp)  # one fp64 reference per case, for every implementation
+            ref_grads = reference_grads_of(case, inp) if case.mode == "fwdbwd" else None
             for impl in impls(a):
                 why = C.runs(case, impl)
-                r = {"skipped": why} if why else measure(case, impl, inp, ref, a)
+                r = {"skipped": why} if why else measure(case, impl, inp, ref, a, ref_grads)
                 w.emit(dict(impl=impl, **base, **r))
                 summary.append(fmt_row(impl, r))
-            del inp, ref
+            del inp, ref, ref_grads
         took = time.perf_counter() - t0
         done_est += t_est
         elapsed = time.perf_counter() - start

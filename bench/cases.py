@@ -18,7 +18,9 @@ import random
 
 DTYPES = ("bf16", "fp16")
 MODES = ("fwd", "fwdbwd")
-IMPLS = ("attnjit", "sdpa_flash", "sdpa_cudnn", "flex", "naive")
+IMPLS = ("attnjit", "attnjit_fast", "sdpa_flash", "sdpa_cudnn", "flex", "naive")
+# attnjit_fast: attnjit with compile(deterministic=False), the backward that sums dQ with
+# atomics; fwdbwd only (its forward is attnjit's).
 ANCHORS = ("sdpa_flash", "sdpa_cudnn", "flex")  # the implementations attnjit is judged against
 
 PLAIN_N = (512, 1024, 2048, 4096, 8192, 16384)
@@ -188,6 +190,8 @@ def runs(case: Case, impl: str) -> str | None:
     skip = case.case_skip()
     if skip:
         return skip
+    if impl == "attnjit_fast" and case.mode != "fwdbwd":
+        return "attnjit_fast differs from attnjit in the backward only"
     if impl == "sdpa_flash" and case.variant not in ("plain", "causal", "gqa", "gqa_causal"):
         return "SDPA's flash backend takes no mask, bias or score_mod (not emulated)"
     if impl == "sdpa_cudnn" and case.variant not in ("plain", "causal", "gqa", "gqa_causal", "pair_bias"):
@@ -213,8 +217,8 @@ def estimate_s(case: Case, impls=IMPLS, seen=None) -> float:
         t += TIMED_S * fwdbwd
         if impl == "flex":
             t += FLEX_COMPILE_S * fwdbwd
-        if impl == "attnjit":
-            key = (case.variant, case.dtype, case.D, case.mode)
+        if impl in ("attnjit", "attnjit_fast"):
+            key = (impl, case.variant, case.dtype, case.D, case.mode)
             if seen is None or key not in seen:
                 t += ATTNJIT_COMPILE_S
             if seen is not None:

@@ -119,7 +119,7 @@ def attnjit_module():
     return _attnjit
 
 
-def build_attnjit(case: Case, inp: Inputs, opts) -> Built:
+def build_attnjit(case: Case, inp: Inputs, opts, deterministic: bool = True) -> Built:
     attnjit = attnjit_module()
     var, source = attnjit_variant(case.variant, inp.caps, getattr(attnjit, "mods", None),
                                   use_library=not getattr(opts, "inline_mods", False))
@@ -127,6 +127,8 @@ def build_attnjit(case: Case, inp: Inputs, opts) -> Built:
     if case.H != case.Hkv:
         kw["enable_gqa"] = True
     t0 = time.perf_counter()
+    if not deterministic:
+        kw["deterministic"] = False
     fn = attnjit.compile(score_mod=var.score_mod, mask=var.mask, causal=var.causal, **kw)
     setup = time.perf_counter() - t0
     q, k, v = inp.q, inp.k, inp.v
@@ -239,6 +241,7 @@ def build_naive(case: Case, inp: Inputs, opts) -> Built:
 
 BUILDERS = {
     "attnjit": build_attnjit,
+    "attnjit_fast": lambda c, i, o: build_attnjit(c, i, o, deterministic=False),
     "sdpa_flash": lambda c, i, o: build_sdpa(c, i, o, "sdpa_flash"),
     "sdpa_cudnn": lambda c, i, o: build_sdpa(c, i, o, "sdpa_cudnn"),
     "flex": build_flex,

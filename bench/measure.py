@@ -3,10 +3,13 @@
 For each implementation of a case, in this order:
   1. build (attnjit.compile / create_block_mask / nothing) and a first call, synchronised:
      compile_s = build + first call (JIT, torch.compile, cuDNN plans all land here);
-  2. the first call's output against the fp64 reference (reference.check);
+  2. the first call's output against the fp64 reference (reference.check); in fwdbwd mode
+     also its q/k/v gradients against the fp64 reference gradients (reference.check_grads),
+     and ok = both pass;
   3. a second call between reset_peak_memory_stats() and max_memory_allocated():
      peak_mib = the most memory the call had allocated above what was allocated before it
-     (its output included); deterministic = the second output equals the first bit for bit;
+     (its output included, and in fwdbwd its gradients); deterministic = the second output
+     (and in fwdbwd the second call's gradients) equals the first bit for bit;
   4. triton.testing.do_bench(step, warmup, rep, return_mode="median") -> ms.
 An implementation that fails the check is still timed (ok = false flags it).
 """
@@ -28,15 +31,27 @@ def _short(e: BaseException, limit: int = 400) -> str:
     return msg[:limit]
 
 
-def measure(case, impl, inp, ref, opts) -> dict:
+def take_grads(leaves) -> list:
+    """The .grad of each leaf, cleared: backward accumulates into .grad, so every call's
+    gradients must be read (and cleared) before the next call."""
+    grads = [t.grad for t in leaves]
+    for t in leaves:
+        t.grad = None
+    return grads
+
+
+def measure(case, impl, inp, ref, opts, ref_grads=None) -> dict:
     """The measured keys of one row (or 'skipped' and 'error' when the implementation
-    refused the case or failed)."""
+    refused the case or failed). ref_grads: reference.reference_grads_of (fwdbwd only)."""
     import torch
     from impls import Skip, build
-    from reference import check
+    from reference import check, check_grads
     from triton.testing import do_bench
     row: dict = {}
-    grad = torch.enable_grad() if case.mode == "fwdbwd" else torch.no_grad()
+    fwdbwd = case.mode == "fwdbwd"
+    leaves = [inp.q, inp.k, inp.v] if fwdbwd else []
+    grad = torch.enable_grad() if fwdbwd else torch.no_grad()
+    take_grads(leaves)  # the last implementation's do_bench (or failure) left its .grad
     caught: list = []
     try:
         with warnings.catch_warnings(record=True) as caught:
@@ -49,19 +64,24 @@ def measure(case, impl, inp, ref, opts) -> dict:
                 out = built.step()
                 _sync()
                 row["compile_s"] = round(time.perf_counter() - t0, 4)
+        grads1 = take_grads(leaves)  # held (as .grad was before) through the second call
         with built.ctx(), grad:
             row.update(check(out, ref, case.dtype))
+            if fwdbwd:
+                row.update(check_grads(grads1, ref_grads, case.dtype))
+                row["ok"] = row["ok"] and row["grad_ok"]
             before = torch.cuda.memory_allocated()
             torch.cuda.reset_peak_memory_stats()
             out2 = built.step()
             _sync()
             row["peak_mib"] = round((torch.cuda.max_memory_allocated() - before) / 2**20, 1)
+            grads2 = take_grads(leaves)
             a = out[0] if isinstance(out, (tuple, list)) else out
             b = out2[0] if isinstance(out2, (tuple, list)) else out2
-            row["deterministic"] = bool(torch.equal(a, b))
-            del out, out2, a, b
-            grads = [inp.q, inp.k, inp.v] if case.mode == "fwdbwd" else None
-            ms = do_bench(built.step, warmup=opts.warmup, rep=opts.rep, grad_to_none=grads,
+            row["deterministic"] = bool(torch.equal(a, b)) and all(
+                g1 is not None and g2 is not None and torch.equal(g1, g2) for g1, g2 in zip(grads1, grads2))
+            del out, out2, a, b, grads1, grads2
+            ms = do_bench(built.step, warmup=opts.warmup, rep=opts.rep, grad_to_none=leaves or None,
                           return_mode="median")
         row["ms"] = round(float(ms), 5)
         row["tflops"] = round(case.flops() / (ms * 1e-3) / 1e12, 2)

@@ -8,12 +8,18 @@ Rows without a kept key give 0 (docs/semantics.md).
 Check: an element passes when |out - ref| <= atol + rtol * |ref| (reference/tolerance.h:
 bf16 2e-2/2e-2, fp16 3e-3/3e-3); NaN or inf never passes. Reported: max_err = max |out - ref|,
 rel_err = ||out - ref||_2 / ||ref||_2, ok, and bad (the number of failing elements).
+
+Gradients (fwdbwd): reference_grad gives fp64 dq, dk, dv of sum(out * dO), chunked the same
+way. check_grads: an element of a gradient g passes when |g - ref| <= t max|ref| + t |ref|
+(reference::gradient_tolerance: t = bf16 1.6e-2, fp16 2e-3, fp32 2e-5). Reported per
+gradient: dq_max_err, dq_rel_err (and dk_, dv_), then grad_ok and grad_bad.
 """
 from __future__ import annotations
 
 import math
 
 TOLERANCE = {"bf16": (2e-2, 2e-2), "fp16": (3e-3, 3e-3), "fp32": (1e-4, 1e-4)}
+GRAD_TOLERANCE = {"bf16": 1.6e-2, "fp16": 2e-3, "fp32": 2e-5}
 CHUNK_SCORES = 1 << 27  # fp64 scores per query block: 1 GiB
 
 
@@ -72,6 +78,73 @@ def reference(q, k, v, score_mod=None, mask=None, causal=False, scale=None, chun
     return out
 
 
+def reference_grad(q, k, v, dO, score_mod=None, mask=None, causal=False, scale=None,
+                   chunk_scores=CHUNK_SCORES):
+    """fp64 gradients of sum(out * dO), out = reference(q, k, v, ...): (dq [B, Hq, Nq, D],
+    dk [B, Hkv, Nk, D], dv [B, Hkv, Nk, Dv]). By hand, per block of query rows (as reference):
+    P = softmax(S), dP = dO V^T, dS = P * (dP - rowsum(dO * O)), and dS through score_mod by
+    autograd; dq of a block's rows is complete in the block, dk and dv add up over blocks.
+    Captured tensors are constants. Rows without a kept key have P = 0: zero gradients."""
+    import torch
+    B, Hq, Nq, D = q.shape
+    Hkv, Nk = k.shape[1], k.shape[2]
+    groups = Hq // Hkv
+    scale = 1.0 / math.sqrt(D) if scale is None else scale
+    dev = q.device
+    q64, k64, v64, do64 = (t.detach().double() for t in (q, k, v, dO))
+    if groups > 1:  # a query head's own copy of its K/V head; summed back over the group below
+        k64 = k64.repeat_interleave(groups, dim=1)
+        v64 = v64.repeat_interleave(groups, dim=1)
+    dq = torch.empty_like(q64)
+    dk = torch.zeros_like(k64)
+    dv = torch.zeros_like(v64)
+    bi = torch.arange(B, device=dev).view(B, 1, 1, 1)
+    hi = torch.arange(Hq, device=dev).view(1, Hq, 1, 1)
+    kj = torch.arange(Nk, device=dev).view(1, 1, 1, Nk)
+    rows = max(1, min(Nq, chunk_scores // (B * Hq * Nk)))
+    kt, vt = k64.transpose(-1, -2), v64.transpose(-1, -2)
+    for i0 in range(0, Nq, rows):
+        i1 = min(Nq, i0 + rows)
+        qc, doc = q64[:, :, i0:i1], do64[:, :, i0:i1]
+        qi = torch.arange(i0, i1, device=dev).view(1, 1, i1 - i0, 1)
+        s_raw = torch.matmul(qc, kt).mul_(scale)
+        s = s_raw
+        if score_mod is not None:
+            with torch.enable_grad():  # the only autograd: dS through score_mod
+                s_raw.requires_grad_(True)
+                s = score_mod(s_raw, bi, hi, qi, kj).to(torch.float64).expand(B, Hq, i1 - i0, Nk)
+        with torch.no_grad():
+            keep = None
+            if mask is not None:
+                keep = mask(bi, hi, qi, kj)
+            if causal:
+                c = kj <= qi
+                keep = c if keep is None else keep & c
+            p = s.detach() if keep is None else s.detach().masked_fill(~keep, -math.inf)
+            m = p.amax(dim=-1, keepdim=True)
+            m = torch.where(torch.isfinite(m), m, torch.zeros_like(m))
+            p = p.sub(m).exp_()
+            l = p.sum(dim=-1, keepdim=True)
+            p.div_(torch.where(l > 0, l, torch.ones_like(l)))       # P, 0 on masked keys
+            o = torch.matmul(p, v64)
+            delta = (doc * o).sum(dim=-1, keepdim=True)
+            ds = torch.matmul(doc, vt).sub_(delta).mul_(p)          # dS: 0 wherever P is 0
+            dv += torch.matmul(p.transpose(-1, -2), doc)
+            del p, o
+        if score_mod is not None:  # a score_mod that ignores the score passes no gradient
+            ds = torch.autograd.grad(s, s_raw, ds)[0] if s.requires_grad else torch.zeros_like(ds)
+        del s, s_raw
+        with torch.no_grad():
+            ds.mul_(scale)
+            dq[:, :, i0:i1] = torch.matmul(ds, k64)
+            dk += torch.matmul(ds.transpose(-1, -2), qc)
+        del ds
+    if groups > 1:
+        dk = dk.view(B, Hkv, groups, Nk, D).sum(dim=2)
+        dv = dv.view(B, Hkv, groups, Nk, dv.shape[-1]).sum(dim=2)
+    return dq, dk, dv
+
+
 def reference_of(case, inp):
     """The fp64 reference of a case's inputs (impls.Inputs), with the variant's mods
     rebuilt over float64 copies of the small captured tensors (ALiBi slopes)."""
@@ -80,27 +153,65 @@ def reference_of(case, inp):
     return reference(inp.q.detach(), inp.k.detach(), inp.v.detach(), var.score_mod, var.mask, var.causal)
 
 
+def reference_grads_of(case, inp):
+    """The fp64 reference gradients (dq, dk, dv) of a fwdbwd case's inputs, for inp.dO."""
+    from mods import inline_variant
+    var = inline_variant(case.variant, upcast_caps(inp.caps))
+    return reference_grad(inp.q, inp.k, inp.v, inp.dO, var.score_mod, var.mask, var.causal)
+
+
+def _compare(out, ref, atol, rtol):
+    """(max_err, rel_err, bad, nonfinite) of out against the float64 ref: max_err is None
+    when not finite, rel_err None when out has a NaN/inf; NaN never passes."""
+    import torch
+    o = out.double()
+    diff = (o - ref).abs_()
+    finite = torch.isfinite(o)
+    nonfinite = int((~finite).sum().item())
+    bad = int((~(diff <= atol + rtol * ref.abs())).sum().item())  # NaN compares False -> bad
+    max_err = float(diff.max().item()) if diff.numel() else 0.0
+    num = torch.linalg.vector_norm(torch.where(finite, diff, torch.zeros_like(diff)))
+    den = torch.linalg.vector_norm(ref)
+    rel = float((num / den).item()) if den.item() > 0 else float(num.item())
+    return (max_err if math.isfinite(max_err) else None), (rel if nonfinite == 0 else None), bad, nonfinite
+
+
 def check(out, ref, dtype: str) -> dict:
     """Compare an implementation's output with the fp64 reference."""
-    import torch
     atol, rtol = TOLERANCE[dtype]
     if isinstance(out, (tuple, list)):
         out = out[0]
     if tuple(out.shape) != tuple(ref.shape):
         return dict(ok=False, max_err=None, rel_err=None, bad=None,
                     check_error=f"shape {tuple(out.shape)} != reference {tuple(ref.shape)}")
-    o = out.double()
-    diff = (o - ref).abs_()
-    finite = torch.isfinite(o)
-    nonfinite = int((~finite).sum().item())
-    bad_mask = ~(diff <= atol + rtol * ref.abs())  # NaN compares False -> bad
-    bad = int(bad_mask.sum().item())
-    max_err = float(diff.max().item()) if diff.numel() else 0.0
-    num = torch.linalg.vector_norm(torch.where(finite, diff, torch.zeros_like(diff)))
-    den = torch.linalg.vector_norm(ref)
-    rel = float((num / den).item()) if den.item() > 0 else float(num.item())
-    res = dict(ok=(bad == 0 and nonfinite == 0), max_err=max_err if math.isfinite(max_err) else None,
-               rel_err=rel if nonfinite == 0 else None, bad=bad)
+    max_err, rel, bad, nonfinite = _compare(out, ref, atol, rtol)
+    res = dict(ok=(bad == 0 and nonfinite == 0), max_err=max_err, rel_err=rel, bad=bad)
     if nonfinite:
         res["nonfinite"] = nonfinite
+    return res
+
+
+GRAD_NAMES = ("dq", "dk", "dv")
+
+
+def check_grads(grads, ref_grads, dtype: str) -> dict:
+    """Compare an implementation's (dq, dk, dv) with reference_grad's. The absolute part of
+    the tolerance scales with the largest reference gradient (as reference::gradient_tolerance:
+    gradients have no natural unit, unlike O, a convex combination of V rows)."""
+    t = GRAD_TOLERANCE[dtype]
+    res: dict = {}
+    bad, errors = 0, []
+    for name, g, ref in zip(GRAD_NAMES, grads, ref_grads):
+        res[f"{name}_max_err"] = res[f"{name}_rel_err"] = None
+        if g is None or tuple(g.shape) != tuple(ref.shape):
+            errors.append(f"{name}: " + ("no gradient" if g is None else
+                                         f"shape {tuple(g.shape)} != reference {tuple(ref.shape)}"))
+            continue
+        g_max = float(ref.abs().max().item()) if ref.numel() else 0.0
+        max_err, rel, n_bad, _ = _compare(g, ref, t * max(g_max, 1e-6), t)
+        res[f"{name}_max_err"], res[f"{name}_rel_err"] = max_err, rel
+        bad += n_bad
+    res.update(grad_ok=(not errors and bad == 0), grad_bad=bad)
+    if errors:
+        res["grad_check_error"] = "; ".join(errors)
     return res

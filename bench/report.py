@@ -27,11 +27,11 @@ sys.path.insert(0, HERE)
 from cases import ANCHORS, IMPLS, VARIANTS  # noqa: E402
 
 BEGIN, END = "<!-- perf:begin -->", "<!-- perf:end -->"
-NAMES = {"attnjit": "attnjit", "sdpa_flash": "SDPA flash", "sdpa_cudnn": "SDPA cuDNN",
+NAMES = {"attnjit": "attnjit", "attnjit_fast": "attnjit (fast bwd)", "sdpa_flash": "SDPA flash", "sdpa_cudnn": "SDPA cuDNN",
          "flex": "FlexAttention", "naive": "naive"}
-SHORT = {"sdpa_flash": "flash", "sdpa_cudnn": "cuDNN", "flex": "flex", "naive": "naive", "attnjit": "attnjit"}
+SHORT = {"attnjit_fast": "attnjit fast", "sdpa_flash": "flash", "sdpa_cudnn": "cuDNN", "flex": "flex", "naive": "naive", "attnjit": "attnjit"}
 FAIL = "✗"
-COLORS = {"attnjit": "tab:blue", "sdpa_flash": "tab:orange", "sdpa_cudnn": "tab:green", "flex": "tab:red",
+COLORS = {"attnjit": "tab:blue", "attnjit_fast": "tab:cyan", "sdpa_flash": "tab:orange", "sdpa_cudnn": "tab:green", "flex": "tab:red",
           "naive": "tab:gray"}
 
 

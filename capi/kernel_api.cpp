@@ -1,5 +1,6 @@
 // Kernel handles: attnjit_compile wraps attnjit::Attention (generate, compile through the
 // caches, load when a GPU is there) and the queries read it back.
+#include <cstddef>
 #include <optional>
 #include <string>
 
@@ -18,7 +19,9 @@ namespace {
 // c is not null.
 CompileOptions with_options(const dsl::AttentionSpec& spec, const attnjit_compile_options* c, KernelKind kind) {
     CompileOptions o;
-    user_check(c->struct_size == sizeof(attnjit_compile_options))
+    // Callers built before fast_backward existed pass the shorter struct.
+    constexpr size_t kBeforeFastBackward = offsetof(attnjit_compile_options, fast_backward);
+    user_check(c->struct_size == sizeof(attnjit_compile_options) || c->struct_size == kBeforeFastBackward)
         << "options->struct_size is " << c->struct_size << " but this library (C API version "
         << ATTNJIT_C_API_VERSION << ") expects " << sizeof(attnjit_compile_options)
         << "; initialise the struct with ATTNJIT_COMPILE_OPTIONS_INIT from the header of the library you load";
@@ -26,6 +29,11 @@ CompileOptions with_options(const dsl::AttentionSpec& spec, const attnjit_compil
         user_check(*c->arch) << "options->arch is empty; pass an architecture such as \"sm_90a\", or NULL "
                                 "for the current GPU's";
         o.arch = std::string(c->arch);
+    }
+    if (c->struct_size > kBeforeFastBackward) {
+        user_check(c->fast_backward == 0 || c->fast_backward == 1)
+            << "options->fast_backward is " << c->fast_backward << "; pass 0 (deterministic) or 1";
+        o.deterministic = c->fast_backward == 0;
     }
     const int32_t fields[] = {c->block_m, c->block_n, c->warps, c->stages};
     const char* names[] = {"block_m", "block_n", "warps", "stages"};

@@ -13,6 +13,12 @@ const KernelKindInfo kKinds[] = {
      "attnjit::backward_dkdv_kernel", "bwd_dkdv"},
     {KernelKind::backward_dq, "attnjit_backward_dq", "attnjit/backward/kernel.cuh", "attnjit::BackwardDqTraits",
      "attnjit::backward_dq_kernel", "bwd_dq"},
+    {KernelKind::backward_stats, "attnjit_backward_stats", "attnjit/backward/kernel.cuh",
+     "attnjit::BackwardStatsTraits", "attnjit::backward_stats_kernel", "bwd_stats"},
+    {KernelKind::backward_fused, "attnjit_backward_fused", "attnjit/backward/kernel.cuh",
+     "attnjit::BackwardFusedTraits", "attnjit::backward_dkdv_kernel", "bwd_fused"},
+    {KernelKind::backward_dq_convert, "attnjit_backward_dq_convert", "attnjit/backward/kernel.cuh",
+     "attnjit::BackwardDqConvertTraits", "attnjit::backward_dq_convert_kernel", "bwd_dqconv"},
 };
 
 }  // namespace

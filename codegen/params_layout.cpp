@@ -53,6 +53,9 @@ ParamsField args_block(KernelKind kind) {
         return args;
     case KernelKind::backward_dkdv:
     case KernelKind::backward_dq:
+    case KernelKind::backward_stats:
+    case KernelKind::backward_fused:
+    case KernelKind::backward_dq_convert:
         args.size = static_cast<int>(sizeof(attnjit::BackwardArgs));
         args.align = static_cast<int>(alignof(attnjit::BackwardArgs));
         args.c_type = "attnjit::BackwardArgs";

@@ -14,17 +14,19 @@ _RECENT_MAX = 64
 
 
 def compile(score_mod=None, mask=None, causal=False, scale=None, enable_gqa=False, return_lse=False,
-            tile=None) -> CompiledAttention:  # noqa: A001 (the name users expect)
+            tile=None, deterministic=True) -> CompiledAttention:  # noqa: A001 (the name users expect)
     """A reusable attention callable: fn(q, k, v) -> out, or (out, lse) with return_lse.
 
     score_mod(score, b, h, q_idx, kv_idx) -> new score and mask(b, h, q_idx, kv_idx) -> keep
     are traced here, once (errors in them are raised now). causal=True ANDs the top-left
     causal mask (q_idx >= kv_idx) with `mask`. scale defaults to 1/sqrt(Dqk). enable_gqa
     allows Hq to be a multiple of Hkv. tile optionally pins the kernel's tile configuration
-    (block_m, block_n, warps, stages). The kernel is compiled on the first call for each
+    (block_m, block_n, warps, stages). deterministic=False lets the backward (autograd) sum
+    dQ with fp32 atomics where that exists (fp16 / bf16, head dims up to 128): faster, but
+    dQ's bits may change from run to run. The kernel is compiled on the first call for each
     (dtype, head dims, device) and cached in the process (and on disk by attnjit).
     """
-    return CompiledAttention(score_mod, mask, causal, scale, enable_gqa, return_lse, tile)
+    return CompiledAttention(score_mod, mask, causal, scale, enable_gqa, return_lse, tile, deterministic)
 
 
 def attention(q, k, v, *, score_mod=None, mask=None, causal=False, scale=None, enable_gqa=False,

@@ -1,7 +1,8 @@
 """Training through attnjit: attnjit.compile / attnjit.attention outputs carry autograd when
 q, k or v requires grad. The forward runs the spec with LSE; loss.backward() runs attnjit's
-two backward kernels (C API attnjit_launch_backward), deterministic, with the derivative of
-score_mod derived from the traced expression. Captured tensors that require grad are
+backward kernels (C API attnjit_launch_backward), deterministic unless compile(...,
+deterministic=False) allows the fast backward (dQ summed with fp32 atomics), with the
+derivative of score_mod derived from the traced expression. Captured tensors that require grad are
 refused for now: their gradients are not computed yet. The captured tensors are kept alive
 until the backward, which reads them again: changing one in place in between changes the
 gradients (PyTorch's version check does not cover them yet)."""
@@ -14,15 +15,15 @@ from . import capi, dtypes
 from ._capi_types import CGradArgs, CLaunchArgs, CTensor
 from .errors import RuntimeEnvironmentError
 
-_backwards: dict = {}  # (spec json, device, tile) -> capi.Backward
+_backwards: dict = {}  # (spec json, device, tile, deterministic) -> capi.Backward
 _backwards_lock = threading.Lock()
 
 
-def backward_for(json_text: str, device: int, tile: dict | None) -> capi.Backward:
+def backward_for(json_text: str, device: int, tile: dict | None, deterministic: bool = True) -> capi.Backward:
     """The compiled backward of a spec (which returns LSE) on a CUDA device, compiled once."""
     import torch
 
-    key = (json_text, device, tuple(sorted((tile or {}).items())))
+    key = (json_text, device, tuple(sorted((tile or {}).items())), bool(deterministic))
     backward = _backwards.get(key)
     if backward is not None:
         return backward
@@ -31,7 +32,7 @@ def backward_for(json_text: str, device: int, tile: dict | None) -> capi.Backwar
         if backward is None:
             spec = capi.Spec.from_json(json_text)
             with torch.cuda.device(device):  # load into this device's primary context
-                backward = capi.Backward(spec, None, tile)
+                backward = capi.Backward(spec, None, tile, fast_backward=not deterministic)
             if not backward.can_launch:
                 raise RuntimeEnvironmentError(f"the backward of {json_text} compiled but could not be loaded on "
                                               f"CUDA device {device}")

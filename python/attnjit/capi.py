@@ -89,8 +89,9 @@ class Spec:
             self._handle = None
 
 
-def _compile_options(arch: str | None, tile: dict | None) -> CCompileOptions:
-    options = CCompileOptions(ctypes.sizeof(CCompileOptions), arch.encode() if arch else None, 0, 0, 0, 0)
+def _compile_options(arch: str | None, tile: dict | None, fast_backward: bool = False) -> CCompileOptions:
+    options = CCompileOptions(ctypes.sizeof(CCompileOptions), arch.encode() if arch else None, 0, 0, 0, 0,
+                              1 if fast_backward else 0)
     for key, value in (tile or {}).items():
         if key not in ("block_m", "block_n", "warps", "stages"):
             raise ValueError(f"tile option {key!r}: use block_m, block_n, warps or stages")
@@ -104,10 +105,10 @@ class _Compiled:
 
     _compile = _destroy = _can_launch = ""  # the C functions' names
 
-    def __init__(self, spec: Spec, arch: str | None = None, tile: dict | None = None):
+    def __init__(self, spec: Spec, arch: str | None = None, tile: dict | None = None, fast_backward: bool = False):
         self._handle = None
         self._spec = spec  # kept alive as long as the handle
-        options = _compile_options(arch, tile)
+        options = _compile_options(arch, tile, fast_backward)
         out = ctypes.c_void_p()
         check(getattr(lib(), self._compile)(spec.handle, ctypes.byref(options), ctypes.byref(out)))
         self._handle = out.value
@@ -152,7 +153,8 @@ class Kernel(_Compiled):
 
 
 class Backward(_Compiled):
-    """An attnjit_backward*: the two backward kernels of a spec that returns LSE."""
+    """An attnjit_backward*: the backward kernels of a spec that returns LSE (fast_backward:
+    dQ summed with fp32 atomics where that exists; deterministic otherwise)."""
 
     _compile = "attnjit_compile_backward"
     _destroy, _can_launch = "attnjit_backward_destroy", "attnjit_backward_can_launch"

@@ -66,12 +66,13 @@ class CompiledAttention:
     """fn(q, k, v) -> out, or (out, lse) with return_lse. See attnjit.compile."""
 
     def __init__(self, score_mod=None, mask=None, causal=False, scale=None, enable_gqa=False,
-                 return_lse=False, tile=None):
+                 return_lse=False, tile=None, deterministic=True):
         if scale is not None and not isinstance(scale, (int, float)):
             raise TypeError(f"scale must be a number or None, got {type(scale).__name__}")
         self.score_mod, self.mask, self.causal = score_mod, mask, bool(causal)
         self.scale, self.enable_gqa, self.return_lse = scale, bool(enable_gqa), bool(return_lse)
         self.tile = dict(tile) if tile else None
+        self.deterministic = bool(deterministic)  # of the backward
         self._variants: list[_Variant] = []
         self._variant = self._add_variant()
 
@@ -193,7 +194,7 @@ class CompiledAttention:
         if backward is None:
             # `tile` is the forward kernel's; the backward kernels take their own default tile.
             backward = variant.backwards[backward_key] = autograd.backward_for(launcher.kernel.spec.to_json(),
-                                                                               device, None)
+                                                                               device, None, self.deterministic)
         # Captured tensors are kept alive with the call: the backward reads them again.
         call = autograd.Call(backward, dtypes.CODES[dtypes.name_of(q.dtype)], device,
                              [(value, *t) for value, t in zip(values, tensors)], scalars)

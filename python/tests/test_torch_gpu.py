@@ -312,6 +312,21 @@ def test_training_gradients_match_the_reference(name, dtype):
             check_grad(grad, ref, dtype, f"d{which} {name} {dtype} B={B} H={Hq}/{Hkv} Nq={Nq} Nk={Nk}")
 
 
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=["float16", "bfloat16"])
+@pytest.mark.parametrize("name", ["causal", "softcap_causal"])
+def test_fast_backward_gradients_match_the_reference(name, dtype):
+    # deterministic=False: dQ summed with atomics; the same tolerances.
+    score_mod, mask, causal, ref_score, ref_keep = TRAIN_CASES[name]
+    fn = attnjit.compile(score_mod, mask, causal=causal, enable_gqa=True, deterministic=False)
+    q, k, v = (t.requires_grad_() for t in make_qkv(2, 4, 2, 129, 255, 64, dtype))
+    out = fn(q, k, v)
+    d_out = torch.randn_like(out)
+    out.backward(d_out)
+    refs = reference_grads(q, k, v, d_out, ref_score, ref_keep)
+    for grad, ref, which in zip((q.grad, k.grad, v.grad), refs, "qkv"):
+        check_grad(grad, ref, dtype, f"d{which} {name} {dtype} fast")
+
+
 def test_training_is_deterministic_and_lse_is_not_differentiable():
     fn = attnjit.compile(mods.softcap(20.0), causal=True, return_lse=True)
     q, k, v = (t.requires_grad_() for t in make_qkv(1, 4, 4, 300, 300, 64, torch.bfloat16))

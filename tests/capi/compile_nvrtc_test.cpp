@@ -3,6 +3,8 @@
 // GPU), then why it cannot launch. Skips when libnvrtc cannot be loaded.
 #include <gtest/gtest.h>
 
+#include <cstddef>
+
 #include <string>
 #include <vector>
 
@@ -232,6 +234,32 @@ TEST(CapiBackward, CompilesForAnArchWithoutAGpu) {
     ASSERT_TRUE(b);
     if (runtime::why_no_gpu()) EXPECT_EQ(attnjit_backward_can_launch(b.get()), 0);
     EXPECT_EQ(attnjit_backward_can_launch(nullptr), 0);
+}
+
+// fast_backward = 1 compiles the fast backward; a struct from before the field existed
+// (struct_size ending before it) still compiles, as the deterministic one; 2 is refused.
+TEST(CapiBackward, FastBackwardOptionAndTheOlderStruct) {
+    SKIP_WITHOUT_NVRTC();
+    SpecPtr spec = c_spec(spec_with_every_input());
+    ASSERT_TRUE(spec);
+    attnjit_compile_options o = ATTNJIT_COMPILE_OPTIONS_INIT;
+    o.arch = "sm_90a";
+    o.fast_backward = 1;
+    attnjit_backward* b = nullptr;
+    EXPECT_EQ(attnjit_compile_backward(spec.get(), &o, &b), ATTNJIT_OK) << attnjit_last_error();
+    attnjit_backward_destroy(b);
+    b = nullptr;
+    attnjit_compile_options older = ATTNJIT_COMPILE_OPTIONS_INIT;
+    older.arch = "sm_90a";
+    older.struct_size = offsetof(attnjit_compile_options, fast_backward);
+    older.fast_backward = 7;  // past the caller's struct: never read
+    EXPECT_EQ(attnjit_compile_backward(spec.get(), &older, &b), ATTNJIT_OK) << attnjit_last_error();
+    attnjit_backward_destroy(b);
+    b = nullptr;
+    o.fast_backward = 2;
+    EXPECT_STATUS(attnjit_compile_backward(spec.get(), &o, &b), ATTNJIT_ERROR_INVALID_ARGUMENT,
+                  {"options->fast_backward is 2", "pass 0 (deterministic) or 1"});
+    EXPECT_EQ(b, nullptr);
 }
 
 TEST(CapiBackward, ASpecWithoutLseIsRefused) {

@@ -60,14 +60,18 @@ TEST(Generate, DefaultTileFitsTheArch) {
 }
 
 // Every kind's default configuration, for every dtype and head-dim pair, runs on every arch
-// kernel_config.h knows (the shared-memory limit included).
+// kernel_config.h knows (the shared-memory limit included); the fast backward's kinds where
+// it exists (its main loop is sm80).
 TEST(Generate, EveryDefaultConfigRunsOnEveryKnownArch) {
     for (int sm : {80, 86, 87, 89, 90, 100, 103, 120})
-        for (KernelKind kind : {KernelKind::forward, KernelKind::backward_dkdv, KernelKind::backward_dq})
+        for (KernelKind kind : {KernelKind::forward, KernelKind::backward_dkdv, KernelKind::backward_dq,
+                                KernelKind::backward_stats, KernelKind::backward_fused, KernelKind::backward_dq_convert})
             for (ElemKind e : {ElemKind::f16, ElemKind::bf16, ElemKind::f32})
                 for (int dqk : {32, 64, 96, 128, 256})
                     for (int dv : {32, 64, 96, 128, 256}) {
                         const KernelConfig c = default_config(kind, e, dqk, dv, sm);
+                        const bool fast_kind = kind == KernelKind::backward_fused || is_backward_rows(kind);
+                        if (fast_kind && c.mainloop != MainloopKind::sm80) continue;  // no fast backward there
                         const char* why = why_config_invalid_on(c, sm);
                         EXPECT_EQ(why, nullptr) << c << " on sm_" << sm << ": " << why;
                     }

@@ -1,7 +1,8 @@
 // Backward kernels (AttentionBackward) against the fp64 backward reference
 // (reference/attention_backward.h): every ready-made modifier x fp16 / bf16 / fp32 x head
 // dims x ragged GQA shapes, the [B, N, H, D] layout, Nq > Nk with fully masked rows, and
-// determinism. Each case runs the attnjit forward first (its O and LSE feed the backward,
+// determinism; the same matrix (fp16 / bf16, head dims up to 128) for the fast backward
+// (CompileOptions.deterministic = false: dQ summed with atomics). Each case runs the attnjit forward first (its O and LSE feed the backward,
 // as in training), draws a seeded random dO, poisons dQ, dK and dV on the device, and fails
 // on NaN, unwritten elements or an element outside the tolerance.
 //
@@ -68,14 +69,23 @@ Check check_gradient(const std::string& what, const HostTensor& actual, const re
     return check_output(what, actual, expected, reference::gradient_tolerance(dt, g_max));
 }
 
+CompileOptions backward_options(bool deterministic) {
+    CompileOptions o;
+    o.deterministic = deterministic;
+    return o;
+}
+
 // Forward, backward, reference; checks dQ, dK, dV.
-Check run_backward_case(const Case& c) {
-    const std::string name = c.name();
+Check run_backward_case(const Case& c, bool deterministic = true) {
+    const std::string name = c.name() + (deterministic ? "" : " (fast)");
     try {
         GradProblem g = make_grad_problem(c);
         Problem& p = g.fwd;
         Attention forward(p.spec);
-        AttentionBackward backward(p.spec);
+        AttentionBackward backward(p.spec, backward_options(deterministic));
+        const bool fast_exists = c.dtype != DType::f32 && c.dqk <= 128 && c.dv <= 128;
+        if (backward.deterministic() != (deterministic || !fast_exists))
+            return {false, name + ": AttentionBackward::deterministic() is not what was asked for"};
         p.poison_outputs();
         forward(p.args());
         p.download_outputs();  // the backward reads the device O and LSE the forward wrote
@@ -133,6 +143,57 @@ TEST_P(Backward, MatchesReference) {
 
 INSTANTIATE_TEST_SUITE_P(Matrix, Backward, ::testing::ValuesIn(backward_matrix()),
                          [](const ::testing::TestParamInfo<Case>& info) { return info.param.name(); });
+
+// The cases the fast backward exists for.
+std::vector<Case> fast_backward_matrix() {
+    std::vector<Case> cases;
+    for (const Case& c : backward_matrix())
+        if (c.dtype != DType::f32 && c.dqk <= 128 && c.dv <= 128) cases.push_back(c);
+    return cases;
+}
+
+class FastBackward : public ::testing::TestWithParam<Case> {};
+
+TEST_P(FastBackward, MatchesReference) {
+    ATTNJIT_SKIP_WITHOUT_GPU();
+    Check r = run_backward_case(GetParam(), false);
+    EXPECT_TRUE(r.ok) << r.message;
+}
+
+INSTANTIATE_TEST_SUITE_P(Matrix, FastBackward, ::testing::ValuesIn(fast_backward_matrix()),
+                         [](const ::testing::TestParamInfo<Case>& info) { return info.param.name(); });
+
+// Where the fast backward does not exist (f32, head dim 256) the deterministic one runs.
+TEST(FastBackward, FallsBackWhereItDoesNotExist) {
+    ATTNJIT_SKIP_WITHOUT_GPU();
+    for (const Case& c : {make_case(Mod::Plain, DType::f32, 64, {1, 2, 2, 65, 100}),
+                          make_case(Mod::Plain, DType::bf16, 256, {1, 2, 2, 65, 100})}) {
+        const Problem p = make_problem(c);
+        EXPECT_TRUE(AttentionBackward(p.spec, backward_options(false)).deterministic()) << c.name();
+    }
+    Check r = run_backward_case(make_case(Mod::Plain, DType::f32, 64, {1, 2, 2, 65, 100}), false);
+    EXPECT_TRUE(r.ok) << r.message;
+}
+
+// The fast backward's dK and dV are still one thread's fixed-order sums: the same bits.
+TEST(BackwardDeterminism, FastBackwardKeepsDkDvBits) {
+    ATTNJIT_SKIP_WITHOUT_GPU();
+    const Case c = make_case(Mod::Combination, DType::bf16, 64, {2, 4, 2, 300, 500});
+    GradProblem g = make_grad_problem(c);
+    Attention forward(g.fwd.spec);
+    AttentionBackward backward(g.fwd.spec, backward_options(false));
+    forward(g.fwd.args());
+    std::vector<std::vector<uint8_t>> runs;
+    for (int run = 0; run < 2; ++run) {
+        g.poison();
+        backward(g.fwd.args(), g.grads());
+        g.download();
+        std::vector<uint8_t> bits = g.dk.storage();
+        bits.insert(bits.end(), g.dv.storage().begin(), g.dv.storage().end());
+        runs.push_back(std::move(bits));
+    }
+    EXPECT_TRUE(runs[0] == runs[1]) << "the fast backward's dK, dV are not deterministic";
+}
 
 // Two runs on the same inputs write the same bits.
 TEST(BackwardDeterminism, SameInputsSameBits) {

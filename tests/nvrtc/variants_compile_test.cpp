@@ -93,8 +93,8 @@ TEST_P(ModifierCompiles, ForSm80AndSm90a) { compile_matrix(GetParam(), &modifier
 INSTANTIATE_TEST_SUITE_P(Modifiers, ModifierCompiles, ::testing::ValuesIn(modifier_names()),
                          [](const ::testing::TestParamInfo<std::string>& i) { return i.param; });
 
-// Both backward kernels of every example spec compile: f16, bf16 (the sm80 loops) and f32
-// (simt) at head dim 64 for sm_90a, and plain at every head dim (d256: simt) and
+// The backward kernels of every example spec compile (the fast backward's three too where
+// it exists): f16, bf16 (the sm80 loops) and f32 (simt) at head dim 64 for sm_90a, and plain at every head dim (d256: simt) and
 // Dqk != Dv for sm_80, and at d128 and d256 for sm_86 (the 99 KiB tiles).
 class BackwardCompiles : public ::testing::TestWithParam<std::string> {};
 
@@ -103,9 +103,12 @@ TEST_P(BackwardCompiles, BothKinds) {
     const std::string& name = GetParam();
     std::vector<Job> jobs;
     auto add = [&](const dsl::AttentionSpec& spec, const char* arch, const std::string& what) {
-        for (KernelKind kind : {KernelKind::backward_dkdv, KernelKind::backward_dq})
-            jobs.push_back({what + " " + kernel_kind_name(kind) + " " + arch,
-                            generate(spec, make_config(spec, kind, arch), arch), arch});
+        const bool fast = spec.dtype() != DType::f32 && spec.head_dim_qk() <= 128 && spec.head_dim_v() <= 128;
+        for (KernelKind kind : {KernelKind::backward_dkdv, KernelKind::backward_dq, KernelKind::backward_stats,
+                                KernelKind::backward_fused, KernelKind::backward_dq_convert})
+            if (fast || kind == KernelKind::backward_dkdv || kind == KernelKind::backward_dq)
+                jobs.push_back({what + " " + kernel_kind_name(kind) + " " + arch,
+                                generate(spec, make_config(spec, kind, arch), arch), arch});
     };
     for (DType d : {DType::f16, DType::bf16, DType::f32})
         for (const auto& [n, spec] : example_specs(d, 64))

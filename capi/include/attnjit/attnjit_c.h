@@ -104,8 +104,13 @@ typedef struct attnjit_compile_options {
     /* Tile configuration; a zero field takes the value of attnjit's default tile for the
      * spec (all zero: the default tile). */
     int32_t block_m, block_n, warps, stages;
+    /* attnjit_compile_backward only: 1 allows the fast backward, whose dQ is summed with
+     * fp32 atomics (its bits may change from run to run), where it exists (fp16 / bf16,
+     * head dims up to 128); 0 (the default): deterministic. Added after version 1's first
+     * release: a struct_size that ends before it reads as 0. */
+    int32_t fast_backward;
 } attnjit_compile_options;
-#define ATTNJIT_COMPILE_OPTIONS_INIT {sizeof(attnjit_compile_options), NULL, 0, 0, 0, 0}
+#define ATTNJIT_COMPILE_OPTIONS_INIT {sizeof(attnjit_compile_options), NULL, 0, 0, 0, 0, 0}
 
 /* Generates, compiles (memory cache, then disk cache, then NVRTC) and, when a GPU is
  * present, loads the kernel into the current CUDA context (the primary one if none is

@@ -20,6 +20,10 @@ struct BackwardArgs {
     // Delta = rowsum(dO * O) per query row, written by backward_dq (sm80), which runs first,
     // and read by backward_dkdv (sm80). The simt loops recompute both and leave it alone.
     float* stats;
+    // backward_fused only: [B, Hq, Nq, Dqk] f32, contiguous: dQ / scale, zeroed by
+    // backward_stats, summed into with atomics by backward_fused, read by
+    // backward_dq_convert. Null otherwise.
+    float* dq_accum;
     long long q_stride[3];
     long long k_stride[3];
     long long v_stride[3];

@@ -8,7 +8,9 @@
 // Main loops are policy types selected by the config's MainloopKind:
 //   simt::Backward<...>       every element type, fp32 FFMA, both kinds (simt/backward.cuh)
 //   sm80::BackwardDq<...>     fp16 / bf16, mma.sync, head dims up to 128
-//   sm80::BackwardDkdv<...>   (sm80/backward_dq.cuh, sm80/backward_dkdv.cuh)
+//   sm80::BackwardDkdv<...>   (sm80/backward_dq.cuh, sm80/backward_dkdv.cuh; its kFuseDq
+//                             form is backward_fused)
+//   BackwardRows<...>         backward_stats, backward_dq_convert (common/backward_rows.cuh)
 // Each has run_dkdv or run_dq, kThreads, kSmemBytes and the capability flags
 // check_variant reads.
 #pragma once
@@ -17,6 +19,7 @@
 #include "attnjit/common/kernel_config.h"
 #include "attnjit/common/types.cuh"
 #include "attnjit/common/variant.cuh"
+#include "attnjit/common/backward_rows.cuh"
 #include "attnjit/simt/backward.cuh"
 #include "attnjit/sm80/backward_dkdv.cuh"
 #include "attnjit/sm80/backward_dq.cuh"
@@ -39,11 +42,13 @@ struct BackwardTraits {
 #endif
 
     using Mainloop = typename Select<
-        kMainloop == MainloopKind::sm80,
-        typename Select<kKind_ == KernelKind::backward_dkdv,
-                        sm80::BackwardDkdv<Element, kDqk_, kDv_, kBlockM_, kBlockN_, kWarps_>,
-                        sm80::BackwardDq<Element, kDqk_, kDv_, kBlockM_, kBlockN_, kWarps_>>::type,
-        simt::Backward<Element, kDqk_, kDv_, kBlockM_, kBlockN_, kWarps_>>::type;
+        is_backward_rows(kKind_), BackwardRows<Element, kDqk_, kDv_, kBlockM_, kWarps_>,
+        typename Select<kMainloop == MainloopKind::sm80,
+                        typename Select<owns_keys(kKind_),
+                                        sm80::BackwardDkdv<Element, kDqk_, kDv_, kBlockM_, kBlockN_, kWarps_,
+                                                           kKind_ == KernelKind::backward_fused>,
+                                        sm80::BackwardDq<Element, kDqk_, kDv_, kBlockM_, kBlockN_, kWarps_>>::type,
+                        simt::Backward<Element, kDqk_, kDv_, kBlockM_, kBlockN_, kWarps_>>::type>::type;
     static constexpr int kSmemBytes = Mainloop::kSmemBytes;
     static_assert(kSmemBytes == smem_bytes(kConfig), "backward main loop and smem_bytes disagree");
 };
@@ -52,6 +57,12 @@ template <MainloopKind M, class E, int Dqk, int Dv, int BM, int BN, int W, int S
 using BackwardDkdvTraits = BackwardTraits<KernelKind::backward_dkdv, M, E, Dqk, Dv, BM, BN, W, S>;
 template <MainloopKind M, class E, int Dqk, int Dv, int BM, int BN, int W, int S>
 using BackwardDqTraits = BackwardTraits<KernelKind::backward_dq, M, E, Dqk, Dv, BM, BN, W, S>;
+template <MainloopKind M, class E, int Dqk, int Dv, int BM, int BN, int W, int S>
+using BackwardStatsTraits = BackwardTraits<KernelKind::backward_stats, M, E, Dqk, Dv, BM, BN, W, S>;
+template <MainloopKind M, class E, int Dqk, int Dv, int BM, int BN, int W, int S>
+using BackwardFusedTraits = BackwardTraits<KernelKind::backward_fused, M, E, Dqk, Dv, BM, BN, W, S>;
+template <MainloopKind M, class E, int Dqk, int Dv, int BM, int BN, int W, int S>
+using BackwardDqConvertTraits = BackwardTraits<KernelKind::backward_dq_convert, M, E, Dqk, Dv, BM, BN, W, S>;
 
 template <class Traits, class Variant, class Params>
 __device__ __forceinline__ void backward_dkdv_kernel(const Params& p) {
@@ -65,6 +76,16 @@ __device__ __forceinline__ void backward_dq_kernel(const Params& p) {
     check_variant<Variant, Params, typename Traits::Mainloop>();
     extern __shared__ __align__(128) unsigned char attnjit_backward_smem[];
     Traits::Mainloop::template run_dq<Variant, Params>(p, attnjit_backward_smem);
+}
+
+template <class Traits, class Variant, class Params>
+__device__ __forceinline__ void backward_stats_kernel(const Params& p) {
+    Traits::Mainloop::template run_stats<Variant, Params>(p, nullptr);
+}
+
+template <class Traits, class Variant, class Params>
+__device__ __forceinline__ void backward_dq_convert_kernel(const Params& p) {
+    Traits::Mainloop::template run_dq_convert<Variant, Params>(p, nullptr);
 }
 
 }  // namespace attnjit

@@ -30,15 +30,35 @@ namespace attnjit {
 
 enum class ElemKind : int { f16 = 0, bf16 = 1, f32 = 2 };
 
-// What the kernel computes. The backward is two kernels that share the recomputation of
-// P and dS tile by tile (FlashAttention-2's algorithm): backward_dq (one CTA per query
-// tile, dQ; it runs first and also writes Delta = rowsum(dO * O) to a workspace) and
-// backward_dkdv (one CTA per KV tile, dK and dV). No atomics: deterministic. Room for:
-// decode.
-enum class KernelKind : int { forward = 0, backward_dkdv = 1, backward_dq = 2 };
+// What the kernel computes. The backward (FlashAttention-2's algorithm: P and dS
+// recomputed tile by tile) comes in two sequences:
+//  deterministic (the default): backward_dq (one CTA per query tile: dQ, and the per-row
+//    LSE2 and Delta = rowsum(dO * O) into a workspace), then backward_dkdv (one CTA per
+//    KV tile: dK, dV). No atomics: the same inputs give the same bits.
+//  fast (opt-in, sm80 loops): backward_stats (per-row LSE2, Delta; zeroes the fp32 dQ
+//    sums), backward_fused (one CTA per KV tile: dK, dV, and dQ summed with fp32 atomics:
+//    two products fewer, run-to-run bits of dQ may differ), backward_dq_convert (dQ from
+//    the sums). Room for: decode.
+enum class KernelKind : int {
+    forward = 0,
+    backward_dkdv = 1,
+    backward_dq = 2,
+    backward_stats = 3,
+    backward_fused = 4,
+    backward_dq_convert = 5,
+};
 
 ATTNJIT_HD constexpr bool is_backward(KernelKind k) {
-    return k == KernelKind::backward_dkdv || k == KernelKind::backward_dq;
+    return k == KernelKind::backward_dkdv || k == KernelKind::backward_dq || k == KernelKind::backward_stats ||
+           k == KernelKind::backward_fused || k == KernelKind::backward_dq_convert;
+}
+// The per-row kinds of the fast backward: no tiles of their own, block_m rows a CTA.
+ATTNJIT_HD constexpr bool is_backward_rows(KernelKind k) {
+    return k == KernelKind::backward_stats || k == KernelKind::backward_dq_convert;
+}
+// The kinds whose CTA owns a KV tile (block_n keys) and streams query tiles (block_m).
+ATTNJIT_HD constexpr bool owns_keys(KernelKind k) {
+    return k == KernelKind::backward_dkdv || k == KernelKind::backward_fused;
 }
 
 // How the kernel moves tiles and multiplies them. Room for: sm90 (wgmma + TMA).
@@ -84,6 +104,9 @@ ATTNJIT_HD constexpr const char* kernel_kind_name(KernelKind k) {
     return k == KernelKind::forward         ? "forward"
            : k == KernelKind::backward_dkdv ? "backward_dkdv"
            : k == KernelKind::backward_dq   ? "backward_dq"
+           : k == KernelKind::backward_stats ? "backward_stats"
+           : k == KernelKind::backward_fused ? "backward_fused"
+           : k == KernelKind::backward_dq_convert ? "backward_dq_convert"
                                             : "?";
 }
 ATTNJIT_HD constexpr const char* mainloop_kind_name(MainloopKind m) {
@@ -136,13 +159,17 @@ constexpr int kSimtRowPad = 4;
 //                [2 stages] Q, dO [block_m x (dqk + dv)] | [2 stages] LSE, Delta [block_m] (f32)
 //  backward_dq sm80: scratch | Q, dO [block_m x (dqk + dv)] | [2 stages] K, V
 //                [block_n x (dqk + dv)] | LSE, Delta [block_m] (f32)   (XOR-swizzled)
+//  backward_fused sm80: backward_dkdv's | dS^T [block_n x block_m]
+//  backward_stats, backward_dq_convert: none
 ATTNJIT_HD constexpr int smem_bytes(const KernelConfig& c) {
     const TileConfig& t = c.tile;
     const int dqk = c.head_dim_qk, dv = c.head_dim_v;
+    if (is_backward_rows(c.kind)) return 0;
     if (is_backward(c.kind) && c.mainloop == MainloopKind::sm80)
-        return c.kind == KernelKind::backward_dkdv
+        return owns_keys(c.kind)
                    ? scratch_bytes(t.warps) + elem_bytes(c.elem) * (t.block_n + 2 * t.block_m) * (dqk + dv) +
-                         2 * 2 * 4 * t.block_m
+                         2 * 2 * 4 * t.block_m +
+                         (c.kind == KernelKind::backward_fused ? elem_bytes(c.elem) * t.block_n * t.block_m : 0)
                    : scratch_bytes(t.warps) + elem_bytes(c.elem) * (t.block_m + 2 * t.block_n) * (dqk + dv) +
                          2 * 4 * t.block_m;
     if (is_backward(c.kind))
@@ -162,14 +189,20 @@ ATTNJIT_HD constexpr int threads(const KernelConfig& c) { return c.tile.warps * 
 ATTNJIT_HD constexpr const char* why_config_invalid(const KernelConfig& c) {
     const TileConfig& t = c.tile;
     if (c.kind != KernelKind::forward && !is_backward(c.kind)) return "unknown kernel kind";
+    const bool fast_backward = c.kind == KernelKind::backward_fused || is_backward_rows(c.kind);
+    if (fast_backward && c.mainloop != MainloopKind::sm80) return "the fast backward needs the sm80 main loop";
     if (!head_dim_supported(c.head_dim_qk) || !head_dim_supported(c.head_dim_v))
         return "unsupported head dim (32, 64, 96, 128 or 256)";
     if (t.warps <= 0 || t.warps > 16) return "warps must be in [1, 16]";
     if (t.block_m <= 0 || t.block_n <= 0) return "block sizes must be positive";
-    if (is_backward(c.kind) && c.mainloop == MainloopKind::sm80) {
+    if (is_backward_rows(c.kind)) {
+        if (c.elem == ElemKind::f32) return "the fast backward takes f16 or bf16 only";
+        if (t.block_m % t.warps != 0 || t.block_m / t.warps > 32)
+            return "backward row kernels: block_m a multiple of warps, at most 32 rows per warp";
+    } else if (is_backward(c.kind) && c.mainloop == MainloopKind::sm80) {
         // The warps split the CTA's own rows (keys for dkdv, queries for dq) in 16-row
         // fragments; the streamed tile is a multiple of 16.
-        const bool dkdv = c.kind == KernelKind::backward_dkdv;
+        const bool dkdv = owns_keys(c.kind);
         const int own = dkdv ? t.block_n : t.block_m, streamed = dkdv ? t.block_m : t.block_n;
         if (c.elem == ElemKind::f32) return "the sm80 backward takes f16 or bf16 only";
         if (c.head_dim_qk > 128 || c.head_dim_v > 128) return "the sm80 backward takes head dims up to 128 (256 runs on simt)";
@@ -181,6 +214,14 @@ ATTNJIT_HD constexpr const char* why_config_invalid(const KernelConfig& c) {
             return dkdv ? "backward_dkdv sm80: block_m must be a multiple of 16, at most 128"
                         : "backward_dq sm80: block_n must be a multiple of 16, at most 128";
         if (t.stages != 2) return "backward sm80: stages must be 2";
+        if (c.kind == KernelKind::backward_fused) {
+            const int frags = t.block_m / 16;
+            const int groups = t.warps >= frags ? t.warps / frags : 1;
+            if (t.block_m % 32 != 0) return "backward_fused: block_m must be a multiple of 32";
+            if (frags % t.warps != 0 && t.warps % frags != 0)
+                return "backward_fused: block_m / 16 and warps must divide one another";
+            if (c.head_dim_qk % (16 * groups) != 0) return "backward_fused: the dQ columns do not split over the warps";
+        }
     } else if (is_backward(c.kind)) {
         if (c.mainloop != MainloopKind::simt) return "unknown backward main loop";
         if (t.block_m > 64 || t.block_n > 64) return "backward simt: block_m and block_n at most 64";
@@ -230,8 +271,10 @@ ATTNJIT_HD constexpr TileConfig default_tile(KernelKind kind, MainloopKind m, in
     // the CTA rows on GPUs with 99 KiB of shared memory.
     // Backward simt: {16, 16} keeps head dims 256 inside the 99 KiB of sm_86 / sm_89 / sm_120.
     const bool small_smem = max_dynamic_smem_bytes(sm) < 128 * 1024;
-    return is_backward(kind) && m == MainloopKind::sm80
-               ? (kind == KernelKind::backward_dkdv ? (small_smem ? TileConfig{64, 64, 4, 2} : TileConfig{64, 128, 8, 2})
+    return is_backward_rows(kind) ? TileConfig{64, 64, 4, 1}
+           : is_backward(kind) && m == MainloopKind::sm80
+               ? (kind == KernelKind::backward_fused && small_smem ? TileConfig{32, 64, 4, 2}
+                  : owns_keys(kind) ? (small_smem ? TileConfig{64, 64, 4, 2} : TileConfig{64, 128, 8, 2})
                                                     : (small_smem ? TileConfig{64, 64, 4, 2} : TileConfig{128, 64, 8, 2}))
            : is_backward(kind) ? (dqk + dv > 256 && max_dynamic_smem_bytes(sm) < 128 * 1024 ? TileConfig{16, 16, 4, 1}
                                 : dqk + dv > 256 || max_dynamic_smem_bytes(sm) < 128 * 1024 ? TileConfig{16, 32, 4, 1}

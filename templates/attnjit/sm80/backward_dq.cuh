@@ -15,12 +15,12 @@
 #pragma once
 
 #include "attnjit/backward/args.h"
+#include "attnjit/common/backward_rows.cuh"
 #include "attnjit/common/backward_scores.cuh"
 #include "attnjit/common/intervals.cuh"
 #include "attnjit/common/kernel_config.h"
 #include "attnjit/common/kv_schedule.cuh"
 #include "attnjit/common/ptx.cuh"
-#include "attnjit/common/row_reduce.cuh"
 #include "attnjit/common/types.cuh"
 #include "attnjit/sm80/copy.cuh"
 #include "attnjit/sm80/fragment.cuh"
@@ -28,34 +28,6 @@
 
 namespace attnjit {
 namespace sm80 {
-
-// Delta = rowsum(dO * O) of rows [r0, r0 + kRowsPerWarp) of one tile, by one warp (lane
-// sums over pairs of columns, then a warp reduction); rows >= valid give 0. All the loads
-// come first, so they are in flight together.
-template <class E, int DV, int kRowsPerWarp>
-__device__ __forceinline__ void warp_row_dots(float (&out)[kRowsPerWarp], const E* o, long long o_stride,
-                                              const E* d_o, long long do_stride, int r0, int valid, int lane) {
-    constexpr int kPairs = DV / 64 > 0 ? DV / 64 : 1;  // column pairs a lane reads per row
-#pragma unroll
-    for (int i = 0; i < kRowsPerWarp; ++i) {
-        const int r = r0 + i;
-        float acc = 0.f;
-        if (r < valid) {
-#pragma unroll
-            for (int j = 0; j < kPairs; ++j) {
-                const int d = 2 * (lane + 32 * j);
-                if (DV % 64 == 0 || d < DV) {
-                    const E* op = o + r * o_stride + d;
-                    const E* gp = d_o + r * do_stride + d;
-                    acc += to_float(op[0]) * to_float(gp[0]) + to_float(op[1]) * to_float(gp[1]);
-                }
-            }
-        }
-        out[i] = acc;
-    }
-#pragma unroll
-    for (int i = 0; i < kRowsPerWarp; ++i) out[i] = WarpRowReduce::sum(out[i]);
-}
 
 template <class E, int DQK, int DV, int BM, int BN, int W>
 struct BackwardDq {
@@ -86,35 +58,6 @@ struct BackwardDq {
     using SLayout = MmaCLayout<kMF, kNT>;         // S, P, dP, dS
     using DLayout = MmaCLayout<kMF, DQK / 8>;     // dQ
     static constexpr int kRows = SLayout::kRows;  // row slots per thread
-
-    // LSE2 and Delta of this warp's rows into shared memory and (rows < Nq) the workspace.
-    __device__ __forceinline__ static void row_stats(const BackwardArgs& a, float* lse2_s, float* delta_s, int b,
-                                                     int h, int m0, int warp, int lane) {
-        constexpr int kWarpRows = 16 * kMF;
-        const int r0 = warp * kWarpRows;
-        const E* o = static_cast<const E*>(a.o) + b * a.o_stride[0] + h * a.o_stride[1] + m0 * a.o_stride[2];
-        const E* d_o = static_cast<const E*>(a.d_o) + b * a.do_stride[0] + h * a.do_stride[1] + m0 * a.do_stride[2];
-        float delta[kWarpRows];
-        warp_row_dots<E, DV, kWarpRows>(delta, o, a.o_stride[2], d_o, a.do_stride[2], r0, a.q_len - m0, lane);
-        const long long plane = (long long)a.batch * a.q_heads * a.q_len;
-        float* ws = a.stats + ((long long)b * a.q_heads + h) * a.q_len;
-        if (lane < kWarpRows) {
-            const int r = r0 + lane, q = m0 + r;
-            float d = delta[0];
-#pragma unroll
-            for (int i = 1; i < kWarpRows; ++i) d = lane == i ? delta[i] : d;
-            const float l2 =
-                q < a.q_len ? backward_lse2(a.lse[b * a.lse_stride[0] + h * a.lse_stride[1] + q * a.lse_stride[2]])
-                            : -neg_inf();
-            lse2_s[r] = l2;
-            delta_s[r] = d;
-            if (q < a.q_len) {
-                ws[q] = l2;
-                ws[plane + q] = d;
-            }
-        }
-        warp_sync();
-    }
 
     template <class Variant, class Params>
     __device__ __forceinline__ static void run_dq(const Params& p, unsigned char* smem) {
@@ -152,7 +95,8 @@ struct BackwardDq {
 
         float* lse2_s = reinterpret_cast<float*>(smem + kLseOff);
         float* delta_s = reinterpret_cast<float*>(smem + kDeltaOff);
-        row_stats(a, lse2_s, delta_s, b, h, m0, warp, lane);
+        backward_row_stats<E, DV, 16 * kMF>(a, lse2_s, delta_s, b, h, m0, warp * 16 * kMF, lane);
+        warp_sync();
 
         const SLayout sl;
         int qc[kRows];

@@ -1,0 +1,124 @@
+// Per-query-row work of the backward, by warps over rows of a query tile:
+//   backward_row_stats   LSE2 = LSE log2(e) (+inf where LSE = -inf) and
+//                        Delta = rowsum(dO * O) of one warp's rows, into shared memory
+//                        (when given) and the workspace BackwardArgs::stats;
+//   BackwardRows         the two per-row kernels of the fast backward: backward_stats
+//                        (the statistics, and the fp32 dQ sums zeroed) and
+//                        backward_dq_convert (dQ = scale * the sums, in the dtype of q).
+#pragma once
+
+#include "attnjit/backward/args.h"
+#include "attnjit/common/backward_scores.cuh"
+#include "attnjit/common/kernel_config.h"
+#include "attnjit/common/row_reduce.cuh"
+#include "attnjit/common/types.cuh"
+
+namespace attnjit {
+
+// Delta of rows [r0, r0 + kRows) of a tile (rows >= valid give 0), by one warp: each lane
+// sums pairs of columns, then a warp reduction. All the loads come first, so they are in
+// flight together.
+template <class E, int DV, int kRows>
+__device__ __forceinline__ void warp_row_dots(float (&out)[kRows], const E* o, long long o_stride, const E* d_o,
+                                              long long do_stride, int r0, int valid, int lane) {
+    constexpr int kPairs = (DV + 63) / 64;  // column pairs a lane reads per row
+#pragma unroll
+    for (int i = 0; i < kRows; ++i) {
+        const int r = r0 + i;
+        float acc = 0.f;
+        if (r < valid) {
+#pragma unroll
+            for (int j = 0; j < kPairs; ++j) {
+                const int d = 2 * (lane + 32 * j);
+                if (DV % 64 == 0 || d < DV) {
+                    const E* op = o + r * o_stride + d;
+                    const E* gp = d_o + r * do_stride + d;
+                    acc += to_float(op[0]) * to_float(gp[0]) + to_float(op[1]) * to_float(gp[1]);
+                }
+            }
+        }
+        out[i] = acc;
+    }
+#pragma unroll
+    for (int i = 0; i < kRows; ++i) out[i] = WarpRowReduce::sum(out[i]);
+}
+
+// Rows [r0, r0 + kRows) of query tile m0 of head h (kRows <= 32): lane i handles row
+// r0 + i. lse2_s / delta_s (tile-relative, may be null) also get padding rows (+inf, 0).
+template <class E, int DV, int kRows>
+__device__ __forceinline__ void backward_row_stats(const BackwardArgs& a, float* lse2_s, float* delta_s, int b, int h,
+                                                   int m0, int r0, int lane) {
+    static_assert(kRows <= 32, "one row per lane");
+    const E* o = static_cast<const E*>(a.o) + b * a.o_stride[0] + h * a.o_stride[1] + m0 * a.o_stride[2];
+    const E* d_o = static_cast<const E*>(a.d_o) + b * a.do_stride[0] + h * a.do_stride[1] + m0 * a.do_stride[2];
+    float delta[kRows];
+    warp_row_dots<E, DV, kRows>(delta, o, a.o_stride[2], d_o, a.do_stride[2], r0, a.q_len - m0, lane);
+    const long long plane = (long long)a.batch * a.q_heads * a.q_len;
+    float* ws = a.stats + ((long long)b * a.q_heads + h) * a.q_len;
+    if (lane < kRows) {
+        const int r = r0 + lane, q = m0 + r;
+        float d = delta[0];
+#pragma unroll
+        for (int i = 1; i < kRows; ++i) d = lane == i ? delta[i] : d;
+        const float l2 = q < a.q_len
+                             ? backward_lse2(a.lse[b * a.lse_stride[0] + h * a.lse_stride[1] + q * a.lse_stride[2]])
+                             : -neg_inf();
+        if (lse2_s) {
+            lse2_s[r] = l2;
+            delta_s[r] = d;
+        }
+        if (q < a.q_len) {
+            ws[q] = l2;
+            ws[plane + q] = d;
+        }
+    }
+}
+
+// The per-row kernels: grid (ceil(Nq / BM), Hq, B), W warps of BM / W rows each.
+template <class E, int DQK, int DV, int BM, int W>
+struct BackwardRows {
+    static constexpr int kThreads = W * 32;
+    static constexpr int kWarpRows = BM / W;
+    static constexpr int kSmemBytes = 0;
+    static_assert(BM % W == 0 && kWarpRows <= 32, "block_m: a multiple of warps, at most 32 rows per warp");
+
+    static constexpr const char* kName = "backward rows";
+    static constexpr bool kSupportsOutputTransform = false;
+    static constexpr bool kSupportsScoreTileTransform = false;
+    static constexpr int kMaxExtraOperands = 0;
+
+    __device__ __forceinline__ static float* accum_row(const BackwardArgs& a, int b, int h, int q) {
+        return a.dq_accum + (((long long)b * a.q_heads + h) * a.q_len + q) * DQK;
+    }
+
+    // backward_stats: the statistics of the tile's rows, and their dQ sums zeroed.
+    template <class Variant, class Params>
+    __device__ __forceinline__ static void run_stats(const Params& p, unsigned char*) {
+        const BackwardArgs& a = p.args;
+        const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+        const int m0 = blockIdx.x * BM, h = blockIdx.y, b = blockIdx.z;
+        backward_row_stats<E, DV, kWarpRows>(a, nullptr, nullptr, b, h, m0, warp * kWarpRows, lane);
+        const int rows = (a.q_len - m0 < BM ? a.q_len - m0 : BM);
+        Float4* z = reinterpret_cast<Float4*>(accum_row(a, b, h, m0));
+        for (int i = threadIdx.x; i < rows * DQK / 4; i += kThreads) z[i] = Float4{0.f, 0.f, 0.f, 0.f};
+    }
+
+    // backward_dq_convert: dQ = scale * the sums.
+    template <class Variant, class Params>
+    __device__ __forceinline__ static void run_dq_convert(const Params& p, unsigned char*) {
+        const BackwardArgs& a = p.args;
+        const int m0 = blockIdx.x * BM, h = blockIdx.y, b = blockIdx.z;
+        const int rows = (a.q_len - m0 < BM ? a.q_len - m0 : BM);
+        const Float4* src = reinterpret_cast<const Float4*>(accum_row(a, b, h, m0));
+        E* dq = static_cast<E*>(a.dq) + b * a.dq_stride[0] + h * a.dq_stride[1] + m0 * a.dq_stride[2];
+        for (int i = threadIdx.x; i < rows * DQK / 4; i += kThreads) {
+            const Float4 v = src[i];
+            const int r = i / (DQK / 4), c = 4 * (i % (DQK / 4));
+            unsigned* out = reinterpret_cast<unsigned*>(dq + r * a.dq_stride[2] + c);
+            out[0] = FromFloat<E>::pack2(a.scale * v.x, a.scale * v.y);
+            out[1] = FromFloat<E>::pack2(a.scale * v.z, a.scale * v.w);
+        }
+    }
+};
+
+}  // namespace attnjit
