@@ -267,15 +267,17 @@ ATTNJIT_HD constexpr MainloopKind default_mainloop(KernelKind kind, ElemKind e, 
 
 // The tile used when nothing else is asked for, fitting sm_<sm>'s shared memory.
 ATTNJIT_HD constexpr TileConfig default_tile(KernelKind kind, MainloopKind m, int dqk, int dv, int sm) {
-    // Backward sm80: 128 keys x 64 queries (dkdv), 128 queries x 64 keys (dq), 8 warps; half
-    // the CTA rows on GPUs with 99 KiB of shared memory.
+    // Backward sm80: 64 x 64 with 4 warps for backward_dkdv and backward_dq (two CTAs an
+    // SM: 7% faster on the H100 than 128-row CTAs of 8 warps, bench/results/
+    // 2026-11-23-h100-backward-tiles.md); backward_fused keeps 128 keys x 64 queries, 8
+    // warps (32 queries on GPUs with 99 KiB of shared memory).
     // Backward simt: {16, 16} keeps head dims 256 inside the 99 KiB of sm_86 / sm_89 / sm_120.
     const bool small_smem = max_dynamic_smem_bytes(sm) < 128 * 1024;
     return is_backward_rows(kind) ? TileConfig{64, 64, 4, 1}
            : is_backward(kind) && m == MainloopKind::sm80
-               ? (kind == KernelKind::backward_fused && small_smem ? TileConfig{32, 64, 4, 2}
-                  : owns_keys(kind) ? (small_smem ? TileConfig{64, 64, 4, 2} : TileConfig{64, 128, 8, 2})
-                                                    : (small_smem ? TileConfig{64, 64, 4, 2} : TileConfig{128, 64, 8, 2}))
+               ? (kind != KernelKind::backward_fused ? TileConfig{64, 64, 4, 2}
+                  : small_smem                      ? TileConfig{32, 64, 4, 2}
+                                                    : TileConfig{64, 128, 8, 2})
            : is_backward(kind) ? (dqk + dv > 256 && max_dynamic_smem_bytes(sm) < 128 * 1024 ? TileConfig{16, 16, 4, 1}
                                 : dqk + dv > 256 || max_dynamic_smem_bytes(sm) < 128 * 1024 ? TileConfig{16, 32, 4, 1}
                                                                                            : TileConfig{32, 32, 8, 1})

@@ -66,6 +66,17 @@ template <> struct Mma16816<bf16_t> {
     }
 };
 
+// p[0] += a, p[1] += b in global memory, atomically per element, no result (p 8-byte
+// aligned): one vector reduction on sm_90+, two scalar ones before.
+__device__ __forceinline__ void red_add_f32x2(float* p, float a, float b) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("red.global.add.v2.f32 [%0], {%1, %2};" ::"l"(p), "f"(a), "f"(b) : "memory");
+#else
+    atomicAdd(p, a);
+    atomicAdd(p + 1, b);
+#endif
+}
+
 __device__ __forceinline__ void st_shared_b32(unsigned addr, unsigned v) {
     asm volatile("st.shared.b32 [%0], %1;" ::"r"(addr), "r"(v) : "memory");
 }

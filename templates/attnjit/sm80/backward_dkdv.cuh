@@ -136,10 +136,7 @@ struct BackwardDkdv {
                 if (q < a.q_len) {
                     float* row = base + (long long)q * DQK + col0 + 2 * (lane & 3);
 #pragma unroll
-                    for (int nt = 0; nt < kNt; ++nt) {
-                        atomicAdd(row + 8 * nt, acc[f][nt][2 * hi]);
-                        atomicAdd(row + 8 * nt + 1, acc[f][nt][2 * hi + 1]);
-                    }
+                    for (int nt = 0; nt < kNt; ++nt) ptx::red_add_f32x2(row + 8 * nt, acc[f][nt][2 * hi], acc[f][nt][2 * hi + 1]);
                 }
             }
     }
@@ -168,7 +165,8 @@ struct BackwardDkdv {
         ptx::cp_async_commit();
 
         BlockCtx ctx{reinterpret_cast<long long*>(smem), tid, kThreads};
-        QueryCursor<Variant, Params, BM> cursor(a, b, kvh, n0, (n0 + BN < nk ? n0 + BN : nk) - 1);
+        QueryCursor<Variant, Params, BM> cursor(a, b, kvh, n0, (n0 + BN < nk ? n0 + BN : nk) - 1,
+                                                kFuseDq ? static_cast<int>(blockIdx.x) : 0);
         auto issue = [&](const QueryStep& st, int stage) {
             if (st.h >= 0) {
                 const unsigned dst = q_s + stage * kQStage;

@@ -33,6 +33,7 @@
 #include "attnjit/forward/args.h"
 #include "attnjit/sm80/copy.cuh"
 #include "attnjit/sm80/fragment.cuh"
+#include "attnjit/sm80/gemm.cuh"
 #include "attnjit/sm80/swizzle.cuh"
 
 namespace attnjit {
@@ -79,53 +80,6 @@ struct Mainloop {
         copy_tile<E, kThreads, ROWS, D>(dst, g, stride, valid, safe, tid);
     }
 
-    template <int KK = 0>
-    __device__ __forceinline__ static void gemm_qk_step(float (&s)[kMF][kNT][4], unsigned q_base, unsigned k_base,
-                                                        const LaneChunks& lq, const LaneChunks& lk) {
-        if constexpr (KK < kKQ) {
-            unsigned a[kMF][4];
-#pragma unroll
-            for (int mf = 0; mf < kMF; ++mf)
-                ptx::ldmatrix_x4(q_base + mf * 16 * kCprQ * 16 + chunk_bytes<kCprQ, KK>(lq), a[mf][0], a[mf][1],
-                                 a[mf][2], a[mf][3]);
-#pragma unroll
-            for (int np = 0; np < kNT / 2; ++np) {
-                unsigned b0, b1, b2, b3;
-                ptx::ldmatrix_x4(k_base + np * 16 * kCprQ * 16 + chunk_bytes<kCprQ, KK>(lk), b0, b1, b2, b3);
-#pragma unroll
-                for (int mf = 0; mf < kMF; ++mf) {
-                    ptx::Mma16816<E>::run(s[mf][2 * np], a[mf], b0, b1);
-                    ptx::Mma16816<E>::run(s[mf][2 * np + 1], a[mf], b2, b3);
-                }
-            }
-            gemm_qk_step<KK + 1>(s, q_base, k_base, lq, lk);
-        }
-    }
-
-    // S += Q K^T for this warp's rows. q_base / k_base: per-lane ldmatrix row addresses.
-    __device__ __forceinline__ static void gemm_qk(float (&s)[kMF][kNT][4], unsigned q_base, unsigned k_base,
-                                                   const LaneChunks& lq, const LaneChunks& lk) {
-        gemm_qk_step<0>(s, q_base, k_base, lq, lk);
-    }
-
-    template <int DP = 0>
-    __device__ __forceinline__ static void gemm_pv_step(float (&o)[kMF][kDT][4], const unsigned (&pa)[kMF][kKV][4],
-                                                        unsigned v_base, const LaneChunks& lv) {
-        if constexpr (DP < kDT / 2) {
-#pragma unroll
-            for (int kc = 0; kc < kKV; ++kc) {
-                unsigned b0, b1, b2, b3;
-                ptx::ldmatrix_x4_trans(v_base + kc * 16 * kCprV * 16 + chunk_bytes<kCprV, DP>(lv), b0, b1, b2, b3);
-#pragma unroll
-                for (int mf = 0; mf < kMF; ++mf) {
-                    ptx::Mma16816<E>::run(o[mf][2 * DP], pa[mf][kc], b0, b1);
-                    ptx::Mma16816<E>::run(o[mf][2 * DP + 1], pa[mf][kc], b2, b3);
-                }
-            }
-            gemm_pv_step<DP + 1>(o, pa, v_base, lv);
-        }
-    }
-
     template <class Variant, class Params>
     __device__ __forceinline__ static void run(const Params& p, unsigned char* smem) {
         const ForwardArgs& a = p.args;
@@ -138,7 +92,7 @@ struct Mainloop {
 
         const unsigned sbase = ptx::smem_addr(smem);
         const unsigned q_s = sbase + kQOff, k_s = sbase + kKOff, v_s = sbase + kVOff;
-        // ldmatrix row addresses of this lane (see gemm_qk / gemm_pv); all these rows have
+        // ldmatrix row addresses of this lane (see sm80/gemm.cuh); all these rows have
         // (row & 7) == (lane & 7).
         const LaneChunks lq(lane >> 4, lane & 7), lk((lane >> 3) & 1, lane & 7), lv(lane >> 4, lane & 7);
         const unsigned q_ld = q_s + (warp * 16 * kMF + (lane & 7) + ((lane >> 3) & 1) * 8) * kCprQ * 16;
@@ -213,7 +167,7 @@ struct Mainloop {
 
             float s[kMF][kNT][4];
             SLayout::clear(s);
-            gemm_qk(s, q_ld, k_ld + slot * kKStage, lq, lk);
+            gemm_nt<E, kMF, kNT, kKQ, kCprQ, kCprQ>(s, q_ld, k_ld + slot * kKStage, lq, lk);  // S = Q K^T
             hooks.template apply<BN>(p, hd, sl, s, tile * BN, cls);
 
             if constexpr (S == 1) {
@@ -228,18 +182,9 @@ struct Mainloop {
             }
 
             softmax.update(sl, s, ol, o);
-            // P into mma A fragments.
-            unsigned pa[kMF][kKV][4];
-#pragma unroll
-            for (int mf = 0; mf < kMF; ++mf)
-#pragma unroll
-                for (int kc = 0; kc < kKV; ++kc) {
-                    pa[mf][kc][0] = FromFloat<E>::pack2(s[mf][2 * kc][0], s[mf][2 * kc][1]);
-                    pa[mf][kc][1] = FromFloat<E>::pack2(s[mf][2 * kc][2], s[mf][2 * kc][3]);
-                    pa[mf][kc][2] = FromFloat<E>::pack2(s[mf][2 * kc + 1][0], s[mf][2 * kc + 1][1]);
-                    pa[mf][kc][3] = FromFloat<E>::pack2(s[mf][2 * kc + 1][2], s[mf][2 * kc + 1][3]);
-                }
-            gemm_pv_step<0>(o, pa, v_ld + slot * kVStage, lv);
+            unsigned pa[kMF][kKV][4];  // P as mma A fragments
+            pack_a<E>(s, pa);
+            gemm_rn<E, kMF, kDT, kKV, kCprV>(o, pa, v_ld + slot * kVStage, lv);  // O += P V
 
             if constexpr (S > 1) {
 #pragma unroll
