@@ -36,6 +36,15 @@ def upcast_caps(caps: dict) -> dict:
     return out
 
 
+def _keep(mask, causal, bi, hi, qi, kj):
+    """The kept (query, key) pairs of a block of rows, or None when every pair is kept."""
+    keep = None if mask is None else mask(bi, hi, qi, kj)
+    if causal:
+        c = kj <= qi
+        keep = c if keep is None else keep & c
+    return keep
+
+
 def reference(q, k, v, score_mod=None, mask=None, causal=False, scale=None, chunk_scores=CHUNK_SCORES):
     """q [B, Hq, Nq, D], k/v [B, Hkv, Nk, D] -> float64 [B, Hq, Nq, Dv]."""
     import torch
@@ -59,12 +68,7 @@ def reference(q, k, v, score_mod=None, mask=None, causal=False, scale=None, chun
         s = torch.matmul(q64[:, :, i0:i1], kt).mul_(scale)
         if score_mod is not None:
             s = score_mod(s, bi, hi, qi, kj).to(torch.float64).expand(B, Hq, i1 - i0, Nk)
-        keep = None
-        if mask is not None:
-            keep = mask(bi, hi, qi, kj)
-        if causal:
-            c = kj <= qi
-            keep = c if keep is None else keep & c
+        keep = _keep(mask, causal, bi, hi, qi, kj)
         if keep is not None:
             s = s.masked_fill(~keep, -math.inf)
         m = s.amax(dim=-1, keepdim=True)
@@ -114,12 +118,7 @@ def reference_grad(q, k, v, dO, score_mod=None, mask=None, causal=False, scale=N
                 s_raw.requires_grad_(True)
                 s = score_mod(s_raw, bi, hi, qi, kj).to(torch.float64).expand(B, Hq, i1 - i0, Nk)
         with torch.no_grad():
-            keep = None
-            if mask is not None:
-                keep = mask(bi, hi, qi, kj)
-            if causal:
-                c = kj <= qi
-                keep = c if keep is None else keep & c
+            keep = _keep(mask, causal, bi, hi, qi, kj)
             p = s.detach() if keep is None else s.detach().masked_fill(~keep, -math.inf)
             m = p.amax(dim=-1, keepdim=True)
             m = torch.where(torch.isfinite(m), m, torch.zeros_like(m))

@@ -175,45 +175,37 @@ TEST(FastBackward, FallsBackWhereItDoesNotExist) {
     EXPECT_TRUE(r.ok) << r.message;
 }
 
-// The fast backward's dK and dV are still one thread's fixed-order sums: the same bits.
-TEST(BackwardDeterminism, FastBackwardKeepsDkDvBits) {
-    ATTNJIT_SKIP_WITHOUT_GPU();
+// Whether two backward runs on the same inputs write the same bits (dQ compared only when
+// with_dq).
+bool same_bits_twice(bool deterministic, bool with_dq) {
     const Case c = make_case(Mod::Combination, DType::bf16, 64, {2, 4, 2, 300, 500});
     GradProblem g = make_grad_problem(c);
     Attention forward(g.fwd.spec);
-    AttentionBackward backward(g.fwd.spec, backward_options(false));
+    AttentionBackward backward(g.fwd.spec, backward_options(deterministic));
     forward(g.fwd.args());
     std::vector<std::vector<uint8_t>> runs;
     for (int run = 0; run < 2; ++run) {
         g.poison();
         backward(g.fwd.args(), g.grads());
         g.download();
-        std::vector<uint8_t> bits = g.dk.storage();
+        std::vector<uint8_t> bits = with_dq ? g.dq.storage() : std::vector<uint8_t>{};
+        bits.insert(bits.end(), g.dk.storage().begin(), g.dk.storage().end());
         bits.insert(bits.end(), g.dv.storage().begin(), g.dv.storage().end());
         runs.push_back(std::move(bits));
     }
-    EXPECT_TRUE(runs[0] == runs[1]) << "the fast backward's dK, dV are not deterministic";
+    return runs[0] == runs[1];
+}
+
+// The fast backward's dK and dV are still one thread's fixed-order sums: the same bits.
+TEST(BackwardDeterminism, FastBackwardKeepsDkDvBits) {
+    ATTNJIT_SKIP_WITHOUT_GPU();
+    EXPECT_TRUE(same_bits_twice(false, false)) << "the fast backward's dK, dV are not deterministic";
 }
 
 // Two runs on the same inputs write the same bits.
 TEST(BackwardDeterminism, SameInputsSameBits) {
     ATTNJIT_SKIP_WITHOUT_GPU();
-    const Case c = make_case(Mod::Combination, DType::bf16, 64, {2, 4, 2, 300, 500});
-    GradProblem g = make_grad_problem(c);
-    Attention forward(g.fwd.spec);
-    AttentionBackward backward(g.fwd.spec);
-    forward(g.fwd.args());
-    std::vector<std::vector<uint8_t>> runs;
-    for (int run = 0; run < 2; ++run) {
-        g.poison();
-        backward(g.fwd.args(), g.grads());
-        g.download();
-        std::vector<uint8_t> bits = g.dq.storage();
-        bits.insert(bits.end(), g.dk.storage().begin(), g.dk.storage().end());
-        bits.insert(bits.end(), g.dv.storage().begin(), g.dv.storage().end());
-        runs.push_back(std::move(bits));
-    }
-    EXPECT_TRUE(runs[0] == runs[1]) << "the backward is not deterministic";
+    EXPECT_TRUE(same_bits_twice(true, true)) << "the backward is not deterministic";
 }
 
 // Bad gradient arguments are user errors and nothing is written.
