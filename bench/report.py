@@ -426,6 +426,7 @@ def readme_section(rows, md_link, dtype="bf16", ns=(4096, 16384)):
             if any(c != "-" for c in line[2:]):
                 body.append(line)
     out += table(hdr, body)
+    out += fwdbwd_table(g, dtype)
     ov = [r for r in overhead_rows(rows) if r.get("overhead_of") == "plain" and "host_us" in r]
     if ov:
         out += ["", "Host time per call, B=1 H=1 N=128 D=64: " + ", ".join(
@@ -440,6 +441,35 @@ def readme_section(rows, md_link, dtype="bf16", ns=(4096, 16384)):
         out += ["", f"attnjit measured nothing in this run: {ours[0].get('skipped', '?')}"]
     out += ["", "Reproduce with `bench/run_bench.sh` (see [bench/README.md](bench/README.md))."]
     return out
+
+
+def fwdbwd_table(g, dtype):
+    """Forward + backward at the largest N measured per (variant, D): attnjit (deterministic)
+    and attnjit_fast, their ratios to SDPA flash and to the fastest correct anchor."""
+    body = []
+    for (variant, dt, mode), cells in sorted(g.items(), key=lambda kv: order_variants(VARIANTS).index(kv[0][0])
+                                             if kv[0][0] in VARIANTS else 99):
+        if dt != dtype or mode != "fwdbwd":
+            continue
+        for D in sorted({k[0] for k in cells}):
+            byn = {k[4]: c for k, c in cells.items() if k[0] == D and measured(c.get("attnjit"))}
+            if not byn:
+                continue
+            n = max(byn)
+            cell = byn[n]
+            bi, _ = best_other(cell, among=ANCHORS)
+            line = [variant, D, n, tflops_cell(cell["attnjit"]),
+                    tflops_cell(cell["attnjit_fast"]) if measured(cell.get("attnjit_fast")) else "-"]
+            for other in ("sdpa_flash", bi):
+                r = ratio(cell, other) if other else None
+                line.append(f"{r:.2f}" + (f" ({SHORT[other]})" if other == bi else "") if r is not None else "-")
+            body.append(line)
+    if not body:
+        return []
+    return ["", "Forward + backward (training step; 3.5 x the forward's FLOPs; dQ, dK, dV checked against "
+            "float64), TFLOP/s. `fast`: `compile(deterministic=False)`, dQ summed with atomics. Ratios are "
+            "the deterministic attnjit's.", ""] + \
+        table(["variant", "D", "N", "attnjit", "fast", "/ SDPA flash", "ratio (best)"], body)
 
 
 def update_readme(path, section):

@@ -116,6 +116,16 @@ def test_readme_section(run):
     assert "1 error(s)" in sec
 
 
+def test_readme_fwdbwd_table():
+    # fwdbwd rows give a second table at the largest N: attnjit, fast, / flash, / best anchor.
+    rows = [row("attnjit", "plain", N, 250, mode="fwdbwd") for N in (4096, 8192)]
+    rows += [row("attnjit_fast", "plain", 8192, 275, mode="fwdbwd"), row("sdpa_flash", "plain", 8192, 300, mode="fwdbwd"),
+             row("sdpa_cudnn", "plain", 8192, 500, mode="fwdbwd"), row("flex", "plain", 8192, 1000, mode="fwdbwd", ok=False)]
+    sec = "\n".join(report.readme_section(rows, "x.md"))
+    assert "| plain | 128 | 8192 | 250 | 275 | 0.83 | 0.50 (cuDNN) |" in sec
+    assert "| 4096 |" not in sec
+
+
 def test_readme_without_markers(tmp_path):
     path = tmp_path / "r.jsonl"
     path.write_text("\n".join(json.dumps(r) for r in synthetic()) + "\n")
