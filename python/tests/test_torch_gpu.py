@@ -327,6 +327,17 @@ def test_fast_backward_gradients_match_the_reference(name, dtype):
         check_grad(grad, ref, dtype, f"d{which} {name} {dtype} fast")
 
 
+@pytest.mark.parametrize("name", ["softcap_causal", "sliding_window"])
+def test_gradcheck_fp32(name):
+    # torch.autograd.gradcheck on float32 (attnjit has no float64): finite differences with
+    # eps 1e-3 are good to about 1e-4 relative here, so the tolerances are 1e-2.
+    score_mod, mask, causal, _, _ = TRAIN_CASES[name]
+    fn = attnjit.compile(score_mod, mask, causal=causal, enable_gqa=True)
+    q, k, v = (t.requires_grad_() for t in make_qkv(1, 2, 1, 9, 45, 32, torch.float32))
+    with pytest.warns(UserWarning, match="double precision"):
+        assert torch.autograd.gradcheck(fn, (q, k, v), eps=1e-3, atol=1e-2, rtol=1e-2, fast_mode=True)
+
+
 def test_training_is_deterministic_and_lse_is_not_differentiable():
     fn = attnjit.compile(mods.softcap(20.0), causal=True, return_lse=True)
     q, k, v = (t.requires_grad_() for t in make_qkv(1, 4, 4, 300, 300, 64, torch.bfloat16))
