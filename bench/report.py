@@ -106,9 +106,10 @@ def groups(rows):
 
 
 def best_other(cell, among=None):
-    """(impl, tflops) of the fastest correct non-attnjit implementation, or (None, None)."""
+    """(impl, tflops) of the fastest correct implementation that is not attnjit (nor its fast
+    backward, attnjit_fast), or (None, None)."""
     cands = [(r["tflops"], i) for i, r in cell.items()
-             if i != "attnjit" and (among is None or i in among) and good(r)]
+             if not i.startswith("attnjit") and (among is None or i in among) and good(r)]
     if not cands:
         return None, None
     t, i = max(cands)
@@ -312,7 +313,7 @@ def overhead_section(rows):
     body = []
     for r in sorted(ov, key=lambda r: (r.get("overhead_of", ""), IMPLS.index(r["impl"]) if r["impl"] in IMPLS else 9)):
         if "skipped" in r:
-            body.append([r.get("overhead_of", "?"), NAMES.get(r["impl"], r["impl"]), "-", "-", r["skipped"][:80]])
+            body.append([r.get("overhead_of", "?"), NAMES.get(r["impl"], r["impl"]), "-", "-", r["skipped"]])
             continue
         chk = "ok" if r.get("ok") else f"{FAIL} max {fmt_err(r.get('max_err'))}"
         body.append([r.get("overhead_of", "?"), NAMES.get(r["impl"], r["impl"]),
@@ -351,8 +352,8 @@ def plots(rows, stem):
     gpus = sorted({r.get("gpu_name") or r.get("gpu") for r in rows if r.get("gpu")})
     for (variant, dtype, mode), cells in groups(rows).items():
         dims = sorted({k[0] for k in cells})
-        fig, axes = plt.subplots(1, len(dims), figsize=(6 * len(dims), 4.2), squeeze=False)
-        drawn = False
+        fig, axes = plt.subplots(1, len(dims), figsize=(7.5 * len(dims), 4.2), squeeze=False)
+        drawn = failed = False
         for ax, D in zip(axes[0], dims):
             keys = sorted((k for k in cells if k[0] == D), key=lambda k: k[4])
             impls = order_impls({i for k in keys for i in cells[k]})
@@ -366,8 +367,17 @@ def plots(rows, stem):
                         linewidth=2.4 if i == "attnjit" else 1.4)
                 bad = [(n, r["tflops"]) for n, r in pts if not r.get("ok")]
                 if bad:
-                    ax.scatter([b[0] for b in bad], [b[1] for b in bad], marker="x", s=90, color="red", zorder=5)
+                    ax.scatter([b[0] for b in bad], [b[1] for b in bad], marker="x", s=90, color="red", zorder=5,
+                               label="failed check" if not failed else None)
+                    failed = True
                 drawn = True
+            # Cases an implementation skipped (cannot express, would not fit): hollow markers at 0.
+            for i in impls:
+                skipped = [k[4] for k in keys if "skipped" in (cells[k].get(i) or {})]
+                if skipped and any(measured(cells[k].get(i)) for k in keys):
+                    ax.scatter(skipped, [0] * len(skipped), marker="v", s=50, facecolors="none",
+                               edgecolors=COLORS.get(i, "black"), zorder=5, clip_on=False,
+                               label=f"{NAMES.get(i, i)} skipped")
             ax.set_xscale("log", base=2)
             ns = sorted({k[4] for k in keys})
             ax.set_xticks(ns)
@@ -378,8 +388,9 @@ def plots(rows, stem):
             ax.set_title(f"{variant} {dtype} {mode}, D={D}")
             ax.grid(True, alpha=0.3)
             ax.set_ylim(bottom=0)
-            ax.legend(fontsize=8)
-        fig.suptitle(f"{', '.join(gpus)} - commit {', '.join(commits)} (red x: failed check)", fontsize=9)
+            ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)  # off the lines
+        fig.suptitle(f"{', '.join(gpus)} - commit {', '.join(commits)}" + (" (red x: failed check)" if failed else ""),
+                     fontsize=9)
         fig.tight_layout()
         suffix = "" if mode == "fwd" else f"-{mode}"
         path = f"{stem}-{variant}-{dtype}{suffix}.png"
@@ -387,7 +398,51 @@ def plots(rows, stem):
             fig.savefig(path, dpi=90)
             names[(variant, dtype, mode)] = os.path.basename(path)
         plt.close(fig)
+    ratio_png = ratio_plot(rows, stem, plt)
+    if ratio_png:
+        names[("ratio", "", "")] = ratio_png
     return names
+
+
+def ratio_points(rows):
+    """[(label, ratio, best other)] of attnjit over the fastest correct other implementation,
+    per (variant, dtype, mode, D) at the largest N where attnjit was measured."""
+    out = []
+    for (variant, dtype, mode), cells in sorted(groups(rows).items(),
+                                                key=lambda kv: (kv[0][2], kv[0][1], order_variants(VARIANTS).index(kv[0][0])
+                                                                if kv[0][0] in VARIANTS else 99)):
+        for D in sorted({k[0] for k in cells}):
+            keys = [k for k in cells if k[0] == D and measured(cells[k].get("attnjit"))]
+            if not keys:
+                continue
+            cell = cells[max(keys, key=lambda k: k[4])]
+            bi, _ = best_other(cell)
+            r = ratio(cell, bi)
+            if r is not None:
+                out.append((f"{variant} {dtype} {mode} D{D}", r, bi))
+    return out
+
+
+def ratio_plot(rows, stem, plt):
+    """One summary PNG: attnjit's ratio to the best other implementation per variant."""
+    pts = ratio_points(rows)
+    if not pts:
+        return None
+    fig, ax = plt.subplots(figsize=(8, 0.32 * len(pts) + 1.2))
+    ys = list(range(len(pts)))[::-1]
+    ax.barh(ys, [p[1] for p in pts], color=[COLORS.get(p[2], "gray") for p in pts])
+    for y, (_, r, bi) in zip(ys, pts):
+        ax.text(r + 0.01, y, f"{r:.2f} vs {SHORT.get(bi, bi)}", va="center", fontsize=7)
+    ax.set_yticks(ys)
+    ax.set_yticklabels([p[0] for p in pts], fontsize=7)
+    ax.axvline(1.0, color="black", linewidth=0.8)
+    ax.set_xlabel("attnjit TFLOP/s / fastest correct other implementation (largest N)")
+    ax.set_xlim(0, max(1.2, max(p[1] for p in pts) + 0.25))
+    fig.tight_layout()
+    path = f"{stem}-ratio.png"
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+    return os.path.basename(path)
 
 
 # ------------------------------------------------------------------ README section
@@ -500,6 +555,9 @@ def write_report(paths, md=None, readme=None, png=True):
     stem = md[:-3] if md.endswith(".md") else md
     png_names = plots(rows, stem) if png else {}
     lines = header_lines(rows, envs)
+    if ("ratio", "", "") in png_names:
+        lines += ["## attnjit against the best other implementation", "",
+                  f"![attnjit / best]({png_names[('ratio', '', '')]})", ""]
     lines += perf_sections(rows, png_names)
     lines += correctness_section(rows)
     lines += memory_section(rows)

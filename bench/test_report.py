@@ -147,6 +147,21 @@ def test_pngs(run):
         with open(p, "rb") as f:
             assert f.read(8) == b"\x89PNG\r\n\x1a\n"
     assert "![plain bf16](2026-11-21-h100-plain-bf16.png)" in open(res["md"]).read()
+    # the summary plot of attnjit / best other, linked at the top of the summary
+    assert any(p.endswith("-ratio.png") for p in pngs)
+    assert "![attnjit / best](2026-11-21-h100-ratio.png)" in open(res["md"]).read()
+
+
+def test_best_other_is_never_attnjit_and_reasons_are_whole():
+    # attnjit_fast (attnjit's own fast backward) is not a competitor in the ratios
+    cell = {"attnjit": row("attnjit", "plain", 8192, 200, mode="fwdbwd"),
+            "attnjit_fast": row("attnjit_fast", "plain", 8192, 400, mode="fwdbwd"),
+            "flex": row("flex", "plain", 8192, 300, mode="fwdbwd")}
+    assert report.best_other(cell) == ("flex", 300)
+    assert [p[2] for p in report.ratio_points(list(cell.values()))] == ["flex"]
+    why = "the backend refused the case at run time because " + "x" * 120
+    ov = [row("flex", "overhead", 128, None, D=64, H=1, Hkv=1, overhead_of="plain", skipped=why)]
+    assert why in "\n".join(report.overhead_section(ov))
 
 
 def test_attnjit_missing_is_said(tmp_path):
