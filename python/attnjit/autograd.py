@@ -9,35 +9,23 @@ gradients (PyTorch's version check does not cover them yet)."""
 from __future__ import annotations
 
 import ctypes
-import threading
 
 from . import capi, dtypes
 from ._capi_types import CGradArgs, CLaunchArgs, CTensor
-from .errors import RuntimeEnvironmentError
+from ._load_once import LoadOnce
 
-_backwards: dict = {}  # (spec json, device, tile, deterministic) -> capi.Backward
-_backwards_lock = threading.Lock()
+_backwards = LoadOnce()  # (spec json, device, tile, deterministic) -> capi.Backward
 
 
 def backward_for(json_text: str, device: int, tile: dict | None, deterministic: bool = True) -> capi.Backward:
     """The compiled backward of a spec (which returns LSE) on a CUDA device, compiled once."""
     import torch
 
-    key = (json_text, device, tuple(sorted((tile or {}).items())), bool(deterministic))
-    backward = _backwards.get(key)
-    if backward is not None:
-        return backward
-    with _backwards_lock:
-        backward = _backwards.get(key)
-        if backward is None:
-            spec = capi.Spec.from_json(json_text)
-            with torch.cuda.device(device):  # load into this device's primary context
-                backward = capi.Backward(spec, None, tile, fast_backward=not deterministic)
-            if not backward.can_launch:
-                raise RuntimeEnvironmentError(f"the backward of {json_text} compiled but could not be loaded on "
-                                              f"CUDA device {device}")
-            _backwards[key] = backward
-    return backward
+    def make():
+        with torch.cuda.device(device):  # load into this device's primary context
+            return capi.Backward(capi.Spec.from_json(json_text), None, tile, fast_backward=not deterministic)
+    return _backwards.get((json_text, device, tuple(sorted((tile or {}).items())), bool(deterministic)), make,
+                          f"the backward of {json_text} for CUDA device {device}")
 
 
 def _c_tensor(ptr: int, code: int, shape, strides) -> CTensor:

@@ -7,17 +7,16 @@ compiled (attnjit's memory / disk caches, else NVRTC) the first time a key is se
 are not part of the key: the kernel reads them from the tensors."""
 from __future__ import annotations
 
-import threading
 from threading import get_ident
 
 from . import autograd, capi, dtypes, spec_json
 from .errors import ArgumentError, InternalError, RuntimeEnvironmentError
+from ._load_once import LoadOnce
 from .launcher import Launcher
 from .trace import trace
 
 _MAX_VARIANTS = 8          # traces kept per callable (int constants / functions that changed)
-_kernels: dict = {}        # (spec json, device, tile) -> capi.Kernel, shared by all callables
-_kernels_lock = threading.Lock()
+_kernels = LoadOnce()      # (spec json, device, tile) -> capi.Kernel, shared by all callables
 
 
 def _torch():
@@ -31,22 +30,13 @@ def _torch():
 
 def kernel_for(json_text: str, device: int, tile: dict | None):
     """The compiled kernel of a spec on a CUDA device (compiled at most once per process)."""
-    key = (json_text, device, tuple(sorted((tile or {}).items())))
-    kernel = _kernels.get(key)
-    if kernel is not None:
-        return kernel
     torch = _torch()
-    with _kernels_lock:
-        kernel = _kernels.get(key)
-        if kernel is None:
-            spec = capi.Spec.from_json(json_text)
-            with torch.cuda.device(device):  # load into this device's primary context
-                kernel = capi.Kernel(spec, None, tile)
-            if not kernel.can_launch:
-                raise RuntimeEnvironmentError(f"the kernel compiled for {kernel.arch} but could not be loaded "
-                                              f"on CUDA device {device}")
-            _kernels[key] = kernel
-    return kernel
+
+    def make():
+        with torch.cuda.device(device):  # load into this device's primary context
+            return capi.Kernel(capi.Spec.from_json(json_text), None, tile)
+    return _kernels.get((json_text, device, tuple(sorted((tile or {}).items()))), make,
+                        f"the kernel of {json_text} for CUDA device {device}")
 
 
 class _Variant:

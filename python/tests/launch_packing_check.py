@@ -16,13 +16,14 @@ import attnjit  # noqa: E402
 from attnjit import capi, compiled, mods  # noqa: E402
 
 compiled_for = []
+_sm90a_kernels: dict = {}
 
 
 def kernel_for_sm90a(json_text, device, tile):
     key = (json_text, device)
-    kernel = compiled._kernels.get(key)
+    kernel = _sm90a_kernels.get(key)
     if kernel is None:
-        kernel = compiled._kernels[key] = capi.Kernel(capi.Spec.from_json(json_text), "sm_90a", tile)
+        kernel = _sm90a_kernels[key] = capi.Kernel(capi.Spec.from_json(json_text), "sm_90a", tile)
         compiled_for.append(json_text)
     return kernel
 
