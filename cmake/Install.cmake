@@ -2,6 +2,11 @@
 #   find_package(attnjit REQUIRED)
 #   target_link_libraries(app PRIVATE attnjit::attnjit)     # C++ API, static libraries
 #   target_link_libraries(app PRIVATE attnjit::attnjit_c)   # C API, libattnjit_c.so
+# The layout (docs/building.md):
+#   <prefix>/lib/libattnjit_*.a, libattnjit_c.so{,.1,.0.1.0}
+#   <prefix>/include/attnjit/{attnjit.h,attnjit_c.h,support,dsl,codegen,runtime,api}/
+#   <prefix>/lib/cmake/attnjit/attnjit{Config,ConfigVersion,Targets*}.cmake
+#   <prefix>/bin/attnjit-gen
 include(CMakePackageConfigHelpers)
 
 set(ATTNJIT_LIBS attnjit attnjit_api attnjit_runtime attnjit_codegen attnjit_dsl attnjit_support attnjit_c)
@@ -14,6 +19,9 @@ foreach(dir support dsl codegen runtime api)
   install(DIRECTORY ${PROJECT_SOURCE_DIR}/${dir}/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/attnjit/${dir}
           FILES_MATCHING PATTERN "*.h")
 endforeach()
+# attnjit-gen: the generated source / plan / params layout of an example spec (tools/).
+install(TARGETS attnjit-gen RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+
 install(FILES ${PROJECT_SOURCE_DIR}/api/attnjit.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/attnjit)
 # <attnjit/attnjit_c.h>: the C API's one header.
 install(FILES ${PROJECT_SOURCE_DIR}/capi/include/attnjit/attnjit_c.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/attnjit)

@@ -2,6 +2,7 @@
 
 #include <regex>
 #include <sstream>
+#include <vector>
 
 #include "codegen/kernel_kinds.h"
 #include "support/error.h"
@@ -29,8 +30,28 @@ int sm_version(const std::string& arch) {
     return std::stoi(m[1].str());
 }
 
-void check_config(const KernelConfig& c, const std::string& arch) {
+std::string known_archs_text() {
+    std::vector<std::string> names;
+    for (int sm = kOldestSupportedSm; sm < 200; ++sm)
+        if (max_dynamic_smem_bytes(sm) != 0)
+            names.push_back("sm_" + std::to_string(sm) + (sm == 90 ? " (sm_90a)" : ""));
+    std::string out;
+    for (size_t i = 0; i < names.size(); ++i)
+        out += (i == 0 ? "" : i + 1 == names.size() ? " and " : ", ") + names[i];
+    return out;
+}
+
+int supported_sm_version(const std::string& arch) {
     const int sm = sm_version(arch);
+    user_check(sm >= kOldestSupportedSm)
+        << "cannot build kernels for " << arch << ": attnjit supports sm_" << kOldestSupportedSm
+        << " (Ampere) and newer GPUs (" << known_archs_text()
+        << "); compile for one of them, or use another attention implementation on this GPU";
+    return sm;
+}
+
+void check_config(const KernelConfig& c, const std::string& arch) {
+    const int sm = supported_sm_version(arch);
     if (const char* why = why_config_invalid_on(c, sm)) {
         const KernelConfig d = default_config(c.kind, c.elem, c.head_dim_qk, c.head_dim_v, sm);
         std::ostringstream fix;
@@ -48,7 +69,7 @@ void check_config(const KernelConfig& c, const std::string& arch) {
 
 KernelConfig make_config(const dsl::AttentionSpec& spec, KernelKind kind, const std::string& arch,
                          const std::optional<TileConfig>& tile) {
-    const int sm = sm_version(arch);
+    const int sm = supported_sm_version(arch);
     for (int d : {spec.head_dim_qk(), spec.head_dim_v()})
         user_check(head_dim_supported(d))
             << "AttentionSpec.head_dims(" << spec.head_dim_qk() << ", " << spec.head_dim_v() << "): head dim " << d

@@ -21,6 +21,18 @@ ElemKind elem_kind(DType d);
 // compute_XX targets too: they give no cubin).
 int sm_version(const std::string& arch);
 
+// attnjit's kernels support sm_80 (Ampere) and newer; this is the one place that says so.
+// (The simt main loop's min_sm of 70 only orders the main loops: no attention kernel is
+// built for an older arch.) Newer archs that kernel_config.h has no limits for are let
+// through: NVRTC and the driver judge them.
+inline constexpr int kOldestSupportedSm = 80;
+// "sm_80, sm_86, sm_87, sm_89, sm_90 (sm_90a), sm_100, sm_103 and sm_120": the archs whose
+// limits kernel_config.h knows, for messages.
+std::string known_archs_text();
+// sm_version(arch), and UserError naming the supported archs when it is older than
+// kOldestSupportedSm. Every attention kernel's configuration goes through it.
+int supported_sm_version(const std::string& arch);
+
 // The configuration of a `kind` kernel for `spec` on `arch`: the default main loop for the
 // spec's dtype and `tile` (when given) or the default tile. Checked: UserError naming the
 // tile, the rule it breaks, and the default to use instead.

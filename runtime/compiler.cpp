@@ -39,7 +39,7 @@ NvrtcVersion nvrtc_version() {
 }
 
 std::string nvrtc_toolchain_id() {
-    if (!libnvrtc_available()) return "nvrtc unavailable";
+    if (!libnvrtc_available()) return kNvrtcUnavailable;
     auto v = nvrtc_version();
     std::string file = nvrtc().library;
     file = file.substr(file.find_last_of('/') + 1);
@@ -61,6 +61,7 @@ std::vector<int> nvrtc_supported_archs() {
 
 void check_arch(const std::string& arch) {
     const int number = codegen::sm_version(arch);
+    if (!libnvrtc_available()) return;  // compile_kernel says so if a kernel is not cached
     auto supported = nvrtc_supported_archs();
     if (supported.empty()) return;
     if (std::find(supported.begin(), supported.end(), number) != supported.end()) return;

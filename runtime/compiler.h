@@ -20,14 +20,18 @@ struct NvrtcVersion {
 // Throws EnvironmentError when libnvrtc is missing.
 NvrtcVersion nvrtc_version();
 // Identifies the compiler for cache keys: "nvrtc 13.0 libnvrtc.so.13 build 65be0d..."
-// (the ELF build id tells patch releases apart), or "nvrtc unavailable".
+// (the ELF build id tells patch releases apart), or kNvrtcUnavailable.
 std::string nvrtc_toolchain_id();
+// The toolchain of a process that cannot load NVRTC. A KernelCache with it still serves
+// kernels that are on disk, compiled by whichever NVRTC last compiled them.
+inline constexpr const char* kNvrtcUnavailable = "nvrtc unavailable";
 // The architectures this NVRTC can target, e.g. {75, 80, 86, ..., 120}; empty if NVRTC
 // cannot say (older than 11.2).
 std::vector<int> nvrtc_supported_archs();
 
-// UserError unless `arch` looks like "sm_80", "sm_90a" or "sm_100f"; EnvironmentError
-// when the loaded NVRTC cannot target it.
+// UserError unless `arch` looks like "sm_80", "sm_90a" or "sm_100f" and is one attnjit
+// supports (codegen::sm_version); EnvironmentError when the loaded NVRTC cannot target
+// it. Without NVRTC only the first check is made (cached kernels need no compiler).
 void check_arch(const std::string& arch);
 
 // The options every compile uses, before the source's own ones. Part of the cache key.

@@ -94,11 +94,11 @@ void DiskCache::check_directories() const {
     }
 }
 
-bool DiskCache::entry_directories_ok(const std::string& key, bool create) const {
+bool DiskCache::entry_directories_ok(const std::string& key, bool create, bool quiet) const {
     const std::string kernels = dir_ + "/kernels";
     for (const std::string& d : {kernels, kernels + "/" + key.substr(0, 2)}) {
         if (create && ::mkdir(d.c_str(), 0700) != 0 && errno != EEXIST) {
-            disable_writes("create directory", d, errno);
+            if (!quiet) disable_writes("create directory", d, errno);
             return false;
         }
         struct stat st {};
@@ -163,6 +163,36 @@ bool DiskCache::store(const std::string& key, const CompiledKernel& k) {
     const char* step = "";
     if (int err = replace_file(path, serialize(k), 0644, /*durable=*/true, &step)) {
         disable_writes(step, path, err);
+        return false;
+    }
+    debug(2) << "disk cache: wrote " << path;
+    return true;
+}
+
+std::string DiskCache::toolchain_index_path(const std::string& index_key) const {
+    return dir_ + "/kernels/" + index_key.substr(0, 2) + "/" + index_key + ".toolchain";
+}
+
+std::optional<std::string> DiskCache::load_toolchain(const std::string& index_key) const {
+    if (!trusted() || !entry_directories_ok(index_key, false)) return std::nullopt;
+    RegularFile file(toolchain_index_path(index_key));
+    if (file.status() != RegularFile::Status::kOpen) return std::nullopt;
+    const auto size = static_cast<uint64_t>(file.st().st_size);
+    std::string id;
+    if (size == 0 || size > kMaxToolchainIdBytes || !file.read_exact(size, id)) return std::nullopt;
+    return id;
+}
+
+bool DiskCache::store_toolchain(const std::string& index_key, const std::string& toolchain) {
+    if (!writable() || !entry_directories_ok(index_key, true, /*quiet=*/true)) return false;
+    if (toolchain.empty() || toolchain.size() > kMaxToolchainIdBytes) return false;
+    const std::string path = toolchain_index_path(index_key);
+    const char* step = "";
+    // Not fsynced, and a failure is not reported (nor stops the cache writing): the index
+    // is a hint, written on disk hits too, so a read-only cache of complete entries must
+    // not warn; a lost index only costs a process without NVRTC a miss.
+    if (int err = replace_file(path, toolchain, 0644, /*durable=*/false, &step)) {
+        debug(1) << "disk cache: cannot " << step << " " << path << " (" << std::strerror(err) << ")";
         return false;
     }
     debug(2) << "disk cache: wrote " << path;

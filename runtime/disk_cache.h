@@ -3,6 +3,12 @@
 // restarts (Triton's cache, jitify2's file cache). Layout:
 //
 //   <root>/v<kCompiledKernelFormatVersion>/kernels/<key[0:2]>/<key>.kernel
+//   <root>/v<kCompiledKernelFormatVersion>/kernels/<ikey[0:2]>/<ikey>.toolchain
+//
+// The second is the toolchain index: `ikey` is toolchain_index_key() (the kernel's key
+// without the compiler) and the file holds the toolchain id that last compiled it, so a
+// process that cannot load NVRTC can still compute the entry's key. It is only a hint:
+// the entry is found under kernel_key(source, arch, that id), which matches nothing else.
 //
 // Readers never lock and never see a partial file: a writer writes a temporary file in
 // the same directory, fsyncs it and renames it into place. Cache I/O never throws.
@@ -66,6 +72,14 @@ public:
     // failure: one warning).
     bool store(const std::string& key, const CompiledKernel& k);
 
+    // The toolchain index (see above): the id stored under `index_key`, if any (a regular
+    // file of at most kMaxToolchainIdBytes); storing writes it atomically, false if it
+    // could not (silently: the index is a hint). Neither ever throws.
+    static constexpr size_t kMaxToolchainIdBytes = 4096;
+    std::string toolchain_index_path(const std::string& index_key) const;
+    std::optional<std::string> load_toolchain(const std::string& index_key) const;
+    bool store_toolchain(const std::string& index_key, const std::string& toolchain);
+
     // Held while compiling a key that missed, so concurrent processes compile it once.
     // Unheld when the cache is not writable or the lock file is not a regular file;
     // timed_out() after waiting the lock timeout (first time: one warning).
@@ -75,8 +89,9 @@ private:
     // Creates and checks root and version directory once; false if refused.
     bool trusted() const;
     void check_directories() const;
-    // Checks (and with `create`, makes) kernels/ and the key's shard directory.
-    bool entry_directories_ok(const std::string& key, bool create) const;
+    // Checks (and with `create`, makes) kernels/ and the key's shard directory. A
+    // directory it cannot make stops the cache writing (one warning) unless `quiet`.
+    bool entry_directories_ok(const std::string& key, bool create, bool quiet = false) const;
     bool private_or_refuse(const std::string& path, bool follow_link) const;
     void refuse(const std::string& path, const std::string& why) const;
     void disable_writes(const std::string& what, const std::string& path, int err) const;

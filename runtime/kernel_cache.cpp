@@ -6,6 +6,7 @@
 #include "runtime/entry_check.h"
 #include "runtime/kernel_key.h"
 #include "support/debug.h"
+#include "support/error.h"
 
 namespace attnjit::runtime {
 
@@ -77,13 +78,34 @@ KernelCache::CompiledPtr KernelCache::build(const std::string& key,
                                             const std::string& arch) {
     // An entry that decodes but is not this kernel is as bad as a corrupt one.
     auto check = [&](const CompiledKernel& k) { return why_entry_does_not_match(k, source, arch); };
-    auto try_disk = [&]() -> CompiledPtr {
-        auto found = disk_.load(key, check);
+    auto try_disk_at = [&](const std::string& entry_key) -> CompiledPtr {
+        auto found = disk_.load(entry_key, check);
         if (found.corrupt) count([](CacheStats& s) { ++s.corrupt_entries; });
         if (!found.kernel) return nullptr;
         count([](CacheStats& s) { ++s.disk_hits; });
         debug(1) << "disk hit " << source.name << " (" << arch << ")";
         return std::make_shared<const CompiledKernel>(std::move(*found.kernel));
+    };
+    const std::string index_key = toolchain_index_key(source, arch);
+    // Records that this toolchain compiled the kernel, for processes without NVRTC.
+    auto index = [&] {
+        if (disk_.writable() && disk_.load_toolchain(index_key) != toolchain_)
+            disk_.store_toolchain(index_key, toolchain_);
+    };
+
+    if (toolchain_ == kNvrtcUnavailable) {
+        // No compiler: the entry of the NVRTC that last compiled this kernel, if any. Its
+        // key is derived from this source and arch, so the index cannot lead elsewhere.
+        if (disk_.enabled())
+            if (auto id = disk_.load_toolchain(index_key); id && *id != kNvrtcUnavailable)
+                if (auto hit = try_disk_at(kernel_key(source, arch, *id))) return hit;
+        return compile_without_nvrtc(key, source, arch);
+    }
+
+    auto try_disk = [&]() -> CompiledPtr {
+        CompiledPtr hit = try_disk_at(key);
+        if (hit) index();
+        return hit;
     };
     if (auto hit = try_disk()) return hit;
     // Other processes missing the same key wait here, then find our entry on disk.
@@ -102,8 +124,37 @@ KernelCache::CompiledPtr KernelCache::build(const std::string& key,
         ++s.misses;
         s.compile_seconds += compiled->compile_seconds;
     });
-    if (write_to_disk && !disk_.store(key, *compiled))
-        count([](CacheStats& s) { ++s.disk_write_failures; });
+    if (write_to_disk) {
+        if (disk_.store(key, *compiled)) index();
+        else count([](CacheStats& s) { ++s.disk_write_failures; });
+    }
+    return compiled;
+}
+
+KernelCache::CompiledPtr KernelCache::compile_without_nvrtc(const std::string& key,
+                                                            const codegen::KernelSource& source,
+                                                            const std::string& arch) {
+    CompiledKernel built;
+    try {
+        built = compile_(source, arch);
+    } catch (const EnvironmentError& e) {
+        std::string why = e.what();
+        if (why.rfind("attnjit: ", 0) == 0) why.erase(0, 9);
+        environment_error << "cannot get kernel " << source.name << " for " << arch
+                          << ": it is not in the kernel cache ("
+                          << (disk_.enabled() ? disk_.directory() + " has no entry for it"
+                                              : std::string("the disk cache is disabled"))
+                          << "), and compiling it needs NVRTC, which this process cannot load. "
+                          << why
+                          << "\n  (A process without NVRTC can only run kernels that a process "
+                             "with NVRTC compiled into the same ATTNJIT_CACHE_DIR before.)";
+    }
+    built.key = key;
+    auto compiled = std::make_shared<const CompiledKernel>(std::move(built));
+    count([&](CacheStats& s) {
+        ++s.misses;
+        s.compile_seconds += compiled->compile_seconds;
+    });
     return compiled;
 }
 

@@ -36,7 +36,9 @@ public:
         std::string disk_root = DiskCache::root_from_env();
         // The compiler (tests substitute a fake). Default: compile_kernel (NVRTC).
         CompileFn compile;
-        // Identifies the compiler in cache keys. Default: nvrtc_toolchain_id().
+        // Identifies the compiler in cache keys. Default: nvrtc_toolchain_id(). With
+        // kNvrtcUnavailable (no NVRTC), kernels come from disk through the toolchain index
+        // (disk_cache.h) and `compile` runs only to report the miss.
         std::string toolchain;
         // How long to wait for another process compiling the same kernel before
         // compiling it here, without the disk cache.
@@ -92,6 +94,10 @@ private:
                                     const std::string& arch);
     CompiledPtr build(const std::string& key, const codegen::KernelSource& source,
                       const std::string& arch);
+    // The miss path when NVRTC cannot be loaded: compile_ (which then normally fails),
+    // its EnvironmentError explained as a cache miss that needs NVRTC.
+    CompiledPtr compile_without_nvrtc(const std::string& key, const codegen::KernelSource& source,
+                                      const std::string& arch);
     LoadedPtr load_in(CUcontext ctx, const std::string& key, const CompiledPtr& compiled);
     template <class F>
     void count(F&& f) {

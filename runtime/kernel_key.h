@@ -15,4 +15,10 @@ namespace attnjit::runtime {
 std::string kernel_key(const codegen::KernelSource& source, const std::string& arch,
                        const std::string& toolchain);
 
+// The same inputs without the toolchain: names the disk cache's toolchain index, which
+// records the toolchain that last compiled this kernel, so a process without NVRTC can
+// still compute that kernel's full key and load it (KernelCache). Never the key of an
+// entry itself.
+std::string toolchain_index_key(const codegen::KernelSource& source, const std::string& arch);
+
 }  // namespace attnjit::runtime

@@ -17,6 +17,7 @@ launcher=()
 command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache)
 # -O1 -g: file:line in every report; faster than -O0, fewer frames inlined away than -O2.
 cmake -S . -B "$build" -DATTNJIT_SANITIZE=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+      -DATTNJIT_BUILD_TESTS=ON -DATTNJIT_BUILD_BENCH=ON -DATTNJIT_BUILD_EXAMPLES=ON \
       "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g" "-DCMAKE_C_FLAGS_RELWITHDEBINFO=-O1 -g" \
       -DCUDAToolkit_ROOT="${CUDA_HOME:-/usr/local/cuda}" "${launcher[@]}" >/dev/null
 cmake --build "$build" -j"$(nproc)"

@@ -5,8 +5,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-packages=(cmake g++ make pkg-config libgtest-dev libssl-dev llvm-14-tools nlohmann-json3-dev libcli11-dev
-          python3 python3-pytest)
+packages=(cmake g++ make pkg-config libgtest-dev llvm-14-tools nlohmann-json3-dev libcli11-dev
+          python3 python3-pytest python3-venv python3-pip python3-setuptools python3-wheel)
 missing=()
 for p in "${packages[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if [ ${#missing[@]} -gt 0 ]; then
@@ -22,9 +22,11 @@ if [ ! -f "$cuda/include/nvrtc.h" ]; then
   exit 1
 fi
 
-# scripts/sanitize.sh wants the packages only; it configures its own build.
+# scripts/sanitize.sh and scripts/demo.sh want the packages only; they configure their own build.
 [ "${ATTNJIT_SETUP_PACKAGES_ONLY:-0}" = 1 ] && exit 0
 
 build="${ATTNJIT_BUILD_DIR:-build}"
-cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DCUDAToolkit_ROOT="$cuda" >/dev/null
+# Everything: the libraries, tests, benchmarks and examples (docs/building.md has the options).
+cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DCUDAToolkit_ROOT="$cuda" \
+      -DATTNJIT_BUILD_TESTS=ON -DATTNJIT_BUILD_BENCH=ON -DATTNJIT_BUILD_EXAMPLES=ON >/dev/null
 cmake --build "$build" -j"$(nproc)"

@@ -46,6 +46,16 @@ class TensorPlaceholder:
     def __repr__(self):
         return f"TensorPlaceholder({self.dtype!r}, rank={self.rank})"
 
+    def __getitem__(self, index):
+        # Captured placeholders are replaced by TensorProxy before the function runs; one
+        # indexed here was reached some other way (an object's attribute, a container).
+        fail(f"{self!r} was indexed, but it is not a captured tensor: attnjit captures tensors "
+             "only from the function's closure variables, module globals and default "
+             "arguments, not from object attributes (self.bias[h]) or containers. Bind it to a "
+             "variable first, e.g. `bias = self.bias` outside the function and `bias[h]` inside "
+             "it, or pass it as a default argument: def score_mod(score, b, h, q_idx, kv_idx, "
+             "bias=self.bias)")
+
 
 class Slot:
     """A place a captured value is read from at every call."""

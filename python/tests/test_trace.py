@@ -495,6 +495,27 @@ def test_captured_tensor_errors():
         TensorPlaceholder("f64", 2)
 
 
+def test_indexing_a_placeholder_attribute_says_how_to_capture_it():
+    # A placeholder held by an object (self.bias) is not captured: indexing it used to
+    # raise Python's bare "'TensorPlaceholder' object is not subscriptable".
+    class Model:
+        def __init__(self):
+            self.bias = TensorPlaceholder("f32", 1)
+
+        def score_mod(self, score, b, h, q_idx, kv_idx):
+            return score + self.bias[h]
+
+    model = Model()
+    for fn in (model.score_mod, lambda s, b, h, q, kv: s + model.bias[h]):
+        message = trace_error(score_mod=fn)
+        assert "TensorPlaceholder('f32', rank=1) was indexed, but it is not a captured tensor" in message
+        assert "`bias = self.bias` outside the function" in message
+    # The fixes the message names work.
+    bias = model.bias
+    assert score_text(lambda s, b, h, q, kv: s + bias[h]) == "score + bias[h]"
+    assert score_text(lambda s, b, h, q, kv, bias=model.bias: s + bias[h]) == "score + bias[h]"
+
+
 # ---- limits (docs/spec_format.md, "Limits") ---------------------------------------------------
 
 def test_long_chains_raise_a_spec_error_not_a_recursion_error():

@@ -82,7 +82,27 @@ TEST(Generate, ArchIsCheckedAndParsed) {
     EXPECT_EQ(sm_version("sm_100f"), 100);
     EXPECT_USER_ERROR(sm_version("compute_90"), "virtual compute_XX targets give no cubin");
     EXPECT_USER_ERROR(testing::forward_source(example_spec("causal"), std::nullopt, "sm_70"),
-                      "the main loop needs a newer GPU");
+                      "attnjit supports sm_80 (Ampere) and newer GPUs");
+}
+
+// An arch older than sm_80 is the caller's choice, not a bug: a UserError naming the
+// supported archs, for every dtype (the f32 simt main loop included) and kernel kind.
+TEST(Generate, ArchOlderThanSm80IsAUserErrorNamingTheSupportedArchs) {
+    const std::string supported =
+        "attnjit supports sm_80 (Ampere) and newer GPUs (sm_80, sm_86, sm_87, sm_89, sm_90 (sm_90a), sm_100, "
+        "sm_103 and sm_120); compile for one of them";
+    for (DType dtype : {DType::f16, DType::bf16, DType::f32}) {
+        auto spec = example_spec("causal", dtype, 64);
+        EXPECT_USER_ERROR(testing::forward_source(spec, std::nullopt, "sm_75"), "cannot build kernels for sm_75");
+        EXPECT_USER_ERROR(testing::forward_source(spec, std::nullopt, "sm_75"), supported);
+        for (KernelKind kind : {KernelKind::forward, KernelKind::backward_dq, KernelKind::backward_dkdv})
+            EXPECT_USER_ERROR(make_config(spec, kind, "sm_75"), supported);
+        EXPECT_USER_ERROR(check_config(default_config(KernelKind::forward, elem_kind(dtype), 64, 64, 80), "sm_75"),
+                          supported);
+    }
+    EXPECT_EQ(supported_sm_version("sm_80"), 80);
+    EXPECT_EQ(supported_sm_version("sm_121"), 121);  // newer than kernel_config.h knows: NVRTC judges it
+    EXPECT_USER_ERROR(supported_sm_version("sm_86x"), "is not a GPU architecture attnjit can compile for");
 }
 
 TEST(Generate, InvalidTileIsAUserErrorNamingTheTileAndWhy) {

@@ -2,6 +2,10 @@
 // headers, readable failures, architecture checks, dumps.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
 #include <fstream>
 
 #include "runtime/compiler.h"
@@ -162,6 +166,71 @@ TEST(Compiler, KernelCacheWithNvrtcHitsDiskInAFreshCache) {
     EXPECT_EQ(cache.get_compiled(tiny_source(), "sm_90a")->cubin, cubin);
     EXPECT_EQ(cache.stats().disk_hits, 1u);
     EXPECT_EQ(cache.stats().misses, 0u);
+}
+
+// A process that cannot load NVRTC still runs the kernels a process with NVRTC put in
+// the disk cache (issue 13): this test compiles a kernel, then re-runs this binary with
+// ATTNJIT_LIBNVRTC=/nonexistent, where NoNvrtcChild.ServesTheWarmCache loads it.
+constexpr const char* kChildRootVar = "ATTNJIT_TEST_NO_NVRTC_ROOT";
+constexpr const char* kChildOutVar = "ATTNJIT_TEST_NO_NVRTC_OUT";
+
+TEST(Compiler, WarmDiskCacheServesAProcessWithoutNvrtc) {
+    REQUIRE_NVRTC();
+    if (getenv(kChildRootVar)) GTEST_SKIP() << "in the child";
+    TempDir tmp;
+    const std::string root = tmp.path() + "/cache", out = tmp.path() + "/child.txt";
+    std::string cubin;
+    {
+        KernelCache cache(KernelCache::Options::with_disk_root(root));
+        cubin = cache.get_compiled(tiny_source(11), "sm_80")->cubin;
+        ASSERT_EQ(cache.stats().misses, 1u);
+    }
+    std::fflush(nullptr);
+    pid_t pid = ::fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+        setenv("ATTNJIT_LIBNVRTC", "/nonexistent/libnvrtc.so", 1);
+        setenv(kChildRootVar, root.c_str(), 1);
+        setenv(kChildOutVar, out.c_str(), 1);
+        const char* argv[] = {"/proc/self/exe", "--gtest_filter=NoNvrtcChild.*", nullptr};
+        ::execv("/proc/self/exe", const_cast<char* const*>(argv));
+        ::_exit(127);
+    }
+    auto code = testing::wait_child(pid, std::chrono::seconds(120));
+    ASSERT_TRUE(code) << "the child was killed or crashed";
+    std::ifstream in(out);
+    std::string child_hash, disk_hits;
+    in >> child_hash >> disk_hits;
+    EXPECT_EQ(*code, 0) << "the child's test failed (run it with " << kChildRootVar << " set to see why)";
+    EXPECT_EQ(child_hash, sha256_hex(cubin)) << "the child got another cubin";
+    EXPECT_EQ(disk_hits, "1");
+}
+
+// Runs only in the child above (skips otherwise).
+TEST(NoNvrtcChild, ServesTheWarmCache) {
+    const char* root = getenv(kChildRootVar);
+    const char* out = getenv(kChildOutVar);
+    if (!root || !out) GTEST_SKIP() << "runs in the child of Compiler.WarmDiskCacheServesAProcessWithoutNvrtc";
+    ASSERT_FALSE(libnvrtc_available()) << "ATTNJIT_LIBNVRTC should point nowhere";
+    EXPECT_EQ(nvrtc_toolchain_id(), kNvrtcUnavailable);
+    EXPECT_NO_THROW(check_arch("sm_80")) << "the arch check must not need NVRTC";
+    KernelCache cache(KernelCache::Options::with_disk_root(root));
+    auto k = cache.get_compiled(tiny_source(11), "sm_80");
+    EXPECT_TRUE(is_elf(k->cubin));
+    EXPECT_EQ(cache.stats().misses, 0u);
+    std::ofstream(out) << sha256_hex(k->cubin) << " " << cache.stats().disk_hits << "\n";
+    // A kernel nobody compiled: the error says what, why and how to fix it.
+    try {
+        cache.get_compiled(tiny_source(12), "sm_80");
+        ADD_FAILURE() << "compiled without NVRTC?";
+    } catch (const EnvironmentError& e) {
+        const std::string msg = e.what();
+        EXPECT_NE(msg.find("cannot get kernel tiny_add_12 for sm_80: it is not in the kernel cache"),
+                  std::string::npos)
+            << msg;
+        EXPECT_NE(msg.find("/nonexistent/libnvrtc.so"), std::string::npos) << msg;
+        EXPECT_NE(msg.find("set ATTNJIT_LIBNVRTC"), std::string::npos) << msg;
+    }
 }
 
 }  // namespace

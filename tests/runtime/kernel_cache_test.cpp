@@ -10,6 +10,7 @@
 #include <sstream>
 #include <thread>
 
+#include "runtime/compiler.h"
 #include "runtime/kernel_cache.h"
 #include "runtime/kernel_key.h"
 #include "runtime_test_util.h"
@@ -182,7 +183,128 @@ TEST(KernelCache, EnvironmentCanDisableTheDiskCache) {
     o2.disk_root = DiskCache::root_from_env();
     KernelCache enabled(o2);
     enabled.get_compiled(tiny_source(), "sm_80");
-    EXPECT_EQ(files_under(tmp.path()).size(), 1u);
+    EXPECT_EQ(files_under(tmp.path()).size(), 2u);  // the entry and its toolchain index
+}
+
+// ---- no NVRTC: a warm disk cache still serves (the in-process seam; the real one, a
+// child process with ATTNJIT_LIBNVRTC=/nonexistent, is in compiler_test.cpp) ---------------
+
+// What a KernelCache gets when NVRTC cannot be loaded: the unavailable toolchain and a
+// compiler that fails as compile_kernel does.
+KernelCache::Options no_nvrtc_options(const std::string& root, std::atomic<int>* calls = nullptr) {
+    KernelCache::Options o;
+    o.disk_root = root;
+    o.toolchain = kNvrtcUnavailable;
+    o.compile = [calls](const codegen::KernelSource&, const std::string&) -> CompiledKernel {
+        if (calls) ++*calls;
+        environment_error << "libnvrtc (the CUDA runtime compiler, needed to compile kernels) could "
+                             "not be loaded; dlopen said: no such file\n  Install the CUDA toolkit's "
+                             "NVRTC (12.x or 13.x), or set ATTNJIT_LIBNVRTC to the full path of libnvrtc.so.";
+        return {};
+    };
+    return o;
+}
+
+TEST(KernelCache, WithoutNvrtcServesTheEntryTheLastCompilerWrote) {
+    TempDir tmp;
+    FakeCompiler fake;
+    auto src = tiny_source(3);
+    std::shared_ptr<const CompiledKernel> compiled;
+    {
+        KernelCache warm(fake_options(fake, tmp.path()));
+        compiled = warm.get_compiled(src, "sm_80");
+        EXPECT_EQ(warm.disk().load_toolchain(toolchain_index_key(src, "sm_80")), "fake-compiler 1");
+    }
+    std::atomic<int> calls{0};
+    KernelCache cold(no_nvrtc_options(tmp.path(), &calls));
+    auto k = cold.get_compiled(src, "sm_80");
+    EXPECT_EQ(k->cubin, compiled->cubin);
+    EXPECT_EQ(k->key, compiled->key) << "the entry of the compiler that built it";
+    EXPECT_EQ(cold.stats().disk_hits, 1u);
+    EXPECT_EQ(cold.stats().misses, 0u);
+    EXPECT_EQ(calls, 0);
+    cold.get_compiled(src, "sm_80");
+    EXPECT_EQ(cold.stats().memory_hits, 1u);
+    // Another arch of the same source was never compiled: a miss, explained.
+    std::string msg = testing::environment_error_of([&] { cold.get_compiled(src, "sm_90a"); });
+    EXPECT_NE(msg.find("cannot get kernel tiny_add_3 for sm_90a: it is not in the kernel cache (" +
+                       cold.disk().directory() + " has no entry for it), and compiling it needs NVRTC"),
+              std::string::npos)
+        << msg;
+    EXPECT_NE(msg.find("set ATTNJIT_LIBNVRTC"), std::string::npos) << msg;
+    EXPECT_EQ(calls, 1);
+}
+
+TEST(KernelCache, WithoutNvrtcNoCompilerEverServesAStaleCubin) {
+    TempDir tmp;
+    FakeCompiler fake;
+    auto src = tiny_source(4);
+    KernelCache v1(fake_options(fake, tmp.path()));
+    auto old_kernel = v1.get_compiled(src, "sm_80");
+
+    // Another compiler build never sees the first one's entry: it compiles its own.
+    FakeCompiler fake2;
+    auto o2 = fake_options(fake2, tmp.path());
+    o2.toolchain = "fake-compiler 2";
+    KernelCache v2(o2);
+    auto new_kernel = v2.get_compiled(src, "sm_80");
+    EXPECT_EQ(fake2.calls, 1);
+    EXPECT_EQ(v2.stats().disk_hits, 0u);
+    EXPECT_NE(new_kernel->key, old_kernel->key);
+
+    // Without a compiler: the last one's entry.
+    KernelCache cold(no_nvrtc_options(tmp.path()));
+    EXPECT_EQ(cold.get_compiled(src, "sm_80")->key, new_kernel->key);
+
+    // A disk hit by the first compiler points the index back at its entry.
+    KernelCache v1_again(fake_options(fake, tmp.path()));
+    v1_again.get_compiled(src, "sm_80");
+    EXPECT_EQ(v1_again.stats().disk_hits, 1u);
+    KernelCache cold2(no_nvrtc_options(tmp.path()));
+    EXPECT_EQ(cold2.get_compiled(src, "sm_80")->key, old_kernel->key);
+}
+
+TEST(KernelCache, WithoutNvrtcADamagedIndexIsAMissNeverAnotherKernel) {
+    TempDir tmp;
+    FakeCompiler fake;
+    auto a = tiny_source(5), b = tiny_source(6);
+    {
+        KernelCache warm(fake_options(fake, tmp.path()));
+        warm.get_compiled(a, "sm_80");
+        warm.get_compiled(b, "sm_80");
+    }
+    DiskCache disk(tmp.path());
+    const std::string index_a = toolchain_index_key(a, "sm_80");
+    // Garbage, the unavailable toolchain itself, or an id nothing compiled a with: a miss.
+    for (const std::string& planted : {std::string("garbage\n"), std::string(kNvrtcUnavailable),
+                                       std::string("fake-compiler 9")}) {
+        ASSERT_TRUE(disk.store_toolchain(index_a, planted));
+        KernelCache cold(no_nvrtc_options(tmp.path()));
+        std::string msg = testing::environment_error_of([&] { cold.get_compiled(a, "sm_80"); });
+        EXPECT_NE(msg.find("is not in the kernel cache"), std::string::npos) << planted << ": " << msg;
+        EXPECT_EQ(cold.stats().disk_hits, 0u);
+        EXPECT_NE(cold.get_compiled(b, "sm_80"), nullptr) << "b's index is untouched";
+    }
+    // A link or an oversized file is not read.
+    const std::string path = disk.toolchain_index_path(index_a);
+    ::unlink(path.c_str());
+    ASSERT_EQ(::symlink(disk.toolchain_index_path(toolchain_index_key(b, "sm_80")).c_str(), path.c_str()), 0);
+    EXPECT_FALSE(disk.load_toolchain(index_a));
+    ::unlink(path.c_str());
+    std::ofstream(path) << std::string(DiskCache::kMaxToolchainIdBytes + 1, 'x');
+    EXPECT_FALSE(disk.load_toolchain(index_a));
+    // The toolchain index and entry keys never coincide.
+    EXPECT_NE(index_a, kernel_key(a, "sm_80", "fake-compiler 1"));
+    EXPECT_NE(index_a, kernel_key(a, "sm_80", ""));
+}
+
+TEST(KernelCache, WithoutNvrtcOrDiskCacheTheMissSaysSo) {
+    KernelCache cold(no_nvrtc_options(""));
+    std::string msg = testing::environment_error_of([&] { cold.get_compiled(tiny_source(), "sm_80"); });
+    EXPECT_NE(msg.find("it is not in the kernel cache (the disk cache is disabled)"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("ATTNJIT_LIBNVRTC"), std::string::npos) << msg;
+    EXPECT_EQ(msg.rfind("attnjit: ", 0), 0u) << msg;
+    EXPECT_EQ(msg.find("attnjit: ", 1), std::string::npos) << "one prefix: " << msg;
 }
 
 TEST(KernelCache, FastPathSkipsSourceGenerationOnHits) {

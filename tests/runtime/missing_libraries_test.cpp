@@ -14,19 +14,8 @@
 namespace attnjit::runtime {
 namespace {
 
-std::string what_of(const std::function<void()>& f) {
-    try {
-        f();
-    } catch (const EnvironmentError& e) {
-        return e.what();
-    } catch (const std::exception& e) {
-        return std::string("WRONG KIND: ") + e.what();
-    }
-    return "NO ERROR";
-}
-
 TEST(MissingLibraries, CompileSaysNvrtcIsMissingAndHowToFixIt) {
-    std::string msg = what_of([] { compile_kernel(testing::tiny_source(), "sm_80"); });
+    std::string msg = testing::environment_error_of([] { compile_kernel(testing::tiny_source(), "sm_80"); });
     EXPECT_NE(msg.find("libnvrtc"), std::string::npos) << msg;
     EXPECT_NE(msg.find("/nonexistent/libnvrtc.so.13"), std::string::npos) << msg;
     EXPECT_NE(msg.find("No such file"), std::string::npos) << "dlopen's answer: " << msg;
@@ -38,20 +27,27 @@ TEST(MissingLibraries, CompileSaysNvrtcIsMissingAndHowToFixIt) {
 TEST(MissingLibraries, KernelCacheReportsTheMissingCompilerEveryTime) {
     KernelCache cache(KernelCache::Options::with_disk_root(""));
     for (int i = 0; i < 2; ++i) {
-        std::string msg = what_of([&] { cache.get_compiled(testing::tiny_source(), "sm_80"); });
+        std::string msg = testing::environment_error_of([&] { cache.get_compiled(testing::tiny_source(), "sm_80"); });
         EXPECT_NE(msg.find("libnvrtc"), std::string::npos) << msg;
+        EXPECT_NE(msg.find("cannot get kernel tiny_add_0 for sm_80: it is not in the kernel cache "
+                           "(the disk cache is disabled), and compiling it needs NVRTC"),
+                  std::string::npos)
+            << msg;
     }
     EXPECT_EQ(cache.stats().misses, 0u);
+    // Without NVRTC only the arch's form is checked: cached kernels need no compiler.
+    EXPECT_NO_THROW(check_arch("sm_80"));
+    EXPECT_THROW(check_arch("compute_80"), UserError);
 }
 
 TEST(MissingLibraries, GpuIsReportedAbsentWithTheReason) {
     auto why = why_no_gpu();
     ASSERT_TRUE(why);
     EXPECT_NE(why->find("/nonexistent/libcuda.so.1"), std::string::npos) << *why;
-    std::string msg = what_of([] { current_context(); });
+    std::string msg = testing::environment_error_of([] { current_context(); });
     EXPECT_NE(msg.find("Install the NVIDIA driver"), std::string::npos) << msg;
     EXPECT_NE(msg.find("ATTNJIT_LIBCUDA"), std::string::npos) << msg;
-    msg = what_of([] { current_device(); });
+    msg = testing::environment_error_of([] { current_device(); });
     EXPECT_NE(msg.find("libcuda"), std::string::npos) << msg;
 }
 

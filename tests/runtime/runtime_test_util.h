@@ -27,6 +27,20 @@
 
 namespace attnjit::runtime::testing {
 
+// What f() throws as an EnvironmentError; "WRONG KIND: ..." for another exception, "NO
+// ERROR" when it returns.
+inline std::string environment_error_of(const std::function<void()>& f) {
+    try {
+        f();
+    } catch (const EnvironmentError& e) {
+        return e.what();
+    } catch (const std::exception& e) {
+        return std::string("WRONG KIND: ") + e.what();
+    }
+    return "NO ERROR";
+}
+
+
 // A fresh directory under $TMPDIR, removed with everything in it at scope exit.
 class TempDir {
 public:
