@@ -60,16 +60,22 @@ endif()
 message("bin/attnjit-gen runs")
 
 # ---- 2. the consumer, as the README tells users to write one -----------------------------
-execute_process(COMMAND ${CMAKE_COMMAND} -S ${SOURCE_DIR}/tests/install/consumer -B ${WORK_DIR}/consumer
-                        -DCMAKE_PREFIX_PATH=${WORK_DIR}/prefix -DCUDAToolkit_ROOT=${CUDA_ROOT}
-                RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
-if(rc)
-  message(FATAL_ERROR "configuring the consumer failed:\n${out}\n${err}")
-endif()
-execute_process(COMMAND ${CMAKE_COMMAND} --build ${WORK_DIR}/consumer RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
-if(rc)
-  message(FATAL_ERROR "building the consumer failed:\n${out}\n${err}")
-endif()
+# Configures and builds tests/install/<name> against the installed package, with the
+# toolkit at <toolkit>.
+function(build_consumer name toolkit)
+  execute_process(COMMAND ${CMAKE_COMMAND} -S ${SOURCE_DIR}/tests/install/${name} -B ${WORK_DIR}/${name}
+                          -DCMAKE_PREFIX_PATH=${WORK_DIR}/prefix -DCUDAToolkit_ROOT=${toolkit}
+                  RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  if(rc)
+    message(FATAL_ERROR "configuring ${name} failed:\n${out}\n${err}")
+  endif()
+  execute_process(COMMAND ${CMAKE_COMMAND} --build ${WORK_DIR}/${name} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  if(rc)
+    message(FATAL_ERROR "building ${name} failed:\n${out}\n${err}")
+  endif()
+endfunction()
+
+build_consumer(consumer ${CUDA_ROOT})
 execute_process(COMMAND ${WORK_DIR}/consumer/consumer RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
 message("${out}")
 if(rc OR NOT out MATCHES "consumer ok")
@@ -88,16 +94,7 @@ file(GLOB entries RELATIVE ${cuda_real} ${cuda_real}/*)
 foreach(e ${entries})
   file(CREATE_LINK ${cuda_real}/${e} ${moved}/${e} SYMBOLIC)
 endforeach()
-execute_process(COMMAND ${CMAKE_COMMAND} -S ${SOURCE_DIR}/tests/install/consumer_no_std -B ${WORK_DIR}/consumer_no_std
-                        -DCMAKE_PREFIX_PATH=${WORK_DIR}/prefix -DCUDAToolkit_ROOT=${moved}
-                RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
-if(rc)
-  message(FATAL_ERROR "configuring consumer_no_std failed:\n${out}\n${err}")
-endif()
-execute_process(COMMAND ${CMAKE_COMMAND} --build ${WORK_DIR}/consumer_no_std RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
-if(rc)
-  message(FATAL_ERROR "building consumer_no_std failed:\n${out}\n${err}")
-endif()
+build_consumer(consumer_no_std ${moved})
 file(READ ${WORK_DIR}/consumer_no_std/compile_commands.json commands)
 if(NOT commands MATCHES "-std=c\\+\\+17")
   message(FATAL_ERROR "consumer_no_std was not compiled with -std=c++17 from the package:\n${commands}")
