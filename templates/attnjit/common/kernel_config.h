@@ -269,7 +269,7 @@ ATTNJIT_HD constexpr MainloopKind default_mainloop(KernelKind kind, ElemKind e, 
 ATTNJIT_HD constexpr TileConfig default_tile(KernelKind kind, MainloopKind m, int dqk, int dv, int sm) {
     // Backward sm80: 64 x 64 with 4 warps for backward_dkdv and backward_dq (two CTAs an
     // SM: 7% faster on the H100 than 128-row CTAs of 8 warps, bench/results/
-    // 2026-11-23-h100-backward-tiles.md); backward_fused keeps 128 keys x 64 queries, 8
+    // 2026-11-23-h100-24f14e2-backward.md); backward_fused keeps 128 keys x 64 queries, 8
     // warps (32 queries on GPUs with 99 KiB of shared memory).
     // Backward simt: {16, 16} keeps head dims 256 inside the 99 KiB of sm_86 / sm_89 / sm_120.
     const bool small_smem = max_dynamic_smem_bytes(sm) < 128 * 1024;
