@@ -37,6 +37,10 @@ struct CompileOptions {
     // fp32 atomics (its bits may change from run to run), where it exists (fp16 / bf16,
     // head dims up to 128); elsewhere the deterministic one runs regardless.
     bool deterministic = true;
+    // AttentionBackward only, deterministic: false runs the two-kernel backward
+    // (backward_dq, then backward_dkdv) where the fused one (dQ sums added in a fixed order)
+    // exists too. The fused one does two products fewer per tile; both give fixed bits.
+    bool fused_backward = true;
 };
 
 struct LaunchArgs {

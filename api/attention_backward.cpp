@@ -5,42 +5,55 @@
 #include "codegen/kernel_config.h"
 
 #include <vector>
+#include "runtime/device.h"
 #include "runtime/stream_buffer.h"
 #include "support/debug.h"
 #include "support/error.h"
 
 namespace attnjit {
 
+namespace {
+
+// The kernels a backward runs, in launch order (attnjit/common/kernel_config.h):
+enum class BackwardPath {
+    two_pass,       // backward_dq, backward_dkdv: deterministic, every main loop
+    fused_ordered,  // backward_stats, backward_fused (dQ added in a fixed order), backward_dq_convert
+    fused_any,      // the same, dQ added in any order: the fast backward
+};
+
+// The fused kernels exist where backward_fused has its sm80 main loop (fp16 / bf16) and
+// its warp grids fit the head dims (64, 128).
+BackwardPath choose_path(const AttentionSpec& spec, const CompileOptions& options, const api::Target& target) {
+    const KernelConfig c = default_config(KernelKind::backward_fused, codegen::elem_kind(spec.dtype()),
+                                          spec.head_dim_qk(), spec.head_dim_v(), codegen::sm_version(target.arch));
+    if (c.mainloop != MainloopKind::sm80 || !config_is_valid(c)) return BackwardPath::two_pass;
+    if (!options.deterministic) return BackwardPath::fused_any;
+    return options.fused_backward ? BackwardPath::fused_ordered : BackwardPath::two_pass;
+}
+
+const char* path_kernels(BackwardPath path) {
+    return path == BackwardPath::two_pass ? "backward_dq and backward_dkdv"
+                                          : "backward_stats, backward_fused and backward_dq_convert";
+}
+
+}  // namespace
+
 struct AttentionBackward::Impl {
     AttentionSpec spec;  // validated, returns LSE
     SpecInputs inputs;   // spec_inputs(spec)
     std::string arch;
-    bool fast = false;                    // backward_stats, backward_fused, backward_dq_convert
+    BackwardPath path = BackwardPath::two_pass;
+    int sm_count = 0;  // of the GPU it runs on (0: compile only)
     std::vector<api::PreparedKernel> kernels;  // in launch order
 
     const api::PreparedKernel& kernel(KernelKind kind) const {
         for (const auto& k : kernels)
             if (k.config.kind == kind) return k;
         user_error << "this AttentionBackward has no " << kernel_kind_name(kind) << " kernel; it runs "
-                   << (fast ? "backward_stats, backward_fused and backward_dq_convert (CompileOptions.deterministic "
-                              "is false)"
-                            : "backward_dq and backward_dkdv");
+                   << path_kernels(path);
         return kernels.front();
     }
 };
-
-namespace {
-
-// The fast sequence where it exists (its main loop is sm80: fp16 / bf16, head dims up to
-// 128); the deterministic one otherwise.
-bool use_fast_backward(const AttentionSpec& spec, const CompileOptions& options, const api::Target& target) {
-    if (options.deterministic) return false;
-    const KernelConfig c = default_config(KernelKind::backward_fused, codegen::elem_kind(spec.dtype()),
-                                          spec.head_dim_qk(), spec.head_dim_v(), codegen::sm_version(target.arch));
-    return c.mainloop == MainloopKind::sm80;
-}
-
-}  // namespace
 
 AttentionBackward::AttentionBackward(const AttentionSpec& spec, const CompileOptions& options)
     : impl_(std::make_unique<Impl>()) {
@@ -50,12 +63,13 @@ AttentionBackward::AttentionBackward(const AttentionSpec& spec, const CompileOpt
     impl_->spec = spec;
     const api::Target target = api::resolve_target(options);
     impl_->arch = target.arch;
-    impl_->fast = use_fast_backward(spec, options, target);
+    impl_->path = choose_path(spec, options, target);
+    if (target.on_device) impl_->sm_count = runtime::current_device().sm_count;
     auto add = [&](KernelKind kind, const std::optional<TileConfig>& tile) {
         impl_->kernels.push_back(api::prepare_kernel(spec, impl_->inputs, kind, target, tile));
         debug(1) << "AttentionBackward: " << spec << " -> " << *impl_->kernels.back().compiled;
     };
-    if (impl_->fast) {
+    if (impl_->path != BackwardPath::two_pass) {
         add(KernelKind::backward_stats, std::nullopt);  // per-row kernels: their own tile
         add(KernelKind::backward_fused, options.tile);
         add(KernelKind::backward_dq_convert, std::nullopt);
@@ -77,12 +91,28 @@ void AttentionBackward::operator()(const LaunchArgs& fwd, const GradArgs& grads,
                                 "launch; construct it without CompileOptions.arch where the GPU is";
     const auto &q = fwd.q.shape, &k = fwd.k.shape;
     if (q[0] == 0 || q[1] == 0) return;  // no batch or no heads: nothing to write
-    // Workspaces, O(N): the per-row statistics, and (fast) the fp32 dQ sums.
-    const runtime::StreamBuffer stats(api::backward_stats_bytes(fwd), static_cast<CUstream>(stream));
-    const runtime::StreamBuffer dq_accum(impl_->fast ? api::backward_dq_accum_bytes(fwd) : 0,
-                                         static_cast<CUstream>(stream));
-    const BackwardArgs block = api::backward_args(impl_->spec, fwd, grads, static_cast<float*>(stats.data()),
-                                                  static_cast<float*>(dq_accum.data()));
+    // Workspaces, O(N): the per-row statistics; fused: the fp32 dQ sums, and (ordered)
+    // the turn counters of the query tiles, zeroed.
+    const bool fused = impl_->path != BackwardPath::two_pass;
+    const auto cu_stream = static_cast<CUstream>(stream);
+    const runtime::StreamBuffer stats(api::backward_stats_bytes(fwd), cu_stream);
+    const runtime::StreamBuffer dq_accum(fused ? api::backward_dq_accum_bytes(fwd) : 0, cu_stream);
+    runtime::StreamBuffer dq_turns(
+        impl_->path == BackwardPath::fused_ordered
+            ? api::backward_dq_turns_bytes(fwd, impl_->kernel(KernelKind::backward_fused).config.tile.block_m)
+            : 0,
+        cu_stream);
+    dq_turns.zero();
+    BackwardArgs block = api::backward_args(impl_->spec, fwd, grads, static_cast<float*>(stats.data()),
+                                            static_cast<float*>(dq_accum.data()));
+    block.dq_turns = static_cast<int*>(dq_turns.data());
+    if (impl_->path == BackwardPath::fused_ordered) {
+        // The rotated order of turns (no waiting once under way) needs all the key tiles
+        // of a kv head resident at once: at most one per SM, and no more than query tiles.
+        const TileConfig& t = impl_->kernel(KernelKind::backward_fused).config.tile;
+        const long long key_tiles = (k[2] + t.block_n - 1) / t.block_n, query_tiles = (q[2] + t.block_m - 1) / t.block_m;
+        block.dq_rotate = key_tiles <= query_tiles && key_tiles <= impl_->sm_count ? 1 : 0;
+    }
     for (const api::PreparedKernel& kernel : impl_->kernels) {
         // Kernels over query rows have nothing to do when Nq == 0; dK and dV are written
         // (zeros) even then.
@@ -107,6 +137,6 @@ double AttentionBackward::compile_seconds() const {
     for (const auto& k : impl_->kernels) s += k.compile_seconds;
     return s;
 }
-bool AttentionBackward::deterministic() const { return !impl_->fast; }
+bool AttentionBackward::deterministic() const { return impl_->path != BackwardPath::fused_any; }
 
 }  // namespace attnjit

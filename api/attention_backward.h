@@ -1,10 +1,13 @@
 // The backward of an AttentionSpec: dQ, dK and dV for every variant the forward runs, with
 // the derivative of score_mod taken from the DSL (codegen/autodiff.h). Deterministic by
-// default: the same inputs give the same bits (no atomics; kernels backward_dq then
-// backward_dkdv). CompileOptions.deterministic = false asks for the fast backward where
-// it exists (fp16 / bf16, head dims up to 128: backward_stats, backward_fused,
-// backward_dq_convert), whose dQ is summed with fp32 atomics: two products fewer per tile,
-// but the bits of dQ may change from run to run (dK and dV stay deterministic).
+// default: the same inputs give the same bits. Where the fused kernels exist (fp16 / bf16,
+// head dims up to 128) it runs backward_stats, backward_fused (dK, dV, and dQ = dS K added
+// to fp32 sums, one key tile at a time per query tile in a fixed order) and
+// backward_dq_convert; elsewhere, or with CompileOptions.fused_backward = false,
+// backward_dq then backward_dkdv (no additions across CTAs; two products more per tile).
+// CompileOptions.deterministic = false lets the fused kernel add dQ in any order (fp32
+// atomics): a little faster, but the bits of dQ may change from run to run (dK and dV stay
+// deterministic).
 //
 //   attnjit::Attention fwd(spec.return_lse());       // the forward must return LSE
 //   attnjit::AttentionBackward bwd(spec.return_lse());
@@ -46,7 +49,7 @@ public:
 
     const AttentionSpec& spec() const;
     const KernelConfig& config(KernelKind kind) const;  // one of the kernels it runs
-    // False when it runs the fast backward (CompileOptions.deterministic = false).
+    // False when dQ is added in any order (CompileOptions.deterministic = false, fused).
     bool deterministic() const;
     codegen::KernelSource source(KernelKind kind) const;
     bool can_launch() const;

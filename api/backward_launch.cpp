@@ -20,6 +20,11 @@ size_t backward_dq_accum_bytes(const LaunchArgs& fwd) {
     return sizeof(float) * static_cast<size_t>(fwd.q.shape[0] * fwd.q.shape[1] * fwd.q.shape[2] * fwd.q.shape[3]);
 }
 
+size_t backward_dq_turns_bytes(const LaunchArgs& fwd, int block_m) {
+    const size_t tiles = static_cast<size_t>((fwd.q.shape[2] + block_m - 1) / block_m);
+    return sizeof(int) * static_cast<size_t>(fwd.q.shape[0] * fwd.q.shape[1]) * tiles;
+}
+
 BackwardArgs backward_args(const AttentionSpec& spec, const LaunchArgs& fwd, const GradArgs& g, float* stats,
                            float* dq_accum) {
     BackwardArgs b{};

@@ -19,6 +19,8 @@ BackwardArgs backward_args(const AttentionSpec& spec, const LaunchArgs& fwd, con
                            float* dq_accum);
 size_t backward_stats_bytes(const LaunchArgs& fwd);
 size_t backward_dq_accum_bytes(const LaunchArgs& fwd);
+// The ordered backward_fused's turn counters (BackwardArgs::dq_turns), one per query tile.
+size_t backward_dq_turns_bytes(const LaunchArgs& fwd, int block_m);
 
 std::vector<unsigned char> backward_params(const codegen::ParamsLayout& layout, const BackwardArgs& block,
                                            const LaunchArgs& fwd);

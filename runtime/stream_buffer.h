@@ -20,9 +20,12 @@ public:
     StreamBuffer& operator=(const StreamBuffer&) = delete;
 
     void* data() const { return reinterpret_cast<void*>(static_cast<size_t>(ptr_)); }
+    // Every byte zeroed, in stream order (cuMemsetD8Async).
+    void zero();
 
 private:
     CUdeviceptr ptr_ = 0;
+    size_t bytes_ = 0;
     CUstream stream_;
 };
 

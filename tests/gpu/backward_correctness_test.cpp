@@ -69,22 +69,37 @@ Check check_gradient(const std::string& what, const HostTensor& actual, const re
     return check_output(what, actual, expected, reference::gradient_tolerance(dt, g_max));
 }
 
-CompileOptions backward_options(bool deterministic) {
+// Where backward_fused runs (kernel_config.h): fp16 / bf16, head dims 64 and 128.
+bool fused_backward_exists(const Case& c) {
+    auto dim_ok = [](int d) { return d == 64 || d == 128; };
+    return c.dtype != DType::f32 && dim_ok(c.dqk) && dim_ok(c.dv);
+}
+
+// The three backwards: fused with dQ added in a fixed order (the default), the two-pass
+// one (backward_dq, backward_dkdv), fused with dQ added in any order (fast).
+enum class Algo { fused_ordered, two_pass, fast };
+
+CompileOptions backward_options(Algo algo) {
     CompileOptions o;
-    o.deterministic = deterministic;
+    o.deterministic = algo != Algo::fast;
+    o.fused_backward = algo != Algo::two_pass;
     return o;
 }
 
+const char* algo_suffix(Algo algo) {
+    return algo == Algo::fused_ordered ? "" : algo == Algo::two_pass ? " (two-pass)" : " (fast)";
+}
+
 // Forward, backward, reference; checks dQ, dK, dV.
-Check run_backward_case(const Case& c, bool deterministic = true) {
-    const std::string name = c.name() + (deterministic ? "" : " (fast)");
+Check run_backward_case(const Case& c, Algo algo = Algo::fused_ordered) {
+    const std::string name = c.name() + algo_suffix(algo);
     try {
         GradProblem g = make_grad_problem(c);
         Problem& p = g.fwd;
         Attention forward(p.spec);
-        AttentionBackward backward(p.spec, backward_options(deterministic));
-        const bool fast_exists = c.dtype != DType::f32 && c.dqk <= 128 && c.dv <= 128;
-        if (backward.deterministic() != (deterministic || !fast_exists))
+        AttentionBackward backward(p.spec, backward_options(algo));
+        const bool fused_exists = fused_backward_exists(c);
+        if (backward.deterministic() != (algo != Algo::fast || !fused_exists))
             return {false, name + ": AttentionBackward::deterministic() is not what was asked for"};
         p.poison_outputs();
         forward(p.args());
@@ -144,11 +159,11 @@ TEST_P(Backward, MatchesReference) {
 INSTANTIATE_TEST_SUITE_P(Matrix, Backward, ::testing::ValuesIn(backward_matrix()),
                          [](const ::testing::TestParamInfo<Case>& info) { return info.param.name(); });
 
-// The cases the fast backward exists for.
-std::vector<Case> fast_backward_matrix() {
+// The cases the fused backward exists for.
+std::vector<Case> fused_backward_matrix() {
     std::vector<Case> cases;
     for (const Case& c : backward_matrix())
-        if (c.dtype != DType::f32 && c.dqk <= 128 && c.dv <= 128) cases.push_back(c);
+        if (fused_backward_exists(c)) cases.push_back(c);
     return cases;
 }
 
@@ -156,32 +171,45 @@ class FastBackward : public ::testing::TestWithParam<Case> {};
 
 TEST_P(FastBackward, MatchesReference) {
     ATTNJIT_SKIP_WITHOUT_GPU();
-    Check r = run_backward_case(GetParam(), false);
+    Check r = run_backward_case(GetParam(), Algo::fast);
     EXPECT_TRUE(r.ok) << r.message;
 }
 
-INSTANTIATE_TEST_SUITE_P(Matrix, FastBackward, ::testing::ValuesIn(fast_backward_matrix()),
+INSTANTIATE_TEST_SUITE_P(Matrix, FastBackward, ::testing::ValuesIn(fused_backward_matrix()),
                          [](const ::testing::TestParamInfo<Case>& info) { return info.param.name(); });
 
-// Where the fast backward does not exist (f32, head dim 256) the deterministic one runs.
+// Where the fused backward exists, the two-pass one still runs when asked for.
+class TwoPassBackward : public ::testing::TestWithParam<Case> {};
+
+TEST_P(TwoPassBackward, MatchesReference) {
+    ATTNJIT_SKIP_WITHOUT_GPU();
+    Check r = run_backward_case(GetParam(), Algo::two_pass);
+    EXPECT_TRUE(r.ok) << r.message;
+}
+
+INSTANTIATE_TEST_SUITE_P(Matrix, TwoPassBackward, ::testing::ValuesIn(fused_backward_matrix()),
+                         [](const ::testing::TestParamInfo<Case>& info) { return info.param.name(); });
+
+// Where the fused backward does not exist (f32, head dims 32, 96, 256) the two-pass one runs.
 TEST(FastBackward, FallsBackWhereItDoesNotExist) {
     ATTNJIT_SKIP_WITHOUT_GPU();
     for (const Case& c : {make_case(Mod::Plain, DType::f32, 64, {1, 2, 2, 65, 100}),
-                          make_case(Mod::Plain, DType::bf16, 256, {1, 2, 2, 65, 100})}) {
+                          make_case(Mod::Plain, DType::bf16, 256, {1, 2, 2, 65, 100}),
+                          make_case(Mod::Plain, DType::bf16, 96, {1, 2, 2, 65, 100})}) {
         const Problem p = make_problem(c);
-        EXPECT_TRUE(AttentionBackward(p.spec, backward_options(false)).deterministic()) << c.name();
+        EXPECT_TRUE(AttentionBackward(p.spec, backward_options(Algo::fast)).deterministic()) << c.name();
     }
-    Check r = run_backward_case(make_case(Mod::Plain, DType::f32, 64, {1, 2, 2, 65, 100}), false);
+    Check r = run_backward_case(make_case(Mod::Plain, DType::f32, 64, {1, 2, 2, 65, 100}), Algo::fast);
     EXPECT_TRUE(r.ok) << r.message;
 }
 
 // Whether two backward runs on the same inputs write the same bits (dQ compared only when
-// with_dq).
-bool same_bits_twice(bool deterministic, bool with_dq) {
-    const Case c = make_case(Mod::Combination, DType::bf16, 64, {2, 4, 2, 300, 500});
+// with_dq). 2000 keys: 16 key tiles add to each query tile's dQ.
+bool same_bits_twice(Algo algo, bool with_dq, Mod mod = Mod::Combination) {
+    const Case c = make_case(mod, DType::bf16, 64, {2, 4, 2, 300, 2000});
     GradProblem g = make_grad_problem(c);
     Attention forward(g.fwd.spec);
-    AttentionBackward backward(g.fwd.spec, backward_options(deterministic));
+    AttentionBackward backward(g.fwd.spec, backward_options(algo));
     forward(g.fwd.args());
     std::vector<std::vector<uint8_t>> runs;
     for (int run = 0; run < 2; ++run) {
@@ -199,13 +227,15 @@ bool same_bits_twice(bool deterministic, bool with_dq) {
 // The fast backward's dK and dV are still one thread's fixed-order sums: the same bits.
 TEST(BackwardDeterminism, FastBackwardKeepsDkDvBits) {
     ATTNJIT_SKIP_WITHOUT_GPU();
-    EXPECT_TRUE(same_bits_twice(false, false)) << "the fast backward's dK, dV are not deterministic";
+    EXPECT_TRUE(same_bits_twice(Algo::fast, false)) << "the fast backward's dK, dV are not deterministic";
 }
 
 // Two runs on the same inputs write the same bits.
 TEST(BackwardDeterminism, SameInputsSameBits) {
     ATTNJIT_SKIP_WITHOUT_GPU();
-    EXPECT_TRUE(same_bits_twice(true, true)) << "the backward is not deterministic";
+    for (Mod mod : {Mod::Combination, Mod::Plain, Mod::CausalBottomRight, Mod::SlidingWindow})
+        EXPECT_TRUE(same_bits_twice(Algo::fused_ordered, true, mod)) << "the fused backward is not deterministic";
+    EXPECT_TRUE(same_bits_twice(Algo::two_pass, true)) << "the two-pass backward is not deterministic";
 }
 
 // Bad gradient arguments are user errors and nothing is written.

@@ -24,6 +24,12 @@ struct BackwardArgs {
     // backward_stats, summed into with atomics by backward_fused, read by
     // backward_dq_convert. Null otherwise.
     float* dq_accum;
+    // backward_fused, deterministic: [B, Hq, ceil(Nq / block_m)] turn counters, zeroed
+    // before the launch. The CTAs add to a query tile's dQ sums one at a time, in
+    // descending key-tile order (an ordered accumulation: the same bits every run). Null:
+    // in any order (the fast backward).
+    int* dq_turns;
+    int dq_rotate;  // dq_turns: 1 for the rotated order of turns (common/query_schedule.cuh)
     long long q_stride[3];
     long long k_stride[3];
     long long v_stride[3];

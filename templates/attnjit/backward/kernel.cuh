@@ -8,8 +8,8 @@
 // Main loops are policy types selected by the config's MainloopKind:
 //   simt::Backward<...>       every element type, fp32 FFMA, both kinds (simt/backward.cuh)
 //   sm80::BackwardDq<...>     fp16 / bf16, mma.sync, head dims up to 128
-//   sm80::BackwardDkdv<...>   (sm80/backward_dq.cuh, sm80/backward_dkdv.cuh; its kFuseDq
-//                             form is backward_fused)
+//   sm80::BackwardDkdv<...>   (sm80/backward_dq.cuh, sm80/backward_dkdv.cuh)
+//   sm80::BackwardFused<...>  backward_fused (sm80/backward_fused.cuh)
 //   BackwardRows<...>         backward_stats, backward_dq_convert (common/backward_rows.cuh)
 // Each has run_dkdv or run_dq, kThreads, kSmemBytes and the capability flags
 // check_variant reads.
@@ -23,6 +23,7 @@
 #include "attnjit/simt/backward.cuh"
 #include "attnjit/sm80/backward_dkdv.cuh"
 #include "attnjit/sm80/backward_dq.cuh"
+#include "attnjit/sm80/backward_fused.cuh"
 
 namespace attnjit {
 
@@ -44,10 +45,13 @@ struct BackwardTraits {
     using Mainloop = typename Select<
         is_backward_rows(kKind_), BackwardRows<Element, kDqk_, kDv_, kBlockM_, kWarps_>,
         typename Select<kMainloop == MainloopKind::sm80,
-                        typename Select<owns_keys(kKind_),
-                                        sm80::BackwardDkdv<Element, kDqk_, kDv_, kBlockM_, kBlockN_, kWarps_,
-                                                           kKind_ == KernelKind::backward_fused>,
-                                        sm80::BackwardDq<Element, kDqk_, kDv_, kBlockM_, kBlockN_, kWarps_>>::type,
+                        typename Select<kKind_ == KernelKind::backward_fused,
+                                        sm80::BackwardFused<Element, kDqk_, kDv_, kBlockM_, kBlockN_, kWarps_>,
+                                        typename Select<owns_keys(kKind_),
+                                                        sm80::BackwardDkdv<Element, kDqk_, kDv_, kBlockM_, kBlockN_,
+                                                                           kWarps_>,
+                                                        sm80::BackwardDq<Element, kDqk_, kDv_, kBlockM_, kBlockN_,
+                                                                         kWarps_>>::type>::type,
                         simt::Backward<Element, kDqk_, kDv_, kBlockM_, kBlockN_, kWarps_>>::type>::type;
     static constexpr int kSmemBytes = Mainloop::kSmemBytes;
     static_assert(kSmemBytes == smem_bytes(kConfig), "backward main loop and smem_bytes disagree");

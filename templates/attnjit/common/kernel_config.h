@@ -32,13 +32,15 @@ enum class ElemKind : int { f16 = 0, bf16 = 1, f32 = 2 };
 
 // What the kernel computes. The backward (FlashAttention-2's algorithm: P and dS
 // recomputed tile by tile) comes in two sequences:
-//  deterministic (the default): backward_dq (one CTA per query tile: dQ, and the per-row
+//  two-pass (every main loop): backward_dq (one CTA per query tile: dQ, and the per-row
 //    LSE2 and Delta = rowsum(dO * O) into a workspace), then backward_dkdv (one CTA per
-//    KV tile: dK, dV). No atomics: the same inputs give the same bits.
-//  fast (opt-in, sm80 loops): backward_stats (per-row LSE2, Delta; zeroes the fp32 dQ
-//    sums), backward_fused (one CTA per KV tile: dK, dV, and dQ summed with fp32 atomics:
-//    two products fewer, run-to-run bits of dQ may differ), backward_dq_convert (dQ from
-//    the sums). Room for: decode.
+//    KV tile: dK, dV). No additions across CTAs.
+//  fused (sm80 loops; the default where it exists): backward_stats (per-row LSE2, Delta;
+//    zeroes the fp32 dQ sums), backward_fused (one CTA per KV tile: dK, dV, and dQ added
+//    to the sums: two products fewer), backward_dq_convert (dQ from the sums). The
+//    additions go one CTA at a time per query tile in a fixed order (deterministic), or in
+//    any order (the fast backward, opt-in: run-to-run bits of dQ may differ).
+// Room for: decode.
 enum class KernelKind : int {
     forward = 0,
     backward_dkdv = 1,
@@ -159,7 +161,7 @@ constexpr int kSimtRowPad = 4;
 //                [2 stages] Q, dO [block_m x (dqk + dv)] | [2 stages] LSE, Delta [block_m] (f32)
 //  backward_dq sm80: scratch | Q, dO [block_m x (dqk + dv)] | [2 stages] K, V
 //                [block_n x (dqk + dv)] | LSE, Delta [block_m] (f32)   (XOR-swizzled)
-//  backward_fused sm80: backward_dkdv's | dS^T [block_n x block_m]
+//  backward_fused sm80: backward_dkdv's | P, dS [block_m x block_n]
 //  backward_stats, backward_dq_convert: none
 ATTNJIT_HD constexpr int smem_bytes(const KernelConfig& c) {
     const TileConfig& t = c.tile;
@@ -169,7 +171,7 @@ ATTNJIT_HD constexpr int smem_bytes(const KernelConfig& c) {
         return owns_keys(c.kind)
                    ? scratch_bytes(t.warps) + elem_bytes(c.elem) * (t.block_n + 2 * t.block_m) * (dqk + dv) +
                          2 * 2 * 4 * t.block_m +
-                         (c.kind == KernelKind::backward_fused ? elem_bytes(c.elem) * t.block_n * t.block_m : 0)
+                         (c.kind == KernelKind::backward_fused ? 2 * elem_bytes(c.elem) * t.block_n * t.block_m : 0)
                    : scratch_bytes(t.warps) + elem_bytes(c.elem) * (t.block_m + 2 * t.block_n) * (dqk + dv) +
                          2 * 4 * t.block_m;
     if (is_backward(c.kind))
@@ -206,21 +208,22 @@ ATTNJIT_HD constexpr const char* why_config_invalid(const KernelConfig& c) {
         const int own = dkdv ? t.block_n : t.block_m, streamed = dkdv ? t.block_m : t.block_n;
         if (c.elem == ElemKind::f32) return "the sm80 backward takes f16 or bf16 only";
         if (c.head_dim_qk > 128 || c.head_dim_v > 128) return "the sm80 backward takes head dims up to 128 (256 runs on simt)";
-        if (own % (16 * t.warps) != 0)
+        if (own % (16 * t.warps) != 0 && c.kind != KernelKind::backward_fused)
             return dkdv ? "backward_dkdv sm80: block_n must be a multiple of 16 keys per warp"
                         : "backward_dq sm80: block_m must be a multiple of 16 rows per warp";
-        if (own / (16 * t.warps) > 2) return "backward sm80: at most 32 rows per warp";
+        if (own / (16 * t.warps) > 2 && c.kind != KernelKind::backward_fused)
+            return "backward sm80: at most 32 rows per warp";
         if (streamed % 16 != 0 || streamed > 128)
             return dkdv ? "backward_dkdv sm80: block_m must be a multiple of 16, at most 128"
                         : "backward_dq sm80: block_n must be a multiple of 16, at most 128";
         if (t.stages != 2) return "backward sm80: stages must be 2";
-        if (c.kind == KernelKind::backward_fused) {
-            const int frags = t.block_m / 16;
-            const int groups = t.warps >= frags ? t.warps / frags : 1;
-            if (t.block_m % 32 != 0) return "backward_fused: block_m must be a multiple of 32";
-            if (frags % t.warps != 0 && t.warps % frags != 0)
-                return "backward_fused: block_m / 16 and warps must divide one another";
-            if (c.head_dim_qk % (16 * groups) != 0) return "backward_fused: the dQ columns do not split over the warps";
+        if (c.kind == KernelKind::backward_fused) {  // sm80/backward_fused.cuh's warp grids
+            if (t.warps != 8) return "backward_fused: 8 warps";
+            if (t.block_m != 32 && t.block_m != 64 && !(t.block_m == 128 && c.head_dim_qk == 64 && c.head_dim_v == 64))
+                return "backward_fused: block_m 32 or 64 (or 128 with head dims 64)";
+            if (t.block_n != 64 && t.block_n != 128) return "backward_fused: block_n 64 or 128";
+            if ((c.head_dim_qk != 64 && c.head_dim_qk != 128) || (c.head_dim_v != 64 && c.head_dim_v != 128))
+                return "backward_fused: head dims 64 or 128 (others run the two-pass backward)";
         }
     } else if (is_backward(c.kind)) {
         if (c.mainloop != MainloopKind::simt) return "unknown backward main loop";
@@ -269,14 +272,15 @@ ATTNJIT_HD constexpr MainloopKind default_mainloop(KernelKind kind, ElemKind e, 
 ATTNJIT_HD constexpr TileConfig default_tile(KernelKind kind, MainloopKind m, int dqk, int dv, int sm) {
     // Backward sm80: 64 x 64 with 4 warps for backward_dkdv and backward_dq (two CTAs an
     // SM: 7% faster on the H100 than 128-row CTAs of 8 warps, bench/results/
-    // 2026-11-23-h100-24f14e2-backward.md); backward_fused keeps 128 keys x 64 queries, 8
-    // warps (32 queries on GPUs with 99 KiB of shared memory).
+    // 2026-11-23-h100-24f14e2-backward.md); backward_fused 128 keys x 64 queries, 8 warps
+    // (x 128 queries at head dims 64; 64 x 32 on GPUs with 99 KiB of shared memory).
     // Backward simt: {16, 16} keeps head dims 256 inside the 99 KiB of sm_86 / sm_89 / sm_120.
     const bool small_smem = max_dynamic_smem_bytes(sm) < 128 * 1024;
     return is_backward_rows(kind) ? TileConfig{64, 64, 4, 1}
            : is_backward(kind) && m == MainloopKind::sm80
                ? (kind != KernelKind::backward_fused ? TileConfig{64, 64, 4, 2}
-                  : small_smem                      ? TileConfig{32, 64, 4, 2}
+                  : small_smem                      ? TileConfig{32, 64, 8, 2}
+                  : dqk <= 64 && dv <= 64           ? TileConfig{128, 128, 8, 2}
                                                     : TileConfig{64, 128, 8, 2})
            : is_backward(kind) ? (dqk + dv > 256 && max_dynamic_smem_bytes(sm) < 128 * 1024 ? TileConfig{16, 16, 4, 1}
                                 : dqk + dv > 256 || max_dynamic_smem_bytes(sm) < 128 * 1024 ? TileConfig{16, 32, 4, 1}

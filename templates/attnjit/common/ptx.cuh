@@ -77,6 +77,18 @@ __device__ __forceinline__ void red_add_f32x2(float* p, float a, float b) {
 #endif
 }
 
+// A flag between CTAs (gpu scope): the acquiring load sees every write the releasing
+// store's thread ordered before it, including other threads' writes ordered before it by
+// a barrier (release is cumulative in the PTX memory model).
+__device__ __forceinline__ int ld_acquire_gpu(const int* p) {
+    int v;
+    asm volatile("ld.acquire.gpu.global.s32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+    return v;
+}
+__device__ __forceinline__ void st_release_gpu(int* p, int v) {
+    asm volatile("st.release.gpu.global.s32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
+
 __device__ __forceinline__ void st_shared_b32(unsigned addr, unsigned v) {
     asm volatile("st.shared.b32 [%0], %1;" ::"r"(addr), "r"(v) : "memory");
 }

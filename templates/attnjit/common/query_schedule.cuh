@@ -5,6 +5,18 @@
 // computed, so the main loop can prefetch it. Tiles go in order from tile `first` of each
 // head, wrapping around: the fast backward starts CTAs at different tiles so that their
 // atomic dQ additions do not all meet on the same rows at once.
+//
+// Ordered dQ accumulation (the deterministic backward_fused): the CTAs that add to a query
+// tile take turns in a fixed order, each at a position; a tile's turn counter holds the
+// position after the last addition. order_by_key_tiles() makes advance() also give each
+// step its own position and the counter value to wait for (that of the nearest earlier
+// position whose CTA classify does not skip for the tile; 0: none).
+//   Descending: positions count the key tiles down from the last (kt = Nkt - 1 first).
+//   Rotated (Nkt <= query tiles): CTA kt starts at query tile kt and a tile's position is
+//     the step at which the CTA visits it, so the CTA before it in a turn visited the tile
+//     a step earlier: no CTA waits once the CTAs are under way. The CTA before one may be
+//     dispatched after it, so this needs every CTA of a kv head resident at once (the
+//     host asks for it only when Nkt <= the SM count).
 #pragma once
 
 #include "attnjit/backward/args.h"
@@ -17,38 +29,88 @@ struct QueryStep {
     int h;   // query head, -1 when there is none left
     int m0;  // first query row of the tile
     TileClass cls;
+    int wait_for;  // ordered: the turn counter value to wait for (0: none)
+    int position;  // ordered: this CTA's position in the tile's turns
 };
 
-template <class Variant, class Params, int kBlockM>
+// The CTA is (key tile, kv head blockIdx.y, batch blockIdx.z). What the launch fixes is
+// read from the parameters and blockIdx where used, not held: these kernels sit at 255
+// registers.
+template <class Variant, class Params, int kBlockM, int kBlockN = 0>
 struct QueryCursor {
-    int b, kvh, h, h_end, step, ntiles, nq, first;
-    int k0, k1;  // the CTA's keys, clipped to Nk - 1
+    int h, step, first;
+    int k0, k1;          // the CTA's keys, clipped to Nk - 1
+    int key_tile = -1;   // order_by_key_tiles
 
-    __device__ __forceinline__ QueryCursor(const BackwardArgs& a, int b_, int kvh_, int k0_, int k1_, int first_ = 0)
-        : b(b_), kvh(kvh_), h(kvh_ * a.group), h_end((kvh_ + 1) * a.group), step(0), nq(a.q_len), k0(k0_), k1(k1_) {
-        ntiles = (nq + kBlockM - 1) / kBlockM;
-        first = ntiles > 0 ? first_ % ntiles : 0;
+    __device__ __forceinline__ QueryCursor(const BackwardArgs& a, int k0_, int k1_, int first_ = 0)
+        : h(blockIdx.y * a.group), step(0), k0(k0_), k1(k1_) {
+        const int n = tiles(a);
+        first = n > 0 ? first_ % n : 0;
+    }
+
+    // This CTA is key tile `kt` (of gridDim.x, kBlockN keys each): give each step its
+    // position in the order of turns (rotated when a.dq_rotate).
+    __device__ __forceinline__ void order_by_key_tiles(const BackwardArgs& a, int kt) {
+        static_assert(kBlockN > 0, "QueryCursor: ordered turns need the key tile size");
+        key_tile = kt;
+        if (a.dq_rotate) first = kt % tiles(a);
     }
 
     __device__ __forceinline__ QueryStep advance(const Params& p, BlockCtx& ctx) {
+        QueryStep st = next_tile(p, ctx);
+        if (st.h >= 0 && key_tile >= 0) {
+            const int n = tiles(p.args), t = st.m0 / kBlockM;
+            st.position = p.args.dq_rotate ? (t - first + n) % n : static_cast<int>(gridDim.x) - 1 - key_tile;
+            st.wait_for = wait_value(p, ctx, st);
+        }
+        return st;
+    }
+
+private:
+    __device__ __forceinline__ static int tiles(const BackwardArgs& a) { return (a.q_len + kBlockM - 1) / kBlockM; }
+
+    // The counter value after the nearest earlier position's addition to st's tile: the
+    // CTA at position - j is key tile key_tile + j (rotated: modulo the query tiles).
+    __device__ __forceinline__ int wait_value(const Params& p, BlockCtx& ctx, const QueryStep& st) {
+        const BackwardArgs& a = p.args;
+        const int n = tiles(a), key_tiles = gridDim.x;
+        typename Variant::Head hd{};
+        if constexpr (Variant::kCanClassify) hd = Variant::make_head(p, blockIdx.z, st.h, blockIdx.y);
+        const int m1 = (st.m0 + kBlockM < a.q_len ? st.m0 + kBlockM : a.q_len) - 1;
+        for (int j = 1; j <= st.position; ++j) {
+            int c = key_tile + j;
+            if (a.dq_rotate && c >= n) c -= n;
+            if (c >= key_tiles) continue;  // rotated: no CTA has this position
+            if constexpr (Variant::kCanClassify) {
+                const int t0 = c * kBlockN, t1 = (t0 + kBlockN < a.kv_len ? t0 + kBlockN : a.kv_len) - 1;
+                if (Variant::classify(p, hd, st.m0, m1, t0, t1, ctx) == TileClass::kSkip) continue;
+            }
+            return st.position - j + 1;
+        }
+        return 0;
+    }
+
+    __device__ __forceinline__ QueryStep next_tile(const Params& p, BlockCtx& ctx) {
+        const BackwardArgs& a = p.args;
+        const int n = tiles(a), h_end = (blockIdx.y + 1) * a.group;
         while (h < h_end) {
-            if (step >= ntiles) {
+            if (step >= n) {
                 ++h;
                 step = 0;
                 continue;
             }
             const int t = first + step++;
-            const int m0 = (t < ntiles ? t : t - ntiles) * kBlockM;
+            const int m0 = (t < n ? t : t - n) * kBlockM;
             if constexpr (!Variant::kCanClassify) {
-                return QueryStep{h, m0, Variant::kHasMask ? TileClass::kPartial : TileClass::kFull};
+                return QueryStep{h, m0, Variant::kHasMask ? TileClass::kPartial : TileClass::kFull, 0, 0};
             } else {
-                const typename Variant::Head hd = Variant::make_head(p, b, h, kvh);
-                const int m1 = (m0 + kBlockM < nq ? m0 + kBlockM : nq) - 1;
+                const typename Variant::Head hd = Variant::make_head(p, blockIdx.z, h, blockIdx.y);
+                const int m1 = (m0 + kBlockM < a.q_len ? m0 + kBlockM : a.q_len) - 1;
                 const TileClass c = Variant::classify(p, hd, m0, m1, k0, k1, ctx);
-                if (c != TileClass::kSkip) return QueryStep{h, m0, c};
+                if (c != TileClass::kSkip) return QueryStep{h, m0, c, 0, 0};
             }
         }
-        return QueryStep{-1, 0, TileClass::kSkip};
+        return QueryStep{-1, 0, TileClass::kSkip, 0, 0};
     }
 };
 

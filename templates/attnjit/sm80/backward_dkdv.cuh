@@ -11,14 +11,8 @@
 //     dV += P^T dO, dK += dS^T Q       (gemm_rn, dO and Q read transposed)
 //   dK is scaled once; dK and dV are stored. Each element is one thread's fixed-order
 //   sum over (head, query tile): deterministic.
-// kFuseDq (backward_fused, the fast backward): also dS^T to shared memory, then
-//   dQ_partial = dS K for the query tile (warps split it by 16-row fragments and column
-//   groups) added to BackwardArgs::dq_accum with fp32 atomics: the order of the additions
-//   from different CTAs, so the bits of dQ, may change from run to run.
-//
 // Shared memory (smem_bytes in common/kernel_config.h): scratch | K [BN x DQK] |
-// V [BN x DV] | 2 x (Q [BM x DQK] | dO [BM x DV]) | 2 x (LSE2 [BM] | Delta [BM]) (f32) |
-// dS^T [BN x BM] (kFuseDq).
+// V [BN x DV] | 2 x (Q [BM x DQK] | dO [BM x DV]) | 2 x (LSE2 [BM] | Delta [BM]) (f32).
 #pragma once
 
 #include "attnjit/backward/args.h"
@@ -35,7 +29,7 @@
 namespace attnjit {
 namespace sm80 {
 
-template <class E, int DQK, int DV, int BM, int BN, int W, bool kFuseDq>
+template <class E, int DQK, int DV, int BM, int BN, int W>
 struct BackwardDkdv {
     static constexpr int kThreads = W * 32;
     static constexpr int kMF = BN / (16 * W);  // 16-row key fragments per warp
@@ -49,24 +43,13 @@ struct BackwardDkdv {
     static constexpr int kQStage = BM * (DQK + DV) * 2;
     static constexpr int kStatOff = kQOff + 2 * kQStage;
     static constexpr int kStatStage = 2 * BM * 4;  // LSE2 [BM] | Delta [BM]
-    static constexpr int kDsOff = kStatOff + 2 * kStatStage;  // kFuseDq: dS^T
-    static constexpr int kCprS = BM / 8;
-    static constexpr int kSmemBytes = kDsOff + (kFuseDq ? BN * BM * 2 : 0);
-    static_assert(kSmemBytes == smem_bytes(KernelConfig{kFuseDq ? KernelKind::backward_fused : KernelKind::backward_dkdv,
+    static constexpr int kSmemBytes = kStatOff + 2 * kStatStage;
+    static_assert(kSmemBytes == smem_bytes(KernelConfig{KernelKind::backward_dkdv,
                                                         MainloopKind::sm80,
                                                         ElemKindOf<E>::value, DQK, DV, TileConfig{BM, BN, W, 2}}),
                   "sm80::BackwardDkdv shared-memory layout disagrees with smem_bytes in common/kernel_config.h");
     static_assert(kMF >= 1 && BN % (16 * W) == 0, "block_n must be a multiple of 16 keys per warp");
     static_assert(BM % 16 == 0, "block_m must be a multiple of 16");
-
-    // kFuseDq: warp w takes query fragments of 16 rows and a group of dQ columns.
-    static constexpr int kQFrags = BM / 16;
-    static constexpr int kQfPerWarp = kQFrags >= W ? kQFrags / W : 1;
-    static constexpr int kColGroups = W >= kQFrags ? W / kQFrags : 1;
-    static constexpr int kGroupCols = DQK / kColGroups;
-    static_assert(!kFuseDq || ((kQFrags % W == 0 || W % kQFrags == 0) && kGroupCols % 16 == 0 && BM % 32 == 0),
-                  "backward_fused: block_m a multiple of 32, its 16-row fragments and warps must divide each other, "
-                  "and the dQ columns split into multiples of 16");
 
     static constexpr const char* kName = "sm80 backward";
     static constexpr bool kSupportsOutputTransform = false;
@@ -76,70 +59,6 @@ struct BackwardDkdv {
     using SLayout = MmaCLayout<kMF, kNT>;       // S^T, P^T, dP^T, dS^T
     using KLayout = MmaCLayout<kMF, DQK / 8>;   // dK
     using VLayout = MmaCLayout<kMF, DV / 8>;    // dV
-
-    // This warp's dS^T fragments (packed as mma A operands: pa[mf][kc][2 * (nt & 1) + hi]
-    // holds rows 16 mf + g + 8 hi, columns 8 nt + 2 t4 + {0, 1}) into the swizzled
-    // [BN x BM] tile at ds_s.
-    __device__ __forceinline__ static void store_ds_t(const unsigned (&pa)[kMF][kNT / 2][4], unsigned ds_s, int warp,
-                                                      int lane) {
-#pragma unroll
-        for (int mf = 0; mf < kMF; ++mf)
-#pragma unroll
-            for (int hi = 0; hi < 2; ++hi) {
-                const int row = warp * 16 * kMF + 16 * mf + (lane >> 2) + 8 * hi;
-                const unsigned row_s = ds_s + row * kCprS * 16 + 4 * (lane & 3);
-#pragma unroll
-                for (int nt = 0; nt < kNT; ++nt)
-                    ptx::st_shared_b32(row_s + swz_chunk<kCprS>(nt, row & 7) * 16, pa[mf][nt >> 1][2 * (nt & 1) + hi]);
-            }
-    }
-
-    // dQ_partial = dS K over this CTA's keys for the warp's query fragments and column
-    // group, added to the fp32 sums (rows < Nq). dS is read from dS^T (ldmatrix.trans gives
-    // the A fragment of the transpose), K transposed as the B operand.
-    __device__ __forceinline__ static void add_dq_partial(const BackwardArgs& a, unsigned ds_s, unsigned k_s, int b,
-                                                          int h, int m0, int warp, int lane) {
-        constexpr int kNt = kGroupCols / 8;
-        const int qf0 = (warp % kQFrags) * kQfPerWarp, col0 = (warp / kQFrags) * kGroupCols;
-        const int r7 = lane & 7;
-        const int b_row = LaneRows::b_row(lane), b_hi = (lane >> 3) & 1;
-        const int a_row = LaneRows::a_row(lane), a_hi = lane >> 4;
-        float acc[kQfPerWarp][kNt][4];
-        MmaCLayout<kQfPerWarp, kNt>::clear(acc);
-#pragma unroll
-        for (int kk = 0; kk < BN / 16; ++kk) {
-            unsigned af[kQfPerWarp][4];
-#pragma unroll
-            for (int f = 0; f < kQfPerWarp; ++f)
-                ptx::ldmatrix_x4_trans(ds_s + (kk * 16 + b_row) * kCprS * 16 +
-                                           swz_chunk<kCprS>(2 * (qf0 + f) + b_hi, r7) * 16,
-                                       af[f][0], af[f][1], af[f][2], af[f][3]);
-#pragma unroll
-            for (int np = 0; np < kNt / 2; ++np) {
-                unsigned b0, b1, b2, b3;
-                ptx::ldmatrix_x4_trans(k_s + (kk * 16 + a_row) * kCprQ * 16 +
-                                           swz_chunk<kCprQ>(col0 / 8 + 2 * np + a_hi, r7) * 16,
-                                       b0, b1, b2, b3);
-#pragma unroll
-                for (int f = 0; f < kQfPerWarp; ++f) {
-                    ptx::Mma16816<E>::run(acc[f][2 * np], af[f], b0, b1);
-                    ptx::Mma16816<E>::run(acc[f][2 * np + 1], af[f], b2, b3);
-                }
-            }
-        }
-        float* base = a.dq_accum + ((long long)b * a.q_heads + h) * a.q_len * DQK;
-#pragma unroll
-        for (int f = 0; f < kQfPerWarp; ++f)
-#pragma unroll
-            for (int hi = 0; hi < 2; ++hi) {
-                const int q = m0 + 16 * (qf0 + f) + (lane >> 2) + 8 * hi;
-                if (q < a.q_len) {
-                    float* row = base + (long long)q * DQK + col0 + 2 * (lane & 3);
-#pragma unroll
-                    for (int nt = 0; nt < kNt; ++nt) ptx::red_add_f32x2(row + 8 * nt, acc[f][nt][2 * hi], acc[f][nt][2 * hi + 1]);
-                }
-            }
-    }
 
     template <class Variant, class Params>
     __device__ __forceinline__ static void run_dkdv(const Params& p, unsigned char* smem) {
@@ -165,8 +84,7 @@ struct BackwardDkdv {
         ptx::cp_async_commit();
 
         BlockCtx ctx{reinterpret_cast<long long*>(smem), tid, kThreads};
-        QueryCursor<Variant, Params, BM> cursor(a, b, kvh, n0, (n0 + BN < nk ? n0 + BN : nk) - 1,
-                                                kFuseDq ? static_cast<int>(blockIdx.x) : 0);
+        QueryCursor<Variant, Params, BM> cursor(a, n0, (n0 + BN < nk ? n0 + BN : nk) - 1);
         auto issue = [&](const QueryStep& st, int stage) {
             if (st.h >= 0) {
                 const unsigned dst = q_s + stage * kQStage;
@@ -232,11 +150,6 @@ struct BackwardDkdv {
             gemm_rn<E, kMF, DV / 8, kNT / 2, kCprV>(dv, pa, do_t + so, la);
             pack_a<E>(dp, pa);
             gemm_rn<E, kMF, DQK / 8, kNT / 2, kCprQ>(dk, pa, q_t + so, la);
-            if constexpr (kFuseDq) {
-                store_ds_t(pa, sbase + kDsOff, warp, lane);
-                block_sync();  // dS^T complete (the next step's first barrier protects it again)
-                add_dq_partial(a, sbase + kDsOff, k_s, b, cur.h, cur.m0, warp, lane);
-            }
             cur = next;
             stage ^= 1;
         }

@@ -7,6 +7,8 @@
 //   row  w * 16 * kMF + 16 mf + g + 8 (e >> 1)     (row slot r = 2 mf + (e >> 1))
 //   col  8 nt + 2 t4 + (e & 1)
 // so a row is spread over the 4 lanes of a quad (QuadRowReduce), in pairs (e, e + 1).
+// With kWarpsN > 1 the warps form a grid, kWarpsN warps across: warp w owns rows from
+// (w / kWarpsN) * 16 * kMF and columns from (w % kWarpsN) * 8 * kNT.
 #pragma once
 
 #include "attnjit/common/ptx.cuh"
@@ -16,7 +18,7 @@
 namespace attnjit {
 namespace sm80 {
 
-template <int kMF_, int kNT_>
+template <int kMF_, int kNT_, int kWarpsN = 1>
 struct MmaCLayout {
     static constexpr int kMF = kMF_, kNT = kNT_;
     using Frag = float[kMF][kNT][4];
@@ -27,8 +29,12 @@ struct MmaCLayout {
     // these kernels sit at 255 registers, and two more live values moved the document-mask
     // kernel (d128, sm_90a) from 120 to 164 bytes of spill stores and made it 3-4% slower.
     __device__ __forceinline__ MmaCLayout() {}
-    __device__ __forceinline__ static int row0() { return (threadIdx.x >> 5) * 16 * kMF + ((threadIdx.x & 31) >> 2); }  // w * 16 * kMF + g
-    __device__ __forceinline__ static int col0() { return 2 * (threadIdx.x & 3); }  // 2 * t4
+    __device__ __forceinline__ static int row0() {  // (w / kWarpsN) * 16 * kMF + g
+        return (threadIdx.x >> 5) / kWarpsN * 16 * kMF + ((threadIdx.x & 31) >> 2);
+    }
+    __device__ __forceinline__ static int col0() {  // (w % kWarpsN) * 8 * kNT + 2 * t4
+        return (threadIdx.x >> 5) % kWarpsN * 8 * kNT + 2 * (threadIdx.x & 3);
+    }
 
     __device__ __forceinline__ int row(int r) const { return row0() + 16 * (r >> 1) + 8 * (r & 1); }
     __device__ __forceinline__ int col(int nt, int e) const { return 8 * nt + col0() + (e & 1); }

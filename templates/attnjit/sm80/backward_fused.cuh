@@ -1,0 +1,302 @@
+// backward_fused on tensor cores (fp16, bf16; sm_80+; head dims 64 and 128): one CTA of 8
+// warps per KV tile of BN keys, grid (ceil(Nk / BN), Hkv, B), after backward_stats (the
+// per-row LSE2 and Delta, BackwardArgs::stats; the fp32 dQ sums zeroed).
+//
+//   K, V of the tile stay in shared memory; Q, dO and the statistics of every query tile
+//   of every query head of the group (QueryCursor: masked tiles skipped) stream through
+//   two cp.async stages. Each step (one query tile of BM rows), with the warps in a
+//   different grid for each product so that every warp reads operands for 32 x 32 (or
+//   more) outputs from shared memory (FlashAttention-2's layout):
+//     S = Q K^T, dP = dO V^T       2 x 4 warps (queries x keys), gemm_nt
+//     P, dS                        BackwardScores::queries_are_rows, then to shared memory
+//     dV += P^T dO, dK += dS^T Q   4 x 2 warps (keys x columns), load_a_trans + gemm_rn
+//     dQ_partial = dS K            2 x 4 warps (queries x columns), gemm_nn
+//   dQ_partial is added to the fp32 sums (BackwardArgs::dq_accum) with reductions: in any
+//   order (the fast backward), or (BackwardArgs::dq_turns) one CTA at a time per query
+//   tile, in a fixed order (common/query_schedule.cuh): the same bits every run. The CTAs
+//   are numbered in descending key-tile order, so that in the descending order of turns
+//   a CTA never waits on one dispatched after it. dK (scaled once) and dV are stored at
+//   the end: one thread's fixed-order sums.
+//
+// Shared memory (smem_bytes in common/kernel_config.h): scratch | K [BN x DQK] |
+// V [BN x DV] | 2 x (Q [BM x DQK] | dO [BM x DV]) | 2 x (LSE2 [BM] | Delta [BM]) (f32) |
+// P [BM x BN] | dS [BM x BN].
+#pragma once
+
+#include "attnjit/backward/args.h"
+#include "attnjit/common/backward_scores.cuh"
+#include "attnjit/common/intervals.cuh"
+#include "attnjit/common/kernel_config.h"
+#include "attnjit/common/ptx.cuh"
+#include "attnjit/common/query_schedule.cuh"
+#include "attnjit/common/types.cuh"
+#include "attnjit/sm80/copy.cuh"
+#include "attnjit/sm80/fragment.cuh"
+#include "attnjit/sm80/gemm.cuh"
+
+namespace attnjit {
+namespace sm80 {
+
+// The byte offset and lane chunk pattern of a B operand read from column chunk `first` of
+// a swizzled tile on. `first` is a multiple of the (power of two) number of chunks the warp
+// reads, so the offset's low bits and the warp's own chunk bits never overlap and the XOR
+// swizzle of their sum is that of the offset folded into the lane's row phase.
+struct ColumnWindow {
+    unsigned bytes;
+    LaneChunks lc;
+    __device__ __forceinline__ ColumnWindow(int first, int hi, int r7)
+        : bytes((first >> 3) * 128), lc(hi, r7 ^ (first & 7)) {}
+};
+
+template <class E, int DQK, int DV, int BM, int BN, int W>
+struct BackwardFused {
+    static constexpr int kThreads = W * 32;
+    static_assert(W == 8, "backward_fused: 8 warps");
+    static_assert((DQK == 64 || DQK == 128) && (DV == 64 || DV == 128), "backward_fused: head dims 64 or 128");
+    static_assert((BM == 32 || BM == 64 || (BM == 128 && DQK == 64 && DV == 64)) && (BN == 64 || BN == 128),
+                  "backward_fused: block_m 32 or 64 (128 with head dims 64), block_n 64 or 128");
+
+    // S, dP: 2 x 4 warps over (queries, keys). dK, dV: 4 x 2 over (keys, columns). dQ: 2 x 4
+    // over (queries, columns).
+    static constexpr int kMFS = BM / 32, kNTS = BN / 32;
+    static constexpr int kMFK = BN / 64, kNTK = DQK / 16, kNTV = DV / 16;
+    static constexpr int kMFQ = BM / 32, kNTQ = DQK / 32;
+    static constexpr int kCprQ = DQK / 8, kCprV = DV / 8, kCprP = BN / 8;
+
+    static constexpr int kKOff = scratch_bytes(W);
+    static constexpr int kVOff = kKOff + BN * DQK * 2;
+    static constexpr int kQOff = kVOff + BN * DV * 2;
+    static constexpr int kDoInStage = BM * DQK * 2;
+    static constexpr int kQStage = BM * (DQK + DV) * 2;
+    static constexpr int kStatOff = kQOff + 2 * kQStage;
+    static constexpr int kStatStage = 2 * BM * 4;  // LSE2 [BM] | Delta [BM]
+    static constexpr int kPOff = kStatOff + 2 * kStatStage;
+    static constexpr int kDsOff = kPOff + BM * BN * 2;
+    static constexpr int kSmemBytes = kDsOff + BM * BN * 2;
+    static_assert(kSmemBytes == smem_bytes(KernelConfig{KernelKind::backward_fused, MainloopKind::sm80,
+                                                        ElemKindOf<E>::value, DQK, DV, TileConfig{BM, BN, W, 2}}),
+                  "sm80::BackwardFused shared-memory layout disagrees with smem_bytes in common/kernel_config.h");
+
+    static constexpr const char* kName = "sm80 backward";
+    static constexpr bool kSupportsOutputTransform = false;
+    static constexpr bool kSupportsScoreTileTransform = false;
+    static constexpr int kMaxExtraOperands = 0;
+
+    using SLayout = MmaCLayout<kMFS, kNTS, 4>;  // S, P, dP, dS
+    using KLayout = MmaCLayout<kMFK, kNTK, 2>;  // dK
+    using VLayout = MmaCLayout<kMFK, kNTV, 2>;  // dV
+    using QLayout = MmaCLayout<kMFQ, kNTQ, 4>;  // dQ_partial
+    static constexpr int kRows = SLayout::kRows;
+
+    // A C fragment of S's layout, packed, into a swizzled [BM x BN] tile.
+    __device__ __forceinline__ static void store_tile(const float (&f)[kMFS][kNTS][4], unsigned tile, int warp,
+                                                      int lane) {
+#pragma unroll
+        for (int mf = 0; mf < kMFS; ++mf)
+#pragma unroll
+            for (int hi = 0; hi < 2; ++hi) {
+                const int row = (warp >> 2) * 16 * kMFS + 16 * mf + (lane >> 2) + 8 * hi;
+                const unsigned row_s = tile + row * kCprP * 16 + 4 * (lane & 3);
+#pragma unroll
+                for (int nt = 0; nt < kNTS; ++nt)
+                    ptx::st_shared_b32(row_s + swz_chunk<kCprP>((warp & 3) * kNTS + nt, row & 7) * 16,
+                                       FromFloat<E>::pack2(f[mf][nt][2 * hi], f[mf][nt][2 * hi + 1]));
+            }
+    }
+
+    // dQ_partial rows < Nq added to the fp32 sums of head h.
+    __device__ __forceinline__ static void add_dq(const BackwardArgs& a, const float (&dq)[kMFQ][kNTQ][4], int b,
+                                                  int h, int m0) {
+        const QLayout ql;
+        float* base = a.dq_accum + ((long long)b * a.q_heads + h) * a.q_len * DQK + ql.lane_col();
+#pragma unroll
+        for (int r = 0; r < QLayout::kRows; ++r) {
+            const int q = m0 + ql.row(r);
+            if (q < a.q_len)
+#pragma unroll
+                for (int nt = 0; nt < kNTQ; ++nt)
+                    ptx::red_add_f32x2(base + (long long)q * DQK + 8 * nt, dq[r >> 1][nt][2 * (r & 1)],
+                                       dq[r >> 1][nt][2 * (r & 1) + 1]);
+        }
+    }
+
+    template <class Variant, class Params>
+    __device__ __forceinline__ static void run_dkdv(const Params& p, unsigned char* smem) {
+        const BackwardArgs& a = p.args;
+        const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+        int* const turns = a.dq_turns;  // null: the fast backward
+        const int key_tiles = gridDim.x, key_tile = turns ? key_tiles - 1 - blockIdx.x : blockIdx.x;
+        const int n0 = key_tile * BN, kvh = blockIdx.y, b = blockIdx.z;
+        const int nq = a.q_len, nk = a.kv_len;
+        const int q_tiles = (nq + BM - 1) / BM;
+        const E* qh = static_cast<const E*>(a.q) + b * a.q_stride[0];
+        const E* doh = static_cast<const E*>(a.d_o) + b * a.do_stride[0];
+        const long long qsn = a.q_stride[2], dosn = a.do_stride[2];
+        const long long plane = (long long)a.batch * a.q_heads * nq;
+
+        const unsigned sbase = ptx::smem_addr(smem);
+        const unsigned k_s = sbase + kKOff, v_s = sbase + kVOff, q_s = sbase + kQOff, stat_s = sbase + kStatOff;
+        const unsigned p_s = sbase + kPOff, ds_s = sbase + kDsOff;
+        copy_tile<E, kThreads, BN, DQK>(k_s,
+                                        static_cast<const E*>(a.k) + b * a.k_stride[0] + kvh * a.k_stride[1] +
+                                            n0 * a.k_stride[2],
+                                        a.k_stride[2], nk - n0, static_cast<const E*>(a.k), tid);
+        copy_tile<E, kThreads, BN, DV>(v_s,
+                                       static_cast<const E*>(a.v) + b * a.v_stride[0] + kvh * a.v_stride[1] +
+                                           n0 * a.v_stride[2],
+                                       a.v_stride[2], nk - n0, static_cast<const E*>(a.v), tid);
+        ptx::cp_async_commit();
+
+        BlockCtx ctx{reinterpret_cast<long long*>(smem), tid, kThreads};
+        // The fast backward starts CTAs at different query tiles, so that their additions
+        // do not all meet on the same rows at once; the ordered one walks them in order.
+        QueryCursor<Variant, Params, BM, BN> cursor(a, n0, (n0 + BN < nk ? n0 + BN : nk) - 1, turns ? 0 : key_tile);
+        if (turns) cursor.order_by_key_tiles(a, key_tile);
+        auto issue = [&](const QueryStep& st, int stage) {
+            if (st.h >= 0) {
+                const unsigned dst = q_s + stage * kQStage;
+                const int valid = nq - st.m0;
+                copy_tile<E, kThreads, BM, DQK>(dst, qh + st.h * a.q_stride[1] + st.m0 * qsn, qsn, valid, qh, tid);
+                copy_tile<E, kThreads, BM, DV>(dst + kDoInStage, doh + st.h * a.do_stride[1] + st.m0 * dosn, dosn,
+                                               valid, doh, tid);
+                const float* ws = a.stats + ((long long)b * a.q_heads + st.h) * nq + st.m0;
+                for (int i = tid; i < 2 * BM; i += kThreads) {
+                    const int r = i < BM ? i : i - BM;
+                    const bool ok = r < valid;
+                    ptx::cp_async_4(stat_s + stage * kStatStage + i * 4, ok ? ws + (i < BM ? 0 : plane) + r : a.stats,
+                                    ok);
+                }
+            }
+        };
+        QueryStep cur = cursor.advance(p, ctx);
+        issue(cur, 0);
+        ptx::cp_async_commit();
+
+        const int a_row = LaneRows::a_row(lane), b_row = LaneRows::b_row(lane);
+        const int r7 = lane & 7, a_hi = lane >> 4;
+        const LaneChunks la = LaneRows::a_chunks(lane), lb = LaneRows::b_chunks(lane);
+        // S = Q K^T, dP = dO V^T: A rows of the warp's queries, B rows of its keys.
+        const int s_row = (warp >> 2) * 16 * kMFS, s_key = (warp & 3) * 8 * kNTS;
+        const unsigned q_nt = q_s + (s_row + a_row) * kCprQ * 16, do_nt = q_s + kDoInStage + (s_row + a_row) * kCprV * 16;
+        const unsigned k_nt = k_s + (s_key + b_row) * kCprQ * 16, v_nt = v_s + (s_key + b_row) * kCprV * 16;
+        // dV += P^T dO, dK += dS^T Q: the warp's key fragments, its half of the columns.
+        const int kv_frag = (warp >> 1) * kMFK;
+        const ColumnWindow wv((warp & 1) * kNTV, a_hi, r7), wk((warp & 1) * kNTK, a_hi, r7);
+        const unsigned do_t = q_s + kDoInStage + a_row * kCprV * 16 + wv.bytes;
+        const unsigned q_t = q_s + a_row * kCprQ * 16 + wk.bytes;
+        // dQ_partial = dS K: A rows of the warp's queries, its quarter of the columns of K.
+        const ColumnWindow wq((warp & 3) * kNTQ, a_hi, r7);
+        const unsigned ds_nn = ds_s + ((warp >> 2) * 16 * kMFQ + a_row) * kCprP * 16;
+        const unsigned k_nn = k_s + a_row * kCprQ * 16 + wq.bytes;
+        const float* stats = reinterpret_cast<const float*>(smem + kStatOff);
+
+        const SLayout sl;
+        float dk[kMFK][kNTK][4], dv[kMFK][kNTV][4];
+        KLayout::clear(dk);
+        VLayout::clear(dv);
+        typename Variant::Head hd = Variant::make_head(p, b, kvh * a.group, kvh);
+        int hd_h = kvh * a.group;
+        const bool edge = n0 + BN > nk;
+        int* published = nullptr;  // ordered: the turn counter of the last step, to publish
+        int published_value = 0;
+        int stage = 0;
+        while (cur.h >= 0) {
+            ptx::cp_async_wait<0>();
+            block_sync();  // this step's Q, dO, stats landed; every warp is done with the other stage, P, dS
+            const QueryStep next = cursor.advance(p, ctx);
+            issue(next, stage ^ 1);
+            ptx::cp_async_commit();
+            if (cur.h != hd_h) {
+                hd = Variant::make_head(p, b, cur.h, kvh);
+                hd_h = cur.h;
+            }
+
+            const unsigned so = stage * kQStage;
+            {
+                float s[kMFS][kNTS][4], dp[kMFS][kNTS][4];
+                SLayout::clear(s);
+                SLayout::clear(dp);
+                gemm_nt<E, kMFS, kNTS, DQK / 16, kCprQ, kCprQ>(s, q_nt + so, k_nt, la, lb);
+                gemm_nt<E, kMFS, kNTS, DV / 16, kCprV, kCprV>(dp, do_nt + so, v_nt, la, lb);
+                const float* lse2_s = stats + stage * 2 * BM;
+                int qc[kRows];
+                typename Variant::Row rw[kRows];
+                float lse2[kRows], delta[kRows];
+#pragma unroll
+                for (int r = 0; r < kRows; ++r) {
+                    const int row = sl.row(r), q = cur.m0 + row;
+                    qc[r] = q < nq ? q : nq - 1;
+                    rw[r] = Variant::make_row(p, hd, qc[r]);
+                    lse2[r] = q < nq ? lse2_s[row] : -neg_inf();  // padding rows: P = 0
+                    delta[r] = lse2_s[BM + row];
+                }
+                const BackwardScores<Variant, Params> scores{p, hd, a.scale, a.scale * kLog2e,
+                                                             Variant::kHasMask && cur.cls == TileClass::kPartial};
+                if (edge)
+                    scores.template queries_are_rows<true>(sl, s, dp, qc, rw, lse2, delta, n0, nk);
+                else
+                    scores.template queries_are_rows<false>(sl, s, dp, qc, rw, lse2, delta, n0, nk);
+                store_tile(s, p_s, warp, lane);
+                store_tile(dp, ds_s, warp, lane);
+            }
+            block_sync();  // P, dS complete
+            // Ordered: publish the last step's additions now, a product after they were
+            // issued, so the release does not wait for them; and look at this step's turn
+            // early, so the wait below rarely goes to memory.
+            int turn_seen = 0;
+            if (turns && tid == 0) {
+                if (published) ptx::st_release_gpu(published, published_value);
+                if (cur.wait_for > 0)
+                    turn_seen = ptx::ld_acquire_gpu(turns + ((long long)b * a.q_heads + cur.h) * q_tiles + cur.m0 / BM);
+            }
+            published = nullptr;
+
+            {
+                unsigned pt[kMFK][BM / 16][4];
+                load_a_trans<E, kMFK, BM / 16, kCprP>(pt, p_s, kv_frag, lane);
+                gemm_rn<E, kMFK, kNTV, BM / 16, kCprV>(dv, pt, do_t + so, wv.lc);
+                load_a_trans<E, kMFK, BM / 16, kCprP>(pt, ds_s, kv_frag, lane);
+                gemm_rn<E, kMFK, kNTK, BM / 16, kCprQ>(dk, pt, q_t + so, wk.lc);
+            }
+            {
+                float dq[kMFQ][kNTQ][4];
+                QLayout::clear(dq);
+                gemm_nn<E, kMFQ, kNTQ, BN / 16, kCprP, kCprQ>(dq, ds_nn, k_nn, la, wq.lc);
+                if (turns) {
+                    int* const turn = turns + ((long long)b * a.q_heads + cur.h) * q_tiles + cur.m0 / BM;
+                    if (tid == 0 && turn_seen < cur.wait_for)
+                        while (ptx::ld_acquire_gpu(turn) < cur.wait_for) {
+                        }
+                    block_sync();  // our turn to add
+                    published = turn;  // after the next barrier: every warp's additions are issued
+                    published_value = cur.position + 1;
+                }
+                add_dq(a, dq, b, cur.h, cur.m0);
+            }
+            cur = next;
+            stage ^= 1;
+        }
+        ptx::cp_async_wait<0>();
+        if (published) {
+            block_sync();
+            if (tid == 0) ptx::st_release_gpu(published, published_value);
+        }
+
+        const KLayout kl;
+        const VLayout vl;
+        E* dkg = static_cast<E*>(a.dk) + b * a.dk_stride[0] + kvh * a.dk_stride[1];
+        E* dvg = static_cast<E*>(a.dv) + b * a.dv_stride[0] + kvh * a.dv_stride[1];
+        const float scale = a.scale;
+#pragma unroll
+        for (int r = 0; r < KLayout::kRows; ++r) {
+            const int k = n0 + kl.row(r);
+            if (k < nk) {
+                kl.store_row(dkg + k * a.dk_stride[2] + kl.lane_col(), dk, r, [scale](float x, int) { return x * scale; });
+                vl.store_row(dvg + k * a.dv_stride[2] + vl.lane_col(), dv, r, [](float x, int) { return x; });
+            }
+        }
+    }
+};
+
+}  // namespace sm80
+}  // namespace attnjit
