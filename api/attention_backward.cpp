@@ -3,6 +3,7 @@
 #include "api/backward_launch.h"
 #include "api/prepared_kernel.h"
 #include "codegen/kernel_config.h"
+#include "codegen/lower.h"
 
 #include <vector>
 #include "runtime/device.h"
@@ -22,13 +23,20 @@ enum class BackwardPath {
 };
 
 // The fused kernels exist where backward_fused has its sm80 main loop (fp16 / bf16) and
-// its warp grids fit the head dims (64, 128).
-BackwardPath choose_path(const AttentionSpec& spec, const CompileOptions& options, const api::Target& target) {
+// its warp grids fit the head dims (64, 128). The ordered one finds, for every step, the
+// CTA whose addition comes before its own by classifying that CTA's tile; a mask whose
+// classification reads tensors (a document mask) would pay a block-wide range reduction
+// per candidate, so those take the two-pass backward (3.4x faster on the H100 at N 8192,
+// bench/results/2026-11-23-h100-8086ade-fwdbwd.md).
+BackwardPath choose_path(const AttentionSpec& spec, const codegen::SpecInputs& inputs, const CompileOptions& options,
+                         const api::Target& target) {
     const KernelConfig c = default_config(KernelKind::backward_fused, codegen::elem_kind(spec.dtype()),
                                           spec.head_dim_qk(), spec.head_dim_v(), codegen::sm_version(target.arch));
     if (c.mainloop != MainloopKind::sm80 || !config_is_valid(c)) return BackwardPath::two_pass;
     if (!options.deterministic) return BackwardPath::fused_any;
-    return options.fused_backward ? BackwardPath::fused_ordered : BackwardPath::two_pass;
+    if (!options.fused_backward || codegen::lower(spec, inputs, KernelKind::backward_fused).classify.reads_memory)
+        return BackwardPath::two_pass;
+    return BackwardPath::fused_ordered;
 }
 
 const char* path_kernels(BackwardPath path) {
@@ -63,7 +71,7 @@ AttentionBackward::AttentionBackward(const AttentionSpec& spec, const CompileOpt
     impl_->spec = spec;
     const api::Target target = api::resolve_target(options);
     impl_->arch = target.arch;
-    impl_->path = choose_path(spec, options, target);
+    impl_->path = choose_path(spec, impl_->inputs, options, target);
     if (target.on_device) impl_->sm_count = runtime::current_device().sm_count;
     auto add = [&](KernelKind kind, const std::optional<TileConfig>& tile) {
         impl_->kernels.push_back(api::prepare_kernel(spec, impl_->inputs, kind, target, tile));
@@ -124,6 +132,11 @@ void AttentionBackward::operator()(const LaunchArgs& fwd, const GradArgs& grads,
 
 const AttentionSpec& AttentionBackward::spec() const { return impl_->spec; }
 const KernelConfig& AttentionBackward::config(KernelKind kind) const { return impl_->kernel(kind).config; }
+std::vector<KernelKind> AttentionBackward::kernel_kinds() const {
+    std::vector<KernelKind> kinds;
+    for (const auto& k : impl_->kernels) kinds.push_back(k.config.kind);
+    return kinds;
+}
 codegen::KernelSource AttentionBackward::source(KernelKind kind) const {
     return impl_->kernel(kind).source(impl_->spec, impl_->inputs);
 }

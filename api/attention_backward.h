@@ -3,8 +3,9 @@
 // default: the same inputs give the same bits. Where the fused kernels exist (fp16 / bf16,
 // head dims up to 128) it runs backward_stats, backward_fused (dK, dV, and dQ = dS K added
 // to fp32 sums, one key tile at a time per query tile in a fixed order) and
-// backward_dq_convert; elsewhere, or with CompileOptions.fused_backward = false,
-// backward_dq then backward_dkdv (no additions across CTAs; two products more per tile).
+// backward_dq_convert; elsewhere, for masks whose tile classification reads tensors
+// (document masks), or with CompileOptions.fused_backward = false, backward_dq then
+// backward_dkdv (no additions across CTAs; two products more per tile).
 // CompileOptions.deterministic = false lets the fused kernel add dQ in any order (fp32
 // atomics): a little faster, but the bits of dQ may change from run to run (dK and dV stay
 // deterministic).
@@ -20,6 +21,7 @@
 #pragma once
 
 #include <memory>
+#include <vector>
 
 #include "api/attention.h"
 
@@ -49,6 +51,7 @@ public:
 
     const AttentionSpec& spec() const;
     const KernelConfig& config(KernelKind kind) const;  // one of the kernels it runs
+    std::vector<KernelKind> kernel_kinds() const;       // the kernels it runs, in launch order
     // False when dQ is added in any order (CompileOptions.deterministic = false, fused).
     bool deterministic() const;
     codegen::KernelSource source(KernelKind kind) const;

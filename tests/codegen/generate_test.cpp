@@ -60,8 +60,8 @@ TEST(Generate, DefaultTileFitsTheArch) {
 }
 
 // Every kind's default configuration, for every dtype and head-dim pair, runs on every arch
-// kernel_config.h knows (the shared-memory limit included); the fast backward's kinds where
-// it exists (its main loop is sm80).
+// kernel_config.h knows (the shared-memory limit included); the fused backward's kinds where
+// it exists (its main loop is sm80; backward_fused at head dims 64 and 128).
 TEST(Generate, EveryDefaultConfigRunsOnEveryKnownArch) {
     for (int sm : {80, 86, 87, 89, 90, 100, 103, 120})
         for (KernelKind kind : {KernelKind::forward, KernelKind::backward_dkdv, KernelKind::backward_dq,
@@ -71,7 +71,8 @@ TEST(Generate, EveryDefaultConfigRunsOnEveryKnownArch) {
                     for (int dv : {32, 64, 96, 128, 256}) {
                         const KernelConfig c = default_config(kind, e, dqk, dv, sm);
                         const bool fast_kind = kind == KernelKind::backward_fused || is_backward_rows(kind);
-                        if (fast_kind && c.mainloop != MainloopKind::sm80) continue;  // no fast backward there
+                        if (fast_kind && c.mainloop != MainloopKind::sm80) continue;  // no fused backward there
+                        if (kind == KernelKind::backward_fused && !fused_backward_head_dims(dqk, dv)) continue;
                         const char* why = why_config_invalid_on(c, sm);
                         EXPECT_EQ(why, nullptr) << c << " on sm_" << sm << ": " << why;
                     }

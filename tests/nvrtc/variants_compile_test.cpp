@@ -103,10 +103,11 @@ TEST_P(BackwardCompiles, BothKinds) {
     const std::string& name = GetParam();
     std::vector<Job> jobs;
     auto add = [&](const dsl::AttentionSpec& spec, const char* arch, const std::string& what) {
-        const bool fast = spec.dtype() != DType::f32 && spec.head_dim_qk() <= 128 && spec.head_dim_v() <= 128;
+        const bool fused =
+            spec.dtype() != DType::f32 && fused_backward_head_dims(spec.head_dim_qk(), spec.head_dim_v());
         for (KernelKind kind : {KernelKind::backward_dkdv, KernelKind::backward_dq, KernelKind::backward_stats,
                                 KernelKind::backward_fused, KernelKind::backward_dq_convert})
-            if (fast || kind == KernelKind::backward_dkdv || kind == KernelKind::backward_dq)
+            if (fused || kind == KernelKind::backward_dkdv || kind == KernelKind::backward_dq)
                 jobs.push_back({what + " " + kernel_kind_name(kind) + " " + arch,
                                 generate(spec, make_config(spec, kind, arch), arch), arch});
     };
@@ -117,7 +118,7 @@ TEST_P(BackwardCompiles, BothKinds) {
         for (int hd : {32, 96, 128, 256})
             for (const auto& [n, spec] : example_specs(DType::bf16, hd))
                 if (n == name) add(spec, "sm_80", name + " bf16 d" + std::to_string(hd));
-        for (int hd : {128, 256})  // the 99 KiB tiles
+        for (int hd : {64, 128, 256})  // the 99 KiB tiles
             for (const auto& [n, spec] : example_specs(DType::f16, hd))
                 if (n == name) add(spec, "sm_86", name + " f16 d" + std::to_string(hd));
         dsl::AttentionSpec uneven;

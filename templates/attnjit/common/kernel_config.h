@@ -187,6 +187,12 @@ ATTNJIT_HD constexpr int threads(const KernelConfig& c) { return c.tile.warps * 
 
 // ---- validity ---------------------------------------------------------------------------
 
+// The head dims backward_fused's warp grids split evenly (sm80/backward_fused.cuh); other
+// head dims run the two-pass backward.
+ATTNJIT_HD constexpr bool fused_backward_head_dims(int dqk, int dv) {
+    return (dqk == 64 || dqk == 128) && (dv == 64 || dv == 128);
+}
+
 // Null when the configuration is valid on some GPU; otherwise the reason, in English.
 ATTNJIT_HD constexpr const char* why_config_invalid(const KernelConfig& c) {
     const TileConfig& t = c.tile;
@@ -222,7 +228,7 @@ ATTNJIT_HD constexpr const char* why_config_invalid(const KernelConfig& c) {
             if (t.block_m != 32 && t.block_m != 64 && !(t.block_m == 128 && c.head_dim_qk == 64 && c.head_dim_v == 64))
                 return "backward_fused: block_m 32 or 64 (or 128 with head dims 64)";
             if (t.block_n != 64 && t.block_n != 128) return "backward_fused: block_n 64 or 128";
-            if ((c.head_dim_qk != 64 && c.head_dim_qk != 128) || (c.head_dim_v != 64 && c.head_dim_v != 128))
+            if (!fused_backward_head_dims(c.head_dim_qk, c.head_dim_v))
                 return "backward_fused: head dims 64 or 128 (others run the two-pass backward)";
         }
     } else if (is_backward(c.kind)) {
