@@ -7,6 +7,7 @@
 #pragma once
 
 #include <map>
+#include <set>
 #include <memory>
 #include <optional>
 #include <ostream>
@@ -37,6 +38,9 @@ struct CompileOptions {
     // fp32 atomics (its bits may change from run to run), where it exists (fp16 / bf16,
     // head dims up to 128); elsewhere the deterministic one runs regardless.
     bool deterministic = true;
+    // AttentionBackward only: the captured tensors and runtime scalars whose gradients it
+    // computes (GradArgs::grads); asking for any runs the deterministic backward.
+    std::set<std::string> grads = {};
 };
 
 struct LaunchArgs {

@@ -3,7 +3,10 @@
 #include "api/backward_launch.h"
 #include "api/prepared_kernel.h"
 #include "codegen/kernel_config.h"
+#include "codegen/lower.h"
 
+#include <optional>
+#include <set>
 #include <vector>
 #include "runtime/stream_buffer.h"
 #include "support/debug.h"
@@ -17,6 +20,12 @@ struct AttentionBackward::Impl {
     std::string arch;
     bool fast = false;                    // backward_stats, backward_fused, backward_dq_convert
     std::vector<api::PreparedKernel> kernels;  // in launch order
+    // Gradients of captured tensors and scalars (CompileOptions.grads), from backward_dq's plan.
+    std::set<std::string> grads;
+    std::vector<codegen::InputGradOutput> grad_outputs;
+    std::set<std::string> stored;  // outputs written elementwise
+    int grad_accums = 0;           // sites summed per CTA
+    bool grad_work = false;        // the GradWork field exists
 
     const api::PreparedKernel& kernel(KernelKind kind) const {
         for (const auto& k : kernels)
@@ -34,7 +43,7 @@ namespace {
 // The fast sequence where it exists (its main loop is sm80: fp16 / bf16, head dims up to
 // 128); the deterministic one otherwise.
 bool use_fast_backward(const AttentionSpec& spec, const CompileOptions& options, const api::Target& target) {
-    if (options.deterministic) return false;
+    if (options.deterministic || !options.grads.empty()) return false;  // gradients: backward_dq computes them
     const KernelConfig c = default_config(KernelKind::backward_fused, codegen::elem_kind(spec.dtype()),
                                           spec.head_dim_qk(), spec.head_dim_v(), codegen::sm_version(target.arch));
     return c.mainloop == MainloopKind::sm80;
@@ -51,8 +60,21 @@ AttentionBackward::AttentionBackward(const AttentionSpec& spec, const CompileOpt
     const api::Target target = api::resolve_target(options);
     impl_->arch = target.arch;
     impl_->fast = use_fast_backward(spec, options, target);
+    if (!options.grads.empty()) {
+        // Validates the names and refuses the reads whose sums are not implemented
+        // (codegen/input_grads.h), before anything is compiled.
+        const codegen::KernelPlan plan = codegen::lower(spec, impl_->inputs, KernelKind::backward_dq, options.grads);
+        impl_->grads = options.grads;
+        impl_->grad_outputs = plan.grad_outputs;
+        for (const auto& site : plan.grad_sites)
+            if (site.store) impl_->stored.insert(plan.grad_outputs[static_cast<size_t>(site.output)].name);
+        impl_->grad_accums = plan.grad_accums();
+        impl_->grad_work = plan.grad_accum_outputs() > 0;
+    }
     auto add = [&](KernelKind kind, const std::optional<TileConfig>& tile) {
-        impl_->kernels.push_back(api::prepare_kernel(spec, impl_->inputs, kind, target, tile));
+        impl_->kernels.push_back(api::prepare_kernel(spec, impl_->inputs, kind, target, tile,
+                                                     kind == KernelKind::backward_dq ? impl_->grads
+                                                                                     : std::set<std::string>{}));
         debug(1) << "AttentionBackward: " << spec << " -> " << *impl_->kernels.back().compiled;
     };
     if (impl_->fast) {
@@ -72,10 +94,17 @@ AttentionBackward& AttentionBackward::operator=(AttentionBackward&&) noexcept = 
 void AttentionBackward::operator()(const LaunchArgs& fwd, const GradArgs& grads, Stream stream) const {
     check_launch_args(impl_->spec, impl_->inputs, fwd);
     check_grad_args(impl_->spec, fwd, grads);
+    check_input_grad_args(fwd, grads, impl_->grad_outputs, impl_->stored);
     user_check(can_launch()) << "this AttentionBackward was compiled for " << impl_->arch
                              << " only (CompileOptions.arch, or no usable GPU at construction), so it cannot "
                                 "launch; construct it without CompileOptions.arch where the GPU is";
     const auto &q = fwd.q.shape, &k = fwd.k.shape;
+    // Gradients of captured tensors and scalars are written by backward_dq, which has no CTA
+    // without a score element.
+    user_check(impl_->grads.empty() || (q[0] > 0 && q[1] > 0 && q[2] > 0))
+        << "this backward computes gradients of captured tensors or scalars, which no score element reads when B, "
+           "Hq or Nq is 0 (got q of shape ["
+        << q[0] << ", " << q[1] << ", " << q[2] << ", " << q[3] << "]): they are all zero; skip the backward";
     if (q[0] == 0 || q[1] == 0) return;  // no batch or no heads: nothing to write
     // Workspaces, O(N): the per-row statistics, and (fast) the fp32 dQ sums.
     const runtime::StreamBuffer stats(api::backward_stats_bytes(fwd), static_cast<CUstream>(stream));
@@ -83,11 +112,25 @@ void AttentionBackward::operator()(const LaunchArgs& fwd, const GradArgs& grads,
                                          static_cast<CUstream>(stream));
     const BackwardArgs block = api::backward_args(impl_->spec, fwd, grads, static_cast<float*>(stats.data()),
                                                   static_cast<float*>(dq_accum.data()));
+    // The per-CTA sums of gradients of captured tensors and scalars (GradWork): one partial
+    // and one index per summed site and backward_dq CTA, and a ticket zeroed here.
+    std::optional<runtime::StreamBuffer> work_buffer;
+    GradWork work{};
+    if (impl_->grad_work) {
+        const runtime::Dim3 g = api::backward_grid(impl_->kernel(KernelKind::backward_dq).config, fwd);
+        const int ctas = static_cast<int>(g.x * g.y * g.z);
+        work_buffer.emplace(api::grad_work_bytes(impl_->grad_accums, ctas), static_cast<CUstream>(stream));
+        work = api::grad_work(work_buffer->data(), impl_->grad_accums, ctas);
+        work_buffer->zero(api::grad_work_ticket_offset(impl_->grad_accums, ctas), 16);
+    }
     for (const api::PreparedKernel& kernel : impl_->kernels) {
         // Kernels over query rows have nothing to do when Nq == 0; dK and dV are written
         // (zeros) even then.
         if ((owns_keys(kernel.config.kind) ? k[2] : q[2]) == 0) continue;
-        kernel.launch(api::backward_grid(kernel.config, fwd), api::backward_params(kernel.layout, block, fwd),
+        const bool with_grads = kernel.config.kind == KernelKind::backward_dq && !impl_->grads.empty();
+        kernel.launch(api::backward_grid(kernel.config, fwd),
+                      api::backward_params(kernel.layout, block, fwd, with_grads ? &grads : nullptr,
+                                           with_grads && impl_->grad_work ? &work : nullptr),
                       stream);
     }
 }
@@ -108,5 +151,59 @@ double AttentionBackward::compile_seconds() const {
     return s;
 }
 bool AttentionBackward::deterministic() const { return !impl_->fast; }
+const std::set<std::string>& AttentionBackward::grads() const { return impl_->grads; }
+
+void check_input_grad_args(const LaunchArgs& fwd, const GradArgs& g, const std::vector<codegen::InputGradOutput>& outputs,
+                           const std::set<std::string>& stored) {
+    for (const auto& [name, view] : g.grads) {
+        bool asked = false;
+        for (const auto& o : outputs) asked = asked || o.name == name;
+        user_check(asked) << "GradArgs::grads has '" << name
+                          << "', which this AttentionBackward was not asked for; name it in CompileOptions.grads "
+                             "when constructing the backward";
+    }
+    for (const auto& o : outputs) {
+        auto it = g.grads.find(o.name);
+        user_check(it != g.grads.end()) << "the gradient of " << (o.scalar ? "scalar '" : "tensor '") << o.name
+                                        << "' is missing: GradArgs::grads[\"" << o.name
+                                        << "\"] must be given (CompileOptions.grads names it)";
+        const TensorView& t = it->second;
+        const std::string what = "GradArgs::grads[\"" + o.name + "\"]";
+        if (o.scalar) {
+            user_check(t.shape.empty() && t.dtype == DType::f32)
+                << what << " must be a 0-dim f32 tensor (the gradient of runtime scalar '" << o.name << "'), got dtype "
+                << dtype_name(t.dtype) << " and rank " << t.shape.size();
+            user_check(t.data != nullptr) << what << " has a null data pointer";
+            continue;
+        }
+        const TensorView& in = fwd.tensors.at(o.name);  // check_launch_args ran: it exists
+        user_check(t.dtype == in.dtype) << what << " has dtype " << dtype_name(t.dtype)
+                                        << " but must have the dtype of captured tensor '" << o.name << "', "
+                                        << dtype_name(in.dtype);
+        user_check(t.shape == in.shape && t.strides.size() == t.shape.size())
+            << what << " must have the shape of captured tensor '" << o.name << "' (rank " << in.shape.size()
+            << ", the same sizes); got rank " << t.shape.size();
+        bool empty = false;
+        for (int64_t d : t.shape) empty = empty || d == 0;
+        user_check(empty || t.data != nullptr) << what << " has a null data pointer";
+        for (size_t d = 0; d < t.shape.size(); ++d) {
+            if (t.shape[d] <= 1) continue;
+            user_check((t.strides[d] == 0) == (in.strides[d] == 0))
+                << what << " has stride " << t.strides[d] << " in dimension " << d << " where captured tensor '"
+                << o.name << "' has stride " << in.strides[d]
+                << ": a gradient has stride 0 exactly where its tensor broadcasts (the element then receives the sum)";
+            user_check(t.strides[d] != 0 || !stored.count(o.name))
+                << "captured tensor '" << o.name << "' broadcasts (stride 0) in dimension " << d
+                << ", so its gradient is a sum over that dimension; attnjit writes the gradient of an elementwise read "
+                   "(bias[b, h, q_idx, kv_idx]) only without broadcasts so far: pass the tensor expanded to full "
+                   "size, or leave it out of CompileOptions.grads";
+        }
+        for (const auto* out : {&g.dq, &g.dk, &g.dv, &g.d_o})
+            user_check(t.data == nullptr || t.data != out->data)
+                << what << " is the same memory as another gradient argument; pass a separate buffer";
+        user_check(t.data == nullptr || t.data != in.data)
+            << what << " is the same memory as captured tensor '" << o.name << "'; pass a separate buffer";
+    }
+}
 
 }  // namespace attnjit

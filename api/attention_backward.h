@@ -12,13 +12,25 @@
 //   fwd(a, stream);
 //   bwd(a, GradArgs{d_o, dq, dk, dv}, stream);       // after the forward, on the same stream
 //
-// Gradients of captured tensors and runtime scalars come with the next step of this issue;
-// they are not computed yet.
+// Gradients of captured tensors and runtime scalars (CompileOptions.grads, GradArgs::grads;
+// codegen/input_grads.h says which reads are supported): computed by backward_dq,
+// deterministically; asking for any runs the deterministic backward.
+//
+//   CompileOptions o;  o.grads = {"bias", "cap"};
+//   AttentionBackward bwd(spec.return_lse(), o);
+//   GradArgs g{d_o, dq, dk, dv};
+//   g.grads["bias"] = dbias;   // the shape and dtype of the captured tensor (see GradArgs)
+//   g.grads["cap"] = dcap;     // a scalar's: a 0-dim f32 tensor on the device
 #pragma once
 
+#include <map>
 #include <memory>
+#include <set>
+#include <string>
+#include <vector>
 
 #include "api/attention.h"
+#include "codegen/kernel_plan.h"
 
 namespace attnjit {
 
@@ -27,6 +39,12 @@ struct GradArgs {
     TensorView dq;   // [B, Hq, Nq, Dqk]  written
     TensorView dk;   // [B, Hkv, Nk, Dqk] written (summed over the query heads of a group)
     TensorView dv;   // [B, Hkv, Nk, Dv]  written
+    // Gradients of the captured tensors and runtime scalars named in CompileOptions.grads,
+    // by name, written (every element). A tensor's has its shape and dtype, any strides,
+    // and stride 0 exactly where the captured tensor has stride 0 in a dimension of size
+    // > 1 (a broadcast: that element receives the sum over the dimension); a scalar's is a
+    // 0-dim f32 tensor.
+    std::map<std::string, TensorView> grads = {};
 };
 
 class AttentionBackward {
@@ -48,6 +66,8 @@ public:
     const KernelConfig& config(KernelKind kind) const;  // one of the kernels it runs
     // False when it runs the fast backward (CompileOptions.deterministic = false).
     bool deterministic() const;
+    // The captured tensors and scalars whose gradients it computes (CompileOptions.grads).
+    const std::set<std::string>& grads() const;
     codegen::KernelSource source(KernelKind kind) const;
     bool can_launch() const;
     double compile_seconds() const;  // all its kernels
@@ -59,5 +79,10 @@ private:
 
 // The checks operator() runs on the gradient arguments (after check_launch_args on fwd).
 void check_grad_args(const AttentionSpec& spec, const LaunchArgs& fwd, const GradArgs& grads);
+
+// The checks of GradArgs::grads for a backward asked for `outputs` (plan of backward_dq;
+// `stored`: those written elementwise, which cannot take a stride-0 broadcast yet).
+void check_input_grad_args(const LaunchArgs& fwd, const GradArgs& grads,
+                           const std::vector<codegen::InputGradOutput>& outputs, const std::set<std::string>& stored);
 
 }  // namespace attnjit

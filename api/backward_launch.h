@@ -7,6 +7,7 @@
 
 #include "api/attention_backward.h"
 #include "attnjit/backward/args.h"
+#include "attnjit/backward/grad_args.h"
 #include "attnjit/common/kernel_config.h"
 #include "codegen/params_layout.h"
 #include "runtime/loaded_kernel.h"
@@ -20,8 +21,17 @@ BackwardArgs backward_args(const AttentionSpec& spec, const LaunchArgs& fwd, con
 size_t backward_stats_bytes(const LaunchArgs& fwd);
 size_t backward_dq_accum_bytes(const LaunchArgs& fwd);
 
+// grads, work: a backward_dq kernel with gradient outputs (ParamsField::Kind::Grad, GradWork
+// fields); null otherwise.
 std::vector<unsigned char> backward_params(const codegen::ParamsLayout& layout, const BackwardArgs& block,
-                                           const LaunchArgs& fwd);
+                                           const LaunchArgs& fwd, const GradArgs* grads = nullptr,
+                                           const GradWork* work = nullptr);
+
+// The workspace of the per-CTA sums of `sites` summed sites over `ctas` CTAs
+// (attnjit::GradWork): partials, indices, then the ticket (which must be zeroed).
+size_t grad_work_bytes(int sites, int ctas);
+GradWork grad_work(void* base, int sites, int ctas);
+size_t grad_work_ticket_offset(int sites, int ctas);
 
 // backward_dkdv, backward_fused: one CTA per (KV tile, kv head, batch); the others: one
 // per (query tile, query head, batch).

@@ -1,0 +1,141 @@
+// Gradients of captured tensors and runtime scalars in backward_dq (issue 8 item 4;
+// codegen/autodiff.h gives each read site's partial d t / d read, codegen/grad_reduction.h
+// how its contributions meet). backward_dq sees every score element (b, h, i, j) exactly
+// once, with dT = dL/dt = P (dP - Delta); a read site contributes dT * partial to the
+// element it reads. The generated Variant (kInputGrads) provides:
+//
+//   input_grads(p, hd, row, s, q, k, dt, acc)   every site at one in-range element:
+//       elementwise sites (an injective read, bias[b][h][i][j]) store dT * partial into
+//       their element, converted to the tensor's dtype (the only write to that element);
+//       reduced sites (GradReduction::Uniform: slopes[h], a 0-dim temperature, a runtime
+//       scalar) add dT * partial into the thread's acc[n]
+//   input_grads_zero(p, hd, q, k)               (kInputGradZeroFill) stores 0 into the
+//       elementwise sites' element of (q, k): a CTA clears its rows before its main loop
+//       because the tiles it skips (mask classification) store nothing
+//   kInputGradAccums, grad_site_index(p, hd, n) (the dense index of site n's element for
+//       this CTA's (b, h), -1 outside the tensor), grad_site_output(n),
+//       kInputGradOutputs, grad_output_size(p, o), grad_output_store(p, o, dense, v)
+//
+// Reduced sites (finish_input_grads): each CTA sums its threads' acc[n] in a fixed order
+// (warp butterfly, then warps in order) into partials[n][cta]; the CTA whose ticket says
+// it finished last sums, for every element, the partials that name it in (site, CTA)
+// order and stores the gradient. Same inputs, same bits, whatever the CTA schedule.
+#pragma once
+
+#include "attnjit/backward/grad_args.h"
+#include "attnjit/common/types.cuh"
+
+namespace attnjit {
+
+namespace grad_detail {
+
+__device__ __forceinline__ void fence_gpu() { asm volatile("fence.acq_rel.gpu;" ::: "memory"); }
+__device__ __forceinline__ unsigned ticket_add(unsigned* t) {
+    unsigned old;
+    asm volatile("atom.global.add.u32 %0, [%1], 1;" : "=r"(old) : "l"(t) : "memory");
+    return old;
+}
+__device__ __forceinline__ float load_cg(const float* p) {
+    float v;
+    asm volatile("ld.global.cg.f32 %0, [%1];" : "=f"(v) : "l"(p) : "memory");
+    return v;
+}
+__device__ __forceinline__ long long load_cg(const long long* p) {
+    long long v;
+    asm volatile("ld.global.cg.s64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+    return v;
+}
+
+}  // namespace grad_detail
+
+// Variants without gradient sites keep one unused slot, so the array type is valid.
+template <class Variant>
+struct InputGradAcc {
+    static constexpr int kN = Variant::kInputGradAccums > 0 ? Variant::kInputGradAccums : 1;
+    float v[kN];
+    __device__ __forceinline__ void clear() {
+#pragma unroll
+        for (int n = 0; n < kN; ++n) v[n] = 0.f;
+    }
+};
+
+// Elementwise sites: store 0 into every (q, k) element of query rows [m0, m0 + rows) of
+// this CTA (rows past Nq excluded), then a barrier, so the stores of the main loop land
+// after these. Only when tiles may be skipped (kInputGradZeroFill).
+template <class Variant, class Params, int kThreads>
+__device__ __forceinline__ void zero_fill_input_grads(const Params& p, const typename Variant::Head& hd, int m0,
+                                                      int rows, int nq, int nk) {
+    if constexpr (Variant::kInputGradZeroFill) {
+        const int last = (m0 + rows < nq ? m0 + rows : nq) - m0;
+        const long long total = static_cast<long long>(last) * nk;
+        for (long long e = threadIdx.x; e < total; e += kThreads)
+            Variant::input_grads_zero(p, hd, m0 + static_cast<int>(e / nk), static_cast<int>(e % nk));
+        block_sync();
+    }
+}
+
+// The end of a backward_dq CTA: the fixed-order sums of the reduced sites (see the top).
+// smem: the kernel's shared memory, free again (every warp is past its last use), at
+// least (kThreads * 4 + 32) * 4 bytes.
+template <class Variant, class Params, int kThreads>
+__device__ __forceinline__ void finish_input_grads(const Params& p, const typename Variant::Head& hd,
+                                                   InputGradAcc<Variant>& acc, unsigned char* smem) {
+    if constexpr (Variant::kInputGradOutputs > 0) {
+        constexpr int kWarps = kThreads / 32;
+        const GradWork& w = p.grad_work;
+        const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+        const int cta = static_cast<int>((blockIdx.z * gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x);
+        float* red = reinterpret_cast<float*>(smem);  // [kWarps]
+        unsigned* flag = reinterpret_cast<unsigned*>(smem) + 32;
+        block_sync();
+#pragma unroll
+        for (int n = 0; n < Variant::kInputGradAccums; ++n) {
+            float v = acc.v[n];
+#pragma unroll
+            for (int o = 16; o > 0; o >>= 1) v += shfl_xor(v, o);
+            if (lane == 0) red[warp] = v;
+            block_sync();
+            if (tid == 0) {
+                float s = 0.f;
+                for (int i = 0; i < kWarps; ++i) s += red[i];
+                w.partials[static_cast<long long>(n) * w.ctas + cta] = s;
+                w.index[static_cast<long long>(n) * w.ctas + cta] = Variant::grad_site_index(p, hd, n);
+            }
+            block_sync();
+        }
+        if (tid == 0) {
+            grad_detail::fence_gpu();  // the partials are visible before the ticket counts them
+            flag[0] = grad_detail::ticket_add(w.ticket) == static_cast<unsigned>(w.ctas - 1) ? 1u : 0u;
+            grad_detail::fence_gpu();
+        }
+        block_sync();
+        if (flag[0] == 0) return;
+
+        // The last CTA: every partial is written. Element e of a chunk belongs to thread
+        // e % kThreads, which adds its partials in (site, CTA) order.
+        constexpr int kChunk = kThreads * 4;
+        float* sum = reinterpret_cast<float*>(smem) + 64;
+        for (int o = 0; o < Variant::kInputGradOutputs; ++o) {
+            const long long size = Variant::grad_output_size(p, o);
+            for (long long e0 = 0; e0 < size; e0 += kChunk) {
+                for (int e = tid; e < kChunk; e += kThreads) sum[e] = 0.f;
+                block_sync();
+                for (int n = 0; n < Variant::kInputGradAccums; ++n) {
+                    if (Variant::grad_site_output(n) != o) continue;
+                    const long long base = static_cast<long long>(n) * w.ctas;
+                    for (int c = 0; c < w.ctas; ++c) {
+                        const long long idx = grad_detail::load_cg(w.index + base + c) - e0;
+                        if (idx >= 0 && idx < kChunk && static_cast<int>(idx % kThreads) == tid)
+                            sum[idx] += grad_detail::load_cg(w.partials + base + c);
+                    }
+                }
+                block_sync();
+                for (int e = tid; e < kChunk && e0 + e < size; e += kThreads) Variant::grad_output_store(p, o, e0 + e, sum[e]);
+                block_sync();
+            }
+        }
+        if (tid == 0) *w.ticket = 0u;  // ready for the next launch (the host clears it too)
+    }
+}
+
+}  // namespace attnjit
