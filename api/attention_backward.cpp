@@ -4,7 +4,9 @@
 #include "api/prepared_kernel.h"
 #include "codegen/kernel_config.h"
 #include "codegen/lower.h"
+#include "dsl/printer.h"
 
+#include <map>
 #include <optional>
 #include <set>
 #include <vector>
@@ -23,7 +25,7 @@ struct AttentionBackward::Impl {
     // Gradients of captured tensors and scalars (CompileOptions.grads), from backward_dq's plan.
     std::set<std::string> grads;
     std::vector<codegen::InputGradOutput> grad_outputs;
-    std::set<std::string> stored;  // outputs written elementwise
+    std::map<std::string, codegen::InputGradSite> stored_sites;  // their one site each
     int grad_accums = 0;           // sites summed per CTA
     bool grad_work = false;        // the GradWork field exists
 
@@ -39,6 +41,47 @@ struct AttentionBackward::Impl {
 };
 
 namespace {
+
+// Whether an elementwise gradient is stored directly (every element read by exactly one
+// score element: its read is bias[b, h, q_idx, kv_idx] with the tensor's sizes B, Hq, Nq,
+// Nk and no broadcast) or through planes summed by backward_dkdv (backward/grad_args.h):
+// planes over the batch when no non-broadcast dimension is indexed by b, over the query
+// heads likewise for h. Memory: planes x elements x 4 bytes.
+api::GradPlanes plan_planes(const codegen::InputGradSite& site, const TensorView& t, const LaunchArgs& fwd,
+                            const std::string& name) {
+    using Role = codegen::InputGradSite::Role;
+    const int64_t B = fwd.q.shape[0], Hq = fwd.q.shape[1], Hkv = fwd.k.shape[1], Nq = fwd.q.shape[2],
+                  Nk = fwd.k.shape[2];
+    bool b_distinct = false, h_distinct = false, covered = true;
+    api::GradPlanes pl;
+    pl.elems = 1;
+    for (size_t d = 0; d < site.roles.size(); ++d) {
+        const Role role = site.roles[d];
+        const bool broadcast = t.strides[d] == 0;
+        if (!broadcast) pl.elems *= t.shape[d];
+        user_check(!broadcast || t.shape[d] <= 1 || (role != Role::Q && role != Role::K))
+            << "captured tensor '" << name << "' broadcasts (stride 0) in dimension " << d << ", which its read "
+            << site.read << " indexes by " << (role == Role::Q ? "q_idx" : "kv_idx")
+            << ": its gradient would be a sum over " << (role == Role::Q ? "queries" : "keys")
+            << ", which attnjit does not compute yet; pass the tensor expanded to full size, or leave it out of "
+               "CompileOptions.grads";
+        if (role == Role::Batch && !broadcast) b_distinct = true;
+        if ((role == Role::Head || (role == Role::KvHead && Hq == Hkv)) && !broadcast) h_distinct = true;
+        int64_t want = -1;
+        if (site.bare[d]) {
+            if (role == Role::Batch) want = B;
+            if (role == Role::Head) want = Hq;
+            if (role == Role::KvHead && Hq == Hkv) want = Hkv;
+            if (role == Role::Q) want = Nq;
+            if (role == Role::K) want = Nk;
+        }
+        if (want < 0 || t.shape[d] != want || (broadcast && want > 1)) covered = false;
+    }
+    pl.plane_b = !b_distinct && B > 1;
+    pl.plane_h = !h_distinct && Hq > 1;
+    if (covered && !pl.plane_b && !pl.plane_h) pl.elems = 0;  // direct
+    return pl;
+}
 
 // The fast sequence where it exists (its main loop is sm80: fp16 / bf16, head dims up to
 // 128); the deterministic one otherwise.
@@ -67,7 +110,10 @@ AttentionBackward::AttentionBackward(const AttentionSpec& spec, const CompileOpt
         impl_->grads = options.grads;
         impl_->grad_outputs = plan.grad_outputs;
         for (const auto& site : plan.grad_sites)
-            if (site.store) impl_->stored.insert(plan.grad_outputs[static_cast<size_t>(site.output)].name);
+            if (site.store) {
+                const std::string& name = plan.grad_outputs[static_cast<size_t>(site.output)].name;
+                impl_->stored_sites.emplace(name, site);
+            }
         impl_->grad_accums = plan.grad_accums();
         impl_->grad_work = plan.grad_accum_outputs() > 0;
     }
@@ -94,11 +140,23 @@ AttentionBackward& AttentionBackward::operator=(AttentionBackward&&) noexcept = 
 void AttentionBackward::operator()(const LaunchArgs& fwd, const GradArgs& grads, Stream stream) const {
     check_launch_args(impl_->spec, impl_->inputs, fwd);
     check_grad_args(impl_->spec, fwd, grads);
-    check_input_grad_args(fwd, grads, impl_->grad_outputs, impl_->stored);
+    check_input_grad_args(fwd, grads, impl_->grad_outputs);
+    const auto &q = fwd.q.shape, &k = fwd.k.shape;
+    // Planes of elementwise gradients that receive sums (plan_planes), zeroed here; summed
+    // by backward_dkdv.
+    std::map<std::string, api::GradPlanes> planes;  // buffer offsets until it is allocated
+    size_t plane_bytes = 0;
+    for (const auto& [name, site] : impl_->stored_sites) {
+        api::GradPlanes pl = plan_planes(site, grads.grads.at(name), fwd, name);
+        if (pl.elems == 0) continue;
+        const size_t count = static_cast<size_t>((pl.plane_b ? q[0] : 1) * (pl.plane_h ? q[1] : 1));
+        pl.planes = reinterpret_cast<float*>(plane_bytes);  // offset for now
+        plane_bytes += count * static_cast<size_t>(pl.elems) * sizeof(float);
+        planes.emplace(name, pl);
+    }
     user_check(can_launch()) << "this AttentionBackward was compiled for " << impl_->arch
                              << " only (CompileOptions.arch, or no usable GPU at construction), so it cannot "
                                 "launch; construct it without CompileOptions.arch where the GPU is";
-    const auto &q = fwd.q.shape, &k = fwd.k.shape;
     // Gradients of captured tensors and scalars are written by backward_dq, which has no CTA
     // without a score element.
     user_check(impl_->grads.empty() || (q[0] > 0 && q[1] > 0 && q[2] > 0))
@@ -123,14 +181,22 @@ void AttentionBackward::operator()(const LaunchArgs& fwd, const GradArgs& grads,
         work = api::grad_work(work_buffer->data(), impl_->grad_accums, ctas);
         work_buffer->zero(api::grad_work_ticket_offset(impl_->grad_accums, ctas), 16);
     }
+    std::optional<runtime::StreamBuffer> plane_buffer;
+    if (plane_bytes) {
+        plane_buffer.emplace(plane_bytes, static_cast<CUstream>(stream));
+        plane_buffer->zero(0, plane_bytes);
+        for (auto& [name, pl] : planes)
+            pl.planes = reinterpret_cast<float*>(static_cast<unsigned char*>(plane_buffer->data()) +
+                                                 reinterpret_cast<size_t>(pl.planes));
+    }
     for (const api::PreparedKernel& kernel : impl_->kernels) {
         // Kernels over query rows have nothing to do when Nq == 0; dK and dV are written
         // (zeros) even then.
         if ((owns_keys(kernel.config.kind) ? k[2] : q[2]) == 0) continue;
-        const bool with_grads = kernel.config.kind == KernelKind::backward_dq && !impl_->grads.empty();
+        const bool with_grads = !kernel.grads.empty();
         kernel.launch(api::backward_grid(kernel.config, fwd),
                       api::backward_params(kernel.layout, block, fwd, with_grads ? &grads : nullptr,
-                                           with_grads && impl_->grad_work ? &work : nullptr),
+                                           with_grads && impl_->grad_work ? &work : nullptr, &planes),
                       stream);
     }
 }
@@ -153,8 +219,8 @@ double AttentionBackward::compile_seconds() const {
 bool AttentionBackward::deterministic() const { return !impl_->fast; }
 const std::set<std::string>& AttentionBackward::grads() const { return impl_->grads; }
 
-void check_input_grad_args(const LaunchArgs& fwd, const GradArgs& g, const std::vector<codegen::InputGradOutput>& outputs,
-                           const std::set<std::string>& stored) {
+void check_input_grad_args(const LaunchArgs& fwd, const GradArgs& g,
+                           const std::vector<codegen::InputGradOutput>& outputs) {
     for (const auto& [name, view] : g.grads) {
         bool asked = false;
         for (const auto& o : outputs) asked = asked || o.name == name;
@@ -192,11 +258,6 @@ void check_input_grad_args(const LaunchArgs& fwd, const GradArgs& g, const std::
                 << what << " has stride " << t.strides[d] << " in dimension " << d << " where captured tensor '"
                 << o.name << "' has stride " << in.strides[d]
                 << ": a gradient has stride 0 exactly where its tensor broadcasts (the element then receives the sum)";
-            user_check(t.strides[d] != 0 || !stored.count(o.name))
-                << "captured tensor '" << o.name << "' broadcasts (stride 0) in dimension " << d
-                << ", so its gradient is a sum over that dimension; attnjit writes the gradient of an elementwise read "
-                   "(bias[b, h, q_idx, kv_idx]) only without broadcasts so far: pass the tensor expanded to full "
-                   "size, or leave it out of CompileOptions.grads";
         }
         for (const auto* out : {&g.dq, &g.dk, &g.dv, &g.d_o})
             user_check(t.data == nullptr || t.data != out->data)

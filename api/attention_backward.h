@@ -80,9 +80,8 @@ private:
 // The checks operator() runs on the gradient arguments (after check_launch_args on fwd).
 void check_grad_args(const AttentionSpec& spec, const LaunchArgs& fwd, const GradArgs& grads);
 
-// The checks of GradArgs::grads for a backward asked for `outputs` (plan of backward_dq;
-// `stored`: those written elementwise, which cannot take a stride-0 broadcast yet).
+// The checks of GradArgs::grads for a backward asked for `outputs` (backward_dq's plan).
 void check_input_grad_args(const LaunchArgs& fwd, const GradArgs& grads,
-                           const std::vector<codegen::InputGradOutput>& outputs, const std::set<std::string>& stored);
+                           const std::vector<codegen::InputGradOutput>& outputs);
 
 }  // namespace attnjit

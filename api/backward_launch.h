@@ -3,6 +3,8 @@
 #pragma once
 
 #include <cstddef>
+#include <map>
+#include <string>
 #include <vector>
 
 #include "api/attention_backward.h"
@@ -23,9 +25,17 @@ size_t backward_dq_accum_bytes(const LaunchArgs& fwd);
 
 // grads, work: a backward_dq kernel with gradient outputs (ParamsField::Kind::Grad, GradWork
 // fields); null otherwise.
+// Where an elementwise gradient's sums go (attnjit::GradArg's plane fields): planes null
+// for direct stores.
+struct GradPlanes {
+    float* planes = nullptr;
+    long long elems = 0;
+    int plane_b = 0, plane_h = 0;
+};
 std::vector<unsigned char> backward_params(const codegen::ParamsLayout& layout, const BackwardArgs& block,
                                            const LaunchArgs& fwd, const GradArgs* grads = nullptr,
-                                           const GradWork* work = nullptr);
+                                           const GradWork* work = nullptr,
+                                           const std::map<std::string, GradPlanes>* planes = nullptr);
 
 // The workspace of the per-CTA sums of `sites` summed sites over `ctas` CTAs
 // (attnjit::GradWork): partials, indices, then the ticket (which must be zeroed).

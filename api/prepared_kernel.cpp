@@ -64,14 +64,14 @@ PreparedKernel prepare_kernel(const AttentionSpec& spec, const codegen::SpecInpu
                               const std::set<std::string>& grads) {
     PreparedKernel k;
     k.config = codegen::make_config(spec, kind, target.arch, tile);
-    if (kind == KernelKind::backward_dq) k.grads = grads;
     std::optional<codegen::KernelPlan> plan;
-    if (k.grads.empty()) {
-        k.layout = codegen::params_layout(inputs, kind);
-    } else {
-        plan = codegen::lower(spec, inputs, kind, k.grads);  // its gradient outputs shape the Params
-        k.layout = codegen::params_layout(inputs, kind, plan->grad_outputs, plan->grad_accum_outputs() > 0);
+    if ((kind == KernelKind::backward_dq || kind == KernelKind::backward_dkdv) && !grads.empty()) {
+        plan = codegen::lower(spec, inputs, kind, grads);  // its gradient outputs shape the Params
+        if (plan->grad_outputs.empty()) plan.reset();      // the kernel without gradients (dkdv, no planes)
+        else k.grads = grads;
     }
+    k.layout = plan ? codegen::params_layout(inputs, kind, plan->grad_outputs, plan->grad_accum_outputs() > 0)
+                    : codegen::params_layout(inputs, kind);
     auto& cache = runtime::KernelCache::global();
     const std::string key = fast_key(spec, inputs, k.config, target.arch, k.grads);
     // The cache calls make() only when the kernel is not in memory: then this call

@@ -31,7 +31,7 @@ struct PreparedKernel {
     std::shared_ptr<const runtime::CompiledKernel> compiled;
     std::shared_ptr<const runtime::LoadedKernel> loaded;  // null when compiled only
     double compile_seconds = 0;  // spent generating and compiling (or reading the disk cache); 0 from memory
-    std::set<std::string> grads;  // backward_dq: the captured tensors and scalars it computes gradients of
+    std::set<std::string> grads;  // backward_dq, backward_dkdv: the gradients of captured tensors and scalars it has outputs for
 
     // Launches the loaded kernel with its block size and shared memory.
     void launch(runtime::Dim3 grid, const std::vector<unsigned char>& params, Stream stream) const;
@@ -41,8 +41,10 @@ struct PreparedKernel {
 };
 
 // `inputs` = spec_inputs(spec). tile: CompileOptions.tile, else default_tile() for the kind.
-// grads: (backward_dq) the captured tensors and scalars whose gradients it computes
-// (codegen/input_grads.h); ignored by other kinds.
+// grads: the captured tensors and scalars whose gradients the backward computes
+// (codegen/input_grads.h): backward_dq computes them, backward_dkdv sums the planes of
+// elementwise ones (where there are none its kernel is the one without gradients); ignored
+// by other kinds.
 PreparedKernel prepare_kernel(const AttentionSpec& spec, const codegen::SpecInputs& inputs, KernelKind kind,
                               const Target& target, const std::optional<TileConfig>& tile,
                               const std::set<std::string>& grads = {});

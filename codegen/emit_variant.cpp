@@ -55,6 +55,7 @@ public:
         if (plan_.gradients)
             w_.line(std::string("static constexpr bool kHasScoreGrad = ") + (plan_.has_score_grad() ? "true" : "false") +
                     ";");
+        if (plan_.grad_planes) w_.line("static constexpr bool kInputGradPlanes = true;");
         if (plan_.has_input_grads()) {
             w_.line("static constexpr bool kInputGrads = true;");
             w_.line(std::string("static constexpr bool kInputGradZeroFill = ") +
@@ -133,6 +134,7 @@ public:
         }
 
         if (plan_.has_input_grads()) input_grad_hooks();
+        if (plan_.grad_planes) plane_hooks();
 
         w_.line("// Interval analysis of the mask over q in [q0, q1], k in [k0, k1] (codegen/mask_analysis.h).");
         w_.line("template <class Ctx>");
@@ -162,6 +164,56 @@ private:
         return in_bounds.empty() ? "true" : in_bounds;
     }
 
+    // The dense index of the element (stride-0 dimensions counted once) from the indices.
+    std::string dense_index(const InputGradSite& g, const std::string& prefix) const {
+        const auto* load = g.read.as<dsl::TensorLoad>();
+        const std::string f = "p." + grad_field(output(g).name);
+        std::string dense = "0";
+        for (size_t d = 0; d < load->indices.size(); ++d) {
+            const std::string ds = std::to_string(d);
+            dense = "(" + dense + ") * (" + f + ".stride[" + ds + "] == 0 ? 1 : " + f + ".shape[" + ds + "]) + (" + f +
+                    ".stride[" + ds + "] == 0 ? 0 : " + prefix + ds + ")";
+        }
+        return dense;
+    }
+
+    static std::string plane_index(const std::string& f) {
+        return "((" + f + ".plane_b ? hd.b : 0) * (" + f + ".plane_h ? p.args.q_heads : 1) + (" + f +
+               ".plane_h ? hd.h : 0))";
+    }
+
+    // backward_dkdv: every element of each stored gradient that went through planes, as
+    // the plane-order sum, over e = first, first + step, ...
+    void plane_hooks() {
+        w_.line("// Elementwise gradients summed over planes (backward/grad_args.h), after backward_dq.");
+        w_.open("__device__ static void finish_input_grad_planes(const Params& p, long long first, long long step)");
+        for (const auto& o : plan_.grad_outputs) {
+            if (!o.stored) continue;
+            const std::string f = "p." + grad_field(o.name);
+            w_.line("// '" + o.name + "'");
+            w_.open("if (" + f + ".planes != nullptr)");
+            w_.line("const long long n = " + f + ".plane_elems;");
+            w_.line("const int planes = (" + f + ".plane_b ? p.args.batch : 1) * (" + f +
+                    ".plane_h ? p.args.q_heads : 1);");
+            w_.open("for (long long e = first; e < n; e += step)");
+            w_.line("float sum = 0.f;");
+            w_.line("for (int i = 0; i < planes; ++i) sum += " + f + ".planes[i * n + e];");
+            w_.line("long long dense = e, off = 0;");
+            for (int d = o.rank - 1; d >= 0; --d) {
+                const std::string ds = std::to_string(d);
+                w_.open("if (" + f + ".stride[" + ds + "] != 0)");
+                w_.line("off += dense % " + f + ".shape[" + ds + "] * " + f + ".stride[" + ds + "];");
+                w_.line("dense /= " + f + ".shape[" + ds + "];");
+                w_.close();
+            }
+            w_.line(f + ".ptr[off] = attnjit::FromFloat<" + std::string(cuda_elem_type(o.dtype)) + ">::cvt(sum);");
+            w_.close();
+            w_.close();
+        }
+        w_.close();
+        w_.line();
+    }
+
     std::string site_offset(const InputGradSite& g, const std::string& prefix) const {
         const auto* load = g.read.as<dsl::TensorLoad>();
         const std::string f = "p." + grad_field(output(g).name);
@@ -188,10 +240,16 @@ private:
             if (g.store) {
                 const std::string pre = "g" + std::to_string(n) + "_";
                 const std::string ok = site_indices(g, pre);
-                w_.line("if (" + ok + ")");
-                w_.line("    p." + grad_field(o.name) + ".ptr[" + site_offset(g, pre) + "] = attnjit::FromFloat<" +
-                        cuda_elem_type(o.dtype) + ">::cvt(dt == 0.f ? 0.f : dt * (" + emit_expr(g.partial, names_) +
-                        "));");
+                const std::string f = "p." + grad_field(o.name);
+                w_.open("if (" + ok + ")");
+                w_.line("const float c = dt == 0.f ? 0.f : dt * (" + emit_expr(g.partial, names_) + ");");
+                w_.line("if (" + f + ".planes == nullptr)");
+                w_.line("    " + f + ".ptr[" + site_offset(g, pre) + "] = attnjit::FromFloat<" + cuda_elem_type(o.dtype) +
+                        ">::cvt(c);");
+                w_.line("else");
+                w_.line("    " + f + ".planes[" + plane_index(f) + " * " + f + ".plane_elems + " + dense_index(g, pre) +
+                        "] = c;");
+                w_.close();
             } else {
                 w_.line("if (dt != 0.f) acc.v[" + std::to_string(g.accum) + "] += dt * (" +
                         emit_expr(g.partial, names_) + ");");
@@ -209,9 +267,10 @@ private:
                 const InputGradOutput& o = output(g);
                 const std::string pre = "g" + std::to_string(n) + "_";
                 const std::string ok = site_indices(g, pre);
-                w_.line("if (" + ok + ")");
-                w_.line("    p." + grad_field(o.name) + ".ptr[" + site_offset(g, pre) + "] = attnjit::FromFloat<" +
-                        cuda_elem_type(o.dtype) + ">::cvt(0.f);");
+                const std::string f = "p." + grad_field(o.name);
+                w_.line("if (" + f + ".planes == nullptr && " + ok + ")  // planes: zeroed by the host");
+                w_.line("    " + f + ".ptr[" + site_offset(g, pre) + "] = attnjit::FromFloat<" + cuda_elem_type(o.dtype) +
+                        ">::cvt(0.f);");
             }
             w_.close();
             w_.line();
@@ -229,14 +288,7 @@ private:
                 const std::string f = "p." + grad_field(output(g).name);
                 const std::string ok = site_indices(g, "i");
                 w_.line("if (!(" + ok + ")) return -1;");
-                const auto* load = g.read.as<dsl::TensorLoad>();
-                std::string dense = "0";
-                for (size_t d = 0; d < load->indices.size(); ++d) {
-                    const std::string ds = std::to_string(d);
-                    dense = "(" + dense + ") * (" + f + ".stride[" + ds + "] == 0 ? 1 : " + f + ".shape[" + ds +
-                            "]) + (" + f + ".stride[" + ds + "] == 0 ? 0 : i" + ds + ")";
-                }
-                w_.line("return " + dense + ";");
+                w_.line("return " + dense_index(g, "i") + ";");
             }
             w_.close();
         }

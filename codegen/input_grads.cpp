@@ -4,6 +4,7 @@
 
 #include "codegen/autodiff.h"
 #include "dsl/printer.h"
+#include "dsl/visitor.h"
 #include "support/error.h"
 
 namespace attnjit::codegen {
@@ -12,10 +13,7 @@ namespace {
 
 const char* why_unsupported(const GradReductionPlan& r) {
     switch (r.kind) {
-    case GradReduction::Elementwise:
-        if (r.sums_batch) return "an element read by every batch row (no batch index): summed over the batch";
-        if (r.sums_heads != HeadSum::None) return "an element read by several heads (no query-head index): summed over heads";
-        return nullptr;
+    case GradReduction::Elementwise: return nullptr;  // sums over batch and heads: planes
     case GradReduction::Uniform: return nullptr;
     case GradReduction::PerKey: return "a per-key read (kv_idx, no q_idx): summed over the queries";
     case GradReduction::PerQuery: return "a per-query read (q_idx, no kv_idx): summed over the keys";
@@ -23,6 +21,33 @@ const char* why_unsupported(const GradReductionPlan& r) {
     case GradReduction::Gather: return "a gathered read (an index computed from other coordinates or tensors)";
     }
     return "?";
+}
+
+void set_roles(InputGradSite& s) {
+    using Role = InputGradSite::Role;
+    for (const dsl::Expr& index : s.read.as<dsl::TensorLoad>()->indices) {
+        Role role = Role::Const;
+        int coords = 0;
+        bool other = false;
+        dsl::for_each_node(index, [&](const dsl::Expr& n) {
+            if (const auto* v = n.as<dsl::Var>()) {
+                switch (v->var) {
+                case dsl::VarKind::Batch: role = Role::Batch; ++coords; break;
+                case dsl::VarKind::Head: role = Role::Head; ++coords; break;
+                case dsl::VarKind::KvHead: role = Role::KvHead; ++coords; break;
+                case dsl::VarKind::QIdx: role = Role::Q; ++coords; break;
+                case dsl::VarKind::KvIdx: role = Role::K; ++coords; break;
+                case dsl::VarKind::Score: other = true; break;
+                default: break;
+                }
+            } else if (n.as<dsl::TensorLoad>()) {
+                other = true;
+            }
+        });
+        if (other || coords > 1) role = Role::Other;
+        s.roles.push_back(role);
+        s.bare.push_back(index.as<dsl::Var>() != nullptr);
+    }
 }
 
 }  // namespace
@@ -43,11 +68,12 @@ InputGradPlan plan_input_grads(const dsl::AttentionSpec& spec, const std::set<st
         if (const char* why = why_unsupported(t.reduction))
             user_error << "the gradient of tensor '" << t.tensor << "' read at " << t.read << " is " << why
                        << " (" << t.reduction
-                       << "); attnjit computes captured-tensor gradients of elementwise reads that index the batch "
-                          "and the query head (bias[b, h, q_idx, kv_idx]) and of reads without q_idx and kv_idx "
-                          "(slopes[h], a 0-dim temperature) so far; drop '"
+                       << "); attnjit computes captured-tensor gradients of elementwise reads (bias[b, h, q_idx, "
+                          "kv_idx], also broadcast or without the batch or head index) and of reads without q_idx and "
+                          "kv_idx (slopes[h], a 0-dim temperature) so far; drop '"
                        << t.tensor << "' from the gradients asked for";
         s.store = t.reduction.kind == GradReduction::Elementwise;
+        if (s.store) set_roles(s);
         by_name[t.tensor].push_back(s);
     }
     for (const auto& [name, sites] : by_name) {
@@ -76,6 +102,7 @@ InputGradPlan plan_input_grads(const dsl::AttentionSpec& spec, const std::set<st
             if (accum != (pass == 0)) continue;
             InputGradOutput out;
             out.name = name;
+            out.stored = !sites.empty() && sites.front().store;
             auto t = tensors.find(name);
             out.scalar = t == tensors.end();
             if (!out.scalar) {

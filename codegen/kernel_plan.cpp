@@ -21,9 +21,9 @@ int KernelPlan::grad_accums() const {
 }
 
 int KernelPlan::grad_accum_outputs() const {
+    if (grad_planes) return 0;  // backward_dkdv
     int n = 0;
-    for (const auto& s : grad_sites)
-        if (!s.store && s.output + 1 > n) n = s.output + 1;
+    for (const auto& o : grad_outputs) n += o.stored ? 0 : 1;  // they come first
     return n;
 }
 

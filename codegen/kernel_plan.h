@@ -23,6 +23,7 @@ struct InputGradOutput {
     bool scalar = false;        // a runtime scalar: one f32 element
     DType dtype = DType::f32;   // the tensor's dtype (the gradient's)
     int rank = 0;
+    bool stored = false;        // written by an elementwise site (direct or through planes)
 };
 
 // One read site of a wanted input in score_mod, with how its contributions are summed.
@@ -33,6 +34,11 @@ struct InputGradSite {
     bool store = false;         // elementwise: each element stored once; else summed per CTA
     int accum = -1;             // the per-CTA sum slot (not store)
     dsl::Expr partial;          // d t / d read, CSE'd and hoisted with score_mod
+    // Per index of the read (store sites): what it is, and whether it is the bare
+    // coordinate (b, not b + 1): decides at launch whether stores go direct or to planes.
+    enum class Role { Const, Batch, Head, KvHead, Q, K, Other };
+    std::vector<Role> roles;
+    std::vector<bool> bare;
 };
 
 struct KernelPlan {
@@ -56,6 +62,9 @@ struct KernelPlan {
     std::vector<InputGradOutput> grad_outputs;
     std::vector<InputGradSite> grad_sites;
     Bindings grad_bindings;  // per-element temporaries the partials read
+    // backward_dkdv plans asked for gradients with stored sites: the outputs, and it sums
+    // their planes (grad_outputs set, grad_sites empty).
+    bool grad_planes = false;
     ClassifyCode classify;  // the body of Variant::classify; can_classify: it may return kSkip / kFull
 
     // The spec's declared inputs (the Params struct carries every one, see
@@ -66,7 +75,7 @@ struct KernelPlan {
     bool has_score_mod() const { return score_mod.defined(); }
     bool has_mask() const { return mask.defined(); }
     bool has_score_grad() const { return d_score.defined(); }
-    bool has_input_grads() const { return !grad_sites.empty() || !grad_outputs.empty(); }
+    bool has_input_grads() const { return !grad_outputs.empty() && !grad_planes; }  // backward_dq's hooks
     int grad_accums() const;      // sites summed per CTA
     int grad_accum_outputs() const;  // the outputs those write (they come first in grad_outputs)
     bool grad_stores() const;     // some site is stored elementwise

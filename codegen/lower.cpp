@@ -112,6 +112,14 @@ KernelPlan lower(const dsl::AttentionSpec& spec, SpecInputs inputs, KernelKind k
     }
 
     InputGradPlan input_grads;
+    if (kind == KernelKind::backward_dkdv && !grads.empty()) {
+        // backward_dkdv sums the planes of elementwise gradients (it runs after backward_dq);
+        // without stored sites its plan is the one without gradients.
+        const InputGradPlan ig = plan_input_grads(spec, grads);
+        for (const auto& o : ig.outputs)
+            if (o.stored) plan.grad_planes = true;
+        if (plan.grad_planes) plan.grad_outputs = ig.outputs;
+    }
     if (kind == KernelKind::backward_dq && !grads.empty()) {
         PassLog log("input_grads");
         input_grads = plan_input_grads(spec, grads);
@@ -149,8 +157,10 @@ KernelPlan lower(const dsl::AttentionSpec& spec, SpecInputs inputs, KernelKind k
             plan.d_score = hoisted.results[2];
             plan.d_score_bindings = used_bindings(plan.d_score, hoisted.element);
         }
-        plan.grad_outputs = input_grads.outputs;
-        plan.grad_sites = input_grads.sites;
+        if (kind == KernelKind::backward_dq) {
+            plan.grad_outputs = input_grads.outputs;
+            plan.grad_sites = input_grads.sites;
+        }
         std::set<std::string> used;
         for (size_t i = 0; i < plan.grad_sites.size(); ++i) {
             plan.grad_sites[i].partial = hoisted.results[3 + i];

@@ -88,7 +88,7 @@ ParamsLayout params_layout(const SpecInputs& inputs, KernelKind kind, const std:
         f.dtype = g.scalar ? DType::f32 : g.dtype;
         f.rank = g.scalar ? 0 : g.rank;
         const int dims = f.rank > 0 ? f.rank : 1;
-        f.size = kPointerBytes + 2 * kStrideBytes * dims;
+        f.size = 2 * kPointerBytes + 8 + 2 * 4 + 2 * kStrideBytes * dims;  // backward/grad_args.h
         f.align = kPointerBytes;
         f.c_name = grad_field(g.name);
         f.c_type = std::string("attnjit::GradArg<") + cuda_elem_type(f.dtype) + ", " + std::to_string(f.rank) + ">";

@@ -45,14 +45,26 @@ TEST(InputGradsCompile, Bf16BiasGradient) {
             compile_one(s, "sm_80", s.name + " bf16 bias");
 }
 
-// The backward_dkdv kernel of a spec asked for gradients is the one without them.
-TEST(InputGradsCompile, DkdvUnchanged) {
-    for (const auto& s : testing::input_grad_specs(DType::bf16, 64)) {
-        const auto c = make_config(s.spec, KernelKind::backward_dkdv, "sm_80");
-        EXPECT_EQ(generate(lower(s.spec, spec_inputs(s.spec), KernelKind::backward_dkdv, s.grads), c, "sm_80").source,
-                  generate(lower(s.spec, spec_inputs(s.spec), KernelKind::backward_dkdv), c, "sm_80").source)
-            << s.name;
-    }
+// backward_dkdv: without elementwise gradients its kernel is the one without gradients; with
+// them it sums their planes (kInputGradPlanes) and compiles.
+TEST(InputGradsCompile, DkdvSumsPlanesOnlyForElementwiseGradients) {
+    const bool nvrtc = !runtime::why_no_libnvrtc();
+    for (DType d : {DType::bf16, DType::f32})
+        for (const auto& s : testing::input_grad_specs(d, 64)) {
+            const auto c = make_config(s.spec, KernelKind::backward_dkdv, "sm_80");
+            const KernelSource with = generate(lower(s.spec, spec_inputs(s.spec), KernelKind::backward_dkdv, s.grads), c, "sm_80");
+            const KernelSource without = generate(lower(s.spec, spec_inputs(s.spec), KernelKind::backward_dkdv), c, "sm_80");
+            const bool stored = s.grads.count("bias") > 0;
+            EXPECT_EQ(with.source == without.source, !stored) << s.name;
+            EXPECT_EQ(with.source.find("kInputGradPlanes = true") != std::string::npos, stored) << s.name;
+            if (stored && nvrtc) {
+                try {
+                    EXPECT_FALSE(runtime::compile_kernel(with, "sm_80").cubin.empty()) << s.name;
+                } catch (const std::exception& e) {
+                    ADD_FAILURE() << s.name << " backward_dkdv: " << e.what();
+                }
+            }
+        }
 }
 
 }  // namespace

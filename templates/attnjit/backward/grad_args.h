@@ -14,9 +14,20 @@ namespace attnjit {
 
 // One gradient output. T: the captured tensor's element type (float for a runtime
 // scalar, R = 0: one f32 element).
+//
+// Elementwise sites (common/input_grads.cuh) either store into ptr directly (planes null:
+// every element is read by exactly one score element) or, where elements receive sums
+// (a broadcast bias [1, H, N, N], a read without the batch or head index, a tensor larger
+// than the score matrix), store fp32 into one plane per summed (batch, head) coordinate:
+// plane (plane_b ? b : 0) * (plane_h ? Hq : 1) + (plane_h ? h : 0), element = dense
+// index; the host zeroes the planes, and backward_dkdv (which runs after backward_dq)
+// sums them in plane order and stores every element of the gradient.
 template <class T, int R>
 struct GradArg {
     T* ptr;
+    float* planes;          // null: direct stores
+    long long plane_elems;  // elements of one plane: the gradient's, stride-0 dimensions counted once
+    int plane_b, plane_h;   // whether planes run over the batch / the query heads
     long long stride[R > 0 ? R : 1];  // elements; 0 where the captured tensor broadcasts
     long long shape[R > 0 ? R : 1];   // the captured tensor's sizes
 };

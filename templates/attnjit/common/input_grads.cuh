@@ -138,4 +138,15 @@ __device__ __forceinline__ void finish_input_grads(const Params& p, const typena
     }
 }
 
+// backward_dkdv: the plane-order sums of the elementwise gradients that went through
+// planes (backward/grad_args.h), each element by one thread of the grid (grid-stride).
+template <class Variant, class Params, int kThreads>
+__device__ __forceinline__ void sum_input_grad_planes(const Params& p) {
+    if constexpr (Variant::kInputGradPlanes) {
+        const long long cta = (static_cast<long long>(blockIdx.z) * gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x;
+        const long long ctas = static_cast<long long>(gridDim.x) * gridDim.y * gridDim.z;
+        Variant::finish_input_grad_planes(p, cta * kThreads + threadIdx.x, ctas * kThreads);
+    }
+}
+
 }  // namespace attnjit

@@ -25,6 +25,9 @@ struct VariantDefaults {
     static constexpr bool kInputGradZeroFill = false;  // input_grads_zero(p, hd, q, k) before the main loop
     static constexpr int kInputGradAccums = 0;         // sites summed per CTA, then across CTAs
     static constexpr int kInputGradOutputs = 0;        // gradient outputs those sites write
+    // backward_dkdv only: finish_input_grad_planes(p, first, step) sums the planes of
+    // elementwise gradients (backward/grad_args.h) over a grid-stride range.
+    static constexpr bool kInputGradPlanes = false;
 
     // ---- structural hooks (the next features; off by default) ---------------------------
     // Output transform, applied in the epilogue to every output element of a written row,

@@ -167,6 +167,7 @@ struct Backward {
     // dK and dV of one KV tile: grid (ceil(Nk / BN), Hkv, B).
     template <class Variant, class Params>
     __device__ __forceinline__ static void run_dkdv(const Params& p, unsigned char* smem) {
+        sum_input_grad_planes<Variant, Params, kThreads>(p);  // gradients of captured tensors (common/input_grads.cuh)
         const BackwardArgs& a = p.args;
         const Tiles t(smem);
         const int tid = threadIdx.x;
