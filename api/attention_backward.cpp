@@ -137,10 +137,23 @@ AttentionBackward::~AttentionBackward() = default;
 AttentionBackward::AttentionBackward(AttentionBackward&&) noexcept = default;
 AttentionBackward& AttentionBackward::operator=(AttentionBackward&&) noexcept = default;
 
-void AttentionBackward::operator()(const LaunchArgs& fwd, const GradArgs& grads, Stream stream) const {
+void AttentionBackward::operator()(const LaunchArgs& fwd, const GradArgs& grads_in, Stream stream) const {
     check_launch_args(impl_->spec, impl_->inputs, fwd);
-    check_grad_args(impl_->spec, fwd, grads);
-    check_input_grad_args(fwd, grads, impl_->grad_outputs);
+    check_grad_args(impl_->spec, fwd, grads_in);
+    check_input_grad_args(fwd, grads_in, impl_->grad_outputs);
+    // A dimension where the captured tensor broadcasts with size 1 is read at any index:
+    // its gradient is the sum over it, whatever the gradient's stride there.
+    std::optional<GradArgs> adjusted;  // only when there are such gradients (no copies otherwise)
+    if (!grads_in.grads.empty()) {
+        adjusted = grads_in;
+        for (auto& [name, view] : adjusted->grads) {
+            auto t = fwd.tensors.find(name);
+            if (t == fwd.tensors.end()) continue;  // a scalar
+            for (size_t d = 0; d < view.strides.size(); ++d)
+                if (t->second.strides[d] == 0 && t->second.shape[d] == 1) view.strides[d] = 0;
+        }
+    }
+    const GradArgs& grads = adjusted ? *adjusted : grads_in;
     const auto &q = fwd.q.shape, &k = fwd.k.shape;
     // Planes of elementwise gradients that receive sums (plan_planes), zeroed here; summed
     // by backward_dkdv.
@@ -218,6 +231,9 @@ double AttentionBackward::compile_seconds() const {
 }
 bool AttentionBackward::deterministic() const { return !impl_->fast; }
 const std::set<std::string>& AttentionBackward::grads() const { return impl_->grads; }
+const std::vector<codegen::InputGradOutput>& AttentionBackward::input_grad_outputs() const {
+    return impl_->grad_outputs;
+}
 
 void check_input_grad_args(const LaunchArgs& fwd, const GradArgs& g,
                            const std::vector<codegen::InputGradOutput>& outputs) {
@@ -254,10 +270,11 @@ void check_input_grad_args(const LaunchArgs& fwd, const GradArgs& g,
         user_check(empty || t.data != nullptr) << what << " has a null data pointer";
         for (size_t d = 0; d < t.shape.size(); ++d) {
             if (t.shape[d] <= 1) continue;
-            user_check((t.strides[d] == 0) == (in.strides[d] == 0))
-                << what << " has stride " << t.strides[d] << " in dimension " << d << " where captured tensor '"
-                << o.name << "' has stride " << in.strides[d]
-                << ": a gradient has stride 0 exactly where its tensor broadcasts (the element then receives the sum)";
+            user_check(t.strides[d] != 0 || in.strides[d] == 0)
+                << what << " has stride 0 in dimension " << d << " where captured tensor '" << o.name
+                << "' has stride " << in.strides[d]
+                << ": a gradient may have stride 0 only where its tensor broadcasts (the element then receives the "
+                   "sum over the dimension)";
         }
         for (const auto* out : {&g.dq, &g.dk, &g.dv, &g.d_o})
             user_check(t.data == nullptr || t.data != out->data)

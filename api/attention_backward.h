@@ -40,10 +40,11 @@ struct GradArgs {
     TensorView dk;   // [B, Hkv, Nk, Dqk] written (summed over the query heads of a group)
     TensorView dv;   // [B, Hkv, Nk, Dv]  written
     // Gradients of the captured tensors and runtime scalars named in CompileOptions.grads,
-    // by name, written (every element). A tensor's has its shape and dtype, any strides,
-    // and stride 0 exactly where the captured tensor has stride 0 in a dimension of size
-    // > 1 (a broadcast: that element receives the sum over the dimension); a scalar's is a
-    // 0-dim f32 tensor.
+    // by name, written (every element). A tensor's has its shape and dtype and any strides;
+    // stride 0 only where the captured tensor has stride 0 (a broadcast): that element then
+    // receives the sum over the dimension, while a gradient with a real stride there gets
+    // each index's own (what autograd wants for an expanded tensor). A scalar's is a 0-dim
+    // f32 tensor.
     std::map<std::string, TensorView> grads = {};
 };
 
@@ -68,6 +69,8 @@ public:
     bool deterministic() const;
     // The captured tensors and scalars whose gradients it computes (CompileOptions.grads).
     const std::set<std::string>& grads() const;
+    // Their outputs, as check_input_grad_args takes them.
+    const std::vector<codegen::InputGradOutput>& input_grad_outputs() const;
     codegen::KernelSource source(KernelKind kind) const;
     bool can_launch() const;
     double compile_seconds() const;  // all its kernels
