@@ -18,8 +18,9 @@
 //
 // Reduced sites (finish_input_grads): each CTA sums its threads' acc[n] in a fixed order
 // (warp butterfly, then warps in order) into partials[n][cta]; the CTA whose ticket says
-// it finished last sums, for every element, the partials that name it in (site, CTA)
-// order and stores the gradient. Same inputs, same bits, whatever the CTA schedule.
+// it finished last sums, for every element, the partials that name it in a fixed order
+// (per (batch, head) over the query tiles, then over sites and (batch, head) groups) and
+// stores the gradient. Same inputs, same bits, whatever the CTA schedule.
 #pragma once
 
 #include "attnjit/backward/grad_args.h"
@@ -34,16 +35,6 @@ __device__ __forceinline__ unsigned ticket_add(unsigned* t) {
     unsigned old;
     asm volatile("atom.global.add.u32 %0, [%1], 1;" : "=r"(old) : "l"(t) : "memory");
     return old;
-}
-__device__ __forceinline__ float load_cg(const float* p) {
-    float v;
-    asm volatile("ld.global.cg.f32 %0, [%1];" : "=f"(v) : "l"(p) : "memory");
-    return v;
-}
-__device__ __forceinline__ long long load_cg(const long long* p) {
-    long long v;
-    asm volatile("ld.global.cg.s64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
-    return v;
 }
 
 }  // namespace grad_detail
@@ -75,13 +66,30 @@ __device__ __forceinline__ void zero_fill_input_grads(const Params& p, const typ
 }
 
 // The end of a backward_dq CTA: the fixed-order sums of the reduced sites (see the top).
-// smem: the kernel's shared memory, free again (every warp is past its last use), at
-// least (kThreads * 4 + 32) * 4 bytes.
-template <class Variant, class Params, int kThreads>
+// smem: the kernel's shared memory, free again (every warp is past its last use), of
+// kSmemBytes >= input_grad_smem_bytes(kThreads, 1) bytes (larger chunks when it has more).
+//
+// The last CTA sums in two steps, both in a fixed order and with independent loads in
+// flight: (1) per site and (batch, head) group, the partials of the group's query tiles
+// (grid x, contiguous in the slots; a summed site's element depends on (b, h) only), in
+// tile order, written over the group's first slot; (2) per chunk of output elements in
+// shared memory, the group sums staged through shared memory chunk by chunk and added by
+// the thread that owns the element (e % kThreads), in (site, group) order.
+// Shared memory of the last CTA's sums with chunks of kMul * kThreads elements and group sums.
+constexpr int input_grad_smem_bytes(int threads, int mul) { return (64 + mul * threads) * 4 + mul * threads * (8 + 4); }
+
+template <class Variant, class Params, int kThreads, int kSmemBytes>
 __device__ __forceinline__ void finish_input_grads(const Params& p, const typename Variant::Head& hd,
                                                    InputGradAcc<Variant>& acc, unsigned char* smem) {
     if constexpr (Variant::kInputGradOutputs > 0) {
+        static_assert(kSmemBytes >= input_grad_smem_bytes(kThreads, 1),
+                      "the sums of gradients of captured tensors need more shared memory than the kernel has");
+        constexpr int kMul = input_grad_smem_bytes(kThreads, 4) <= kSmemBytes   ? 4
+                             : input_grad_smem_bytes(kThreads, 2) <= kSmemBytes ? 2
+                                                                                 : 1;
         constexpr int kWarps = kThreads / 32;
+        constexpr int kChunk = kThreads * kMul;  // output elements per pass
+        constexpr int kStage = kThreads * kMul;  // group sums staged per step
         const GradWork& w = p.grad_work;
         const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
         const int cta = static_cast<int>((blockIdx.z * gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x);
@@ -106,27 +114,44 @@ __device__ __forceinline__ void finish_input_grads(const Params& p, const typena
         if (tid == 0) {
             grad_detail::fence_gpu();  // the partials are visible before the ticket counts them
             flag[0] = grad_detail::ticket_add(w.ticket) == static_cast<unsigned>(w.ctas - 1) ? 1u : 0u;
-            grad_detail::fence_gpu();
+            grad_detail::fence_gpu();  // and every other CTA's before this one reads them
         }
         block_sync();
         if (flag[0] == 0) return;
 
-        // The last CTA: every partial is written. Element e of a chunk belongs to thread
-        // e % kThreads, which adds its partials in (site, CTA) order.
-        constexpr int kChunk = kThreads * 4;
-        float* sum = reinterpret_cast<float*>(smem) + 64;
-        for (int o = 0; o < Variant::kInputGradOutputs; ++o) {
+        // The last CTA. Nothing read these slots before (no stale cache line): plain loads.
+        const int tiles = static_cast<int>(gridDim.x), groups = static_cast<int>(gridDim.y * gridDim.z);
+        for (int n = 0; n < Variant::kInputGradAccums; ++n)  // (1)
+            for (int g = tid; g < groups; g += kThreads) {
+                float* part = w.partials + static_cast<long long>(n) * w.ctas + static_cast<long long>(g) * tiles;
+                float s = 0.f;
+                for (int x = 0; x < tiles; ++x) s += part[x];
+                part[0] = s;
+            }
+        block_sync();
+        float* sum = reinterpret_cast<float*>(smem) + 64;                                  // [kChunk]
+        long long* st_index = reinterpret_cast<long long*>(smem + (64 + kChunk) * 4);      // [kStage]
+        float* st_value = reinterpret_cast<float*>(st_index + kStage);                     // [kStage]
+        for (int o = 0; o < Variant::kInputGradOutputs; ++o) {  // (2)
             const long long size = Variant::grad_output_size(p, o);
             for (long long e0 = 0; e0 < size; e0 += kChunk) {
                 for (int e = tid; e < kChunk; e += kThreads) sum[e] = 0.f;
-                block_sync();
                 for (int n = 0; n < Variant::kInputGradAccums; ++n) {
                     if (Variant::grad_site_output(n) != o) continue;
                     const long long base = static_cast<long long>(n) * w.ctas;
-                    for (int c = 0; c < w.ctas; ++c) {
-                        const long long idx = grad_detail::load_cg(w.index + base + c) - e0;
-                        if (idx >= 0 && idx < kChunk && static_cast<int>(idx % kThreads) == tid)
-                            sum[idx] += grad_detail::load_cg(w.partials + base + c);
+                    for (int g0 = 0; g0 < groups; g0 += kStage) {
+                        block_sync();  // the previous stage is consumed (and sum[] cleared)
+                        for (int i = tid; i < kStage; i += kThreads) {
+                            const int g = g0 + i;
+                            st_index[i] = g < groups ? w.index[base + static_cast<long long>(g) * tiles] : -1;
+                            st_value[i] = g < groups ? w.partials[base + static_cast<long long>(g) * tiles] : 0.f;
+                        }
+                        block_sync();
+                        const int m = groups - g0 < kStage ? groups - g0 : kStage;
+                        for (int i = 0; i < m; ++i) {
+                            const long long idx = st_index[i] - e0;
+                            if (idx >= 0 && idx < kChunk && static_cast<int>(idx % kThreads) == tid) sum[idx] += st_value[i];
+                        }
                     }
                 }
                 block_sync();
@@ -134,7 +159,7 @@ __device__ __forceinline__ void finish_input_grads(const Params& p, const typena
                 block_sync();
             }
         }
-        if (tid == 0) *w.ticket = 0u;  // ready for the next launch (the host clears it too)
+        if (tid == 0) *w.ticket = 0u;  // ready for a next launch (the host clears it too)
     }
 }
 

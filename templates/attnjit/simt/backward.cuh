@@ -282,7 +282,7 @@ struct Backward {
             const int e = tid + i * kThreads, r = e / DQK, d = e % DQK;
             if (e < BM * DQK && m0 + r < nq) dqg[r * a.dq_stride[2] + d] = FromFloat<E>::cvt(a.scale * dq[i]);
         }
-        if constexpr (Variant::kInputGrads) finish_input_grads<Variant, Params, kThreads>(p, hd, gacc, smem);
+        if constexpr (Variant::kInputGrads) finish_input_grads<Variant, Params, kThreads, kSmemBytes>(p, hd, gacc, smem);
     }
 };
 

@@ -171,7 +171,7 @@ struct BackwardDq {
             if (q < nq)
                 dl.store_row(dqg + q * a.dq_stride[2] + dl.lane_col(), dq, r, [scale](float v, int) { return v * scale; });
         }
-        if constexpr (Variant::kInputGrads) finish_input_grads<Variant, Params, kThreads>(p, hd, gacc, smem);
+        if constexpr (Variant::kInputGrads) finish_input_grads<Variant, Params, kThreads, kSmemBytes>(p, hd, gacc, smem);
     }
 };
 
