@@ -3,18 +3,19 @@
 // read site of a wanted input with its partial d t / d read) and each read's
 // GradReductionPlan (grad_reduction.h), the sum each site's contributions need:
 //
-//   store     an Elementwise read that indexes the batch and the query head
-//             (bias[b][h][i][j]): every element is read by one score element, so the thread
-//             that owns it stores dT * partial; nothing to sum
+//   store     an Elementwise read (bias[b][h][i][j], bias[0][h][i][j], bias3[h][i][j]): one
+//             element per score element of a (b, h); the thread that owns (i, j) stores
+//             dT * partial, directly into the gradient when each element is read exactly
+//             once (decided at launch: the read's bare indices cover the tensor, no sum over
+//             the batch or heads, no broadcast), else into fp32 planes per summed (b, h)
+//             that backward_dkdv sums in plane order (backward/grad_args.h)
 //   per CTA   a Uniform read (slopes[h], temp[0], a runtime scalar: no q_idx, no kv_idx):
 //             summed over the CTA's elements in a fixed order, one partial per CTA, and the
-//             partials summed in CTA order by the CTA that finishes last
+//             partials summed in a fixed order by the CTA that finishes last
 //
 // Everything else is a UserError naming the tensor and its read (not computed yet, never
-// a wrong answer): an elementwise read summed over the batch or the heads (bias[0][h][i][j],
-// bias[i][j]; at launch, a stride-0 dimension does the same: api/argument_check), per key,
-// per query, diagonal (table[h][clamp(j - i, -m, m) + m]) and gathered reads, and a tensor
-// stored elementwise that score_mod also reads elsewhere.
+// a wrong answer): per key, per query, diagonal (table[h][clamp(j - i, -m, m) + m]) and
+// gathered reads, and a tensor stored elementwise that score_mod also reads elsewhere.
 #pragma once
 
 #include <set>
