@@ -389,20 +389,29 @@ InputGradBuffers make_input_grad_buffers(const Problem& p, const std::set<std::s
     return b;
 }
 
-// The reference gradient seen through `actual`'s layout: where the captured tensor has
-// stride 0, reference::backward holds the sum at index 0 of that dimension.
+// The reference gradient seen through `actual`'s layout: the reference gives every logical
+// element of the captured tensor its own gradient (a dimension of extent 1 and stride 0 holds
+// the sum of every index read through it); where `actual` has stride 0 those logical
+// elements are one memory element, which holds their sum.
 reference::DoubleTensor expected_through(const HostTensor& actual, const reference::DoubleTensor& ref) {
-    reference::DoubleTensor e(actual.shape());
-    const int rank = static_cast<int>(actual.shape().size());
-    std::vector<int64_t> idx(static_cast<size_t>(rank), 0), src(static_cast<size_t>(rank), 0);
-    for (int64_t n = 0; n < e.numel(); ++n) {
-        int64_t rem = n;
+    const std::vector<int64_t>& shape = actual.shape();
+    const int rank = static_cast<int>(shape.size());
+    reference::DoubleTensor sums(shape), e(shape);
+    std::vector<int64_t> idx(static_cast<size_t>(rank), 0), dst(static_cast<size_t>(rank), 0);
+    auto decompose = [&](int64_t n) {
         for (int d = rank - 1; d >= 0; --d) {
-            idx[d] = rem % actual.shape()[d];
-            rem /= actual.shape()[d];
-            src[d] = actual.strides()[d] == 0 ? 0 : idx[d];
+            idx[d] = n % shape[d];
+            n /= shape[d];
+            dst[d] = actual.strides()[d] == 0 ? 0 : idx[d];
         }
-        e.data[static_cast<size_t>(n)] = ref.data[static_cast<size_t>(ref.offset_of(src.data()))];
+    };
+    for (int64_t n = 0; n < e.numel(); ++n) {
+        decompose(n);
+        sums.data[static_cast<size_t>(sums.offset_of(dst.data()))] += ref.data[static_cast<size_t>(ref.offset_of(idx.data()))];
+    }
+    for (int64_t n = 0; n < e.numel(); ++n) {
+        decompose(n);
+        e.data[static_cast<size_t>(n)] = sums.data[static_cast<size_t>(sums.offset_of(dst.data()))];
     }
     return e;
 }
