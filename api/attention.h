@@ -7,6 +7,7 @@
 #pragma once
 
 #include <map>
+#include <set>
 #include <memory>
 #include <optional>
 #include <ostream>
@@ -41,6 +42,9 @@ struct CompileOptions {
     // (backward_dq, then backward_dkdv) where the fused one (dQ sums added in a fixed order)
     // exists too. The fused one does two products fewer per tile; both give fixed bits.
     bool fused_backward = true;
+    // AttentionBackward only: the captured tensors and runtime scalars whose gradients it
+    // computes (GradArgs::grads); asking for any runs the deterministic backward.
+    std::set<std::string> grads = {};
 };
 
 struct LaunchArgs {

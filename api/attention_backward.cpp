@@ -4,7 +4,11 @@
 #include "api/prepared_kernel.h"
 #include "codegen/kernel_config.h"
 #include "codegen/lower.h"
+#include "dsl/printer.h"
 
+#include <map>
+#include <optional>
+#include <set>
 #include <vector>
 #include "runtime/device.h"
 #include "runtime/stream_buffer.h"
@@ -33,6 +37,7 @@ BackwardPath choose_path(const AttentionSpec& spec, const codegen::SpecInputs& i
     const KernelConfig c = default_config(KernelKind::backward_fused, codegen::elem_kind(spec.dtype()),
                                           spec.head_dim_qk(), spec.head_dim_v(), codegen::sm_version(target.arch));
     if (c.mainloop != MainloopKind::sm80 || !config_is_valid(c)) return BackwardPath::two_pass;
+    if (!options.grads.empty()) return BackwardPath::two_pass;  // backward_dq computes the input gradients
     if (!options.deterministic) return BackwardPath::fused_any;
     if (!options.fused_backward || codegen::lower(spec, inputs, KernelKind::backward_fused).classify.reads_memory)
         return BackwardPath::two_pass;
@@ -53,6 +58,12 @@ struct AttentionBackward::Impl {
     BackwardPath path = BackwardPath::two_pass;
     int sm_count = 0;  // of the GPU it runs on (0: compile only)
     std::vector<api::PreparedKernel> kernels;  // in launch order
+    // Gradients of captured tensors and scalars (CompileOptions.grads), from backward_dq's plan.
+    std::set<std::string> grads;
+    std::vector<codegen::InputGradOutput> grad_outputs;
+    std::map<std::string, codegen::InputGradSite> stored_sites;  // their one site each
+    int grad_accums = 0;           // sites summed per CTA
+    bool grad_work = false;        // the GradWork field exists
 
     const api::PreparedKernel& kernel(KernelKind kind) const {
         for (const auto& k : kernels)
@@ -62,6 +73,51 @@ struct AttentionBackward::Impl {
         return kernels.front();
     }
 };
+
+namespace {
+
+// Whether an elementwise gradient is stored directly (every element read by exactly one
+// score element: its read is bias[b, h, q_idx, kv_idx] with the tensor's sizes B, Hq, Nq,
+// Nk and no broadcast) or through planes summed by backward_dkdv (backward/grad_args.h):
+// planes over the batch when no non-broadcast dimension is indexed by b, over the query
+// heads likewise for h. Memory: planes x elements x 4 bytes.
+api::GradPlanes plan_planes(const codegen::InputGradSite& site, const TensorView& t, const LaunchArgs& fwd,
+                            const std::string& name) {
+    using Role = codegen::InputGradSite::Role;
+    const int64_t B = fwd.q.shape[0], Hq = fwd.q.shape[1], Hkv = fwd.k.shape[1], Nq = fwd.q.shape[2],
+                  Nk = fwd.k.shape[2];
+    bool b_distinct = false, h_distinct = false, covered = true;
+    api::GradPlanes pl;
+    pl.elems = 1;
+    for (size_t d = 0; d < site.roles.size(); ++d) {
+        const Role role = site.roles[d];
+        const bool broadcast = t.strides[d] == 0;
+        if (!broadcast) pl.elems *= t.shape[d];
+        user_check(!broadcast || t.shape[d] <= 1 || (role != Role::Q && role != Role::K))
+            << "captured tensor '" << name << "' broadcasts (stride 0) in dimension " << d << ", which its read "
+            << site.read << " indexes by " << (role == Role::Q ? "q_idx" : "kv_idx")
+            << ": its gradient would be a sum over " << (role == Role::Q ? "queries" : "keys")
+            << ", which attnjit does not compute yet; pass the tensor expanded to full size, or leave it out of "
+               "CompileOptions.grads";
+        if (role == Role::Batch && !broadcast) b_distinct = true;
+        if ((role == Role::Head || (role == Role::KvHead && Hq == Hkv)) && !broadcast) h_distinct = true;
+        int64_t want = -1;
+        if (site.bare[d]) {
+            if (role == Role::Batch) want = B;
+            if (role == Role::Head) want = Hq;
+            if (role == Role::KvHead && Hq == Hkv) want = Hkv;
+            if (role == Role::Q) want = Nq;
+            if (role == Role::K) want = Nk;
+        }
+        if (want < 0 || t.shape[d] != want || (broadcast && want > 1)) covered = false;
+    }
+    pl.plane_b = !b_distinct && B > 1;
+    pl.plane_h = !h_distinct && Hq > 1;
+    if (covered && !pl.plane_b && !pl.plane_h) pl.elems = 0;  // direct
+    return pl;
+}
+
+}  // namespace
 
 AttentionBackward::AttentionBackward(const AttentionSpec& spec, const CompileOptions& options)
     : impl_(std::make_unique<Impl>()) {
@@ -73,8 +129,24 @@ AttentionBackward::AttentionBackward(const AttentionSpec& spec, const CompileOpt
     impl_->arch = target.arch;
     impl_->path = choose_path(spec, impl_->inputs, options, target);
     if (target.on_device) impl_->sm_count = runtime::current_device().sm_count;
+    if (!options.grads.empty()) {
+        // Validates the names and refuses the reads whose sums are not implemented
+        // (codegen/input_grads.h), before anything is compiled.
+        const codegen::KernelPlan plan = codegen::lower(spec, impl_->inputs, KernelKind::backward_dq, options.grads);
+        impl_->grads = options.grads;
+        impl_->grad_outputs = plan.grad_outputs;
+        for (const auto& site : plan.grad_sites)
+            if (site.store) {
+                const std::string& name = plan.grad_outputs[static_cast<size_t>(site.output)].name;
+                impl_->stored_sites.emplace(name, site);
+            }
+        impl_->grad_accums = plan.grad_accums();
+        impl_->grad_work = plan.grad_accum_outputs() > 0;
+    }
     auto add = [&](KernelKind kind, const std::optional<TileConfig>& tile) {
-        impl_->kernels.push_back(api::prepare_kernel(spec, impl_->inputs, kind, target, tile));
+        impl_->kernels.push_back(api::prepare_kernel(spec, impl_->inputs, kind, target, tile,
+                                                     kind == KernelKind::backward_dq ? impl_->grads
+                                                                                     : std::set<std::string>{}));
         debug(1) << "AttentionBackward: " << spec << " -> " << *impl_->kernels.back().compiled;
     };
     if (impl_->path != BackwardPath::two_pass) {
@@ -91,13 +163,45 @@ AttentionBackward::~AttentionBackward() = default;
 AttentionBackward::AttentionBackward(AttentionBackward&&) noexcept = default;
 AttentionBackward& AttentionBackward::operator=(AttentionBackward&&) noexcept = default;
 
-void AttentionBackward::operator()(const LaunchArgs& fwd, const GradArgs& grads, Stream stream) const {
+void AttentionBackward::operator()(const LaunchArgs& fwd, const GradArgs& grads_in, Stream stream) const {
     check_launch_args(impl_->spec, impl_->inputs, fwd);
-    check_grad_args(impl_->spec, fwd, grads);
+    check_grad_args(impl_->spec, fwd, grads_in);
+    check_input_grad_args(fwd, grads_in, impl_->grad_outputs);
+    // A dimension where the captured tensor broadcasts with size 1 is read at any index:
+    // its gradient is the sum over it, whatever the gradient's stride there.
+    std::optional<GradArgs> adjusted;  // only when there are such gradients (no copies otherwise)
+    if (!grads_in.grads.empty()) {
+        adjusted = grads_in;
+        for (auto& [name, view] : adjusted->grads) {
+            auto t = fwd.tensors.find(name);
+            if (t == fwd.tensors.end()) continue;  // a scalar
+            for (size_t d = 0; d < view.strides.size(); ++d)
+                if (t->second.strides[d] == 0 && t->second.shape[d] == 1) view.strides[d] = 0;
+        }
+    }
+    const GradArgs& grads = adjusted ? *adjusted : grads_in;
+    const auto &q = fwd.q.shape, &k = fwd.k.shape;
+    // Planes of elementwise gradients that receive sums (plan_planes), zeroed here; summed
+    // by backward_dkdv.
+    std::map<std::string, api::GradPlanes> planes;  // buffer offsets until it is allocated
+    size_t plane_bytes = 0;
+    for (const auto& [name, site] : impl_->stored_sites) {
+        api::GradPlanes pl = plan_planes(site, grads.grads.at(name), fwd, name);
+        if (pl.elems == 0) continue;
+        const size_t count = static_cast<size_t>((pl.plane_b ? q[0] : 1) * (pl.plane_h ? q[1] : 1));
+        pl.planes = reinterpret_cast<float*>(plane_bytes);  // offset for now
+        plane_bytes += count * static_cast<size_t>(pl.elems) * sizeof(float);
+        planes.emplace(name, pl);
+    }
     user_check(can_launch()) << "this AttentionBackward was compiled for " << impl_->arch
                              << " only (CompileOptions.arch, or no usable GPU at construction), so it cannot "
                                 "launch; construct it without CompileOptions.arch where the GPU is";
-    const auto &q = fwd.q.shape, &k = fwd.k.shape;
+    // Gradients of captured tensors and scalars are written by backward_dq, which has no CTA
+    // without a score element.
+    user_check(impl_->grads.empty() || (q[0] > 0 && q[1] > 0 && q[2] > 0))
+        << "this backward computes gradients of captured tensors or scalars, which no score element reads when B, "
+           "Hq or Nq is 0 (got q of shape ["
+        << q[0] << ", " << q[1] << ", " << q[2] << ", " << q[3] << "]): they are all zero; skip the backward";
     if (q[0] == 0 || q[1] == 0) return;  // no batch or no heads: nothing to write
     // Workspaces, O(N): the per-row statistics; fused: the fp32 dQ sums, and (ordered)
     // the turn counters of the query tiles, zeroed.
@@ -105,12 +209,12 @@ void AttentionBackward::operator()(const LaunchArgs& fwd, const GradArgs& grads,
     const auto cu_stream = static_cast<CUstream>(stream);
     const runtime::StreamBuffer stats(api::backward_stats_bytes(fwd), cu_stream);
     const runtime::StreamBuffer dq_accum(fused ? api::backward_dq_accum_bytes(fwd) : 0, cu_stream);
-    runtime::StreamBuffer dq_turns(
+    const size_t turns_bytes =
         impl_->path == BackwardPath::fused_ordered
             ? api::backward_dq_turns_bytes(fwd, impl_->kernel(KernelKind::backward_fused).config.tile.block_m)
-            : 0,
-        cu_stream);
-    dq_turns.zero();
+            : 0;
+    const runtime::StreamBuffer dq_turns(turns_bytes, cu_stream);
+    dq_turns.zero(0, turns_bytes);
     BackwardArgs block = api::backward_args(impl_->spec, fwd, grads, static_cast<float*>(stats.data()),
                                             static_cast<float*>(dq_accum.data()));
     block.dq_turns = static_cast<int*>(dq_turns.data());
@@ -121,11 +225,33 @@ void AttentionBackward::operator()(const LaunchArgs& fwd, const GradArgs& grads,
         const long long key_tiles = (k[2] + t.block_n - 1) / t.block_n, query_tiles = (q[2] + t.block_m - 1) / t.block_m;
         block.dq_rotate = key_tiles <= query_tiles && key_tiles <= impl_->sm_count ? 1 : 0;
     }
+    // The per-CTA sums of gradients of captured tensors and scalars (GradWork): one partial
+    // and one index per summed site and backward_dq CTA, and a ticket zeroed here.
+    std::optional<runtime::StreamBuffer> work_buffer;
+    GradWork work{};
+    if (impl_->grad_work) {
+        const runtime::Dim3 g = api::backward_grid(impl_->kernel(KernelKind::backward_dq).config, fwd);
+        const int ctas = static_cast<int>(g.x * g.y * g.z);
+        work_buffer.emplace(api::grad_work_bytes(impl_->grad_accums, ctas), cu_stream);
+        work = api::grad_work(work_buffer->data(), impl_->grad_accums, ctas);
+        work_buffer->zero(api::grad_work_ticket_offset(impl_->grad_accums, ctas), 16);
+    }
+    std::optional<runtime::StreamBuffer> plane_buffer;
+    if (plane_bytes) {
+        plane_buffer.emplace(plane_bytes, cu_stream);
+        plane_buffer->zero(0, plane_bytes);
+        for (auto& [name, pl] : planes)
+            pl.planes = reinterpret_cast<float*>(static_cast<unsigned char*>(plane_buffer->data()) +
+                                                 reinterpret_cast<size_t>(pl.planes));
+    }
     for (const api::PreparedKernel& kernel : impl_->kernels) {
         // Kernels over query rows have nothing to do when Nq == 0; dK and dV are written
         // (zeros) even then.
         if ((owns_keys(kernel.config.kind) ? k[2] : q[2]) == 0) continue;
-        kernel.launch(api::backward_grid(kernel.config, fwd), api::backward_params(kernel.layout, block, fwd),
+        const bool with_grads = !kernel.grads.empty();
+        kernel.launch(api::backward_grid(kernel.config, fwd),
+                      api::backward_params(kernel.layout, block, fwd, with_grads ? &grads : nullptr,
+                                           with_grads && impl_->grad_work ? &work : nullptr, &planes),
                       stream);
     }
 }
@@ -151,5 +277,58 @@ double AttentionBackward::compile_seconds() const {
     return s;
 }
 bool AttentionBackward::deterministic() const { return impl_->path != BackwardPath::fused_any; }
+const std::set<std::string>& AttentionBackward::grads() const { return impl_->grads; }
+const std::vector<codegen::InputGradOutput>& AttentionBackward::input_grad_outputs() const {
+    return impl_->grad_outputs;
+}
+
+void check_input_grad_args(const LaunchArgs& fwd, const GradArgs& g,
+                           const std::vector<codegen::InputGradOutput>& outputs) {
+    for (const auto& [name, view] : g.grads) {
+        bool asked = false;
+        for (const auto& o : outputs) asked = asked || o.name == name;
+        user_check(asked) << "GradArgs::grads has '" << name
+                          << "', which this AttentionBackward was not asked for; name it in CompileOptions.grads "
+                             "when constructing the backward";
+    }
+    for (const auto& o : outputs) {
+        auto it = g.grads.find(o.name);
+        user_check(it != g.grads.end()) << "the gradient of " << (o.scalar ? "scalar '" : "tensor '") << o.name
+                                        << "' is missing: GradArgs::grads[\"" << o.name
+                                        << "\"] must be given (CompileOptions.grads names it)";
+        const TensorView& t = it->second;
+        const std::string what = "GradArgs::grads[\"" + o.name + "\"]";
+        if (o.scalar) {
+            user_check(t.shape.empty() && t.dtype == DType::f32)
+                << what << " must be a 0-dim f32 tensor (the gradient of runtime scalar '" << o.name << "'), got dtype "
+                << dtype_name(t.dtype) << " and rank " << t.shape.size();
+            user_check(t.data != nullptr) << what << " has a null data pointer";
+            continue;
+        }
+        const TensorView& in = fwd.tensors.at(o.name);  // check_launch_args ran: it exists
+        user_check(t.dtype == in.dtype) << what << " has dtype " << dtype_name(t.dtype)
+                                        << " but must have the dtype of captured tensor '" << o.name << "', "
+                                        << dtype_name(in.dtype);
+        user_check(t.shape == in.shape && t.strides.size() == t.shape.size())
+            << what << " must have the shape of captured tensor '" << o.name << "' (rank " << in.shape.size()
+            << ", the same sizes); got rank " << t.shape.size();
+        bool empty = false;
+        for (int64_t d : t.shape) empty = empty || d == 0;
+        user_check(empty || t.data != nullptr) << what << " has a null data pointer";
+        for (size_t d = 0; d < t.shape.size(); ++d) {
+            if (t.shape[d] <= 1) continue;
+            user_check(t.strides[d] != 0 || in.strides[d] == 0)
+                << what << " has stride 0 in dimension " << d << " where captured tensor '" << o.name
+                << "' has stride " << in.strides[d]
+                << ": a gradient may have stride 0 only where its tensor broadcasts (the element then receives the "
+                   "sum over the dimension)";
+        }
+        for (const auto* out : {&g.dq, &g.dk, &g.dv, &g.d_o})
+            user_check(t.data == nullptr || t.data != out->data)
+                << what << " is the same memory as another gradient argument; pass a separate buffer";
+        user_check(t.data == nullptr || t.data != in.data)
+            << what << " is the same memory as captured tensor '" << o.name << "'; pass a separate buffer";
+    }
+}
 
 }  // namespace attnjit

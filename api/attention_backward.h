@@ -16,14 +16,25 @@
 //   fwd(a, stream);
 //   bwd(a, GradArgs{d_o, dq, dk, dv}, stream);       // after the forward, on the same stream
 //
-// Gradients of captured tensors and runtime scalars come with the next step of this issue;
-// they are not computed yet.
+// Gradients of captured tensors and runtime scalars (CompileOptions.grads, GradArgs::grads;
+// codegen/input_grads.h says which reads are supported): computed by backward_dq,
+// deterministically; asking for any runs the deterministic backward.
+//
+//   CompileOptions o;  o.grads = {"bias", "cap"};
+//   AttentionBackward bwd(spec.return_lse(), o);
+//   GradArgs g{d_o, dq, dk, dv};
+//   g.grads["bias"] = dbias;   // the shape and dtype of the captured tensor (see GradArgs)
+//   g.grads["cap"] = dcap;     // a scalar's: a 0-dim f32 tensor on the device
 #pragma once
 
+#include <map>
 #include <memory>
+#include <set>
+#include <string>
 #include <vector>
 
 #include "api/attention.h"
+#include "codegen/kernel_plan.h"
 
 namespace attnjit {
 
@@ -32,6 +43,13 @@ struct GradArgs {
     TensorView dq;   // [B, Hq, Nq, Dqk]  written
     TensorView dk;   // [B, Hkv, Nk, Dqk] written (summed over the query heads of a group)
     TensorView dv;   // [B, Hkv, Nk, Dv]  written
+    // Gradients of the captured tensors and runtime scalars named in CompileOptions.grads,
+    // by name, written (every element). A tensor's has its shape and dtype and any strides;
+    // stride 0 only where the captured tensor has stride 0 (a broadcast): that element then
+    // receives the sum over the dimension, while a gradient with a real stride there gets
+    // each index's own (what autograd wants for an expanded tensor). A scalar's is a 0-dim
+    // f32 tensor.
+    std::map<std::string, TensorView> grads = {};
 };
 
 class AttentionBackward {
@@ -54,6 +72,10 @@ public:
     std::vector<KernelKind> kernel_kinds() const;       // the kernels it runs, in launch order
     // False when dQ is added in any order (CompileOptions.deterministic = false, fused).
     bool deterministic() const;
+    // The captured tensors and scalars whose gradients it computes (CompileOptions.grads).
+    const std::set<std::string>& grads() const;
+    // Their outputs, as check_input_grad_args takes them.
+    const std::vector<codegen::InputGradOutput>& input_grad_outputs() const;
     codegen::KernelSource source(KernelKind kind) const;
     bool can_launch() const;
     double compile_seconds() const;  // all its kernels
@@ -65,5 +87,9 @@ private:
 
 // The checks operator() runs on the gradient arguments (after check_launch_args on fwd).
 void check_grad_args(const AttentionSpec& spec, const LaunchArgs& fwd, const GradArgs& grads);
+
+// The checks of GradArgs::grads for a backward asked for `outputs` (backward_dq's plan).
+void check_input_grad_args(const LaunchArgs& fwd, const GradArgs& grads,
+                           const std::vector<codegen::InputGradOutput>& outputs);
 
 }  // namespace attnjit

@@ -1,10 +1,21 @@
 #include "api/backward_launch.h"
 
 #include "runtime/params_packer.h"
+
+#include <cstddef>
+#include <cstring>
 #include "support/error.h"
 
 namespace attnjit::api {
 namespace {
+
+// backward_params packs attnjit::GradArg byte by byte; the field offsets it assumes.
+using GradArg3 = GradArg<float, 3>;
+static_assert(offsetof(GradArg3, planes) == 8 && offsetof(GradArg3, plane_elems) == 16 &&
+                  offsetof(GradArg3, plane_b) == 24 && offsetof(GradArg3, plane_h) == 28 &&
+                  offsetof(GradArg3, stride) == 32 && offsetof(GradArg3, shape) == 56 && sizeof(GradArg3) == 80 &&
+                  sizeof(GradArg<float, 0>) == 48,
+              "attnjit::GradArg's layout (backward/grad_args.h) differs from what backward_params packs");
 
 void strides3(long long out[3], const TensorView& t) {
     for (int d = 0; d < 3; ++d) out[d] = t.strides[d];
@@ -59,8 +70,61 @@ BackwardArgs backward_args(const AttentionSpec& spec, const LaunchArgs& fwd, con
 }
 
 std::vector<unsigned char> backward_params(const codegen::ParamsLayout& layout, const BackwardArgs& block,
-                                           const LaunchArgs& fwd) {
-    return runtime::pack_params(layout, &block, sizeof block, fwd.scalars, fwd.tensors);
+                                           const LaunchArgs& fwd, const GradArgs* grads, const GradWork* work,
+                                           const std::map<std::string, GradPlanes>* planes) {
+    std::vector<unsigned char> bytes = runtime::pack_params(layout, &block, sizeof block, fwd.scalars, fwd.tensors);
+    for (const auto& f : layout.fields) {
+        if (f.kind == codegen::ParamsField::Kind::GradWork) {
+            internal_check(work != nullptr && f.size == static_cast<int>(sizeof(GradWork)))
+                << "a gradient workspace field without a workspace";
+            std::memcpy(bytes.data() + f.offset, work, sizeof(GradWork));
+        } else if (f.kind == codegen::ParamsField::Kind::Grad) {
+            internal_check(grads != nullptr && grads->grads.count(f.name))
+                << "gradient output '" << f.name << "' has no value; arguments must be checked first";
+            const TensorView& g = grads->grads.at(f.name);
+            const int dims = f.rank > 0 ? f.rank : 1;
+            internal_check(f.size == 32 + 16 * dims && static_cast<int>(g.shape.size()) == f.rank)
+                << "gradient field '" << f.name << "' of size " << f.size << " for rank " << g.shape.size();
+            std::vector<long long> strides(dims, 0), shape(dims, 1);
+            for (int d = 0; d < f.rank; ++d) {
+                strides[d] = g.strides[d];
+                shape[d] = g.shape[d];
+            }
+            GradPlanes pl;
+            if (planes) {
+                auto it = planes->find(f.name);
+                if (it != planes->end()) pl = it->second;
+            }
+            // attnjit::GradArg<T, R>: ptr, planes, plane_elems, plane_b, plane_h, stride[], shape[].
+            unsigned char* at = bytes.data() + f.offset;
+            std::memcpy(at, &g.data, 8);
+            std::memcpy(at + 8, &pl.planes, 8);
+            std::memcpy(at + 16, &pl.elems, 8);
+            std::memcpy(at + 24, &pl.plane_b, 4);
+            std::memcpy(at + 28, &pl.plane_h, 4);
+            std::memcpy(at + 32, strides.data(), 8 * dims);
+            std::memcpy(at + 32 + 8 * dims, shape.data(), 8 * dims);
+        }
+    }
+    return bytes;
+}
+
+size_t grad_work_ticket_offset(int sites, int ctas) {
+    return static_cast<size_t>(sites) * static_cast<size_t>(ctas) * (sizeof(float) + sizeof(long long) * 2);
+}
+
+size_t grad_work_bytes(int sites, int ctas) { return grad_work_ticket_offset(sites, ctas) + 16; }
+
+GradWork grad_work(void* base, int sites, int ctas) {
+    // index first (8-byte aligned), then partials, then the ticket.
+    const size_t n = static_cast<size_t>(sites) * static_cast<size_t>(ctas);
+    auto* bytes = static_cast<unsigned char*>(base);
+    GradWork w{};
+    w.index = reinterpret_cast<long long*>(bytes);
+    w.partials = reinterpret_cast<float*>(bytes + n * sizeof(long long));
+    w.ticket = reinterpret_cast<unsigned*>(bytes + grad_work_ticket_offset(sites, ctas));
+    w.ctas = ctas;
+    return w;
 }
 
 runtime::Dim3 backward_grid(const KernelConfig& c, const LaunchArgs& fwd) {

@@ -3,10 +3,13 @@
 #pragma once
 
 #include <cstddef>
+#include <map>
+#include <string>
 #include <vector>
 
 #include "api/attention_backward.h"
 #include "attnjit/backward/args.h"
+#include "attnjit/backward/grad_args.h"
 #include "attnjit/common/kernel_config.h"
 #include "codegen/params_layout.h"
 #include "runtime/loaded_kernel.h"
@@ -22,8 +25,25 @@ size_t backward_dq_accum_bytes(const LaunchArgs& fwd);
 // The ordered backward_fused's turn counters (BackwardArgs::dq_turns), one per query tile.
 size_t backward_dq_turns_bytes(const LaunchArgs& fwd, int block_m);
 
+// grads, work: a backward_dq kernel with gradient outputs (ParamsField::Kind::Grad, GradWork
+// fields); null otherwise.
+// Where an elementwise gradient's sums go (attnjit::GradArg's plane fields): planes null
+// for direct stores.
+struct GradPlanes {
+    float* planes = nullptr;
+    long long elems = 0;
+    int plane_b = 0, plane_h = 0;
+};
 std::vector<unsigned char> backward_params(const codegen::ParamsLayout& layout, const BackwardArgs& block,
-                                           const LaunchArgs& fwd);
+                                           const LaunchArgs& fwd, const GradArgs* grads = nullptr,
+                                           const GradWork* work = nullptr,
+                                           const std::map<std::string, GradPlanes>* planes = nullptr);
+
+// The workspace of the per-CTA sums of `sites` summed sites over `ctas` CTAs
+// (attnjit::GradWork): partials, indices, then the ticket (which must be zeroed).
+size_t grad_work_bytes(int sites, int ctas);
+GradWork grad_work(void* base, int sites, int ctas);
+size_t grad_work_ticket_offset(int sites, int ctas);
 
 // backward_dkdv, backward_fused: one CTA per (KV tile, kv head, batch); the others: one
 // per (query tile, query head, batch).

@@ -18,12 +18,16 @@ namespace {
 // compute it. It is the spec's full printed form plus the types of its inputs (the
 // printer leaves those out), not a hash, so two specs can never share a kernel.
 std::string fast_key(const AttentionSpec& spec, const codegen::SpecInputs& in, const KernelConfig& c,
-                     const std::string& arch) {
+                     const std::string& arch, const std::set<std::string>& grads) {
     std::ostringstream s;
     s << spec << "|";
     for (const auto& [name, info] : in.tensors) s << name << ":" << dtype_name(info.dtype) << info.rank << ",";
     for (const auto& [name, type] : in.scalars) s << name << ":" << dsl::type_name(type) << ",";
     s << "|" << codegen::config_id(c) << "|" << arch << "|g" << codegen::kGeneratorVersion;
+    if (!grads.empty()) {
+        s << "|grads:";
+        for (const auto& g : grads) s << g << ",";
+    }
     return s.str();
 }
 
@@ -45,7 +49,7 @@ Target resolve_target(const CompileOptions& options) {
 }
 
 codegen::KernelSource PreparedKernel::source(const AttentionSpec& spec, const codegen::SpecInputs& inputs) const {
-    return codegen::generate(codegen::lower(spec, inputs, config.kind), config, compiled->arch);
+    return codegen::generate(codegen::lower(spec, inputs, config.kind, grads), config, compiled->arch);
 }
 
 void PreparedKernel::launch(runtime::Dim3 grid, const std::vector<unsigned char>& params, Stream stream) const {
@@ -56,19 +60,27 @@ void PreparedKernel::launch(runtime::Dim3 grid, const std::vector<unsigned char>
 }
 
 PreparedKernel prepare_kernel(const AttentionSpec& spec, const codegen::SpecInputs& inputs, KernelKind kind,
-                              const Target& target, const std::optional<TileConfig>& tile) {
+                              const Target& target, const std::optional<TileConfig>& tile,
+                              const std::set<std::string>& grads) {
     PreparedKernel k;
     k.config = codegen::make_config(spec, kind, target.arch, tile);
-    k.layout = codegen::params_layout(inputs, kind);
+    std::optional<codegen::KernelPlan> plan;
+    if ((kind == KernelKind::backward_dq || kind == KernelKind::backward_dkdv) && !grads.empty()) {
+        plan = codegen::lower(spec, inputs, kind, grads);  // its gradient outputs shape the Params
+        if (plan->grad_outputs.empty()) plan.reset();      // the kernel without gradients (dkdv, no planes)
+        else k.grads = grads;
+    }
+    k.layout = plan ? codegen::params_layout(inputs, kind, plan->grad_outputs, plan->grad_accum_outputs() > 0)
+                    : codegen::params_layout(inputs, kind);
     auto& cache = runtime::KernelCache::global();
-    const std::string key = fast_key(spec, inputs, k.config, target.arch);
+    const std::string key = fast_key(spec, inputs, k.config, target.arch, k.grads);
     // The cache calls make() only when the kernel is not in memory: then this call
     // generated it and compiled it or read it from disk.
     bool generated = false;
     const auto start = std::chrono::steady_clock::now();
     auto make = [&] {
         generated = true;
-        return codegen::generate(codegen::lower(spec, inputs, kind), k.config, target.arch);
+        return codegen::generate(plan ? *plan : codegen::lower(spec, inputs, kind), k.config, target.arch);
     };
     if (target.on_device) {
         k.loaded = cache.get_loaded(key, make);

@@ -5,6 +5,7 @@
 
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -30,6 +31,7 @@ struct PreparedKernel {
     std::shared_ptr<const runtime::CompiledKernel> compiled;
     std::shared_ptr<const runtime::LoadedKernel> loaded;  // null when compiled only
     double compile_seconds = 0;  // spent generating and compiling (or reading the disk cache); 0 from memory
+    std::set<std::string> grads;  // backward_dq, backward_dkdv: the gradients of captured tensors and scalars it has outputs for
 
     // Launches the loaded kernel with its block size and shared memory.
     void launch(runtime::Dim3 grid, const std::vector<unsigned char>& params, Stream stream) const;
@@ -39,7 +41,12 @@ struct PreparedKernel {
 };
 
 // `inputs` = spec_inputs(spec). tile: CompileOptions.tile, else default_tile() for the kind.
+// grads: the captured tensors and scalars whose gradients the backward computes
+// (codegen/input_grads.h): backward_dq computes them, backward_dkdv sums the planes of
+// elementwise ones (where there are none its kernel is the one without gradients); ignored
+// by other kinds.
 PreparedKernel prepare_kernel(const AttentionSpec& spec, const codegen::SpecInputs& inputs, KernelKind kind,
-                              const Target& target, const std::optional<TileConfig>& tile);
+                              const Target& target, const std::optional<TileConfig>& tile,
+                              const std::set<std::string>& grads = {});
 
 }  // namespace attnjit::api

@@ -1,6 +1,8 @@
 // The backward from C: attnjit_compile_backward wraps attnjit::AttentionBackward, and
 // attnjit_launch_backward converts the forward's launch arguments (launch_args.h) and the
 // gradient tensors, then launches both kernels.
+#include <cstddef>
+
 #include "capi/handles.h"
 #include "capi/launch_args.h"
 #include "capi/status.h"
@@ -15,12 +17,27 @@ namespace {
 // storage, so a repeated launch allocates nothing).
 thread_local attnjit::GradArgs grad_scratch;
 
+// Callers built before input_grads existed pass the shorter struct.
+constexpr size_t kBeforeInputGrads = offsetof(attnjit_grad_args, input_grad_names);
+
 void fill_grads(const attnjit_grad_args& g) {
     using attnjit::capi::ArgName;
     attnjit::capi::to_view(g.d_o, ArgName{"d_o", -1, nullptr, "grads"}, grad_scratch.d_o);
     attnjit::capi::to_view(g.dq, ArgName{"dq", -1, nullptr, "grads"}, grad_scratch.dq);
     attnjit::capi::to_view(g.dk, ArgName{"dk", -1, nullptr, "grads"}, grad_scratch.dk);
     attnjit::capi::to_view(g.dv, ArgName{"dv", -1, nullptr, "grads"}, grad_scratch.dv);
+    grad_scratch.grads.clear();
+    if (g.struct_size <= kBeforeInputGrads) return;
+    user_check(g.num_input_grads >= 0 && (g.num_input_grads == 0 || (g.input_grad_names && g.input_grads)))
+        << "grads->num_input_grads is " << g.num_input_grads
+        << " but input_grad_names or input_grads is NULL; pass one name and one tensor per gradient";
+    for (int32_t i = 0; i < g.num_input_grads; ++i) {
+        const char* name = g.input_grad_names[i];
+        user_check(name && *name) << "grads->input_grad_names[" << i << "] is null or empty";
+        user_check(!grad_scratch.grads.count(name)) << "grads->input_grad_names names '" << name << "' twice";
+        attnjit::capi::to_view(g.input_grads[i], ArgName{"input_grads", i, name, "grads"},
+                               grad_scratch.grads[name]);
+    }
 }
 
 }  // namespace
@@ -58,7 +75,7 @@ attnjit_status attnjit_launch_backward(const attnjit_backward* backward, const a
             << "args->struct_size is " << args->struct_size << " but this library (C API version "
             << ATTNJIT_C_API_VERSION << ") expects " << sizeof(attnjit_launch_args)
             << "; initialise the struct with ATTNJIT_LAUNCH_ARGS_INIT from the header of the library you load";
-        user_check(grads->struct_size == sizeof(attnjit_grad_args))
+        user_check(grads->struct_size == sizeof(attnjit_grad_args) || grads->struct_size == kBeforeInputGrads)
             << "grads->struct_size is " << grads->struct_size << " but this library (C API version "
             << ATTNJIT_C_API_VERSION << ") expects " << sizeof(attnjit_grad_args)
             << "; initialise the struct with ATTNJIT_GRAD_ARGS_INIT from the header of the library you load";
@@ -69,6 +86,7 @@ attnjit_status attnjit_launch_backward(const attnjit_backward* backward, const a
             // Arguments are checked first, so a caller sees the same errors on every machine.
             attnjit::check_launch_args(backward->spec.spec, s.args);
             attnjit::check_grad_args(backward->spec.spec, s.args, grad_scratch);
+            attnjit::check_input_grad_args(s.args, grad_scratch, backward->backward.input_grad_outputs());
             if (auto why = attnjit::runtime::why_no_gpu())
                 throw attnjit::EnvironmentError("this backward was compiled without a usable GPU (" + *why +
                                                 "), so it cannot launch; compile it where the GPU is, with "

@@ -21,7 +21,10 @@ CompileOptions with_options(const dsl::AttentionSpec& spec, const attnjit_compil
     CompileOptions o;
     // Callers built before fast_backward existed pass the shorter struct.
     constexpr size_t kBeforeFastBackward = offsetof(attnjit_compile_options, fast_backward);
-    user_check(c->struct_size == sizeof(attnjit_compile_options) || c->struct_size == kBeforeFastBackward)
+    // ... and before grad_names (the size of the struct that ended with fast_backward).
+    constexpr size_t kBeforeGrads = offsetof(attnjit_compile_options, grad_names);
+    user_check(c->struct_size == sizeof(attnjit_compile_options) || c->struct_size == kBeforeFastBackward ||
+               c->struct_size == kBeforeGrads)
         << "options->struct_size is " << c->struct_size << " but this library (C API version "
         << ATTNJIT_C_API_VERSION << ") expects " << sizeof(attnjit_compile_options)
         << "; initialise the struct with ATTNJIT_COMPILE_OPTIONS_INIT from the header of the library you load";
@@ -34,6 +37,16 @@ CompileOptions with_options(const dsl::AttentionSpec& spec, const attnjit_compil
         user_check(c->fast_backward == 0 || c->fast_backward == 1)
             << "options->fast_backward is " << c->fast_backward << "; pass 0 (deterministic) or 1";
         o.deterministic = c->fast_backward == 0;
+    }
+    if (c->struct_size > kBeforeGrads) {
+        user_check(c->num_grads >= 0 && (c->num_grads == 0 || c->grad_names))
+            << "options->num_grads is " << c->num_grads << " with grad_names " << (c->grad_names ? "set" : "NULL")
+            << "; pass the names of the captured tensors and scalars that need gradients";
+        for (int32_t i = 0; i < c->num_grads; ++i) {
+            user_check(c->grad_names[i] && *c->grad_names[i]) << "options->grad_names[" << i << "] is null or empty";
+            user_check(o.grads.insert(c->grad_names[i]).second)
+                << "options->grad_names names '" << c->grad_names[i] << "' twice";
+        }
     }
     const int32_t fields[] = {c->block_m, c->block_n, c->warps, c->stages};
     const char* names[] = {"block_m", "block_n", "warps", "stages"};

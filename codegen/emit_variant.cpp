@@ -1,6 +1,7 @@
 #include "codegen/emit_variant.h"
 
 #include "codegen/cuda_emitter.h"
+#include "codegen/params_layout.h"
 #include "dsl/printer.h"
 
 namespace attnjit::codegen {
@@ -31,6 +32,8 @@ public:
     bool uses_nan_min_max() const {
         for (const auto& b : all_)
             if (uses_float_min_max(b.value)) return true;
+        for (const auto& g : plan_.grad_sites)
+            if (uses_float_min_max(g.partial)) return true;
         return (plan_.has_score_mod() && uses_float_min_max(plan_.score_mod)) ||
                (plan_.has_mask() && uses_float_min_max(plan_.mask)) ||
                (plan_.has_score_grad() && uses_float_min_max(plan_.d_score));
@@ -52,6 +55,14 @@ public:
         if (plan_.gradients)
             w_.line(std::string("static constexpr bool kHasScoreGrad = ") + (plan_.has_score_grad() ? "true" : "false") +
                     ";");
+        if (plan_.grad_planes) w_.line("static constexpr bool kInputGradPlanes = true;");
+        if (plan_.has_input_grads()) {
+            w_.line("static constexpr bool kInputGrads = true;");
+            w_.line(std::string("static constexpr bool kInputGradZeroFill = ") +
+                    (plan_.grad_stores() && plan_.classify.can_classify ? "true" : "false") + ";");
+            w_.line("static constexpr int kInputGradAccums = " + std::to_string(plan_.grad_accums()) + ";");
+            w_.line("static constexpr int kInputGradOutputs = " + std::to_string(plan_.grad_accum_outputs()) + ";");
+        }
         w_.line();
         if (uses_nan_min_max()) {
             w_.line("// min / max that keep NaN (the DSL's meaning; fminf / fmaxf drop it).");
@@ -122,6 +133,9 @@ public:
             w_.line();
         }
 
+        if (plan_.has_input_grads()) input_grad_hooks();
+        if (plan_.grad_planes) plane_hooks();
+
         w_.line("// Interval analysis of the mask over q in [q0, q1], k in [k0, k1] (codegen/mask_analysis.h).");
         w_.line("template <class Ctx>");
         w_.open("__device__ static attnjit::TileClass classify(const Params& p, const Head& hd, int q0, int q1, int k0, int k1, Ctx& ctx)");
@@ -131,6 +145,201 @@ public:
     }
 
 private:
+    const InputGradOutput& output(const InputGradSite& g) const {
+        return plan_.grad_outputs[static_cast<size_t>(g.output)];
+    }
+
+    // `const long long i<d> = ...;` for the read's indices; returns the bounds test
+    // (a stride-0 dimension of the gradient takes any index).
+    std::string site_indices(const InputGradSite& g, const std::string& prefix) {
+        const auto* load = g.read.as<dsl::TensorLoad>();
+        const std::string f = "p." + grad_field(output(g).name);
+        std::string in_bounds;
+        for (size_t d = 0; d < load->indices.size(); ++d) {
+            const std::string i = prefix + std::to_string(d), ds = std::to_string(d);
+            w_.line("const long long " + i + " = " + emit_expr(load->indices[d], names_) + ";");
+            in_bounds += std::string(d ? " && " : "") + "(" + f + ".stride[" + ds + "] == 0 || (" + i + " >= 0 && " + i + " < " + f + ".shape[" +
+                         ds + "]))";
+        }
+        return in_bounds.empty() ? "true" : in_bounds;
+    }
+
+    // The dense index of the element (stride-0 dimensions counted once) from the indices.
+    std::string dense_index(const InputGradSite& g, const std::string& prefix) const {
+        const auto* load = g.read.as<dsl::TensorLoad>();
+        const std::string f = "p." + grad_field(output(g).name);
+        std::string dense = "0";
+        for (size_t d = 0; d < load->indices.size(); ++d) {
+            const std::string ds = std::to_string(d);
+            dense = "(" + dense + ") * (" + f + ".stride[" + ds + "] == 0 ? 1 : " + f + ".shape[" + ds + "]) + (" + f +
+                    ".stride[" + ds + "] == 0 ? 0 : " + prefix + ds + ")";
+        }
+        return dense;
+    }
+
+    static std::string plane_index(const std::string& f) {
+        return "((" + f + ".plane_b ? hd.b : 0) * (" + f + ".plane_h ? p.args.q_heads : 1) + (" + f +
+               ".plane_h ? hd.h : 0))";
+    }
+
+    // backward_dkdv: every element of each stored gradient that went through planes, as
+    // the plane-order sum, over e = first, first + step, ...
+    void plane_hooks() {
+        w_.line("// Elementwise gradients summed over planes (backward/grad_args.h), after backward_dq.");
+        w_.open("__device__ static void finish_input_grad_planes(const Params& p, long long first, long long step)");
+        for (const auto& o : plan_.grad_outputs) {
+            if (!o.stored) continue;
+            const std::string f = "p." + grad_field(o.name);
+            w_.line("// '" + o.name + "'");
+            w_.open("if (" + f + ".planes != nullptr)");
+            w_.line("const long long n = " + f + ".plane_elems;");
+            w_.line("const int planes = (" + f + ".plane_b ? p.args.batch : 1) * (" + f +
+                    ".plane_h ? p.args.q_heads : 1);");
+            w_.open("for (long long e = first; e < n; e += step)");
+            w_.line("float sum = 0.f;");
+            w_.line("for (int i = 0; i < planes; ++i) sum += " + f + ".planes[i * n + e];");
+            w_.line("long long dense = e, off = 0;");
+            for (int d = o.rank - 1; d >= 0; --d) {
+                const std::string ds = std::to_string(d);
+                w_.open("if (" + f + ".stride[" + ds + "] != 0)");
+                w_.line("off += dense % " + f + ".shape[" + ds + "] * " + f + ".stride[" + ds + "];");
+                w_.line("dense /= " + f + ".shape[" + ds + "];");
+                w_.close();
+            }
+            w_.line(f + ".ptr[off] = attnjit::FromFloat<" + std::string(cuda_elem_type(o.dtype)) + ">::cvt(sum);");
+            w_.close();
+            w_.close();
+        }
+        w_.close();
+        w_.line();
+    }
+
+    std::string site_offset(const InputGradSite& g, const std::string& prefix) const {
+        const auto* load = g.read.as<dsl::TensorLoad>();
+        const std::string f = "p." + grad_field(output(g).name);
+        std::string off;
+        for (size_t d = 0; d < load->indices.size(); ++d)
+            off += (d ? " + " : "") + prefix + std::to_string(d) + " * " + f + ".stride[" + std::to_string(d) + "]";
+        return off.empty() ? "0" : off;
+    }
+
+    void input_grad_hooks() {
+        const auto& sites = plan_.grad_sites;
+        w_.line("// Gradients of captured tensors and scalars (codegen/input_grads.h, common/input_grads.cuh):");
+        w_.line("// dt = dL/dt of element (q, k); each read site adds dt * d t / d read to the element it reads.");
+        w_.line("template <class Acc>");
+        w_.open("__device__ static void input_grads(const Params& p, const Head& hd, const Row& r, float s, int q, int k, "
+                "float dt, Acc& acc)");
+        bindings(plan_.grad_bindings, "", true);
+        for (size_t n = 0; n < sites.size(); ++n) {
+            const InputGradSite& g = sites[n];
+            const InputGradOutput& o = output(g);
+            w_.line("// " + std::string(o.scalar ? "scalar '" : "tensor '") + o.name + "'" +
+                    (g.read.defined() ? " at " + dsl_text(g.read) : std::string()) + ": d t / d read = " +
+                    dsl_text(g.partial));
+            if (g.store) {
+                const std::string pre = "g" + std::to_string(n) + "_";
+                const std::string ok = site_indices(g, pre);
+                const std::string f = "p." + grad_field(o.name);
+                w_.open("if (" + ok + ")");
+                w_.line("const float c = dt == 0.f ? 0.f : dt * (" + emit_expr(g.partial, names_) + ");");
+                w_.line("if (" + f + ".planes == nullptr)");
+                w_.line("    " + f + ".ptr[" + site_offset(g, pre) + "] = attnjit::FromFloat<" + cuda_elem_type(o.dtype) +
+                        ">::cvt(c);");
+                w_.line("else");
+                w_.line("    " + f + ".planes[" + plane_index(f) + " * " + f + ".plane_elems + " + dense_index(g, pre) +
+                        "] = c;");
+                w_.close();
+            } else {
+                w_.line("if (dt != 0.f) acc.v[" + std::to_string(g.accum) + "] += dt * (" +
+                        emit_expr(g.partial, names_) + ");");
+            }
+        }
+        w_.close();
+        w_.line();
+
+        if (plan_.grad_stores()) {
+            w_.line("// 0 into the stored elements of (q, k): the CTA's rows, before its main loop.");
+            w_.open("__device__ static void input_grads_zero(const Params& p, const Head& hd, int q, int k)");
+            for (size_t n = 0; n < sites.size(); ++n) {
+                const InputGradSite& g = sites[n];
+                if (!g.store) continue;
+                const InputGradOutput& o = output(g);
+                const std::string pre = "g" + std::to_string(n) + "_";
+                const std::string ok = site_indices(g, pre);
+                const std::string f = "p." + grad_field(o.name);
+                w_.line("if (" + f + ".planes == nullptr && " + ok + ")  // planes: zeroed by the host");
+                w_.line("    " + f + ".ptr[" + site_offset(g, pre) + "] = attnjit::FromFloat<" + cuda_elem_type(o.dtype) +
+                        ">::cvt(0.f);");
+            }
+            w_.close();
+            w_.line();
+        }
+
+        if (plan_.grad_accum_outputs() == 0) return;
+        w_.line("// The dense index of summed site n's element for this CTA's (b, h); -1 outside the tensor.");
+        w_.open("__device__ static long long grad_site_index(const Params& p, const Head& hd, int n)");
+        for (const auto& g : sites) {
+            if (g.store) continue;
+            w_.open("if (n == " + std::to_string(g.accum) + ")");
+            if (!g.read.defined()) {
+                w_.line("return 0;  // a runtime scalar");
+            } else {
+                const std::string f = "p." + grad_field(output(g).name);
+                const std::string ok = site_indices(g, "i");
+                w_.line("if (!(" + ok + ")) return -1;");
+                w_.line("return " + dense_index(g, "i") + ";");
+            }
+            w_.close();
+        }
+        w_.line("return -1;");
+        w_.close();
+        w_.line();
+
+        w_.open("__device__ static int grad_site_output(int n)");
+        for (const auto& g : sites)
+            if (!g.store) w_.line("if (n == " + std::to_string(g.accum) + ") return " + std::to_string(g.output) + ";");
+        w_.line("return -1;");
+        w_.close();
+        w_.line();
+
+        // Elements of output o (stride-0 dimensions count once), and the store of one.
+        w_.open("__device__ static long long grad_output_size(const Params& p, int o)");
+        for (int o = 0; o < plan_.grad_accum_outputs(); ++o) {
+            const InputGradOutput& out = plan_.grad_outputs[static_cast<size_t>(o)];
+            const std::string f = "p." + grad_field(out.name);
+            std::string size = "1";
+            for (int d = 0; d < (out.scalar ? 0 : out.rank); ++d)
+                size += " * (" + f + ".stride[" + std::to_string(d) + "] == 0 ? 1 : " + f + ".shape[" +
+                        std::to_string(d) + "])";
+            w_.line("if (o == " + std::to_string(o) + ") return " + size + ";  // '" + out.name + "'");
+        }
+        w_.line("return 0;");
+        w_.close();
+        w_.line();
+
+        w_.open("__device__ static void grad_output_store(const Params& p, int o, long long dense, float v)");
+        for (int o = 0; o < plan_.grad_accum_outputs(); ++o) {
+            const InputGradOutput& out = plan_.grad_outputs[static_cast<size_t>(o)];
+            const std::string f = "p." + grad_field(out.name);
+            w_.open("if (o == " + std::to_string(o) + ")");
+            w_.line("long long off = 0;");
+            for (int d = (out.scalar ? 0 : out.rank) - 1; d >= 0; --d) {
+                const std::string ds = std::to_string(d);
+                w_.open("if (" + f + ".stride[" + ds + "] != 0)");
+                w_.line("off += dense % " + f + ".shape[" + ds + "] * " + f + ".stride[" + ds + "];");
+                w_.line("dense /= " + f + ".shape[" + ds + "];");
+                w_.close();
+            }
+            w_.line(f + ".ptr[off] = attnjit::FromFloat<" + std::string(cuda_elem_type(out.scalar ? DType::f32 : out.dtype)) +
+                    ">::cvt(v);");
+            w_.line("return;");
+            w_.close();
+        }
+        w_.close();
+        w_.line();
+    }
+
     SourceWriter& w_;
     const KernelPlan& plan_;
     Bindings all_;

@@ -66,7 +66,7 @@ KernelSource generate(const KernelPlan& plan, const KernelConfig& config, const 
     KernelSource k;
     k.config = config;
     k.arch = arch;
-    k.layout = params_layout(plan.inputs, config.kind);
+    k.layout = params_layout(plan.inputs, config.kind, plan.grad_outputs, plan.grad_accum_outputs() > 0);
     k.threads = threads(config);
     k.smem_bytes = smem_bytes(config);
     k.entry = kind.entry;

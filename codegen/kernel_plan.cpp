@@ -8,10 +8,29 @@ namespace attnjit::codegen {
 Bindings KernelPlan::all_bindings() const {
     Bindings all = head;
     all.insert(all.end(), row.begin(), row.end());
-    for (const Bindings* list : {&score_bindings, &mask_bindings, &d_score_bindings})
+    for (const Bindings* list : {&score_bindings, &mask_bindings, &d_score_bindings, &grad_bindings})
         for (const auto& b : *list)
             if (!find_binding(all, b.name)) all.push_back(b);
     return all;
+}
+
+int KernelPlan::grad_accums() const {
+    int n = 0;
+    for (const auto& s : grad_sites) n += s.store ? 0 : 1;
+    return n;
+}
+
+int KernelPlan::grad_accum_outputs() const {
+    if (grad_planes) return 0;  // backward_dkdv
+    int n = 0;
+    for (const auto& o : grad_outputs) n += o.stored ? 0 : 1;  // they come first
+    return n;
+}
+
+bool KernelPlan::grad_stores() const {
+    for (const auto& s : grad_sites)
+        if (s.store) return true;
+    return false;
 }
 
 namespace {
@@ -42,6 +61,16 @@ std::ostream& operator<<(std::ostream& os, const KernelPlan& p) {
         os << "  d_score: ";
         if (p.has_score_grad()) os << p.d_score << "\n";
         else os << "1\n";
+    }
+    if (p.has_input_grads()) {
+        print_bindings(os, "gradient temporaries", p.grad_bindings);
+        for (const auto& s : p.grad_sites) {
+            const InputGradOutput& o = p.grad_outputs[static_cast<size_t>(s.output)];
+            os << "  gradient of " << (o.scalar ? "scalar '" : "tensor '") << o.name << "'";
+            if (s.read.defined()) os << " at " << s.read << " (" << s.reduction << ")";
+            os << (s.store ? ": stored" : ": summed per CTA, slot " + std::to_string(s.accum)) << ", d t / d read = "
+               << s.partial << "\n";
+        }
     }
     os << "  can_classify: " << (p.classify.can_classify ? "true" : "false") << "\n";
     const SpecInputs& in = p.inputs;

@@ -6,13 +6,40 @@
 #include <map>
 #include <ostream>
 #include <string>
+#include <vector>
 
 #include "codegen/binding.h"
+#include "codegen/grad_reduction.h"
 #include "codegen/mask_analysis.h"
 #include "codegen/spec_inputs.h"
 #include "dsl/attention_spec.h"
 
 namespace attnjit::codegen {
+
+// A gradient output of a backward_dq plan: a captured tensor or runtime scalar whose
+// gradient was asked for (lower(spec, inputs, kind, grads)).
+struct InputGradOutput {
+    std::string name;
+    bool scalar = false;        // a runtime scalar: one f32 element
+    DType dtype = DType::f32;   // the tensor's dtype (the gradient's)
+    int rank = 0;
+    bool stored = false;        // written by an elementwise site (direct or through planes)
+};
+
+// One read site of a wanted input in score_mod, with how its contributions are summed.
+struct InputGradSite {
+    int output = 0;             // index into KernelPlan::grad_outputs
+    dsl::Expr read;             // the TensorLoad (undefined for a scalar)
+    GradReductionPlan reduction;
+    bool store = false;         // elementwise: each element stored once; else summed per CTA
+    int accum = -1;             // the per-CTA sum slot (not store)
+    dsl::Expr partial;          // d t / d read, CSE'd and hoisted with score_mod
+    // Per index of the read (store sites): what it is, and whether it is the bare
+    // coordinate (b, not b + 1): decides at launch whether stores go direct or to planes.
+    enum class Role { Const, Batch, Head, KvHead, Q, K, Other };
+    std::vector<Role> roles;
+    std::vector<bool> bare;
+};
 
 struct KernelPlan {
     dsl::AttentionSpec spec;  // what was asked for, unchanged (dtype and head dims included)
@@ -30,6 +57,14 @@ struct KernelPlan {
     bool gradients = false;
     dsl::Expr d_score;
     Bindings d_score_bindings;  // per-element temporaries computed in d_score
+    // backward_dq plans that were asked for gradients of captured tensors or scalars:
+    // the outputs (by name) and every read site (common/input_grads.cuh); empty otherwise.
+    std::vector<InputGradOutput> grad_outputs;
+    std::vector<InputGradSite> grad_sites;
+    Bindings grad_bindings;  // per-element temporaries the partials read
+    // backward_dkdv plans asked for gradients with stored sites: the outputs, and it sums
+    // their planes (grad_outputs set, grad_sites empty).
+    bool grad_planes = false;
     ClassifyCode classify;  // the body of Variant::classify; can_classify: it may return kSkip / kFull
 
     // The spec's declared inputs (the Params struct carries every one, see
@@ -40,6 +75,10 @@ struct KernelPlan {
     bool has_score_mod() const { return score_mod.defined(); }
     bool has_mask() const { return mask.defined(); }
     bool has_score_grad() const { return d_score.defined(); }
+    bool has_input_grads() const { return !grad_outputs.empty() && !grad_planes; }  // backward_dq's hooks
+    int grad_accums() const;      // sites summed per CTA
+    int grad_accum_outputs() const;  // the outputs those write (they come first in grad_outputs)
+    bool grad_stores() const;     // some site is stored elementwise
     // head, row, then the element bindings of score_mod and of mask (each name once).
     Bindings all_bindings() const;
 };

@@ -7,6 +7,7 @@
 #include "codegen/autodiff.h"
 #include "codegen/cse.h"
 #include "codegen/hoist.h"
+#include "codegen/input_grads.h"
 #include "codegen/mask_analysis.h"
 #include "codegen/simplify.h"
 #include "dsl/printer.h"
@@ -78,7 +79,8 @@ KernelPlan lower(const dsl::AttentionSpec& spec) {
     return lower(spec, std::move(inputs));
 }
 
-KernelPlan lower(const dsl::AttentionSpec& spec, SpecInputs inputs, KernelKind kind) {
+KernelPlan lower(const dsl::AttentionSpec& spec, SpecInputs inputs, KernelKind kind,
+                 const std::set<std::string>& grads) {
     KernelPlan plan;
     plan.spec = spec;
     plan.inputs = std::move(inputs);
@@ -109,10 +111,31 @@ KernelPlan lower(const dsl::AttentionSpec& spec, SpecInputs inputs, KernelKind k
         log.done([&](std::ostream& os) { print_expr(os, "d_score", d_score); });
     }
 
+    InputGradPlan input_grads;
+    if (kind == KernelKind::backward_dkdv && !grads.empty()) {
+        // backward_dkdv sums the planes of elementwise gradients (it runs after backward_dq);
+        // without stored sites its plan is the one without gradients.
+        const InputGradPlan ig = plan_input_grads(spec, grads);
+        for (const auto& o : ig.outputs)
+            if (o.stored) plan.grad_planes = true;
+        if (plan.grad_planes) plan.grad_outputs = ig.outputs;
+    }
+    if (kind == KernelKind::backward_dq && !grads.empty()) {
+        PassLog log("input_grads");
+        input_grads = plan_input_grads(spec, grads);
+        for (auto& s : input_grads.sites) s.partial = simplify(s.partial);
+        log.done([&](std::ostream& os) {
+            for (const auto& s : input_grads.sites) print_expr(os, "partial", s.partial);
+        });
+    }
+
     CseResult shared;
     {
         PassLog log("cse");
-        shared = plan.gradients ? cse({score_mod, mask, d_score}) : cse({score_mod, mask});
+        std::vector<dsl::Expr> results{score_mod, mask};
+        if (plan.gradients) results.push_back(d_score);
+        for (const auto& s : input_grads.sites) results.push_back(s.partial);
+        shared = cse(results);
         log.done([&](std::ostream& os) {
             print_bindings(os, shared.bindings);
             print_expr(os, "score_mod", shared.results[0]);
@@ -134,6 +157,17 @@ KernelPlan lower(const dsl::AttentionSpec& spec, SpecInputs inputs, KernelKind k
             plan.d_score = hoisted.results[2];
             plan.d_score_bindings = used_bindings(plan.d_score, hoisted.element);
         }
+        if (kind == KernelKind::backward_dq) {
+            plan.grad_outputs = input_grads.outputs;
+            plan.grad_sites = input_grads.sites;
+        }
+        std::set<std::string> used;
+        for (size_t i = 0; i < plan.grad_sites.size(); ++i) {
+            plan.grad_sites[i].partial = hoisted.results[3 + i];
+            for (const auto& b : used_bindings(plan.grad_sites[i].partial, hoisted.element)) used.insert(b.name);
+        }
+        for (const auto& b : hoisted.element)
+            if (used.count(b.name)) plan.grad_bindings.push_back(b);
         log.done([&](std::ostream& os) {
             print_bindings(os, plan.head);
             print_bindings(os, plan.row);

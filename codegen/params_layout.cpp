@@ -1,6 +1,8 @@
 #include "codegen/params_layout.h"
 
 #include "attnjit/backward/args.h"
+#include "attnjit/backward/grad_args.h"
+#include "codegen/kernel_plan.h"
 #include "attnjit/forward/args.h"
 #include "codegen/cuda_emitter.h"
 #include "support/error.h"
@@ -13,6 +15,8 @@ const char* params_field_kind_name(ParamsField::Kind k) {
     case ParamsField::Kind::FloatScalar: return "float scalar";
     case ParamsField::Kind::IntScalar: return "int scalar";
     case ParamsField::Kind::Tensor: return "tensor";
+    case ParamsField::Kind::Grad: return "gradient";
+    case ParamsField::Kind::GradWork: return "gradient workspace";
     }
     return "?";
 }
@@ -69,6 +73,39 @@ ParamsField args_block(KernelKind kind) {
 
 ParamsLayout params_layout(const dsl::AttentionSpec& spec, KernelKind kind) {
     return params_layout(spec_inputs(spec), kind);
+}
+
+std::string grad_field(const std::string& name) { return "grad_" + name; }
+
+ParamsLayout params_layout(const SpecInputs& inputs, KernelKind kind, const std::vector<InputGradOutput>& grads,
+                           bool grad_work) {
+    ParamsLayout l = params_layout(inputs, kind);
+    if (grads.empty() && !grad_work) return l;
+    for (const auto& g : grads) {
+        ParamsField f;
+        f.name = g.name;
+        f.kind = ParamsField::Kind::Grad;
+        f.dtype = g.scalar ? DType::f32 : g.dtype;
+        f.rank = g.scalar ? 0 : g.rank;
+        const int dims = f.rank > 0 ? f.rank : 1;
+        f.size = 2 * kPointerBytes + 8 + 2 * 4 + 2 * kStrideBytes * dims;  // backward/grad_args.h
+        f.align = kPointerBytes;
+        f.c_name = grad_field(g.name);
+        f.c_type = std::string("attnjit::GradArg<") + cuda_elem_type(f.dtype) + ", " + std::to_string(f.rank) + ">";
+        place(l, f);
+    }
+    if (grad_work) {
+        ParamsField f;
+        f.name = "grad_work";
+        f.kind = ParamsField::Kind::GradWork;
+        f.size = static_cast<int>(sizeof(attnjit::GradWork));
+        f.align = static_cast<int>(alignof(attnjit::GradWork));
+        f.c_name = "grad_work";
+        f.c_type = "attnjit::GradWork";
+        place(l, f);
+    }
+    l.size = round_up(l.size, l.align);
+    return l;
 }
 
 ParamsLayout params_layout(const SpecInputs& inputs, KernelKind kind) {

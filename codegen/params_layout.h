@@ -10,6 +10,10 @@
 //   scalars   one per runtime scalar, sorted by name: float or int, 4 bytes
 //   tensors   one per captured tensor, sorted by name: attnjit::TensorArg<T, R>
 //             = an 8-byte pointer and R int64 element strides
+//   grads     backward_dq kernels asked for gradients of captured tensors or scalars
+//             (KernelPlan::grad_outputs), in that order: attnjit::GradArg<T, R>
+//             (backward/grad_args.h: a pointer, R strides, R sizes; a scalar: <float, 0>),
+//             then attnjit::GradWork when some site is summed per CTA
 #pragma once
 
 #include <ostream>
@@ -24,7 +28,7 @@
 namespace attnjit::codegen {
 
 struct ParamsField {
-    enum class Kind { Args, FloatScalar, IntScalar, Tensor };
+    enum class Kind { Args, FloatScalar, IntScalar, Tensor, Grad, GradWork };
     std::string name;    // the spec's name ("cap", "bias"); "args" for the argument block
     Kind kind = Kind::Args;
     DType dtype = DType::f32;  // scalar: f32 / i32; tensor: its element type
@@ -50,6 +54,12 @@ struct ParamsLayout {
 // The layout of a `kind` kernel's Params: the kind's argument block, then every scalar and
 // tensor the spec declares (spec_inputs).
 ParamsLayout params_layout(const SpecInputs& inputs, KernelKind kind);
+// With the gradient outputs of a backward_dq plan (KernelPlan::grad_outputs; empty: the
+// layout above) and, when grad_work, the GradWork field.
+struct InputGradOutput;
+ParamsLayout params_layout(const SpecInputs& inputs, KernelKind kind, const std::vector<InputGradOutput>& grads,
+                           bool grad_work);
+std::string grad_field(const std::string& name);  // "grad_<name>"
 // The same from the spec (validates it; for tools and tests).
 ParamsLayout params_layout(const dsl::AttentionSpec& spec, KernelKind kind);
 

@@ -57,6 +57,9 @@ std::vector<unsigned char> pack_params(const codegen::ParamsLayout& layout, cons
             put(bytes, f, arg.data(), arg.size());
             break;
         }
+        case Kind::Grad:
+        case Kind::GradWork:
+            break;  // gradient outputs: packed by the backward's launch (api/backward_launch.cpp)
         }
     }
     return bytes;

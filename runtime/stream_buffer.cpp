@@ -6,14 +6,15 @@
 
 namespace attnjit::runtime {
 
-StreamBuffer::StreamBuffer(size_t bytes, CUstream stream) : bytes_(bytes), stream_(stream) {
+StreamBuffer::StreamBuffer(size_t bytes, CUstream stream) : stream_(stream) {
     if (bytes == 0) return;
     current_context();
     check_cu(cuda().cuMemAllocAsync(&ptr_, bytes, stream), "cuMemAllocAsync(" + std::to_string(bytes) + " bytes)");
 }
 
-void StreamBuffer::zero() {
-    if (ptr_) check_cu(cuda().cuMemsetD8Async(ptr_, 0, bytes_, stream_), "cuMemsetD8Async");
+void StreamBuffer::zero(size_t offset, size_t bytes) const {
+    if (bytes == 0) return;
+    check_cu(cuda().cuMemsetD8Async(ptr_ + offset, 0, bytes, stream_), "cuMemsetD8Async");
 }
 
 StreamBuffer::~StreamBuffer() {

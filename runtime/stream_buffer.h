@@ -20,12 +20,11 @@ public:
     StreamBuffer& operator=(const StreamBuffer&) = delete;
 
     void* data() const { return reinterpret_cast<void*>(static_cast<size_t>(ptr_)); }
-    // Every byte zeroed, in stream order (cuMemsetD8Async).
-    void zero();
+    // Bytes [offset, offset + bytes) set to 0, in stream order (cuMemsetD8Async).
+    void zero(size_t offset, size_t bytes) const;
 
 private:
     CUdeviceptr ptr_ = 0;
-    size_t bytes_ = 0;
     CUstream stream_;
 };
 

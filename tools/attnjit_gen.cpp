@@ -13,6 +13,7 @@
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <set>
 #include <sstream>
 
 #include "dsl/example_specs.h"
@@ -83,6 +84,10 @@ int main(int argc, char** argv) {
     app.add_flag("--json", json, "print the spec as a JSON document instead of the source")
         ->excludes(plan_flag)
         ->excludes(layout_flag);
+    std::vector<std::string> grads;
+    app.add_option("--grads", grads,
+                   "captured tensors / runtime scalars whose gradients backward_dq computes (comma separated)")
+        ->delimiter(',');
     app.add_flag("--list", list, "list the example specs");
     CLI11_PARSE(app, argc, argv);
 
@@ -96,17 +101,24 @@ int main(int argc, char** argv) {
         const dsl::AttentionSpec spec =
             spec_file.empty() ? dsl::example_spec(name, parse_dtype(dtype), head_dim) : read_spec_file(spec_file);
         const KernelKind kind = parse_kind(kind_name);
+        const std::set<std::string> grad_set(grads.begin(), grads.end());
         if (json) {
             std::cout << dsl::spec_to_json(spec);
         } else if (plan) {
-            std::cout << codegen::lower(spec, codegen::spec_inputs(spec), kind) << "\n";
+            std::cout << codegen::lower(spec, codegen::spec_inputs(spec), kind, grad_set) << "\n";
         } else if (layout) {
             spec.validate();
-            std::cout << codegen::params_layout(spec, kind) << "\n";
+            if (grad_set.empty()) {
+                std::cout << codegen::params_layout(spec, kind) << "\n";
+            } else {
+                const auto p = codegen::lower(spec, codegen::spec_inputs(spec), kind, grad_set);
+                std::cout << codegen::params_layout(p.inputs, kind, p.grad_outputs, p.grad_accum_outputs() > 0) << "\n";
+            }
         } else {
             const auto config = codegen::make_config(spec, kind, arch,
                                                      tile.empty() ? std::nullopt : std::optional(parse_tile(tile)));
-            std::cout << codegen::generate(spec, config, arch).source;
+            std::cout << codegen::generate(codegen::lower(spec, codegen::spec_inputs(spec), kind, grad_set), config, arch)
+                             .source;
         }
     } catch (const UserError& e) {
         std::cerr << "attnjit-gen: " << e.what() << "\n";

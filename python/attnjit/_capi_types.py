@@ -15,7 +15,8 @@ class CTensor(ctypes.Structure):
 
 class CCompileOptions(ctypes.Structure):
     _fields_ = [("struct_size", c_uint32), ("arch", c_char_p), ("block_m", c_int32),
-                ("block_n", c_int32), ("warps", c_int32), ("stages", c_int32), ("fast_backward", c_int32)]
+                ("block_n", c_int32), ("warps", c_int32), ("stages", c_int32), ("fast_backward", c_int32),
+                ("grad_names", POINTER(c_char_p)), ("num_grads", c_int32)]
 
 
 class CLaunchArgs(ctypes.Structure):
@@ -26,7 +27,9 @@ class CLaunchArgs(ctypes.Structure):
 
 
 class CGradArgs(ctypes.Structure):
-    _fields_ = [("struct_size", c_uint32), ("d_o", CTensor), ("dq", CTensor), ("dk", CTensor), ("dv", CTensor)]
+    _fields_ = [("struct_size", c_uint32), ("d_o", CTensor), ("dq", CTensor), ("dk", CTensor), ("dv", CTensor),
+                ("input_grad_names", POINTER(c_char_p)), ("input_grads", POINTER(CTensor)),
+                ("num_input_grads", c_int32)]
 
 
 _SIGNATURES = {

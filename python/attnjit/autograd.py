@@ -2,10 +2,12 @@
 q, k or v requires grad. The forward runs the spec with LSE; loss.backward() runs attnjit's
 backward kernels (C API attnjit_launch_backward), deterministic unless compile(...,
 deterministic=False) allows the fast backward (dQ summed with fp32 atomics), with the
-derivative of score_mod derived from the traced expression. Captured tensors that require grad are
-refused for now: their gradients are not computed yet. The captured tensors are kept alive
-until the backward, which reads them again: changing one in place in between changes the
-gradients (PyTorch's version check does not cover them yet)."""
+derivative of score_mod derived from the traced expression. Captured torch tensors that require
+grad (a bias, ALiBi slopes, a 0-dim temperature) receive .grad too, from the same backward
+(deterministic; see docs/semantics.md for the reads supported); Python floats stay
+non-differentiable runtime scalars. The captured tensors are kept alive until the backward,
+which reads them again: changing one in place in between changes the gradients (PyTorch's
+version check does not cover them yet)."""
 from __future__ import annotations
 
 import ctypes
@@ -14,18 +16,36 @@ from . import capi, dtypes
 from ._capi_types import CGradArgs, CLaunchArgs, CTensor
 from ._load_once import LoadOnce
 
-_backwards = LoadOnce()  # (spec json, device, tile, deterministic) -> capi.Backward
+_backwards = LoadOnce()  # (spec json, device, tile, deterministic, grads) -> capi.Backward
 
 
-def backward_for(json_text: str, device: int, tile: dict | None, deterministic: bool = True) -> capi.Backward:
-    """The compiled backward of a spec (which returns LSE) on a CUDA device, compiled once."""
+def backward_for(json_text: str, device: int, tile: dict | None, deterministic: bool = True,
+                 grads: tuple = ()) -> capi.Backward:
+    """The compiled backward of a spec (which returns LSE) on a CUDA device, compiled once;
+    grads: the captured tensors whose gradients it computes (sorted names)."""
     import torch
 
     def make():
         with torch.cuda.device(device):  # load into this device's primary context
-            return capi.Backward(capi.Spec.from_json(json_text), None, tile, fast_backward=not deterministic)
-    return _backwards.get((json_text, device, tuple(sorted((tile or {}).items())), bool(deterministic)), make,
-                          f"the backward of {json_text} for CUDA device {device}")
+            return capi.Backward(capi.Spec.from_json(json_text), None, tile, fast_backward=not deterministic,
+                                 grads=tuple(grads))
+    return _backwards.get((json_text, device, tuple(sorted((tile or {}).items())), bool(deterministic), tuple(grads)),
+                          make, f"the backward of {json_text} for CUDA device {device}")
+
+
+def grad_output(value):
+    """The gradient buffer of a captured tensor that requires grad, and what autograd gets:
+    one element per logical element of the tensor (also where it broadcasts, e.g. a
+    [1, H, N, N] bias expanded over the batch: autograd's ExpandBackward then sums over the
+    batch; the buffer is full-size), contiguous; a 0-dim tensor (passed to the kernels as
+    [1]) gets a [1] buffer returned as 0-dim."""
+    import torch
+
+    if value.dim() == 0:
+        buf = torch.empty((1,), dtype=value.dtype, device=value.device)
+        return buf, buf.reshape(())
+    buf = torch.empty(value.shape, dtype=value.dtype, device=value.device)
+    return buf, buf
 
 
 def _c_tensor(ptr: int, code: int, shape, strides) -> CTensor:
@@ -48,13 +68,17 @@ class Call:
     backward handle, the dtype code, the captured tensors (kept alive: the backward reads
     them again) and the scalar values, in the spec's order."""
 
-    __slots__ = ("backward", "code", "device", "tensors", "scalars")
+    __slots__ = ("backward", "code", "device", "tensors", "scalars", "grad_names", "grad_values")
 
-    def __init__(self, backward, code: int, device: int, tensors, scalars):
+    def __init__(self, backward, code: int, device: int, tensors, scalars, grad_names=(), grad_values=()):
         self.backward, self.code, self.device = backward, code, device
         self.tensors, self.scalars = tensors, scalars
+        # Captured tensors that require grad: their spec names and the tensors (inputs of
+        # the autograd Function, in this order).
+        self.grad_names, self.grad_values = tuple(grad_names), tuple(grad_values)
 
-    def launch(self, q, k, v, out, lse, d_o, dq, dk, dv) -> None:
+    def launch(self, q, k, v, out, lse, d_o, dq, dk, dv, input_grads=()) -> None:
+        """input_grads: one (name, buffer) per captured tensor asked for (grad_output's buffer)."""
         import torch
 
         code = self.code
@@ -71,6 +95,14 @@ class Call:
         args.num_scalars = len(self.scalars)
         args.scalars = ctypes.cast(scalars, ctypes.POINTER(ctypes.c_double)) if self.scalars else None
         grads = CGradArgs(ctypes.sizeof(CGradArgs), _of(d_o, code), _of(dq, code), _of(dk, code), _of(dv, code))
+        if input_grads:
+            names = (ctypes.c_char_p * len(input_grads))(*[n.encode() for n, _ in input_grads])
+            outs = (CTensor * len(input_grads))(*[_of(b, dtypes.CODES[dtypes.name_of(b.dtype)]) if b.dim() else
+                                                  _c_tensor(b.data_ptr(), dtypes.CODES[dtypes.name_of(b.dtype)], (1,), (1,))
+                                                  for _, b in input_grads])
+            grads.input_grad_names = ctypes.cast(names, ctypes.POINTER(ctypes.c_char_p))
+            grads.input_grads = ctypes.cast(outs, ctypes.POINTER(CTensor))
+            grads.num_input_grads = len(input_grads)
         with torch.cuda.device(self.device):
             stream = torch.cuda.current_stream(self.device).cuda_stream
             self.backward.launch(ctypes.addressof(args), ctypes.addressof(grads), stream)
@@ -85,7 +117,7 @@ def attention_function():
 
         class AttentionFunction(torch.autograd.Function):
             @staticmethod
-            def forward(ctx, call, launch, q, k, v):
+            def forward(ctx, call, launch, q, k, v, *captured):  # captured: those that require grad
                 out, lse = launch()
                 ctx.save_for_backward(q, k, v, out, lse)
                 ctx.call = call
@@ -102,9 +134,14 @@ def attention_function():
                 dq = torch.empty(q.shape, dtype=q.dtype, device=q.device)
                 dk = torch.empty(k.shape, dtype=k.dtype, device=k.device)
                 dv = torch.empty(v.shape, dtype=v.dtype, device=v.device)
-                ctx.call.launch(q, k, v, out, lse, d_o, dq, dk, dv)
+                call = ctx.call
+                bufs = [grad_output(value) for value in call.grad_values]
+                call.launch(q, k, v, out, lse, d_o, dq, dk, dv,
+                            [(name, buf) for name, (buf, _) in zip(call.grad_names, bufs)])
                 needs = ctx.needs_input_grad
-                return None, None, dq if needs[2] else None, dk if needs[3] else None, dv if needs[4] else None
+                captured = [g if needs[5 + i] else None for i, (_, g) in enumerate(bufs)]
+                return (None, None, dq if needs[2] else None, dk if needs[3] else None, dv if needs[4] else None,
+                        *captured)
 
         _Function = AttentionFunction
     return _Function

@@ -89,9 +89,15 @@ class Spec:
             self._handle = None
 
 
-def _compile_options(arch: str | None, tile: dict | None, fast_backward: bool = False) -> CCompileOptions:
+def _compile_options(arch: str | None, tile: dict | None, fast_backward: bool = False,
+                     grads: tuple = ()) -> CCompileOptions:
     options = CCompileOptions(ctypes.sizeof(CCompileOptions), arch.encode() if arch else None, 0, 0, 0, 0,
                               1 if fast_backward else 0)
+    if grads:  # the names' array lives in the options object (ctypes keeps it referenced)
+        names = (ctypes.c_char_p * len(grads))(*[g.encode() for g in grads])
+        options.grad_names = ctypes.cast(names, ctypes.POINTER(ctypes.c_char_p))
+        options.num_grads = len(grads)
+        options._names = names
     for key, value in (tile or {}).items():
         if key not in ("block_m", "block_n", "warps", "stages"):
             raise ValueError(f"tile option {key!r}: use block_m, block_n, warps or stages")
@@ -105,10 +111,11 @@ class _Compiled:
 
     _compile = _destroy = _can_launch = ""  # the C functions' names
 
-    def __init__(self, spec: Spec, arch: str | None = None, tile: dict | None = None, fast_backward: bool = False):
+    def __init__(self, spec: Spec, arch: str | None = None, tile: dict | None = None, fast_backward: bool = False,
+                 grads: tuple = ()):
         self._handle = None
         self._spec = spec  # kept alive as long as the handle
-        options = _compile_options(arch, tile, fast_backward)
+        options = _compile_options(arch, tile, fast_backward, grads)
         out = ctypes.c_void_p()
         check(getattr(lib(), self._compile)(spec.handle, ctypes.byref(options), ctypes.byref(out)))
         self._handle = out.value
@@ -154,7 +161,8 @@ class Kernel(_Compiled):
 
 class Backward(_Compiled):
     """An attnjit_backward*: the backward kernels of a spec that returns LSE (fast_backward:
-    dQ summed with fp32 atomics where that exists; deterministic otherwise)."""
+    dQ summed with fp32 atomics where that exists; deterministic otherwise; grads: names of
+    captured tensors whose gradients it computes, which force the deterministic one)."""
 
     _compile = "attnjit_compile_backward"
     _destroy, _can_launch = "attnjit_backward_destroy", "attnjit_backward_can_launch"

@@ -133,27 +133,26 @@ class CompiledAttention:
         training = q.requires_grad or k.requires_grad or v.requires_grad
 
         tensors = []
-        values = [] if training else None  # the tensors themselves: a training call keeps them alive
+        values = []  # the tensors themselves: a training call keeps them alive
+        grad_names = []  # captured tensors that require grad (their gradients come from the backward)
         for read, torch_dtype, ndim, code, t in variant.tensor_reads:
             value = read()
-            if training:
-                values.append(value)
+            values.append(value)
             if getattr(value, "dtype", None) is not torch_dtype or value.dim() != ndim:
                 return self._retrace_call(q, k, v)
             if value.get_device() != device:
                 raise ArgumentError(f"captured tensor '{t.name}' ({t.slot.where}) is on "
                                     f"{value.device} but q is on {q.device}; move it to the same device")
-            if value.requires_grad and _torch().is_grad_enabled():
-                raise ArgumentError(f"captured tensor '{t.name}' ({t.slot.where}) requires grad, but attnjit does "
-                                    "not compute gradients of captured tensors yet (q, k and v get theirs); "
-                                    "pass it detached (.detach()) or keep this variant in FlexAttention for now")
+            if value.requires_grad:
+                grad_names.append(t.name)
             if ndim:
                 tensors.append((value.data_ptr(), code, value.shape, value.stride()))
             else:  # a 0-dim tensor is read as a rank-1 tensor of one element
                 tensors.append((value.data_ptr(), code, (1,), (1,)))
         scalars = [float(read()) for read in variant.scalar_reads]
-        if training and _torch().is_grad_enabled() and B and Nq and Hq:
-            return self._call_training(variant, q, k, v, qs, ks, vs, qst, kst, vst, device, tensors, values, scalars)
+        if (training or grad_names) and _torch().is_grad_enabled() and B and Nq and Hq:
+            return self._call_training(variant, q, k, v, qs, ks, vs, qst, kst, vst, device, tensors, values, scalars,
+                                       grad_names)
 
         launcher = variant.launchers.get((dtype, Dqk, vs[3], device, get_ident()))
         if launcher is None:
@@ -173,23 +172,29 @@ class CompiledAttention:
                                     "CUDA torch tensor to it before calling")
         return self(q, k, v)
 
-    def _call_training(self, variant, q, k, v, qs, ks, vs, qst, kst, vst, device, tensors, values, scalars):
-        """The call with autograd: the forward with LSE, the backward kernels on loss.backward()."""
+    def _call_training(self, variant, q, k, v, qs, ks, vs, qst, kst, vst, device, tensors, values, scalars,
+                       grad_names=()):
+        """The call with autograd: the forward with LSE, the backward kernels on loss.backward();
+        grad_names: captured tensors that require grad (they get .grad too)."""
         key = (q.dtype, q.shape[3], vs[3], device, get_ident(), "train")
         launcher = variant.launchers.get(key)
         if launcher is None:
             launcher = self._make_launcher(variant, q, vs[3], device, return_lse=True)
-        backward_key = (q.dtype, q.shape[3], vs[3], device)
+        grads = tuple(sorted(set(grad_names)))
+        backward_key = (q.dtype, q.shape[3], vs[3], device, grads)
         backward = variant.backwards.get(backward_key)
         if backward is None:
             # `tile` is the forward kernel's; the backward kernels take their own default tile.
-            backward = variant.backwards[backward_key] = autograd.backward_for(launcher.kernel.spec.to_json(),
-                                                                               device, None, self.deterministic)
+            backward = variant.backwards[backward_key] = autograd.backward_for(
+                launcher.kernel.spec.to_json(), device, None, self.deterministic, grads)
         # Captured tensors are kept alive with the call: the backward reads them again.
+        by_name = {t.name: value for (_, _, _, _, t), value in zip(variant.tensor_reads, values)}
+        grad_values = [by_name[n] for n in grads]
         call = autograd.Call(backward, dtypes.CODES[dtypes.name_of(q.dtype)], device,
-                             [(value, *t) for value, t in zip(values, tensors)], scalars)
+                             [(value, *t) for value, t in zip(values, tensors)], scalars, grads, grad_values)
         out, lse = autograd.attention_function().apply(
-            call, lambda: launcher(q, k, v, qs, ks, vs, qst, kst, vst, device, tensors, scalars), q, k, v)
+            call, lambda: launcher(q, k, v, qs, ks, vs, qst, kst, vst, device, tensors, scalars), q, k, v,
+            *grad_values)
         return (out, lse) if self.return_lse else out
 
     def _make_launcher(self, variant, q, dv: int, device: int, return_lse: bool | None = None) -> Launcher:

@@ -134,6 +134,32 @@ def test_backward_compiles_for_sm90a_without_a_gpu():
     assert info.value.status == STATUS_INVALID_ARGUMENT and "return_lse" in info.value.message
 
 
+def _spec_text(score_mod, tensors):
+    import json
+    return json.dumps({"format": "attnjit.spec/1", "dtype": "bf16", "head_dim_qk": 64, "head_dim_v": 64,
+                       "return_lse": True, "scalars": {"cap": "float"},
+                       "tensors": {n: {"dtype": d, "rank": r} for n, (d, r) in tensors.items()},
+                       "score_mod": score_mod})
+
+
+def test_backward_with_captured_tensor_gradients_compiles_and_refuses_what_it_cannot():
+    import ctypes
+    from attnjit._capi_types import CCompileOptions, CGradArgs
+    # The ctypes mirrors have the C structs' sizes (the library refuses other sizes).
+    assert ctypes.sizeof(CCompileOptions) == 56 and ctypes.sizeof(CGradArgs) == 8 + 4 * 144 + 24
+    text = _spec_text("cap * tanh((score + bias[b, h, q_idx, kv_idx] + slopes[h] * float(kv_idx - q_idx)) / cap)",
+                      {"bias": ("bf16", 4), "slopes": ("f32", 1)})
+    backward = capi.Backward(capi.Spec.from_json(text), "sm_80", grads=("bias", "cap", "slopes"))
+    assert backward.handle
+    rel = _spec_text("score + table[h, clamp(kv_idx - q_idx, -8, 8) + 8] + cap", {"table": ("f32", 2)})
+    with pytest.raises(SpecError) as info:
+        capi.Backward(capi.Spec.from_json(rel), "sm_80", grads=("table",))
+    assert "is a diagonal read" in info.value.message and "'table'" in info.value.message
+    with pytest.raises(SpecError) as info:
+        capi.Backward(capi.Spec.from_json(text), "sm_80", grads=("nope",))
+    assert "a gradient was asked for 'nope'" in info.value.message
+
+
 def test_compile_options_reach_the_c_api():
     spec = capi.Spec.from_json(attnjit.spec_json())
     with pytest.raises(SpecError) as info:

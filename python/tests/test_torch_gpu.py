@@ -354,14 +354,96 @@ def test_training_is_deterministic_and_lse_is_not_differentiable():
         assert torch.equal(a, b), "two backward passes on the same inputs differ"
 
 
-def test_training_refuses_captured_tensors_that_require_grad():
+# ---- gradients of captured tensors (a bias, ALiBi slopes, a 0-dim temperature) ------------------
+
+# reference/tolerance.h's summed_gradient_tolerance: for gradients summed over many score elements.
+SUMMED_GRAD_TOLERANCE = {torch.float16: 1e-2, torch.bfloat16: 5e-2, torch.float32: 1e-4}
+
+
+def _captured_cases(B, Hq, Nq, Nk, dtype):
+    """name: (score_mod, causal, reference score(s, b, h, i, j, tensor), the captured tensor, summed)."""
+    full = torch.randn(B, Hq, Nq, Nk, device=DEVICE, dtype=dtype)
+    bcast = torch.randn(1, Hq, Nq, Nk, device=DEVICE, dtype=dtype)
+    slopes = mods.alibi_slopes(Hq, device=DEVICE)
+    temp = torch.tensor(0.7, device=DEVICE)
+    return {
+        "bias": (lambda t: (lambda s, b, h, i, j: s + t[b, h, i, j]), False,
+                 lambda s, b, h, i, j, t: s + t.double()[b, h, i, j], full, False),
+        "bias_causal": (lambda t: (lambda s, b, h, i, j: s + t[b, h, i, j]), True,
+                        lambda s, b, h, i, j, t: s + t.double()[b, h, i, j], full, False),
+        # a [1, H, N, N] pair bias expanded over the batch (stride 0): its gradient is the batch sum
+        "broadcast_bias": (lambda t: (lambda s, b, h, i, j: s + t[b, h, i, j]), False,
+                           lambda s, b, h, i, j, t: s + t.double()[b, h, i, j], bcast, True),
+        "alibi": (lambda t: (lambda s, b, h, i, j: s + t[h] * (j - i)), True,
+                  lambda s, b, h, i, j, t: s + t.double()[h] * (j - i), slopes, True),
+        "temperature": (lambda t: (lambda s, b, h, i, j: s * t), False,
+                        lambda s, b, h, i, j, t: s * t.double(), temp, True),
+    }
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32])
+@pytest.mark.parametrize("name", ["bias", "bias_causal", "broadcast_bias", "alibi", "temperature"])
+def test_captured_tensor_gradients(name, dtype):
+    B, Hq, Hkv, Nq, Nk = 2, 4, 2, 129, 255
+    score_mod, causal, ref_score, tensor, summed = _captured_cases(B, Hq, Nq, Nk, dtype)[name]
+    leaf = tensor.clone().requires_grad_()
+    captured = leaf.expand(B, *leaf.shape[1:]) if name == "broadcast_bias" else leaf
+    q, k, v = (t.requires_grad_() for t in make_qkv(B, Hq, Hkv, Nq, Nk, 64, dtype))
+    out = attnjit.attention(q, k, v, score_mod=score_mod(captured), causal=causal, enable_gqa=True)
+    d_out = torch.randn_like(out)
+    (out * d_out).sum().backward()
+    # float64 reference by torch autograd
+    qd, kd, vd = (t.detach().double().requires_grad_() for t in (q, k, v))
+    td = leaf.detach().double().requires_grad_()
+    keep = (lambda b, h, i, j: j <= i) if causal else None
+    ref, _ = reference(qd, kd, vd, lambda s, b, h, i, j: ref_score(s, b, h, i, j, td), keep)
+    (ref * d_out.double()).sum().backward()
+    for grad, r, which in zip((q.grad, k.grad, v.grad), (qd.grad, kd.grad, vd.grad), "qkv"):
+        check_grad(grad, r, dtype, f"d{which} {name} {dtype}")
+    g = leaf.grad
+    assert g is not None and g.shape == leaf.shape and g.dtype == leaf.dtype, f"{name}: {g}"
+    t = (SUMMED_GRAD_TOLERANCE if summed else GRAD_TOLERANCE)[dtype]
+    err = (g.double() - td.grad).abs()
+    bound = t * td.grad.abs().max().clamp_min(1e-6) + t * td.grad.abs()
+    assert torch.isfinite(g.double()).all() and (err <= bound).all(), \
+        f"d{name} {dtype}: max error {err.max().item():.3g} (max |ref| {td.grad.abs().max().item():.3g})"
+
+
+@pytest.mark.parametrize("name", ["bias_causal", "alibi", "temperature"])
+def test_captured_tensor_gradcheck_fp32(name):
+    # gradcheck over q, k, v and the captured tensor, float32 (tolerances as test_gradcheck_fp32).
+    B, Hq, Nq, Nk = 1, 2, 9, 45
+    score_mod, causal, _, tensor, _ = _captured_cases(B, Hq, Nq, Nk, torch.float32)[name]
+    q, k, v = (t.requires_grad_() for t in make_qkv(B, Hq, Hq, Nq, Nk, 32, torch.float32))
+    leaf = tensor.clone().requires_grad_()
+
+    def fn(q, k, v, t):
+        return attnjit.attention(q, k, v, score_mod=score_mod(t), causal=causal)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert torch.autograd.gradcheck(fn, (q, k, v, leaf), eps=1e-3, atol=1e-2, rtol=1e-2, fast_mode=True)
+
+
+def test_captured_tensor_gradients_are_deterministic():
+    bias = torch.randn(1, 4, 300, 300, device=DEVICE, dtype=torch.bfloat16).requires_grad_()
     slopes = mods.alibi_slopes(4, device=DEVICE).requires_grad_()
-    q, k, v = (t.requires_grad_() for t in make_qkv(1, 4, 4, 64, 64, 64, torch.bfloat16))
-    with pytest.raises(attnjit.ArgumentError, match="requires grad.*not compute gradients of captured tensors"):
-        attnjit.attention(q, k, v, score_mod=mods.alibi(slopes))
-    out = attnjit.attention(q, k, v, score_mod=mods.alibi(slopes.detach()))
-    out.sum().backward()  # detached: q, k, v get their gradients
-    assert q.grad is not None and torch.isfinite(q.grad.float()).all()
+    q, k, v = make_qkv(2, 4, 4, 300, 300, 64, torch.bfloat16)
+    grads = []
+    for _ in range(2):
+        bias.grad = slopes.grad = None
+        b = bias.expand(2, 4, 300, 300)
+        out = attnjit.attention(q, k, v, score_mod=lambda s, bb, h, i, j: s + b[bb, h, i, j] + slopes[h] * (j - i),
+                                causal=True)
+        (out.float() * 0.5).sum().backward()
+        grads.append((bias.grad.clone(), slopes.grad.clone()))
+    assert all(torch.equal(a, b) for a, b in zip(*grads)), "two backward passes on the same inputs differ"
+
+
+def test_relative_position_table_gradient_is_refused():
+    table = torch.randn(4, 17, device=DEVICE).requires_grad_()
+    q, k, v = make_qkv(1, 4, 4, 64, 64, 64, torch.bfloat16)
+    with pytest.raises(attnjit.AttnjitError, match="is a diagonal read"):
+        attnjit.attention(q, k, v, score_mod=mods.relative_position_bias(table, 8))
 
 
 def test_no_grad_runs_the_forward_only():

@@ -308,5 +308,67 @@ TEST(CapiBackward, CompileOnlyLaunchChecksArgumentsFirst) {
                   {"argument 'backward' is null"});
 }
 
+// Gradients of captured tensors and scalars: grad_names at compile time (a struct that ends
+// before them, from an older caller, compiles without), and the outputs at launch (checked
+// before the compile-only backward says it cannot launch; a grads struct from before
+// input_grads is accepted).
+TEST(CapiBackward, InputGradientsAndTheOlderStructs) {
+    SKIP_WITHOUT_NVRTC();
+    SpecPtr spec = c_spec(spec_with_every_input());
+    ASSERT_TRUE(spec);
+    const char* names[] = {"bias", "slopes", "cap"};
+    attnjit_compile_options o = ATTNJIT_COMPILE_OPTIONS_INIT;
+    o.arch = "sm_80";
+    o.grad_names = names;
+    o.num_grads = 3;
+    attnjit_backward* raw = nullptr;
+    ASSERT_EQ(attnjit_compile_backward(spec.get(), &o, &raw), ATTNJIT_OK) << attnjit_last_error();
+    BackwardPtr b(raw, &attnjit_backward_destroy);
+    attnjit_compile_options older = o;
+    older.struct_size = offsetof(attnjit_compile_options, grad_names);
+    older.num_grads = -5;  // past the caller's struct: never read
+    raw = nullptr;
+    EXPECT_EQ(attnjit_compile_backward(spec.get(), &older, &raw), ATTNJIT_OK) << attnjit_last_error();
+    attnjit_backward_destroy(raw);
+    const char* twice[] = {"bias", "bias"};
+    attnjit_compile_options dup = o;
+    dup.grad_names = twice;
+    dup.num_grads = 2;
+    raw = nullptr;
+    EXPECT_STATUS(attnjit_compile_backward(spec.get(), &dup, &raw), ATTNJIT_ERROR_INVALID_ARGUMENT,
+                  {"options->grad_names names 'bias' twice"});
+    const char* window[] = {"window"};
+    dup.grad_names = window;
+    dup.num_grads = 1;
+    EXPECT_STATUS(attnjit_compile_backward(spec.get(), &dup, &raw), ATTNJIT_ERROR_INVALID_ARGUMENT,
+                  {"scalar 'window', an int scalar"});
+    EXPECT_EQ(raw, nullptr);
+
+    if (attnjit_backward_can_launch(b.get())) GTEST_SKIP() << "loaded here; the GPU tests launch it";
+    FakeLaunch f;
+    FakeGrads g;  // no input gradients
+    EXPECT_STATUS(attnjit_launch_backward(b.get(), &f.args, &g.grads, nullptr), ATTNJIT_ERROR_INVALID_ARGUMENT,
+                  {"the gradient of scalar 'cap' is missing"});
+    const int64_t bias_shape[4] = {FakeLaunch::B, FakeLaunch::H, FakeLaunch::N, FakeLaunch::N},
+                  slopes_shape[1] = {FakeLaunch::H};
+    attnjit_tensor outs[3] = {FakeLaunch::tensor(11, ATTNJIT_BF16, 4, bias_shape),
+                              FakeLaunch::tensor(12, ATTNJIT_F32, 1, slopes_shape),
+                              FakeLaunch::tensor(13, ATTNJIT_F32, 0, nullptr)};
+    g.grads.input_grad_names = names;
+    g.grads.input_grads = outs;
+    g.grads.num_input_grads = 3;
+    const attnjit_status s = attnjit_launch_backward(b.get(), &f.args, &g.grads, nullptr);
+    EXPECT_TRUE(s == ATTNJIT_ERROR_ENVIRONMENT || std::string(attnjit_last_error()).find("another arch") != std::string::npos)
+        << attnjit_status_name(s) << ": " << attnjit_last_error();
+    outs[1].dtype = ATTNJIT_BF16;
+    EXPECT_STATUS(attnjit_launch_backward(b.get(), &f.args, &g.grads, nullptr), ATTNJIT_ERROR_INVALID_ARGUMENT,
+                  {"GradArgs::grads[\"slopes\"] has dtype bf16"});
+    // An older caller's grads struct (no input gradients) reaches the same check.
+    FakeGrads old;
+    old.grads.struct_size = offsetof(attnjit_grad_args, input_grad_names);
+    EXPECT_STATUS(attnjit_launch_backward(b.get(), &f.args, &old.grads, nullptr), ATTNJIT_ERROR_INVALID_ARGUMENT,
+                  {"the gradient of scalar 'cap' is missing"});
+}
+
 }  // namespace
 }  // namespace attnjit::capitest

@@ -403,6 +403,77 @@ TEST(GradArgs, ValidArgumentsPass) {
     check_grad_args(c.spec, c.args, valid_grads());
 }
 
+// ---- gradients of captured tensors and scalars (check_input_grad_args) -----------------------
+
+std::vector<codegen::InputGradOutput> valid_outputs() {
+    codegen::InputGradOutput cap, bias;
+    cap.name = "cap";
+    cap.scalar = true;
+    bias.name = "bias";
+    bias.dtype = DType::f32;
+    bias.rank = 4;
+    bias.stored = true;
+    return {cap, bias};
+}
+
+GradArgs valid_input_grads() {
+    GradArgs g = valid_grads();
+    g.grads["bias"] = view(10, DType::f32, {B, Hq, Nq, Nk});
+    g.grads["cap"] = view(11, DType::f32, {});
+    return g;
+}
+
+TEST(InputGradArgs, ValidArgumentsPass) {
+    const Case c = valid();
+    check_input_grad_args(c.args, valid_input_grads(), valid_outputs());
+    check_input_grad_args(c.args, valid_grads(), {});  // none asked, none given
+}
+
+TEST(InputGradArgs, MissingWrongAndExtraOutputsAreUserErrors) {
+    const Case c = valid();
+    GradArgs g = valid_input_grads();
+    g.grads.erase("bias");
+    EXPECT_USER_ERROR(check_input_grad_args(c.args, g, valid_outputs()),
+                      "the gradient of tensor 'bias' is missing: GradArgs::grads[\"bias\"] must be given");
+    g = valid_input_grads();
+    g.grads["bias"].dtype = DType::bf16;
+    EXPECT_USER_ERROR(check_input_grad_args(c.args, g, valid_outputs()),
+                      "GradArgs::grads[\"bias\"] has dtype bf16 but must have the dtype of captured tensor 'bias', f32");
+    g = valid_input_grads();
+    g.grads["bias"] = view(10, DType::f32, {B, Hq, Nq});
+    EXPECT_USER_ERROR(check_input_grad_args(c.args, g, valid_outputs()), "must have the shape of captured tensor 'bias'");
+    g = valid_input_grads();
+    g.grads["cap"] = view(11, DType::f32, {1});
+    EXPECT_USER_ERROR(check_input_grad_args(c.args, g, valid_outputs()), "must be a 0-dim f32 tensor");
+    g = valid_input_grads();
+    g.grads["window"] = view(12, DType::f32, {});
+    EXPECT_USER_ERROR(check_input_grad_args(c.args, g, valid_outputs()),
+                      "GradArgs::grads has 'window', which this AttentionBackward was not asked for");
+    EXPECT_USER_ERROR(check_input_grad_args(c.args, valid_input_grads(), {}), "GradArgs::grads has 'bias'");
+    g = valid_input_grads();
+    g.grads["bias"].strides[0] = 0;  // the tensor does not broadcast
+    EXPECT_USER_ERROR(check_input_grad_args(c.args, g, valid_outputs()),
+                      "has stride 0 in dimension 0 where captured tensor 'bias' has stride 2048: a gradient may have "
+                      "stride 0 only where its tensor broadcasts");
+    g = valid_input_grads();
+    g.grads["bias"].data = c.args.tensors.at("bias").data;
+    EXPECT_USER_ERROR(check_input_grad_args(c.args, g, valid_outputs()), "is the same memory as captured tensor 'bias'");
+    g = valid_input_grads();
+    g.grads["bias"].data = g.dq.data;
+    EXPECT_USER_ERROR(check_input_grad_args(c.args, g, valid_outputs()), "is the same memory as another gradient");
+}
+
+// A broadcast tensor (stride 0) takes a gradient with stride 0 there (the sum) or a real
+// stride (each index's own, as autograd wants for an expanded tensor).
+TEST(InputGradArgs, BroadcastTensorTakesEitherGradient) {
+    Case c = valid();
+    c.args.tensors["bias"].strides[0] = 0;
+    GradArgs g = valid_input_grads();
+    check_input_grad_args(c.args, g, valid_outputs());
+    g.grads["bias"].strides[0] = 0;
+    check_input_grad_args(c.args, g, valid_outputs());
+}
+
 TEST(GradArgs, ShapesDtypesAndStridesAreChecked) {
     const Case c = valid();
     GradArgs g = valid_grads();

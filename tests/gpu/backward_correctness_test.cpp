@@ -13,9 +13,14 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <map>
+#include <set>
+#include <stdexcept>
 #include <vector>
 
 #include "api/attention_backward.h"
+#include "dsl/dsl.h"
+#include "dsl/mods.h"
 #include "reference/attention_backward.h"
 #include "support/exceptions.h"
 #include "tests/gpu/gpu_test_support.h"
@@ -281,6 +286,380 @@ TEST(BackwardErrors, SpecWithoutLseIsRefused) {
         ADD_FAILURE() << "no error";
     } catch (const UserError& e) {
         EXPECT_NE(std::string(e.what()).find(".return_lse()"), std::string::npos) << e.what();
+    }
+}
+
+// ---- gradients of captured tensors and scalars (issue 8 item 4) ----------------------------
+//
+// Each kind of read whose gradient the backward computes (codegen/input_grads.h), against
+// reference::backward's d tensor / d scalar: a full-size bias [B, Hq, Nq, Nk] (stored
+// directly; with a causal mask, whose skipped tiles are zeroed), a [1, Hq, Nq, Nk] bias
+// broadcast by stride 0 (planes summed over the batch), a bias read without the batch index
+// (bias3[h, i, j]), ALiBi slopes [Hq], a temperature temp[0] and a runtime scalar (summed per
+// CTA, then in CTA order), and all at once under a sliding window. The gradient buffers
+// are poisoned first: every element must be written.
+
+enum class GradKind { FullBias, FullBiasCausal, BroadcastBias, HeadBias, Alibi, Temperature, SoftcapScalar, Combined };
+
+const char* grad_kind_name(GradKind k) {
+    switch (k) {
+    case GradKind::FullBias: return "full_bias";
+    case GradKind::FullBiasCausal: return "full_bias_causal";
+    case GradKind::BroadcastBias: return "broadcast_bias";
+    case GradKind::HeadBias: return "head_bias";
+    case GradKind::Alibi: return "alibi_slopes";
+    case GradKind::Temperature: return "temperature";
+    case GradKind::SoftcapScalar: return "softcap_scalar";
+    case GradKind::Combined: return "combined";
+    }
+    return "?";
+}
+
+struct TensorGradCase {
+    GradKind kind = GradKind::FullBias;
+    Case c;
+    std::string name() const { return std::string(grad_kind_name(kind)) + "_" + c.name(); }
+};
+
+// Whether the tensor's gradient is a sum over many score elements (summed_gradient_tolerance).
+bool summed(GradKind k) { return k != GradKind::FullBias && k != GradKind::FullBiasCausal; }
+
+// The problem of a case, with its spec, captured tensors and the names of the gradients.
+Problem make_tensor_grad_problem(const TensorGradCase& tc, std::set<std::string>& wanted) {
+    Case c = tc.c;
+    switch (tc.kind) {
+    case GradKind::BroadcastBias: c.mod = Mod::BiasBroadcast; break;
+    case GradKind::Alibi: c.mod = Mod::AlibiCausal; break;
+    case GradKind::SoftcapScalar: c.mod = Mod::Softcap; break;
+    default: c.mod = Mod::Plain; break;
+    }
+    Problem p = make_problem(c);
+    const int64_t B = c.batch, Hq = c.hq, Nq = c.nq, Nk = c.nk;
+    auto add = [&](const std::string& name, HostTensor t) {
+        p.d_tensors.emplace(name, runtime::to_device(t));
+        p.in.tensors.emplace(name, std::move(t));
+    };
+    auto base = [&] { return AttentionSpec().dtype(c.dtype).head_dims(c.dqk, c.dv).return_lse(); };
+    const dsl::Tensor bias("bias", c.dtype, 4), bias3("bias3", DType::f32, 3), temp("temp", DType::f32, 1),
+        slopes("slopes", DType::f32, 1);
+    using namespace dsl;
+    switch (tc.kind) {
+    case GradKind::FullBias:
+    case GradKind::FullBiasCausal: {
+        HostTensor t(c.dtype, {B, Hq, Nq, Nk});
+        reference::fill_normal(t, c.seed() + 31);
+        add("bias", std::move(t));
+        p.spec = base().score_mod(mods::bias(bias));
+        if (tc.kind == GradKind::FullBiasCausal) p.spec.mask(mods::causal());
+        wanted = {"bias"};
+        break;
+    }
+    case GradKind::BroadcastBias: wanted = {"bias"}; break;
+    case GradKind::HeadBias: {
+        HostTensor t(DType::f32, {Hq, Nq, Nk});
+        reference::fill_normal(t, c.seed() + 32);
+        add("bias3", std::move(t));
+        p.spec = base().score_mod(score() + bias3(head(), q_idx(), kv_idx())).mask(mods::causal());
+        wanted = {"bias3"};
+        break;
+    }
+    case GradKind::Alibi: wanted = {"slopes"}; break;
+    case GradKind::Temperature: {
+        HostTensor t(DType::f32, {1});
+        t.set({0}, 0.7);
+        add("temp", std::move(t));
+        p.spec = base().score_mod(score() * temp(0));
+        wanted = {"temp"};
+        break;
+    }
+    case GradKind::SoftcapScalar: wanted = {"cap"}; break;
+    case GradKind::Combined: {
+        HostTensor t(c.dtype, {B, Hq, Nq, Nk}), sl(DType::f32, {Hq});
+        reference::fill_normal(t, c.seed() + 33);
+        for (int64_t h = 0; h < Hq; ++h) sl.set({h}, 0.1 * static_cast<double>(h + 1));
+        add("bias", std::move(t));
+        add("slopes", std::move(sl));
+        p.in.scalars["cap"] = 3.0;
+        p.spec = base()
+                     .score_mod(mods::compose(mods::softcap(scalar("cap")),
+                                              score() + bias(batch(), head(), q_idx(), kv_idx()) +
+                                                  slopes(head()) * (kv_idx() - q_idx())))
+                     .mask(mods::sliding_window(48));
+        wanted = {"bias", "slopes", "cap"};
+        break;
+    }
+    }
+    return p;
+}
+
+// The device gradient outputs: the layout of each captured tensor (stride 0 where it
+// broadcasts), a 0-dim f32 per scalar; poisoned.
+struct InputGradBuffers {
+    std::map<std::string, HostTensor> host;
+    std::map<std::string, runtime::DeviceTensor> dev;
+    void poison() {
+        for (auto& [name, h] : host) {
+            reference::fill_poison(h);
+            dev.at(name).buffer.upload(h.storage().data(), h.storage().size());
+        }
+    }
+    void download() {
+        for (auto& [name, h] : host) runtime::from_device(dev.at(name), h);
+    }
+};
+
+InputGradBuffers make_input_grad_buffers(const Problem& p, const std::set<std::string>& wanted) {
+    InputGradBuffers b;
+    for (const auto& name : wanted) {
+        auto t = p.in.tensors.find(name);
+        HostTensor h = t != p.in.tensors.end() ? like(t->second) : HostTensor(DType::f32, {});
+        b.dev.emplace(name, runtime::to_device(h));
+        b.host.emplace(name, std::move(h));
+    }
+    return b;
+}
+
+// The reference gradient seen through `actual`'s layout: the reference gives every logical
+// element of the captured tensor its own gradient (a dimension of extent 1 and stride 0 holds
+// the sum of every index read through it); where `actual` has stride 0 those logical
+// elements are one memory element, which holds their sum.
+reference::DoubleTensor expected_through(const HostTensor& actual, const reference::DoubleTensor& ref) {
+    const std::vector<int64_t>& shape = actual.shape();
+    const int rank = static_cast<int>(shape.size());
+    reference::DoubleTensor sums(shape), e(shape);
+    std::vector<int64_t> idx(static_cast<size_t>(rank), 0), dst(static_cast<size_t>(rank), 0);
+    auto decompose = [&](int64_t n) {
+        for (int d = rank - 1; d >= 0; --d) {
+            idx[d] = n % shape[d];
+            n /= shape[d];
+            dst[d] = actual.strides()[d] == 0 ? 0 : idx[d];
+        }
+    };
+    for (int64_t n = 0; n < e.numel(); ++n) {
+        decompose(n);
+        sums.data[static_cast<size_t>(sums.offset_of(dst.data()))] += ref.data[static_cast<size_t>(ref.offset_of(idx.data()))];
+    }
+    for (int64_t n = 0; n < e.numel(); ++n) {
+        decompose(n);
+        e.data[static_cast<size_t>(n)] = sums.data[static_cast<size_t>(sums.offset_of(dst.data()))];
+    }
+    return e;
+}
+
+struct TensorGradRun {
+    GradProblem g;
+    std::set<std::string> wanted;
+    InputGradBuffers grads;
+};
+
+GradProblem grad_problem_from(Problem p) {
+    GradProblem g{std::move(p), {}, {}, {}, {}, {}, {}, {}, {}};
+    g.d_o = like(g.fwd.o);
+    reference::fill_normal(g.d_o, g.fwd.c.seed() + 17);
+    g.dq = like(g.fwd.in.q);
+    g.dk = like(g.fwd.in.k);
+    g.dv = like(g.fwd.in.v);
+    g.dev_d_o = runtime::to_device(g.d_o);
+    g.dev_dq = runtime::to_device(g.dq);
+    g.dev_dk = runtime::to_device(g.dk);
+    g.dev_dv = runtime::to_device(g.dv);
+    return g;
+}
+
+// Forward, then the backward asked for the case's gradients `runs` times (poisoned before
+// each); returns the bits of every gradient of each run.
+std::vector<std::vector<uint8_t>> run_tensor_grads(TensorGradRun& r, int runs) {
+    Problem& p = r.g.fwd;
+    Attention forward(p.spec);
+    CompileOptions o;
+    o.grads = r.wanted;
+    o.deterministic = false;  // asking for gradients runs the deterministic backward anyway
+    AttentionBackward backward(p.spec, o);
+    if (!backward.deterministic()) throw std::runtime_error("a backward with tensor gradients is not deterministic");
+    p.poison_outputs();
+    forward(p.args());
+    p.download_outputs();
+    std::vector<std::vector<uint8_t>> bits;
+    for (int i = 0; i < runs; ++i) {
+        r.g.poison();
+        r.grads.poison();
+        GradArgs ga = r.g.grads();
+        for (const auto& [name, d] : r.grads.dev) ga.grads[name] = d.view;
+        backward(p.args(), ga);
+        r.g.download();
+        r.grads.download();
+        std::vector<uint8_t> b = r.g.dq.storage();
+        for (const auto& [name, h] : r.grads.host) b.insert(b.end(), h.storage().begin(), h.storage().end());
+        bits.push_back(std::move(b));
+    }
+    return bits;
+}
+
+Check run_tensor_grad_case(const TensorGradCase& tc) {
+    const std::string name = tc.name();
+    try {
+        TensorGradRun r;
+        r.g = grad_problem_from(make_tensor_grad_problem(tc, r.wanted));
+        r.grads = make_input_grad_buffers(r.g.fwd, r.wanted);
+        run_tensor_grads(r, 1);
+        const reference::BackwardResult ref = reference::backward(r.g.fwd.spec, r.g.fwd.in, r.g.d_o, r.wanted);
+        const DType dt = tc.c.dtype;
+        Check out;
+        auto fold = [&](const Check& k) {
+            if (!k.ok) {
+                out.ok = false;
+                out.message += (out.message.empty() ? "" : "\n") + k.message;
+            }
+        };
+        fold(check_gradient(name + " dQ", r.g.dq, ref.dq, dt));
+        fold(check_gradient(name + " dK", r.g.dk, ref.dk, dt));
+        fold(check_gradient(name + " dV", r.g.dv, ref.dv, dt));
+        for (const auto& [gname, h] : r.grads.host) {
+            const double t = summed(tc.kind) ? reference::summed_gradient_tolerance(dt) : reference::gradient_tolerance(dt);
+            if (h.shape().empty()) {  // a runtime scalar
+                const double a = h.get(static_cast<const int64_t*>(nullptr)), e = ref.dscalars.at(gname);
+                const double tol = t * std::max(std::fabs(e), 1e-6) + t * std::fabs(e);
+                std::printf("%s: d%s = %.8g, reference %.8g\n", name.c_str(), gname.c_str(), a, e);
+                if (!(std::fabs(a - e) <= tol))
+                    fold({false, name + " d" + gname + " = " + std::to_string(a) + ", reference " + std::to_string(e)});
+                continue;
+            }
+            const reference::DoubleTensor e = expected_through(h, ref.dtensors.at(gname));
+            double g_max = 0;
+            for (double x : e.data) g_max = std::max(g_max, std::fabs(x));
+            std::printf("%s: d%s max error / max |gradient| %.2e (tolerance %.0e)\n", name.c_str(), gname.c_str(),
+                        reference::max_abs_error(reference::to_double(h), e) / std::max(g_max, 1e-30), t);
+            fold(check_output(name + " d" + gname, h, e, reference::Tolerance{t * std::max(g_max, 1e-6), t}));
+        }
+        return out;
+    } catch (const std::exception& e) {
+        return {false, name + ": threw " + e.what()};
+    }
+}
+
+std::vector<TensorGradCase> tensor_grad_matrix() {
+    std::vector<TensorGradCase> cases;
+    const GradKind kinds[] = {GradKind::FullBias,    GradKind::FullBiasCausal, GradKind::BroadcastBias,
+                              GradKind::HeadBias,    GradKind::Alibi,          GradKind::Temperature,
+                              GradKind::SoftcapScalar, GradKind::Combined};
+    for (GradKind k : kinds)
+        for (DType dt : {DType::bf16, DType::f16, DType::f32})
+            cases.push_back({k, make_case(Mod::Plain, dt, 64, {2, 4, 2, 129, 255})});  // ragged GQA
+    for (GradKind k : {GradKind::FullBiasCausal, GradKind::BroadcastBias, GradKind::Combined})
+        cases.push_back({k, make_case(Mod::Plain, DType::bf16, 128, {1, 2, 1, 77, 300})});
+    Case transposed = make_case(Mod::Plain, DType::bf16, 64, {2, 4, 4, 100, 100});
+    transposed.layout = Layout::BNHD;
+    cases.push_back({GradKind::Combined, transposed});
+    return cases;
+}
+
+class TensorGradients : public ::testing::TestWithParam<TensorGradCase> {};
+
+TEST_P(TensorGradients, MatchReference) {
+    ATTNJIT_SKIP_WITHOUT_GPU();
+    Check r = run_tensor_grad_case(GetParam());
+    EXPECT_TRUE(r.ok) << r.message;
+}
+
+INSTANTIATE_TEST_SUITE_P(Matrix, TensorGradients, ::testing::ValuesIn(tensor_grad_matrix()),
+                         [](const ::testing::TestParamInfo<TensorGradCase>& info) { return info.param.name(); });
+
+// Two runs on the same inputs write the same bits, per gradient kind (dQ and the tensor's
+// or scalar's gradient), on a grid of many CTAs.
+class TensorGradDeterminism : public ::testing::TestWithParam<GradKind> {};
+
+TEST_P(TensorGradDeterminism, SameInputsSameBits) {
+    ATTNJIT_SKIP_WITHOUT_GPU();
+    TensorGradCase tc{GetParam(), make_case(Mod::Plain, DType::bf16, 64, {3, 8, 2, 700, 900})};
+    TensorGradRun r;
+    r.g = grad_problem_from(make_tensor_grad_problem(tc, r.wanted));
+    r.grads = make_input_grad_buffers(r.g.fwd, r.wanted);
+    const auto bits = run_tensor_grads(r, 3);
+    EXPECT_TRUE(bits[0] == bits[1] && bits[1] == bits[2]) << tc.name() << ": gradients differ between runs";
+}
+
+INSTANTIATE_TEST_SUITE_P(Kinds, TensorGradDeterminism,
+                         ::testing::Values(GradKind::FullBiasCausal, GradKind::BroadcastBias, GradKind::HeadBias,
+                                           GradKind::Alibi, GradKind::Temperature, GradKind::SoftcapScalar,
+                                           GradKind::Combined),
+                         [](const ::testing::TestParamInfo<GradKind>& info) { return grad_kind_name(info.param); });
+
+// Bad gradient outputs are user errors and nothing is written.
+TEST(TensorGradErrors, BadOutputsLaunchNothing) {
+    ATTNJIT_SKIP_WITHOUT_GPU();
+    TensorGradCase tc{GradKind::Combined, make_case(Mod::Plain, DType::bf16, 64, {2, 4, 2, 65, 80})};
+    TensorGradRun r;
+    r.g = grad_problem_from(make_tensor_grad_problem(tc, r.wanted));
+    r.grads = make_input_grad_buffers(r.g.fwd, r.wanted);
+    Problem& p = r.g.fwd;
+    Attention forward(p.spec);
+    CompileOptions o;
+    o.grads = r.wanted;
+    AttentionBackward backward(p.spec, o);
+    forward(p.args());
+    auto good = [&] {
+        GradArgs ga = r.g.grads();
+        for (const auto& [name, d] : r.grads.dev) ga.grads[name] = d.view;
+        return ga;
+    };
+    auto expect_error = [&](const GradArgs& bad, const std::string& needle) {
+        r.g.poison();
+        r.grads.poison();
+        try {
+            backward(p.args(), bad);
+            ADD_FAILURE() << "no error for " << needle;
+        } catch (const UserError& e) {
+            EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+        }
+        r.g.download();
+        r.grads.download();
+        bool poisoned = all_poison(r.g.dq) && all_poison(r.g.dk) && all_poison(r.g.dv);
+        for (const auto& [name, h] : r.grads.host) poisoned = poisoned && all_poison(h);
+        EXPECT_TRUE(poisoned) << "written despite: " << needle;
+    };
+    GradArgs missing = good();
+    missing.grads.erase("slopes");
+    expect_error(missing, "the gradient of tensor 'slopes' is missing");
+    GradArgs wrong_dtype = good();
+    wrong_dtype.grads["bias"].dtype = DType::f32;
+    expect_error(wrong_dtype, "GradArgs::grads[\"bias\"] has dtype f32");
+    GradArgs wrong_shape = good();
+    wrong_shape.grads["bias"].shape[2] -= 1;
+    expect_error(wrong_shape, "must have the shape of captured tensor 'bias'");
+    GradArgs scalar_rank = good();
+    scalar_rank.grads["cap"] = r.grads.dev.at("slopes").view;
+    expect_error(scalar_rank, "must be a 0-dim f32 tensor");
+    GradArgs extra = good();
+    extra.grads["other"] = r.grads.dev.at("slopes").view;
+    expect_error(extra, "GradArgs::grads has 'other'");
+    GradArgs broadcast_mismatch = good();
+    broadcast_mismatch.grads["bias"].strides[0] = 0;
+    expect_error(broadcast_mismatch, "a gradient may have stride 0 only where its tensor broadcasts");
+    GradArgs in_place = good();
+    in_place.grads["bias"] = p.args().tensors.at("bias");
+    expect_error(in_place, "is the same memory as captured tensor 'bias'");
+}
+
+// Asking for a gradient that does not exist, or one whose sum is not implemented, is
+// refused when the backward is built.
+TEST(TensorGradErrors, RefusedAtConstruction) {
+    ATTNJIT_SKIP_WITHOUT_GPU();
+    const Problem rel = make_problem(make_case(Mod::RelativePosition, DType::bf16, 64, {1, 2, 2, 33, 33}));
+    CompileOptions o;
+    o.grads = {"rel_table"};
+    try {
+        AttentionBackward b(rel.spec, o);
+        ADD_FAILURE() << "no error for a relative-position table";
+    } catch (const UserError& e) {
+        EXPECT_NE(std::string(e.what()).find("is a diagonal read"), std::string::npos) << e.what();
+    }
+    const Problem doc = make_problem(make_case(Mod::DocumentMask, DType::bf16, 64, {1, 2, 2, 33, 33}));
+    o.grads = {"q_doc"};
+    try {
+        AttentionBackward b(doc.spec, o);
+        ADD_FAILURE() << "no error for an int tensor";
+    } catch (const UserError& e) {
+        EXPECT_NE(std::string(e.what()).find("only float tensors"), std::string::npos) << e.what();
     }
 }
 

@@ -109,8 +109,14 @@ typedef struct attnjit_compile_options {
      * head dims up to 128); 0 (the default): deterministic. Added after version 1's first
      * release: a struct_size that ends before it reads as 0. */
     int32_t fast_backward;
+    /* attnjit_compile_backward only: the captured tensors and runtime scalars whose
+     * gradients the backward computes (attnjit_grad_args' input_grads); any runs the
+     * deterministic backward. Added after fast_backward: a struct_size that ends before
+     * them reads as none. */
+    const char* const* grad_names;
+    int32_t num_grads;
 } attnjit_compile_options;
-#define ATTNJIT_COMPILE_OPTIONS_INIT {sizeof(attnjit_compile_options), NULL, 0, 0, 0, 0, 0}
+#define ATTNJIT_COMPILE_OPTIONS_INIT {sizeof(attnjit_compile_options), NULL, 0, 0, 0, 0, 0, NULL, 0}
 
 /* Generates, compiles (memory cache, then disk cache, then NVRTC) and, when a GPU is
  * present, loads the kernel into the current CUDA context (the primary one if none is
@@ -177,8 +183,8 @@ ATTNJIT_C_EXPORT attnjit_status attnjit_launch(const attnjit_kernel* kernel, con
 /* ---- training: the backward ------------------------------------------------------------
  * dQ, dK and dV of a spec that returns LSE, with the derivative of score_mod derived from
  * the spec; two kernels (dK and dV per KV tile, dQ per query tile), deterministic: the same
- * inputs give the same bits. Gradients of captured tensors and runtime scalars are not
- * computed yet. */
+ * inputs give the same bits. Gradients of captured tensors and runtime scalars: name them
+ * in attnjit_compile_options.grad_names and pass their outputs in attnjit_grad_args. */
 typedef struct attnjit_backward attnjit_backward; /* opaque: the compiled backward kernels */
 
 /* As attnjit_compile, for the backward of `spec` (which must return LSE). The tile fields of
@@ -196,10 +202,18 @@ typedef struct attnjit_grad_args {
     attnjit_tensor dq;    /* [B, Hq, Nq, Dqk] written */
     attnjit_tensor dk;    /* [B, Hkv, Nk, Dqk] written (summed over the query heads of a group) */
     attnjit_tensor dv;    /* [B, Hkv, Nk, Dv] written */
+    /* The gradients of the captured tensors and scalars named in the options' grad_names,
+     * written (every element): input_grads[i] is the gradient of input_grad_names[i]. A
+     * tensor's has its shape and dtype; stride 0 only where the captured tensor has stride 0
+     * (that element receives the sum over the dimension; a real stride there gets each
+     * index's own); a scalar's is a rank-0 f32 tensor. Added after dv: a struct_size that ends before them reads as none. */
+    const char* const* input_grad_names;
+    const attnjit_tensor* input_grads;
+    int32_t num_input_grads;
 } attnjit_grad_args;
 #define ATTNJIT_GRAD_ARGS_INIT                                                                      \
     {sizeof(attnjit_grad_args), ATTNJIT_TENSOR_INIT, ATTNJIT_TENSOR_INIT, ATTNJIT_TENSOR_INIT,        \
-     ATTNJIT_TENSOR_INIT}
+     ATTNJIT_TENSOR_INIT, NULL, NULL, 0}
 
 /* args: the forward's launch arguments once it has run (its o and lse among them). Checks
  * every argument (ATTNJIT_ERROR_INVALID_ARGUMENT, nothing launched on failure), then

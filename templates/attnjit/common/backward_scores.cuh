@@ -36,8 +36,12 @@ struct BackwardScores {
     bool need_mask;    // a kPartial tile of a masked variant
 
     // One element: s (in: <q, k>, out: P), dp (in: <dO, v>, out: dS).
+    // kGrads (backward_dq with Variant::kInputGrads): also the gradients of captured
+    // tensors and scalars at (q, k) when in_range (q < Nq and k < Nk, unclamped), from
+    // dT = P (dP - Delta) (common/input_grads.cuh).
+    template <bool kGrads = false, class Acc = int>
     __device__ __forceinline__ void element(const Row& row, int q, int k, bool keep, float lse2, float delta,
-                                            float& s, float& dp) const {
+                                            float& s, float& dp, bool in_range = false, Acc* acc = nullptr) const {
         if constexpr (Variant::kHasMask) {
             if (keep && need_mask) keep = Variant::mask(p, hd, row, q, k);
         }
@@ -50,6 +54,9 @@ struct BackwardScores {
         }
         pr = keep ? pr : 0.f;
         float ds = pr * (dp - delta);
+        if constexpr (kGrads) {
+            if (in_range) Variant::input_grads(p, hd, row, x, q, k, pr == 0.f ? 0.f : ds, *acc);
+        }
         if constexpr (Variant::kHasScoreGrad) ds *= Variant::d_score(p, hd, row, x, q, k);
         s = pr;
         dp = pr == 0.f ? 0.f : ds;
@@ -62,6 +69,18 @@ struct BackwardScores {
                                                      const Row (&rw)[kRows], const float (&lse2)[kRows],
                                                      const float (&delta)[kRows], int k0, int nk) const {
         ElementOp<kEdge, kRows> op{*this, qc, rw, lse2, delta, k0, nk};
+        layout.for_each2(s, dp, op);
+    }
+
+    // queries_are_rows with the gradients of captured tensors and scalars (kInputGrads):
+    // q_ok per row slot (the row is < Nq), acc the thread's per-CTA sums.
+    template <bool kEdge, class Layout, class Frag, int kRows, class Acc>
+    __device__ __forceinline__ void queries_are_rows_grads(const Layout& layout, Frag& s, Frag& dp,
+                                                           const int (&qc)[kRows], const bool (&q_ok)[kRows],
+                                                           const Row (&rw)[kRows], const float (&lse2)[kRows],
+                                                           const float (&delta)[kRows], int k0, int nk,
+                                                           Acc& acc) const {
+        GradElementOp<kEdge, kRows, Acc> op{*this, qc, q_ok, rw, lse2, delta, k0, nk, acc};
         layout.for_each2(s, dp, op);
     }
 
@@ -94,6 +113,24 @@ struct BackwardScores {
     }
 
 private:
+    template <bool kEdge, int kRows, class Acc>
+    struct GradElementOp {
+        const BackwardScores& bs;
+        const int (&qc)[kRows];
+        const bool (&q_ok)[kRows];
+        const Row (&rw)[kRows];
+        const float (&lse2)[kRows];
+        const float (&delta)[kRows];
+        int k0, nk;
+        Acc& acc;
+        __device__ __forceinline__ void operator()(float& s, float& dp, int r, int col) const {
+            const int k = k0 + col;
+            const bool keep = !kEdge || k < nk;
+            bs.template element<true>(rw[r], qc[r], keep ? k : nk - 1, keep, lse2[r], delta[r], s, dp,
+                                      keep && q_ok[r], &acc);
+        }
+    };
+
     template <bool kEdge, int kRows>
     struct ElementOp {
         const BackwardScores& bs;

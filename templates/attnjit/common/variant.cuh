@@ -18,6 +18,16 @@ struct VariantDefaults {
     // Backward kernels only: d score_mod / d s (1 when false; codegen/autodiff.h):
     //   static float d_score(const Params&, const Head&, const Row&, float s, int q, int k);
     static constexpr bool kHasScoreGrad = false;
+    // backward_dq only, when gradients of captured tensors or runtime scalars are asked
+    // for: input_grads(p, hd, row, s, q, k, dt, acc) at every in-range element, and the
+    // hooks of common/input_grads.cuh (which says what each one does).
+    static constexpr bool kInputGrads = false;
+    static constexpr bool kInputGradZeroFill = false;  // input_grads_zero(p, hd, q, k) before the main loop
+    static constexpr int kInputGradAccums = 0;         // sites summed per CTA, then across CTAs
+    static constexpr int kInputGradOutputs = 0;        // gradient outputs those sites write
+    // backward_dkdv only: finish_input_grad_planes(p, first, step) sums the planes of
+    // elementwise gradients (backward/grad_args.h) over a grid-stride range.
+    static constexpr bool kInputGradPlanes = false;
 
     // ---- structural hooks (the next features; off by default) ---------------------------
     // Output transform, applied in the epilogue to every output element of a written row,

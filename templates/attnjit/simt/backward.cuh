@@ -19,6 +19,7 @@
 #pragma once
 
 #include "attnjit/backward/args.h"
+#include "attnjit/common/input_grads.cuh"
 #include "attnjit/common/intervals.cuh"
 #include "attnjit/common/kernel_config.h"
 #include "attnjit/common/kv_schedule.cuh"
@@ -115,9 +116,12 @@ struct Backward {
 
     // P and dS of the staged tile (query rows from m0, keys from n0, class cls). Elements
     // outside Nq x Nk, masked, or with t = -inf are zero in both.
-    template <class Variant, class Params>
+    // kGrads (backward_dq with Variant::kInputGrads): also the gradients of captured
+    // tensors and scalars at every in-range element (common/input_grads.cuh).
+    template <class Variant, class Params, bool kGrads = false, class Acc = int>
     __device__ __forceinline__ static void tile_gradients(const Params& p, const typename Variant::Head& hd,
-                                                          const Tiles& t, int m0, int n0, TileClass cls) {
+                                                          const Tiles& t, int m0, int n0, TileClass cls,
+                                                          Acc* acc = nullptr) {
         const BackwardArgs& a = p.args;
         for (int e = threadIdx.x; e < BM * BN; e += kThreads) {
             const int r = e / BN, c = e % BN;
@@ -141,8 +145,18 @@ struct Backward {
                         float dp = 0.f;
                         for (int d = 0; d < DV; ++d) dp += t.d_o[r * kVP + d] * t.v[c * kVP + d];
                         ds = pv * (dp - t.delta[r]);
+                        if constexpr (kGrads) Variant::input_grads(p, hd, row, s, q, k, pv == 0.f ? 0.f : ds, *acc);
                         if constexpr (Variant::kHasScoreGrad) ds *= Variant::d_score(p, hd, row, s, q, k);
+                    } else if constexpr (kGrads) {
+                        Variant::input_grads(p, hd, row, s, q, k, 0.f, *acc);
                     }
+                } else if constexpr (kGrads) {
+                    Variant::input_grads(p, hd, row, 0.f, q, k, 0.f, *acc);
+                }
+            } else if constexpr (kGrads) {
+                if (q < a.q_len && k < a.kv_len) {
+                    const typename Variant::Row row = Variant::make_row(p, hd, q);
+                    Variant::input_grads(p, hd, row, 0.f, q, k, 0.f, *acc);
                 }
             }
             t.p[r * kSP + c] = pv;
@@ -153,6 +167,7 @@ struct Backward {
     // dK and dV of one KV tile: grid (ceil(Nk / BN), Hkv, B).
     template <class Variant, class Params>
     __device__ __forceinline__ static void run_dkdv(const Params& p, unsigned char* smem) {
+        sum_input_grad_planes<Variant, Params, kThreads>(p);  // gradients of captured tensors (common/input_grads.cuh)
         const BackwardArgs& a = p.args;
         const Tiles t(smem);
         const int tid = threadIdx.x;
@@ -228,12 +243,15 @@ struct Backward {
         const int nq = a.q_len;
         stage_queries(a, t, b, h, m0);
         const typename Variant::Head hd = Variant::make_head(p, b, h, kvh);
+        if constexpr (Variant::kInputGrads) zero_fill_input_grads<Variant, Params, kThreads>(p, hd, m0, BM, nq, a.kv_len);
         BlockCtx ctx{reinterpret_cast<long long*>(smem), tid, kThreads};
         KvCursor<Variant, Params, BN> cursor(a.kv_len, m0, (m0 + BM < nq ? m0 + BM : nq) - 1);
 
         float dq[kDqPer];
 #pragma unroll
         for (int i = 0; i < kDqPer; ++i) dq[i] = 0.f;
+        InputGradAcc<Variant> gacc;
+        gacc.clear();
 
         TileClass cls;
         for (int tile = cursor.advance(p, hd, ctx, cls); tile >= 0; tile = cursor.advance(p, hd, ctx, cls)) {
@@ -241,7 +259,10 @@ struct Backward {
             block_sync();  // every thread is done with the previous K, V, P, dS
             stage_keys(a, t, b, kvh, n0);
             block_sync();
-            tile_gradients<Variant>(p, hd, t, m0, n0, cls);
+            if constexpr (Variant::kInputGrads)
+                tile_gradients<Variant, Params, true>(p, hd, t, m0, n0, cls, &gacc);
+            else
+                tile_gradients<Variant>(p, hd, t, m0, n0, cls);
             block_sync();
 #pragma unroll
             for (int i = 0; i < kDqPer; ++i) {
@@ -261,6 +282,7 @@ struct Backward {
             const int e = tid + i * kThreads, r = e / DQK, d = e % DQK;
             if (e < BM * DQK && m0 + r < nq) dqg[r * a.dq_stride[2] + d] = FromFloat<E>::cvt(a.scale * dq[i]);
         }
+        if constexpr (Variant::kInputGrads) finish_input_grads<Variant, Params, kThreads, kSmemBytes>(p, hd, gacc, smem);
     }
 };
 

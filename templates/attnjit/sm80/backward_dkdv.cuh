@@ -17,6 +17,7 @@
 
 #include "attnjit/backward/args.h"
 #include "attnjit/common/backward_scores.cuh"
+#include "attnjit/common/input_grads.cuh"
 #include "attnjit/common/intervals.cuh"
 #include "attnjit/common/kernel_config.h"
 #include "attnjit/common/ptx.cuh"
@@ -62,6 +63,7 @@ struct BackwardDkdv {
 
     template <class Variant, class Params>
     __device__ __forceinline__ static void run_dkdv(const Params& p, unsigned char* smem) {
+        sum_input_grad_planes<Variant, Params, kThreads>(p);  // gradients of captured tensors (common/input_grads.cuh)
         const BackwardArgs& a = p.args;
         const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
         const int n0 = blockIdx.x * BN, kvh = blockIdx.y, b = blockIdx.z;

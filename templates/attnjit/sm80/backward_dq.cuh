@@ -17,6 +17,7 @@
 #include "attnjit/backward/args.h"
 #include "attnjit/common/backward_rows.cuh"
 #include "attnjit/common/backward_scores.cuh"
+#include "attnjit/common/input_grads.cuh"
 #include "attnjit/common/intervals.cuh"
 #include "attnjit/common/kernel_config.h"
 #include "attnjit/common/kv_schedule.cuh"
@@ -78,6 +79,7 @@ struct BackwardDq {
         ptx::cp_async_commit();
 
         const typename Variant::Head hd = Variant::make_head(p, b, h, kvh);
+        if constexpr (Variant::kInputGrads) zero_fill_input_grads<Variant, Params, kThreads>(p, hd, m0, BM, nq, nk);
         BlockCtx ctx{reinterpret_cast<long long*>(smem), tid, kThreads};
         KvCursor<Variant, Params, BN> cursor(nk, m0, (m0 + BM < nq ? m0 + BM : nq) - 1);
         auto issue = [&](int tile, int stage) {
@@ -100,12 +102,14 @@ struct BackwardDq {
 
         const SLayout sl;
         int qc[kRows];
+        bool q_ok[kRows];
         typename Variant::Row rw[kRows];
         float lse2[kRows], delta[kRows];
 #pragma unroll
         for (int r = 0; r < kRows; ++r) {
             const int q = m0 + sl.row(r);
             qc[r] = q < nq ? q : nq - 1;
+            q_ok[r] = q < nq;
             rw[r] = Variant::make_row(p, hd, qc[r]);
             lse2[r] = lse2_s[sl.row(r)];
             delta[r] = delta_s[sl.row(r)];
@@ -119,6 +123,8 @@ struct BackwardDq {
 
         float dq[kMF][DQK / 8][4];
         DLayout::clear(dq);
+        InputGradAcc<Variant> gacc;
+        gacc.clear();
         int stage = 0;
         while (tile >= 0) {
             const TileClass tcls = cls;
@@ -137,10 +143,17 @@ struct BackwardDq {
             const int k0 = tile * BN;
             const BackwardScores<Variant, Params> scores{p, hd, a.scale, a.scale * kLog2e,
                                                          Variant::kHasMask && tcls == TileClass::kPartial};
-            if (k0 + BN > nk)
-                scores.template queries_are_rows<true>(sl, s, dp, qc, rw, lse2, delta, k0, nk);
-            else
-                scores.template queries_are_rows<false>(sl, s, dp, qc, rw, lse2, delta, k0, nk);
+            if constexpr (Variant::kInputGrads) {
+                if (k0 + BN > nk)
+                    scores.template queries_are_rows_grads<true>(sl, s, dp, qc, q_ok, rw, lse2, delta, k0, nk, gacc);
+                else
+                    scores.template queries_are_rows_grads<false>(sl, s, dp, qc, q_ok, rw, lse2, delta, k0, nk, gacc);
+            } else {
+                if (k0 + BN > nk)
+                    scores.template queries_are_rows<true>(sl, s, dp, qc, rw, lse2, delta, k0, nk);
+                else
+                    scores.template queries_are_rows<false>(sl, s, dp, qc, rw, lse2, delta, k0, nk);
+            }
             unsigned ds_a[kMF][kNT / 2][4];
             pack_a<E>(dp, ds_a);
             gemm_rn<E, kMF, DQK / 8, kNT / 2, kCprQ>(dq, ds_a, k_t + so, la);
@@ -158,6 +171,7 @@ struct BackwardDq {
             if (q < nq)
                 dl.store_row(dqg + q * a.dq_stride[2] + dl.lane_col(), dq, r, [scale](float v, int) { return v * scale; });
         }
+        if constexpr (Variant::kInputGrads) finish_input_grads<Variant, Params, kThreads, kSmemBytes>(p, hd, gacc, smem);
     }
 };
 

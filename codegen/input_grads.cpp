@@ -1,0 +1,125 @@
+#include "codegen/input_grads.h"
+
+#include <map>
+
+#include "codegen/autodiff.h"
+#include "dsl/printer.h"
+#include "dsl/visitor.h"
+#include "support/error.h"
+
+namespace attnjit::codegen {
+
+namespace {
+
+const char* why_unsupported(const GradReductionPlan& r) {
+    switch (r.kind) {
+    case GradReduction::Elementwise: return nullptr;  // sums over batch and heads: planes
+    case GradReduction::Uniform: return nullptr;
+    case GradReduction::PerKey: return "a per-key read (kv_idx, no q_idx): summed over the queries";
+    case GradReduction::PerQuery: return "a per-query read (q_idx, no kv_idx): summed over the keys";
+    case GradReduction::Diagonal: return "a diagonal read (kv_idx - q_idx): summed per diagonal";
+    case GradReduction::Gather: return "a gathered read (an index computed from other coordinates or tensors)";
+    }
+    return "?";
+}
+
+void set_roles(InputGradSite& s) {
+    using Role = InputGradSite::Role;
+    for (const dsl::Expr& index : s.read.as<dsl::TensorLoad>()->indices) {
+        Role role = Role::Const;
+        int coords = 0;
+        bool other = false;
+        dsl::for_each_node(index, [&](const dsl::Expr& n) {
+            if (const auto* v = n.as<dsl::Var>()) {
+                switch (v->var) {
+                case dsl::VarKind::Batch: role = Role::Batch; ++coords; break;
+                case dsl::VarKind::Head: role = Role::Head; ++coords; break;
+                case dsl::VarKind::KvHead: role = Role::KvHead; ++coords; break;
+                case dsl::VarKind::QIdx: role = Role::Q; ++coords; break;
+                case dsl::VarKind::KvIdx: role = Role::K; ++coords; break;
+                case dsl::VarKind::Score: other = true; break;
+                default: break;
+                }
+            } else if (n.as<dsl::TensorLoad>()) {
+                other = true;
+            }
+        });
+        if (other || coords > 1) role = Role::Other;
+        s.roles.push_back(role);
+        s.bare.push_back(index.as<dsl::Var>() != nullptr);
+    }
+}
+
+}  // namespace
+
+InputGradPlan plan_input_grads(const dsl::AttentionSpec& spec, const std::set<std::string>& grads) {
+    InputGradPlan plan;
+    if (grads.empty()) return plan;
+    const ScoreModGradients g = score_mod_gradients(spec, grads);  // validates the names
+    const auto tensors = spec.tensors();
+
+    // Sites per output name, with whether each is stored.
+    std::map<std::string, std::vector<InputGradSite>> by_name;
+    for (const auto& t : g.tensors) {
+        InputGradSite s;
+        s.read = t.read;
+        s.reduction = t.reduction;
+        s.partial = t.partial;
+        if (const char* why = why_unsupported(t.reduction))
+            user_error << "the gradient of tensor '" << t.tensor << "' read at " << t.read << " is " << why
+                       << " (" << t.reduction
+                       << "); attnjit computes captured-tensor gradients of elementwise reads (bias[b, h, q_idx, "
+                          "kv_idx], also broadcast or without the batch or head index) and of reads without q_idx and "
+                          "kv_idx (slopes[h], a 0-dim temperature) so far; drop '"
+                       << t.tensor << "' from the gradients asked for";
+        s.store = t.reduction.kind == GradReduction::Elementwise;
+        if (s.store) set_roles(s);
+        by_name[t.tensor].push_back(s);
+    }
+    for (const auto& [name, sites] : by_name) {
+        bool store = false;
+        for (const auto& s : sites) store = store || s.store;
+        user_check(!store || sites.size() == 1)
+            << "the gradient of tensor '" << name << "' is read elementwise at " << sites.front().read
+            << " and score_mod reads it at " << sites.size() - 1
+            << " other place(s) too; attnjit does not sum such gradients yet; drop '" << name
+            << "' from the gradients asked for";
+    }
+    for (const auto& s : g.scalars) {
+        InputGradSite site;
+        site.partial = s.partial;
+        by_name[s.scalar].push_back(site);
+    }
+    // Outputs named but never read by score_mod (a tensor only the mask reads, or a scalar
+    // score_mod does not depend on) get zeros: an output with no site.
+    for (const auto& name : grads)
+        if (!by_name.count(name)) by_name[name];
+
+    // Outputs with per-CTA sites first (they are numbered 0.. for the last CTA's sums).
+    for (int pass = 0; pass < 2; ++pass)
+        for (auto& [name, sites] : by_name) {
+            const bool accum = sites.empty() || !sites.front().store;  // no site: zeros, from the last CTA
+            if (accum != (pass == 0)) continue;
+            InputGradOutput out;
+            out.name = name;
+            out.stored = !sites.empty() && sites.front().store;
+            auto t = tensors.find(name);
+            out.scalar = t == tensors.end();
+            if (!out.scalar) {
+                out.dtype = t->second.dtype;
+                out.rank = t->second.rank;
+            }
+            const int index = static_cast<int>(plan.outputs.size());
+            plan.outputs.push_back(out);
+            for (auto& s : sites) {
+                s.output = index;
+                plan.sites.push_back(s);
+            }
+        }
+    int slot = 0;
+    for (auto& s : plan.sites)
+        if (!s.store) s.accum = slot++;
+    return plan;
+}
+
+}  // namespace attnjit::codegen

@@ -1,0 +1,38 @@
+// input_grads: which gradients of captured tensors and runtime scalars a backward_dq
+// kernel computes, and how (issue 8 item 4). From score_mod_gradients (autodiff.h: every
+// read site of a wanted input with its partial d t / d read) and each read's
+// GradReductionPlan (grad_reduction.h), the sum each site's contributions need:
+//
+//   store     an Elementwise read (bias[b][h][i][j], bias[0][h][i][j], bias3[h][i][j]): one
+//             element per score element of a (b, h); the thread that owns (i, j) stores
+//             dT * partial, directly into the gradient when each element is read exactly
+//             once (decided at launch: the read's bare indices cover the tensor, no sum over
+//             the batch or heads, no broadcast), else into fp32 planes per summed (b, h)
+//             that backward_dkdv sums in plane order (backward/grad_args.h)
+//   per CTA   a Uniform read (slopes[h], temp[0], a runtime scalar: no q_idx, no kv_idx):
+//             summed over the CTA's elements in a fixed order, one partial per CTA, and the
+//             partials summed in a fixed order by the CTA that finishes last
+//
+// Everything else is a UserError naming the tensor and its read (not computed yet, never
+// a wrong answer): per key, per query, diagonal (table[h][clamp(j - i, -m, m) + m]) and
+// gathered reads, and a tensor stored elementwise that score_mod also reads elsewhere.
+#pragma once
+
+#include <set>
+#include <string>
+
+#include "codegen/kernel_plan.h"
+#include "dsl/attention_spec.h"
+
+namespace attnjit::codegen {
+
+struct InputGradPlan {
+    std::vector<InputGradOutput> outputs;  // those with per-CTA sites first, then by name
+    std::vector<InputGradSite> sites;      // partials simplified, not yet CSE'd
+};
+
+// UserError for a name the spec does not declare, an int tensor or scalar, or a read whose
+// sum is not implemented (see above). An empty `grads` gives an empty plan.
+InputGradPlan plan_input_grads(const dsl::AttentionSpec& spec, const std::set<std::string>& grads);
+
+}  // namespace attnjit::codegen

@@ -1,0 +1,177 @@
+// Gradients of captured tensors and runtime scalars in backward_dq (issue 8 item 4;
+// codegen/autodiff.h gives each read site's partial d t / d read, codegen/grad_reduction.h
+// how its contributions meet). backward_dq sees every score element (b, h, i, j) exactly
+// once, with dT = dL/dt = P (dP - Delta); a read site contributes dT * partial to the
+// element it reads. The generated Variant (kInputGrads) provides:
+//
+//   input_grads(p, hd, row, s, q, k, dt, acc)   every site at one in-range element:
+//       elementwise sites (an injective read, bias[b][h][i][j]) store dT * partial into
+//       their element, converted to the tensor's dtype (the only write to that element);
+//       reduced sites (GradReduction::Uniform: slopes[h], a 0-dim temperature, a runtime
+//       scalar) add dT * partial into the thread's acc[n]
+//   input_grads_zero(p, hd, q, k)               (kInputGradZeroFill) stores 0 into the
+//       elementwise sites' element of (q, k): a CTA clears its rows before its main loop
+//       because the tiles it skips (mask classification) store nothing
+//   kInputGradAccums, grad_site_index(p, hd, n) (the dense index of site n's element for
+//       this CTA's (b, h), -1 outside the tensor), grad_site_output(n),
+//       kInputGradOutputs, grad_output_size(p, o), grad_output_store(p, o, dense, v)
+//
+// Reduced sites (finish_input_grads): each CTA sums its threads' acc[n] in a fixed order
+// (warp butterfly, then warps in order) into partials[n][cta]; the CTA whose ticket says
+// it finished last sums, for every element, the partials that name it in a fixed order
+// (per (batch, head) over the query tiles, then over sites and (batch, head) groups) and
+// stores the gradient. Same inputs, same bits, whatever the CTA schedule.
+#pragma once
+
+#include "attnjit/backward/grad_args.h"
+#include "attnjit/common/types.cuh"
+
+namespace attnjit {
+
+namespace grad_detail {
+
+__device__ __forceinline__ void fence_gpu() { asm volatile("fence.acq_rel.gpu;" ::: "memory"); }
+__device__ __forceinline__ unsigned ticket_add(unsigned* t) {
+    unsigned old;
+    asm volatile("atom.global.add.u32 %0, [%1], 1;" : "=r"(old) : "l"(t) : "memory");
+    return old;
+}
+
+}  // namespace grad_detail
+
+// Variants without gradient sites keep one unused slot, so the array type is valid.
+template <class Variant>
+struct InputGradAcc {
+    static constexpr int kN = Variant::kInputGradAccums > 0 ? Variant::kInputGradAccums : 1;
+    float v[kN];
+    __device__ __forceinline__ void clear() {
+#pragma unroll
+        for (int n = 0; n < kN; ++n) v[n] = 0.f;
+    }
+};
+
+// Elementwise sites: store 0 into every (q, k) element of query rows [m0, m0 + rows) of
+// this CTA (rows past Nq excluded), then a barrier, so the stores of the main loop land
+// after these. Only when tiles may be skipped (kInputGradZeroFill).
+template <class Variant, class Params, int kThreads>
+__device__ __forceinline__ void zero_fill_input_grads(const Params& p, const typename Variant::Head& hd, int m0,
+                                                      int rows, int nq, int nk) {
+    if constexpr (Variant::kInputGradZeroFill) {
+        const int last = (m0 + rows < nq ? m0 + rows : nq) - m0;
+        const long long total = static_cast<long long>(last) * nk;
+        for (long long e = threadIdx.x; e < total; e += kThreads)
+            Variant::input_grads_zero(p, hd, m0 + static_cast<int>(e / nk), static_cast<int>(e % nk));
+        block_sync();
+    }
+}
+
+// The end of a backward_dq CTA: the fixed-order sums of the reduced sites (see the top).
+// smem: the kernel's shared memory, free again (every warp is past its last use), of
+// kSmemBytes >= input_grad_smem_bytes(kThreads, 1) bytes (larger chunks when it has more).
+//
+// The last CTA sums in two steps, both in a fixed order and with independent loads in
+// flight: (1) per site and (batch, head) group, the partials of the group's query tiles
+// (grid x, contiguous in the slots; a summed site's element depends on (b, h) only), in
+// tile order, written over the group's first slot; (2) per chunk of output elements in
+// shared memory, the group sums staged through shared memory chunk by chunk and added by
+// the thread that owns the element (e % kThreads), in (site, group) order.
+// Shared memory of the last CTA's sums with chunks of kMul * kThreads elements and group sums.
+constexpr int input_grad_smem_bytes(int threads, int mul) { return (64 + mul * threads) * 4 + mul * threads * (8 + 4); }
+
+template <class Variant, class Params, int kThreads, int kSmemBytes>
+__device__ __forceinline__ void finish_input_grads(const Params& p, const typename Variant::Head& hd,
+                                                   InputGradAcc<Variant>& acc, unsigned char* smem) {
+    if constexpr (Variant::kInputGradOutputs > 0) {
+        static_assert(kSmemBytes >= input_grad_smem_bytes(kThreads, 1),
+                      "the sums of gradients of captured tensors need more shared memory than the kernel has");
+        constexpr int kMul = input_grad_smem_bytes(kThreads, 4) <= kSmemBytes   ? 4
+                             : input_grad_smem_bytes(kThreads, 2) <= kSmemBytes ? 2
+                                                                                 : 1;
+        constexpr int kWarps = kThreads / 32;
+        constexpr int kChunk = kThreads * kMul;  // output elements per pass
+        constexpr int kStage = kThreads * kMul;  // group sums staged per step
+        const GradWork& w = p.grad_work;
+        const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+        const int cta = static_cast<int>((blockIdx.z * gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x);
+        float* red = reinterpret_cast<float*>(smem);  // [kWarps]
+        unsigned* flag = reinterpret_cast<unsigned*>(smem) + 32;
+        block_sync();
+#pragma unroll
+        for (int n = 0; n < Variant::kInputGradAccums; ++n) {
+            float v = acc.v[n];
+#pragma unroll
+            for (int o = 16; o > 0; o >>= 1) v += shfl_xor(v, o);
+            if (lane == 0) red[warp] = v;
+            block_sync();
+            if (tid == 0) {
+                float s = 0.f;
+                for (int i = 0; i < kWarps; ++i) s += red[i];
+                w.partials[static_cast<long long>(n) * w.ctas + cta] = s;
+                w.index[static_cast<long long>(n) * w.ctas + cta] = Variant::grad_site_index(p, hd, n);
+            }
+            block_sync();
+        }
+        if (tid == 0) {
+            grad_detail::fence_gpu();  // the partials are visible before the ticket counts them
+            flag[0] = grad_detail::ticket_add(w.ticket) == static_cast<unsigned>(w.ctas - 1) ? 1u : 0u;
+            grad_detail::fence_gpu();  // and every other CTA's before this one reads them
+        }
+        block_sync();
+        if (flag[0] == 0) return;
+
+        // The last CTA. Nothing read these slots before (no stale cache line): plain loads.
+        const int tiles = static_cast<int>(gridDim.x), groups = static_cast<int>(gridDim.y * gridDim.z);
+        for (int n = 0; n < Variant::kInputGradAccums; ++n)  // (1)
+            for (int g = tid; g < groups; g += kThreads) {
+                float* part = w.partials + static_cast<long long>(n) * w.ctas + static_cast<long long>(g) * tiles;
+                float s = 0.f;
+                for (int x = 0; x < tiles; ++x) s += part[x];
+                part[0] = s;
+            }
+        block_sync();
+        float* sum = reinterpret_cast<float*>(smem) + 64;                                  // [kChunk]
+        long long* st_index = reinterpret_cast<long long*>(smem + (64 + kChunk) * 4);      // [kStage]
+        float* st_value = reinterpret_cast<float*>(st_index + kStage);                     // [kStage]
+        for (int o = 0; o < Variant::kInputGradOutputs; ++o) {  // (2)
+            const long long size = Variant::grad_output_size(p, o);
+            for (long long e0 = 0; e0 < size; e0 += kChunk) {
+                for (int e = tid; e < kChunk; e += kThreads) sum[e] = 0.f;
+                for (int n = 0; n < Variant::kInputGradAccums; ++n) {
+                    if (Variant::grad_site_output(n) != o) continue;
+                    const long long base = static_cast<long long>(n) * w.ctas;
+                    for (int g0 = 0; g0 < groups; g0 += kStage) {
+                        block_sync();  // the previous stage is consumed (and sum[] cleared)
+                        for (int i = tid; i < kStage; i += kThreads) {
+                            const int g = g0 + i;
+                            st_index[i] = g < groups ? w.index[base + static_cast<long long>(g) * tiles] : -1;
+                            st_value[i] = g < groups ? w.partials[base + static_cast<long long>(g) * tiles] : 0.f;
+                        }
+                        block_sync();
+                        const int m = groups - g0 < kStage ? groups - g0 : kStage;
+                        for (int i = 0; i < m; ++i) {
+                            const long long idx = st_index[i] - e0;
+                            if (idx >= 0 && idx < kChunk && static_cast<int>(idx % kThreads) == tid) sum[idx] += st_value[i];
+                        }
+                    }
+                }
+                block_sync();
+                for (int e = tid; e < kChunk && e0 + e < size; e += kThreads) Variant::grad_output_store(p, o, e0 + e, sum[e]);
+                block_sync();
+            }
+        }
+        if (tid == 0) *w.ticket = 0u;  // ready for a next launch (the host clears it too)
+    }
+}
+
+// backward_dkdv: the plane-order sums of the elementwise gradients that went through
+// planes (backward/grad_args.h), each element by one thread of the grid (grid-stride).
+template <class Variant, class Params, int kThreads>
+__device__ __forceinline__ void sum_input_grad_planes(const Params& p) {
+    if constexpr (Variant::kInputGradPlanes) {
+        const long long cta = (static_cast<long long>(blockIdx.z) * gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x;
+        const long long ctas = static_cast<long long>(gridDim.x) * gridDim.y * gridDim.z;
+        Variant::finish_input_grad_planes(p, cta * kThreads + threadIdx.x, ctas * kThreads);
+    }
+}
+
+}  // namespace attnjit

@@ -1,0 +1,44 @@
+// Specs whose backward computes gradients of captured tensors and scalars (issue 8 item 4),
+// shared by the codegen, NVRTC and GPU tests: each with the names whose gradients it asks for.
+#pragma once
+
+#include <set>
+#include <string>
+#include <vector>
+
+#include "dsl/attention_spec.h"
+#include "dsl/dsl.h"
+#include "dsl/mods.h"
+#include "dsl/vars.h"
+
+namespace attnjit::testing {
+
+struct InputGradSpec {
+    std::string name;
+    dsl::AttentionSpec spec;
+    std::set<std::string> grads;
+};
+
+// bias [B, Hq, Nq, Nk] (f32 or the dtype given), slopes [Hq] f32, temp [1] f32, scalar cap.
+inline std::vector<InputGradSpec> input_grad_specs(DType dtype, int head_dim, DType bias_dtype = DType::f32) {
+    using namespace dsl;
+    const Tensor bias("bias", bias_dtype, 4), slopes("slopes", DType::f32, 1), temp("temp", DType::f32, 1);
+    auto base = [&] { return AttentionSpec().dtype(dtype).head_dim(head_dim).return_lse(); };
+    std::vector<InputGradSpec> out;
+    out.push_back({"bias", base().score_mod(mods::bias(bias)), {"bias"}});
+    out.push_back({"bias_causal", base().score_mod(mods::bias(bias)).mask(mods::causal()), {"bias"}});
+    out.push_back({"alibi_causal", base().score_mod(mods::alibi(slopes)).mask(mods::causal()), {"slopes"}});
+    out.push_back({"temperature", base().score_mod(score() * temp(0)), {"temp"}});
+    out.push_back({"softcap_scalar", base().score_mod(mods::softcap(scalar("cap"))).mask(mods::causal()), {"cap"}});
+    // Everything at once: a stored bias, per-CTA sums of slopes and a scalar, a softcap.
+    out.push_back({"bias_alibi_softcap",
+                   base()
+                       .score_mod(mods::compose(mods::softcap(scalar("cap")),
+                                                score() + bias(batch(), head(), q_idx(), kv_idx()) +
+                                                    slopes(head()) * (kv_idx() - q_idx())))
+                       .mask(mods::sliding_window(48)),
+                   {"bias", "slopes", "cap"}});
+    return out;
+}
+
+}  // namespace attnjit::testing
