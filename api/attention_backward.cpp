@@ -24,7 +24,9 @@ struct AttentionBackward::Impl {
         user_error << "this AttentionBackward has no " << kernel_kind_name(kind) << " kernel; it runs "
                    << (fast ? "backward_stats, backward_fused and backward_dq_convert (CompileOptions.deterministic "
                               "is false)"
-                            : "backward_dq and backward_dkdv");
+                            : "backward_dq and backward_dkdv")
+                   << (spec.has_sinks() ? ", then backward_sink_grad" : " (and backward_sink_grad only for a spec "
+                                                                        "with sinks)");
         return kernels.front();
     }
 };
@@ -63,6 +65,8 @@ AttentionBackward::AttentionBackward(const AttentionSpec& spec, const CompileOpt
         add(KernelKind::backward_dq, options.tile);  // first: it writes the per-row statistics
         add(KernelKind::backward_dkdv, options.tile);
     }
+    // Attention sinks: their gradient, from LSE, O and dO alone (launched when asked for).
+    if (spec.has_sinks()) add(KernelKind::backward_sink_grad, std::nullopt);
 }
 
 AttentionBackward::~AttentionBackward() = default;
@@ -76,7 +80,19 @@ void AttentionBackward::operator()(const LaunchArgs& fwd, const GradArgs& grads,
                              << " only (CompileOptions.arch, or no usable GPU at construction), so it cannot "
                                 "launch; construct it without CompileOptions.arch where the GPU is";
     const auto &q = fwd.q.shape, &k = fwd.k.shape;
-    if (q[0] == 0 || q[1] == 0) return;  // no batch or no heads: nothing to write
+    // Attention sinks' gradient, when asked for: after the other kernels (it needs none of
+    // them), and even with no batch or no rows (it writes zeros then).
+    const std::optional<SinkGradArgs> sinks = api::sink_grad_args(impl_->spec, fwd, grads);
+    auto launch_sink_grad = [&] {
+        if (!sinks || q[1] == 0) return;
+        const api::PreparedKernel& kernel = impl_->kernel(KernelKind::backward_sink_grad);
+        kernel.launch(api::backward_grid(kernel.config, fwd), api::sink_grad_params(kernel.layout, *sinks, fwd),
+                      stream);
+    };
+    if (q[0] == 0 || q[1] == 0) {  // no batch or no heads: nothing else to write
+        launch_sink_grad();
+        return;
+    }
     // Workspaces, O(N): the per-row statistics, and (fast) the fp32 dQ sums.
     const runtime::StreamBuffer stats(api::backward_stats_bytes(fwd), static_cast<CUstream>(stream));
     const runtime::StreamBuffer dq_accum(impl_->fast ? api::backward_dq_accum_bytes(fwd) : 0,
@@ -84,12 +100,14 @@ void AttentionBackward::operator()(const LaunchArgs& fwd, const GradArgs& grads,
     const BackwardArgs block = api::backward_args(impl_->spec, fwd, grads, static_cast<float*>(stats.data()),
                                                   static_cast<float*>(dq_accum.data()));
     for (const api::PreparedKernel& kernel : impl_->kernels) {
+        if (kernel.config.kind == KernelKind::backward_sink_grad) continue;  // below
         // Kernels over query rows have nothing to do when Nq == 0; dK and dV are written
         // (zeros) even then.
         if ((owns_keys(kernel.config.kind) ? k[2] : q[2]) == 0) continue;
         kernel.launch(api::backward_grid(kernel.config, fwd), api::backward_params(kernel.layout, block, fwd),
                       stream);
     }
+    launch_sink_grad();
 }
 
 const AttentionSpec& AttentionBackward::spec() const { return impl_->spec; }

@@ -12,8 +12,11 @@
 //   fwd(a, stream);
 //   bwd(a, GradArgs{d_o, dq, dk, dv}, stream);       // after the forward, on the same stream
 //
-// Gradients of captured tensors and runtime scalars come with the next step of this issue;
-// they are not computed yet.
+// Attention sinks (spec.sinks(name)): pass grads.tensors[name], [Hq] in the sinks' dtype,
+// and a last kernel, backward_sink_grad, writes d sink_h = -sum_{b,i} exp(sink_h - LSE_i)
+// Delta_i there (deterministic); without that entry the sinks get no gradient.
+// Gradients of the other captured tensors and of runtime scalars come with the next step
+// of this issue; they are not computed yet (asking for one is a UserError).
 #pragma once
 
 #include <memory>
@@ -27,6 +30,9 @@ struct GradArgs {
     TensorView dq;   // [B, Hq, Nq, Dqk]  written
     TensorView dk;   // [B, Hkv, Nk, Dqk] written (summed over the query heads of a group)
     TensorView dv;   // [B, Hkv, Nk, Dv]  written
+    // Gradients of captured tensors, by name, written. Today only the spec's sinks tensor
+    // (spec.sinks(name)): [Hq], its dtype; optional (absent: the sinks get no gradient).
+    std::map<std::string, TensorView> tensors = {};
 };
 
 class AttentionBackward {

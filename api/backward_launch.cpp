@@ -53,6 +53,30 @@ BackwardArgs backward_args(const AttentionSpec& spec, const LaunchArgs& fwd, con
     return b;
 }
 
+std::optional<SinkGradArgs> sink_grad_args(const AttentionSpec& spec, const LaunchArgs& fwd, const GradArgs& g) {
+    if (!spec.has_sinks()) return std::nullopt;
+    auto it = g.tensors.find(spec.sinks_name());
+    if (it == g.tensors.end()) return std::nullopt;
+    SinkGradArgs s{};
+    s.o = fwd.o.data;
+    s.d_o = g.d_o.data;
+    s.lse = static_cast<const float*>(fwd.lse->data);
+    s.d_sinks = it->second.data;
+    strides3(s.o_stride, fwd.o);
+    strides3(s.do_stride, g.d_o);
+    strides3(s.lse_stride, *fwd.lse);
+    s.d_sinks_stride = it->second.strides[0];
+    s.batch = static_cast<int>(fwd.q.shape[0]);
+    s.q_heads = static_cast<int>(fwd.q.shape[1]);
+    s.q_len = static_cast<int>(fwd.q.shape[2]);
+    return s;
+}
+
+std::vector<unsigned char> sink_grad_params(const codegen::ParamsLayout& layout, const SinkGradArgs& block,
+                                            const LaunchArgs& fwd) {
+    return runtime::pack_params(layout, &block, sizeof block, fwd.scalars, fwd.tensors);
+}
+
 std::vector<unsigned char> backward_params(const codegen::ParamsLayout& layout, const BackwardArgs& block,
                                            const LaunchArgs& fwd) {
     return runtime::pack_params(layout, &block, sizeof block, fwd.scalars, fwd.tensors);
@@ -60,6 +84,8 @@ std::vector<unsigned char> backward_params(const codegen::ParamsLayout& layout, 
 
 runtime::Dim3 backward_grid(const KernelConfig& c, const LaunchArgs& fwd) {
     const int b = static_cast<int>(fwd.q.shape[0]);
+    if (c.kind == KernelKind::backward_sink_grad)  // one CTA per query head
+        return runtime::Dim3{static_cast<unsigned>(fwd.q.shape[1]), 1u, 1u};
     if (owns_keys(c.kind))
         return runtime::Dim3{static_cast<unsigned>(ceil_div(static_cast<int>(fwd.k.shape[2]), c.tile.block_n)),
                              static_cast<unsigned>(fwd.k.shape[1]), static_cast<unsigned>(b)};

@@ -6,7 +6,10 @@
 #include <vector>
 
 #include "api/attention_backward.h"
+#include <optional>
+
 #include "attnjit/backward/args.h"
+#include "attnjit/backward/sink_grad_args.h"
 #include "attnjit/common/kernel_config.h"
 #include "codegen/params_layout.h"
 #include "runtime/loaded_kernel.h"
@@ -23,8 +26,14 @@ size_t backward_dq_accum_bytes(const LaunchArgs& fwd);
 std::vector<unsigned char> backward_params(const codegen::ParamsLayout& layout, const BackwardArgs& block,
                                            const LaunchArgs& fwd);
 
-// backward_dkdv, backward_fused: one CTA per (KV tile, kv head, batch); the others: one
-// per (query tile, query head, batch).
+// backward_sink_grad's block: present when the spec has sinks and grads.tensors holds
+// their gradient (checked arguments).
+std::optional<SinkGradArgs> sink_grad_args(const AttentionSpec& spec, const LaunchArgs& fwd, const GradArgs& grads);
+std::vector<unsigned char> sink_grad_params(const codegen::ParamsLayout& layout, const SinkGradArgs& block,
+                                            const LaunchArgs& fwd);
+
+// backward_dkdv, backward_fused: one CTA per (KV tile, kv head, batch); backward_sink_grad:
+// one per query head; the others: one per (query tile, query head, batch).
 runtime::Dim3 backward_grid(const KernelConfig& config, const LaunchArgs& fwd);
 
 }  // namespace attnjit::api

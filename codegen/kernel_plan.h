@@ -40,6 +40,8 @@ struct KernelPlan {
     bool has_score_mod() const { return score_mod.defined(); }
     bool has_mask() const { return mask.defined(); }
     bool has_score_grad() const { return d_score.defined(); }
+    // Attention sinks (spec.sinks()): the Variant gets kHasSink and sink(p, h).
+    bool has_sinks() const { return spec.has_sinks(); }
     // head, row, then the element bindings of score_mod and of mask (each name once).
     Bindings all_bindings() const;
 };

@@ -18,6 +18,11 @@ struct VariantDefaults {
     // Backward kernels only: d score_mod / d s (1 when false; codegen/autodiff.h):
     //   static float d_score(const Params&, const Head&, const Row&, float s, int q, int k);
     static constexpr bool kHasScoreGrad = false;
+    // Attention sinks: the sink logit of query head h (natural-log units), read from the
+    // spec's sinks tensor [Hq], and that tensor's element type (for its gradient):
+    //   static float sink(const Params&, int h);   using SinkElement = float;  // or half_t, bf16_t
+    // It joins each row's softmax denominator (OnlineSoftmax::set_sink) and takes no value.
+    static constexpr bool kHasSink = false;
 
     // ---- structural hooks (the next features; off by default) ---------------------------
     // Output transform, applied in the epilogue to every output element of a written row,
@@ -82,6 +87,11 @@ struct ScoreGradOk<V, P, typename AlwaysVoid<decltype(V::d_score(declval_<const 
                                                                 declval_<const typename V::Row&>(), 0.f, 0, 0)),
                                            float>::value;
 };
+template <class V, class P, class = void> struct SinkOk { static constexpr bool value = false; };
+template <class V, class P>
+struct SinkOk<V, P, typename AlwaysVoid<decltype(V::sink(declval_<const P&>(), 0))>::type> {
+    static constexpr bool value = SameType<decltype(V::sink(declval_<const P&>(), 0)), float>::value;
+};
 template <class V, class P, class = void> struct TransformOutputOk { static constexpr bool value = false; };
 template <class V, class P>
 struct TransformOutputOk<V, P, typename AlwaysVoid<decltype(V::transform_output(
@@ -125,6 +135,8 @@ __device__ __forceinline__ void check_variant() {
         static_assert(!V::kHasScoreGrad || detail::ScoreGradOk<V, Params>::value,
                       "Variant must declare `static float d_score(const Params&, const Head&, const Row&, float s, "
                       "int q, int k)` when kHasScoreGrad");
+        static_assert(!V::kHasSink || detail::SinkOk<V, Params>::value,
+                      "Variant must declare `static float sink(const Params&, int h)` when kHasSink");
         static_assert(!V::kClassifyReadsMemory || V::kCanClassify,
                       "Variant: kClassifyReadsMemory requires kCanClassify (it says how classify runs)");
         static_assert(!V::kHasOutputTransform || detail::TransformOutputOk<V, Params>::value,
