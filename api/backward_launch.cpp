@@ -69,6 +69,7 @@ std::optional<SinkGradArgs> sink_grad_args(const AttentionSpec& spec, const Laun
     s.batch = static_cast<int>(fwd.q.shape[0]);
     s.q_heads = static_cast<int>(fwd.q.shape[1]);
     s.q_len = static_cast<int>(fwd.q.shape[2]);
+    s.kv_len = static_cast<int>(fwd.k.shape[2]);
     return s;
 }
 

@@ -1,6 +1,8 @@
 // The backward from C: attnjit_compile_backward wraps attnjit::AttentionBackward, and
 // attnjit_launch_backward converts the forward's launch arguments (launch_args.h) and the
 // gradient tensors, then launches both kernels.
+#include <cstddef>
+
 #include "capi/handles.h"
 #include "capi/launch_args.h"
 #include "capi/status.h"
@@ -15,12 +17,25 @@ namespace {
 // storage, so a repeated launch allocates nothing).
 thread_local attnjit::GradArgs grad_scratch;
 
-void fill_grads(const attnjit_grad_args& g) {
+// Callers built before d_sinks existed pass the shorter struct.
+constexpr size_t kBeforeDSinks = offsetof(attnjit_grad_args, d_sinks);
+
+void fill_grads(const attnjit_grad_args& g, const attnjit::dsl::AttentionSpec& spec) {
     using attnjit::capi::ArgName;
     attnjit::capi::to_view(g.d_o, ArgName{"d_o", -1, nullptr, "grads"}, grad_scratch.d_o);
     attnjit::capi::to_view(g.dq, ArgName{"dq", -1, nullptr, "grads"}, grad_scratch.dq);
     attnjit::capi::to_view(g.dk, ArgName{"dk", -1, nullptr, "grads"}, grad_scratch.dk);
     attnjit::capi::to_view(g.dv, ArgName{"dv", -1, nullptr, "grads"}, grad_scratch.dv);
+    auto& named = grad_scratch.tensors;
+    if (g.struct_size > kBeforeDSinks && g.d_sinks.data != nullptr) {
+        user_check(spec.has_sinks()) << "grads->d_sinks is given but the spec has no attention sinks (\"sinks\"); "
+                                        "leave it NULL (ATTNJIT_TENSOR_INIT)";
+        // The one entry, kept from launch to launch (no allocation once it exists).
+        if (named.size() != 1 || named.begin()->first != spec.sinks_name()) named.clear();
+        attnjit::capi::to_view(g.d_sinks, ArgName{"d_sinks", -1, nullptr, "grads"}, named[spec.sinks_name()]);
+    } else {
+        named.clear();
+    }
 }
 
 }  // namespace
@@ -58,13 +73,13 @@ attnjit_status attnjit_launch_backward(const attnjit_backward* backward, const a
             << "args->struct_size is " << args->struct_size << " but this library (C API version "
             << ATTNJIT_C_API_VERSION << ") expects " << sizeof(attnjit_launch_args)
             << "; initialise the struct with ATTNJIT_LAUNCH_ARGS_INIT from the header of the library you load";
-        user_check(grads->struct_size == sizeof(attnjit_grad_args))
+        user_check(grads->struct_size == sizeof(attnjit_grad_args) || grads->struct_size == kBeforeDSinks)
             << "grads->struct_size is " << grads->struct_size << " but this library (C API version "
             << ATTNJIT_C_API_VERSION << ") expects " << sizeof(attnjit_grad_args)
             << "; initialise the struct with ATTNJIT_GRAD_ARGS_INIT from the header of the library you load";
         attnjit::capi::Scratch& s = attnjit::capi::scratch_for(backward->id, backward->spec);
         attnjit::capi::fill(s, backward->spec, *args);
-        fill_grads(*grads);
+        fill_grads(*grads, backward->spec.spec);
         if (!backward->backward.can_launch()) {
             // Arguments are checked first, so a caller sees the same errors on every machine.
             attnjit::check_launch_args(backward->spec.spec, s.args);

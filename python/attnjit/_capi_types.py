@@ -26,7 +26,8 @@ class CLaunchArgs(ctypes.Structure):
 
 
 class CGradArgs(ctypes.Structure):
-    _fields_ = [("struct_size", c_uint32), ("d_o", CTensor), ("dq", CTensor), ("dk", CTensor), ("dv", CTensor)]
+    _fields_ = [("struct_size", c_uint32), ("d_o", CTensor), ("dq", CTensor), ("dk", CTensor), ("dv", CTensor),
+                ("d_sinks", CTensor)]
 
 
 _SIGNATURES = {

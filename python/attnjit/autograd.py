@@ -2,7 +2,8 @@
 q, k or v requires grad. The forward runs the spec with LSE; loss.backward() runs attnjit's
 backward kernels (C API attnjit_launch_backward), deterministic unless compile(...,
 deterministic=False) allows the fast backward (dQ summed with fp32 atomics), with the
-derivative of score_mod derived from the traced expression. Captured tensors that require grad are
+derivative of score_mod derived from the traced expression. Attention sinks (sinks= [Hq])
+that require grad get theirs (deterministic). Captured tensors that require grad are
 refused for now: their gradients are not computed yet. The captured tensors are kept alive
 until the backward, which reads them again: changing one in place in between changes the
 gradients (PyTorch's version check does not cover them yet)."""
@@ -54,7 +55,7 @@ class Call:
         self.backward, self.code, self.device = backward, code, device
         self.tensors, self.scalars = tensors, scalars
 
-    def launch(self, q, k, v, out, lse, d_o, dq, dk, dv) -> None:
+    def launch(self, q, k, v, out, lse, d_o, dq, dk, dv, d_sinks=None) -> None:
         import torch
 
         code = self.code
@@ -71,6 +72,8 @@ class Call:
         args.num_scalars = len(self.scalars)
         args.scalars = ctypes.cast(scalars, ctypes.POINTER(ctypes.c_double)) if self.scalars else None
         grads = CGradArgs(ctypes.sizeof(CGradArgs), _of(d_o, code), _of(dq, code), _of(dk, code), _of(dv, code))
+        if d_sinks is not None:
+            grads.d_sinks = _of(d_sinks, dtypes.CODES[dtypes.name_of(d_sinks.dtype)])
         with torch.cuda.device(self.device):
             stream = torch.cuda.current_stream(self.device).cuda_stream
             self.backward.launch(ctypes.addressof(args), ctypes.addressof(grads), stream)
@@ -85,10 +88,11 @@ def attention_function():
 
         class AttentionFunction(torch.autograd.Function):
             @staticmethod
-            def forward(ctx, call, launch, q, k, v):
+            def forward(ctx, call, launch, q, k, v, sinks=None):
                 out, lse = launch()
                 ctx.save_for_backward(q, k, v, out, lse)
                 ctx.call = call
+                ctx.sinks_like = None if sinks is None else (sinks.shape, sinks.dtype, sinks.device)
                 ctx.mark_non_differentiable(lse)
                 return out, lse
 
@@ -102,9 +106,14 @@ def attention_function():
                 dq = torch.empty(q.shape, dtype=q.dtype, device=q.device)
                 dk = torch.empty(k.shape, dtype=k.dtype, device=k.device)
                 dv = torch.empty(v.shape, dtype=v.dtype, device=v.device)
-                ctx.call.launch(q, k, v, out, lse, d_o, dq, dk, dv)
                 needs = ctx.needs_input_grad
-                return None, None, dq if needs[2] else None, dk if needs[3] else None, dv if needs[4] else None
+                d_sinks = None
+                if ctx.sinks_like is not None and needs[5]:
+                    shape, dtype, device = ctx.sinks_like
+                    d_sinks = torch.empty(shape, dtype=dtype, device=device)
+                ctx.call.launch(q, k, v, out, lse, d_o, dq, dk, dv, d_sinks)
+                return (None, None, dq if needs[2] else None, dk if needs[3] else None, dv if needs[4] else None,
+                        d_sinks)
 
         _Function = AttentionFunction
     return _Function

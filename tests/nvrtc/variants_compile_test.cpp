@@ -137,6 +137,9 @@ TEST_P(BackwardCompiles, BothKinds) {
                 name + " bf16 d64 softcap sinks " + dtype_name(sd));
         }
         add(dsl::example_spec(name, DType::f16, 256), "sm_80", name + " f16 d256");
+        // A Variant that reads q_len and kv_len (bottom-right causal) in every kind's Params.
+        dsl::AttentionSpec br = dsl::example_spec(name, DType::f32, 64);
+        add(br.mask(dsl::mods::causal(dsl::mods::CausalAlign::BottomRight)), "sm_80", name + " f32 d64 bottom-right");
         dsl::AttentionSpec uneven = dsl::example_spec(name, DType::f16, 64);
         add(uneven.head_dims(128, 64), "sm_80", name + " f16 d128x64");
     }

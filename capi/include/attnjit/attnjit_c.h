@@ -196,10 +196,15 @@ typedef struct attnjit_grad_args {
     attnjit_tensor dq;    /* [B, Hq, Nq, Dqk] written */
     attnjit_tensor dk;    /* [B, Hkv, Nk, Dqk] written (summed over the query heads of a group) */
     attnjit_tensor dv;    /* [B, Hkv, Nk, Dv] written */
+    /* Attention sinks ("sinks" in the spec): [Hq] in the sinks' dtype, written with
+     * d sink_h = -sum_{b,i} exp(sink_h - LSE_i) rowsum(dO_i * O_i); data NULL (the default):
+     * the sinks get no gradient. Added after version 1's first release: a struct_size that
+     * ends before it reads as NULL. */
+    attnjit_tensor d_sinks;
 } attnjit_grad_args;
 #define ATTNJIT_GRAD_ARGS_INIT                                                                      \
     {sizeof(attnjit_grad_args), ATTNJIT_TENSOR_INIT, ATTNJIT_TENSOR_INIT, ATTNJIT_TENSOR_INIT,        \
-     ATTNJIT_TENSOR_INIT}
+     ATTNJIT_TENSOR_INIT, ATTNJIT_TENSOR_INIT}
 
 /* args: the forward's launch arguments once it has run (its o and lse among them). Checks
  * every argument (ATTNJIT_ERROR_INVALID_ARGUMENT, nothing launched on failure), then

@@ -7,6 +7,8 @@
 namespace attnjit {
 
 // Strides are in elements; o and d_o have the dtype of q, unit stride on the head dim.
+// q_len and kv_len have the names of ForwardArgs' and BackwardArgs': the generated Variant
+// (make_head, hoisted terms) may read p.args.q_len and p.args.kv_len.
 struct SinkGradArgs {
     const void* o;     // [B, Hq, Nq, Dv], the forward's output
     const void* d_o;   // [B, Hq, Nq, Dv]
@@ -19,6 +21,7 @@ struct SinkGradArgs {
     int batch;
     int q_heads;
     int q_len;
+    int kv_len;
 };
 
 }  // namespace attnjit
