@@ -90,16 +90,17 @@ def attention_function():
             @staticmethod
             def forward(ctx, call, launch, q, k, v, sinks=None):
                 out, lse = launch()
-                ctx.save_for_backward(q, k, v, out, lse)
+                # sinks too: the backward reads them again, and autograd's version check
+                # then refuses a sinks tensor changed in place before loss.backward()
+                ctx.save_for_backward(q, k, v, out, lse, sinks)
                 ctx.call = call
-                ctx.sinks_like = None if sinks is None else (sinks.shape, sinks.dtype, sinks.device)
                 ctx.mark_non_differentiable(lse)
                 return out, lse
 
             @staticmethod
             @torch.autograd.function.once_differentiable  # no double backward: say so, never give zeros
             def backward(ctx, d_out, _d_lse):  # LSE is not differentiable
-                q, k, v, out, lse = ctx.saved_tensors
+                q, k, v, out, lse, sinks = ctx.saved_tensors
                 d_o = d_out.contiguous() if d_out is not None else torch.zeros_like(out)
                 if d_o.data_ptr() % 16:  # a contiguous view at an odd offset: the kernels load 16 bytes
                     d_o = d_o.clone()
@@ -108,9 +109,8 @@ def attention_function():
                 dv = torch.empty(v.shape, dtype=v.dtype, device=v.device)
                 needs = ctx.needs_input_grad
                 d_sinks = None
-                if ctx.sinks_like is not None and needs[5]:
-                    shape, dtype, device = ctx.sinks_like
-                    d_sinks = torch.empty(shape, dtype=dtype, device=device)
+                if sinks is not None and needs[5]:
+                    d_sinks = torch.empty(sinks.shape, dtype=sinks.dtype, device=sinks.device)
                 ctx.call.launch(q, k, v, out, lse, d_o, dq, dk, dv, d_sinks)
                 return (None, None, dq if needs[2] else None, dk if needs[3] else None, dv if needs[4] else None,
                         d_sinks)

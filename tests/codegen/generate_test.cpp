@@ -104,6 +104,9 @@ TEST(Generate, SinksVariantAndTheSinkGradientKind) {
     const KernelConfig sm80_sink{KernelKind::backward_sink_grad, MainloopKind::sm80, ElemKind::bf16, 64, 64,
                                  TileConfig{64, 64, 8, 1}};
     EXPECT_STREQ(why_config_invalid(sm80_sink), "backward_sink_grad runs as simt code");
+    const AttentionSpec no_sinks = example_spec("causal", DType::bf16, 64);
+    EXPECT_USER_ERROR(generate(no_sinks, make_config(no_sinks, KernelKind::backward_sink_grad, "sm_80"), "sm_80"),
+                      "backward_sink_grad computes the gradient of attention sinks");
 }
 
 TEST(Generate, ArchIsCheckedAndParsed) {
