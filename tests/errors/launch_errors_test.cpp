@@ -436,5 +436,67 @@ TEST(GradArgs, GradientsAreNeverComputedInPlace) {
     EXPECT_USER_ERROR(check_grad_args(c.spec, c.args, g), "arguments 'dk' and 'dv' are the same memory");
 }
 
+// ---- attention sinks: the forward's sinks tensor and the backward's d sinks ----------------
+
+Case with_sinks(DType sinks_dtype = DType::f32) {
+    Case c = valid();
+    c.spec.sinks("sinks", sinks_dtype);
+    c.args.tensors["sinks"] = view(10, sinks_dtype, {Hq});
+    return c;
+}
+
+TEST(LaunchErrors, SinksTensorIsCheckedLikeACapturedTensorAndMustBeHq) {
+    Case c = with_sinks();
+    EXPECT_NO_THROW(check_launch_args(c.spec, c.args));
+    c.args.tensors["sinks"].strides = {0};  // one sink shared by every head: allowed
+    EXPECT_NO_THROW(check_launch_args(c.spec, c.args));
+    c = with_sinks();
+    c.args.tensors["sinks"] = view(10, DType::f32, {Hq + 1});
+    EXPECT_USER_ERROR(check_launch_args(c.spec, c.args),
+                      "the sinks tensor 'sinks' has shape [5] but must be [Hq] = [4]: one sink logit per query head");
+    c = with_sinks();
+    c.args.tensors["sinks"] = view(10, DType::bf16, {Hq});
+    EXPECT_USER_ERROR(check_launch_args(c.spec, c.args), "tensor 'sinks' has dtype bf16 but the spec declared f32");
+    c = with_sinks();
+    c.args.tensors["sinks"] = view(10, DType::f32, {1, Hq});
+    EXPECT_USER_ERROR(check_launch_args(c.spec, c.args), "argument 'sinks' has rank 2");
+    c = with_sinks();
+    c.args.tensors.erase("sinks");
+    EXPECT_USER_ERROR(check_launch_args(c.spec, c.args), "the spec reads tensor 'sinks' (f32, rank 1)");
+}
+
+TEST(GradArgs, SinksGradientByName) {
+    for (DType sd : {DType::f32, DType::bf16}) {
+        const Case c = with_sinks(sd);
+        GradArgs g = valid_grads();
+        check_grad_args(c.spec, c.args, g);  // no entry: the sinks get no gradient
+        g.tensors["sinks"] = view(11, sd, {Hq});
+        check_grad_args(c.spec, c.args, g);
+    }
+    const Case c = with_sinks();
+    GradArgs g = valid_grads();
+    g.tensors["sinks"] = view(11, DType::f32, {Hq - 1});
+    EXPECT_USER_ERROR(check_grad_args(c.spec, c.args, g), "grads.tensors['sinks'] has shape [3] but must be [Hq] = [4]");
+    g.tensors["sinks"] = view(11, DType::f16, {Hq});
+    EXPECT_USER_ERROR(check_grad_args(c.spec, c.args, g), "has dtype f16; the gradient of the sinks has their dtype, f32");
+    g.tensors["sinks"] = view(11, DType::f32, {Hq});
+    g.tensors["sinks"].strides = {0};
+    EXPECT_USER_ERROR(check_grad_args(c.spec, c.args, g), "grads.tensors['sinks'] has stride 0");
+    g.tensors["sinks"] = c.args.tensors.at("sinks");
+    EXPECT_USER_ERROR(check_grad_args(c.spec, c.args, g), "is the same memory as captured tensor 'sinks'");
+    g.tensors["sinks"] = g.dq;
+    g.tensors["sinks"].shape = {Hq};
+    g.tensors["sinks"].strides = {1};
+    g.tensors["sinks"].dtype = DType::f32;
+    EXPECT_USER_ERROR(check_grad_args(c.spec, c.args, g), "and 'dq' are the same memory");
+    g = valid_grads();
+    g.tensors["bias"] = view(11, DType::f32, {B, Hq, Nq, Nk});
+    EXPECT_USER_ERROR(check_grad_args(c.spec, c.args, g), "only the sinks tensor 'sinks' has a gradient today");
+    const Case no_sinks = valid();
+    g = valid_grads();
+    g.tensors["sinks"] = view(11, DType::f32, {Hq});
+    EXPECT_USER_ERROR(check_grad_args(no_sinks.spec, no_sinks.args, g), "the spec has no attention sinks");
+}
+
 }  // namespace
 }  // namespace attnjit
