@@ -82,12 +82,18 @@ void AttentionBackward::operator()(const LaunchArgs& fwd, const GradArgs& grads,
     const auto &q = fwd.q.shape, &k = fwd.k.shape;
     // Attention sinks' gradient, when asked for: after the other kernels (it needs none of
     // them), and even with no batch or no rows (it writes zeros then).
-    const std::optional<SinkGradArgs> sinks = api::sink_grad_args(impl_->spec, fwd, grads);
+    std::optional<SinkGradArgs> sinks = api::sink_grad_args(impl_->spec, fwd, grads);
     auto launch_sink_grad = [&] {
         if (!sinks || q[1] == 0) return;
         const api::PreparedKernel& kernel = impl_->kernel(KernelKind::backward_sink_grad);
-        kernel.launch(api::backward_grid(kernel.config, fwd), api::sink_grad_params(kernel.layout, *sinks, fwd),
-                      stream);
+        // Workspace, O(Hq * B * Nq / kSinkGradChunkRows): the chunks' sums.
+        const runtime::StreamBuffer partials(api::sink_grad_partials_bytes(*sinks), static_cast<CUstream>(stream));
+        sinks->partials = static_cast<float*>(partials.data());
+        for (int phase : {0, 1}) {
+            sinks->phase = phase;
+            if (sinks->chunks > 0 || phase == 1)
+                kernel.launch(api::sink_grad_grid(*sinks), api::sink_grad_params(kernel.layout, *sinks, fwd), stream);
+        }
     };
     if (q[0] == 0 || q[1] == 0) {  // no batch or no heads: nothing else to write
         launch_sink_grad();

@@ -1,5 +1,8 @@
 #include "api/backward_launch.h"
 
+#include <cstdint>
+#include <limits>
+
 #include "runtime/params_packer.h"
 #include "support/error.h"
 
@@ -70,7 +73,23 @@ std::optional<SinkGradArgs> sink_grad_args(const AttentionSpec& spec, const Laun
     s.q_heads = static_cast<int>(fwd.q.shape[1]);
     s.q_len = static_cast<int>(fwd.q.shape[2]);
     s.kv_len = static_cast<int>(fwd.k.shape[2]);
+    const int64_t per_batch = (fwd.q.shape[2] + kSinkGradChunkRows - 1) / kSinkGradChunkRows;
+    const int64_t chunks = fwd.q.shape[0] * per_batch;
+    user_check(chunks <= std::numeric_limits<int32_t>::max())
+        << "arguments have B * ceil(Nq / " << kSinkGradChunkRows << ") = " << chunks
+        << " row chunks for the sinks' gradient, more than a grid holds (2^31 - 1); split the batch";
+    s.chunks_per_batch = static_cast<int>(per_batch);
+    s.chunks = static_cast<int>(chunks);
     return s;
+}
+
+size_t sink_grad_partials_bytes(const SinkGradArgs& s) {
+    return sizeof(float) * static_cast<size_t>(s.q_heads) * static_cast<size_t>(s.chunks);
+}
+
+runtime::Dim3 sink_grad_grid(const SinkGradArgs& s) {
+    if (s.phase == 0) return runtime::Dim3{static_cast<unsigned>(s.chunks), static_cast<unsigned>(s.q_heads), 1u};
+    return runtime::Dim3{static_cast<unsigned>(s.q_heads), 1u, 1u};
 }
 
 std::vector<unsigned char> sink_grad_params(const codegen::ParamsLayout& layout, const SinkGradArgs& block,
@@ -85,8 +104,6 @@ std::vector<unsigned char> backward_params(const codegen::ParamsLayout& layout, 
 
 runtime::Dim3 backward_grid(const KernelConfig& c, const LaunchArgs& fwd) {
     const int b = static_cast<int>(fwd.q.shape[0]);
-    if (c.kind == KernelKind::backward_sink_grad)  // one CTA per query head
-        return runtime::Dim3{static_cast<unsigned>(fwd.q.shape[1]), 1u, 1u};
     if (owns_keys(c.kind))
         return runtime::Dim3{static_cast<unsigned>(ceil_div(static_cast<int>(fwd.k.shape[2]), c.tile.block_n)),
                              static_cast<unsigned>(fwd.k.shape[1]), static_cast<unsigned>(b)};

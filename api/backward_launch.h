@@ -3,11 +3,10 @@
 #pragma once
 
 #include <cstddef>
+#include <optional>
 #include <vector>
 
 #include "api/attention_backward.h"
-#include <optional>
-
 #include "attnjit/backward/args.h"
 #include "attnjit/backward/sink_grad_args.h"
 #include "attnjit/common/kernel_config.h"
@@ -27,13 +26,17 @@ std::vector<unsigned char> backward_params(const codegen::ParamsLayout& layout, 
                                            const LaunchArgs& fwd);
 
 // backward_sink_grad's block: present when the spec has sinks and grads.tensors holds
-// their gradient (checked arguments).
+// their gradient (checked arguments); phase 0, partials still null. Its two launches:
+// phase 0 on sink_grad_grid (chunks, Hq), skipped when chunks == 0, into a workspace of
+// sink_grad_partials_bytes; phase 1 on (Hq).
 std::optional<SinkGradArgs> sink_grad_args(const AttentionSpec& spec, const LaunchArgs& fwd, const GradArgs& grads);
+size_t sink_grad_partials_bytes(const SinkGradArgs& block);
+runtime::Dim3 sink_grad_grid(const SinkGradArgs& block);
 std::vector<unsigned char> sink_grad_params(const codegen::ParamsLayout& layout, const SinkGradArgs& block,
                                             const LaunchArgs& fwd);
 
-// backward_dkdv, backward_fused: one CTA per (KV tile, kv head, batch); backward_sink_grad:
-// one per query head; the others: one per (query tile, query head, batch).
+// backward_dkdv, backward_fused: one CTA per (KV tile, kv head, batch); the others: one
+// per (query tile, query head, batch). (backward_sink_grad: sink_grad_grid.)
 runtime::Dim3 backward_grid(const KernelConfig& config, const LaunchArgs& fwd);
 
 }  // namespace attnjit::api

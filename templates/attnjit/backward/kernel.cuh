@@ -11,7 +11,7 @@
 //   sm80::BackwardDkdv<...>   (sm80/backward_dq.cuh, sm80/backward_dkdv.cuh; its kFuseDq
 //                             form is backward_fused)
 //   BackwardRows<...>         backward_stats, backward_dq_convert (common/backward_rows.cuh)
-//   BackwardSinkGrad<...>     backward_sink_grad, grid (Hq) (common/backward_sink_grad.cuh)
+//   BackwardSinkGrad<...>     backward_sink_grad, two launches (common/backward_sink_grad.cuh)
 // Each has run_dkdv or run_dq, kThreads, kSmemBytes and the capability flags
 // check_variant reads.
 #pragma once

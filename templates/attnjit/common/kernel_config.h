@@ -39,9 +39,9 @@ enum class ElemKind : int { f16 = 0, bf16 = 1, f32 = 2 };
 //    sums), backward_fused (one CTA per KV tile: dK, dV, and dQ summed with fp32 atomics:
 //    two products fewer, run-to-run bits of dQ may differ), backward_dq_convert (dQ from
 //    the sums). Room for: decode.
-//  either sequence, for a spec with attention sinks, then runs backward_sink_grad (one CTA
-//    per query head: d sink_h = -sum_{b, i} exp(sink_h - LSE_i) * Delta_i, in a fixed
-//    order from LSE, O and dO; deterministic; no tiles and no main loop of its own).
+//  either sequence, for a spec with attention sinks, then runs backward_sink_grad (twice:
+//    chunk sums, then per head: d sink_h = -sum_{b, i} exp(sink_h - LSE_i) * Delta_i, in
+//    a fixed order from LSE, O and dO; deterministic; no tiles and no main loop of its own).
 enum class KernelKind : int {
     forward = 0,
     backward_dkdv = 1,
