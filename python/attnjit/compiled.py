@@ -147,7 +147,7 @@ class CompiledAttention:
             if training:
                 values.append(value)
             if getattr(value, "dtype", None) is not torch_dtype or value.dim() != ndim:
-                return self._retrace_call(q, k, v)
+                return self._retrace_call(q, k, v, sinks)
             if value.get_device() != device:
                 raise ArgumentError(f"captured tensor '{t.name}' ({t.slot.where}) is on "
                                     f"{value.device} but q is on {q.device}; move it to the same device")
@@ -192,7 +192,7 @@ class CompiledAttention:
             raise ArgumentError(f"sinks is on {sinks.device} but q is on {q.device}; move it to the same device")
         return sd
 
-    def _retrace_call(self, q, k, v):
+    def _retrace_call(self, q, k, v, sinks=None):
         """A captured tensor changed dtype or rank: trace again (once) and call."""
         variant = self._current_variant()
         for t in variant.traced.tensors:
@@ -200,7 +200,7 @@ class CompiledAttention:
             if not (getattr(value, "dtype", None) is t.torch_dtype and hasattr(value, "data_ptr")):
                 raise ArgumentError(f"captured tensor '{t.name}' ({t.slot.where}) holds {value!r}; bind a "
                                     "CUDA torch tensor to it before calling")
-        return self(q, k, v)
+        return self(q, k, v, sinks)
 
     def _call_training(self, variant, q, k, v, qs, ks, vs, qst, kst, vst, device, tensors, values, scalars,
                        sinks=None, sd=None):

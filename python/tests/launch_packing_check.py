@@ -98,6 +98,13 @@ rejected("sinks of the wrong shape", attnjit.ArgumentError, "[Hq] = [4]",
          lambda q, k, v: attnjit.attention(q, k, v, sinks=torch.empty(3, dtype=torch.float32)), *qkv(torch.float16))
 rejected("int sinks", attnjit.ArgumentError, "float32, float16 or bfloat16",
          lambda q, k, v: attnjit.attention(q, k, v, sinks=torch.empty(4, dtype=torch.int32)), *qkv(torch.float16))
+# A captured tensor that changes dtype retraces; the call keeps its sinks.
+shift = torch.empty(H, dtype=torch.float32)
+shifted = attnjit.compile(lambda s, b, h, qi, kv: s + shift[h])
+reaches_the_launch("sinks before a retrace", lambda q, k, v: shifted(q, k, v, sinks=sink_logits), *qkv(torch.float16))
+shift = torch.empty(H, dtype=torch.bfloat16)
+reaches_the_launch("sinks after a retrace", lambda q, k, v: shifted(q, k, v, sinks=sink_logits), *qkv(torch.float16))
+assert len(shifted._variants) == 2 and '"sinks": "sinks"' in compiled_for[-1], compiled_for[-1]
 print("ok sinks")
 
 small_bias = torch.empty(B, H, 8, 8, dtype=torch.bfloat16)

@@ -192,6 +192,9 @@ Problem make_problem(const Case& c, bool upload) {
         reference::fill_normal(z, seed + 7);
         const double centre = std::log(static_cast<double>(std::max(1, c.nk)));
         for (int64_t h = 0; h < Hq; ++h) sinks.set({h}, centre - 1.0 + 2.5 * z.get({h}));
+        // With 4 heads or more the last one has a sink of -inf: no sink (-inf LSE for a
+        // row that keeps no key, and a zero gradient).
+        if (Hq >= 4) sinks.set({Hq - 1}, -std::numeric_limits<double>::infinity());
         in.tensors.emplace("sinks", std::move(sinks));
     }
 

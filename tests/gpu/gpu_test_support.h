@@ -60,7 +60,7 @@ struct Case {
     Layout layout = Layout::BHND;
     bool lse = true;
     // Attention sinks of this dtype (tensor "sinks" [Hq], seeded values around the rows'
-    // LSE so that they matter), or none.
+    // LSE so that they matter; with Hq >= 4 the last head's is -inf, no sink), or none.
     std::optional<DType> sinks;
 
     // A readable, unique, gtest-safe name: "bf16_d128_causal_br_b2_h4x2_q17_k255".

@@ -275,9 +275,10 @@ ATTNJIT_HD constexpr bool config_is_valid(const KernelConfig& c) { return why_co
 
 // The main loop of a kind for an element type and head dims on sm_<sm>.
 ATTNJIT_HD constexpr MainloopKind default_mainloop(KernelKind kind, ElemKind e, int dqk, int dv, int /*sm*/) {
-    return e == ElemKind::f32 || kind == KernelKind::backward_sink_grad || (is_backward(kind) && (dqk > 128 || dv > 128))
+    return e == ElemKind::f32 || kind == KernelKind::backward_sink_grad ||
+                   (is_backward(kind) && (dqk > 128 || dv > 128))
                ? MainloopKind::simt
-                                                                                 : MainloopKind::sm80;
+               : MainloopKind::sm80;
 }
 
 // The tile used when nothing else is asked for, fitting sm_<sm>'s shared memory.
