@@ -178,6 +178,13 @@ void check_launch_args(const AttentionSpec& spec, const SpecInputs& in, const La
     // Scalars first: the bounds of captured-tensor reads use their values.
     check_scalars(in, a);
     check_captured(in, a, codegen::LaunchExtents{q[0], q[1], k[1], q[2], k[2]});
+    if (spec.has_sinks()) {
+        // Read at [h] for every query head (a stride of 0 shares one sink).
+        const TensorView& s = a.tensors.at(spec.sinks_name());
+        user_check(s.shape[0] == q[1]) << "the sinks tensor '" << spec.sinks_name() << "' has shape "
+                                       << shape_str(s.shape) << " but must be [Hq] = [" << q[1]
+                                       << "]: one sink logit per query head";
+    }
 }
 
 void check_grad_args(const AttentionSpec& spec, const LaunchArgs& fwd, const GradArgs& g) {
@@ -215,6 +222,30 @@ void check_grad_args(const AttentionSpec& spec, const LaunchArgs& fwd, const Gra
             user_check(t == u || t->data != u->data)
                 << "arguments '" << name << "' and '" << other << "' are the same memory; pass separate buffers";
     }
+    // The sinks' gradient (the other captured tensors': check_input_grad_args).
+    if (!spec.has_sinks()) return;
+    const auto it = g.grads.find(spec.sinks_name());
+    if (it == g.grads.end()) return;
+    const TensorView& t = it->second;
+    const std::string arg = "grads['" + spec.sinks_name() + "']";
+    check_view(arg, t, 1);
+    user_check(t.dtype == spec.sinks_dtype()) << "argument " << arg << " has dtype " << dtype_name(t.dtype)
+                                              << "; the gradient of the sinks has their dtype, "
+                                              << dtype_name(spec.sinks_dtype());
+    user_check(t.shape[0] == fwd.q.shape[1]) << "argument " << arg << " has shape " << shape_str(t.shape)
+                                             << " but must be [Hq] = [" << fwd.q.shape[1] << "]";
+    user_check(t.strides[0] != 0 || t.shape[0] <= 1) << "argument " << arg << " has stride 0; outputs must not overlap";
+    user_check(reinterpret_cast<uintptr_t>(t.data) % dtype_size(t.dtype) == 0)
+        << "argument " << arg << " is not aligned to its element size";
+    for (const auto& [in_name, data] : inputs)
+        user_check(t.data != data) << "argument " << arg << " is the same memory as '" << in_name
+                                   << "'; pass a separate buffer";
+    for (const auto& [in_name, view] : fwd.tensors)
+        user_check(t.data != view.data) << "argument " << arg << " is the same memory as captured tensor '" << in_name
+                                        << "', which the backward reads; pass a separate buffer";
+    for (const auto& [other, u] : outputs)
+        user_check(t.data != u->data) << "argument " << arg << " and '" << other
+                                      << "' are the same memory; pass separate buffers";
 }
 
 }  // namespace attnjit

@@ -57,6 +57,7 @@ struct AttentionBackward::Impl {
     std::string arch;
     BackwardPath path = BackwardPath::two_pass;
     int sm_count = 0;  // of the GPU it runs on (0: compile only)
+    bool sinks_grad_asked = false;  // CompileOptions.grads names the sinks: their gradient is required
     std::vector<api::PreparedKernel> kernels;  // in launch order
     // Gradients of captured tensors and scalars (CompileOptions.grads), from backward_dq's plan.
     std::set<std::string> grads;
@@ -69,7 +70,9 @@ struct AttentionBackward::Impl {
         for (const auto& k : kernels)
             if (k.config.kind == kind) return k;
         user_error << "this AttentionBackward has no " << kernel_kind_name(kind) << " kernel; it runs "
-                   << path_kernels(path);
+                   << path_kernels(path)
+                   << (spec.has_sinks() ? ", then backward_sink_grad when the sinks' gradient is asked for"
+                                        : " (and backward_sink_grad only for a spec with sinks)");
         return kernels.front();
     }
 };
@@ -127,13 +130,16 @@ AttentionBackward::AttentionBackward(const AttentionSpec& spec, const CompileOpt
     impl_->spec = spec;
     const api::Target target = api::resolve_target(options);
     impl_->arch = target.arch;
-    impl_->path = choose_path(spec, impl_->inputs, options, target);
+    // The sinks' gradient comes from backward_sink_grad, not from backward_dq's plan.
+    CompileOptions opts = options;
+    if (spec.has_sinks()) impl_->sinks_grad_asked = opts.grads.erase(spec.sinks_name()) > 0;
+    impl_->path = choose_path(spec, impl_->inputs, opts, target);
     if (target.on_device) impl_->sm_count = runtime::current_device().sm_count;
-    if (!options.grads.empty()) {
+    if (!opts.grads.empty()) {
         // Validates the names and refuses the reads whose sums are not implemented
         // (codegen/input_grads.h), before anything is compiled.
-        const codegen::KernelPlan plan = codegen::lower(spec, impl_->inputs, KernelKind::backward_dq, options.grads);
-        impl_->grads = options.grads;
+        const codegen::KernelPlan plan = codegen::lower(spec, impl_->inputs, KernelKind::backward_dq, opts.grads);
+        impl_->grads = opts.grads;
         impl_->grad_outputs = plan.grad_outputs;
         for (const auto& site : plan.grad_sites)
             if (site.store) {
@@ -157,6 +163,8 @@ AttentionBackward::AttentionBackward(const AttentionSpec& spec, const CompileOpt
         add(KernelKind::backward_dq, options.tile);  // first: it writes the per-row statistics
         add(KernelKind::backward_dkdv, options.tile);
     }
+    // Attention sinks: their gradient, from LSE, O and dO alone (launched when asked for).
+    if (spec.has_sinks()) add(KernelKind::backward_sink_grad, std::nullopt);
 }
 
 AttentionBackward::~AttentionBackward() = default;
@@ -166,7 +174,11 @@ AttentionBackward& AttentionBackward::operator=(AttentionBackward&&) noexcept = 
 void AttentionBackward::operator()(const LaunchArgs& fwd, const GradArgs& grads_in, Stream stream) const {
     check_launch_args(impl_->spec, impl_->inputs, fwd);
     check_grad_args(impl_->spec, fwd, grads_in);
-    check_input_grad_args(fwd, grads_in, impl_->grad_outputs);
+    const std::string sinks_name = impl_->spec.has_sinks() ? impl_->spec.sinks_name() : std::string();
+    check_input_grad_args(fwd, grads_in, impl_->grad_outputs, sinks_name);
+    user_check(!impl_->sinks_grad_asked || grads_in.grads.count(sinks_name))
+        << "the gradient of the sinks '" << sinks_name << "' is missing: GradArgs::grads[\"" << sinks_name
+        << "\"] must be given (CompileOptions.grads names it)";
     // A dimension where the captured tensor broadcasts with size 1 is read at any index:
     // its gradient is the sum over it, whatever the gradient's stride there.
     std::optional<GradArgs> adjusted;  // only when there are such gradients (no copies otherwise)
@@ -202,7 +214,25 @@ void AttentionBackward::operator()(const LaunchArgs& fwd, const GradArgs& grads_
         << "this backward computes gradients of captured tensors or scalars, which no score element reads when B, "
            "Hq or Nq is 0 (got q of shape ["
         << q[0] << ", " << q[1] << ", " << q[2] << ", " << q[3] << "]): they are all zero; skip the backward";
-    if (q[0] == 0 || q[1] == 0) return;  // no batch or no heads: nothing to write
+    // Attention sinks' gradient, when asked for: after the other kernels (it needs none of
+    // them), and even with no batch or no rows (it writes zeros then).
+    std::optional<SinkGradArgs> sinks = api::sink_grad_args(impl_->spec, fwd, grads);
+    auto launch_sink_grad = [&] {
+        if (!sinks || q[1] == 0) return;
+        const api::PreparedKernel& kernel = impl_->kernel(KernelKind::backward_sink_grad);
+        // Workspace, O(Hq * B * Nq / kSinkGradChunkRows): the chunks' sums.
+        const runtime::StreamBuffer partials(api::sink_grad_partials_bytes(*sinks), static_cast<CUstream>(stream));
+        sinks->partials = static_cast<float*>(partials.data());
+        for (int phase : {0, 1}) {
+            sinks->phase = phase;
+            if (sinks->chunks > 0 || phase == 1)
+                kernel.launch(api::sink_grad_grid(*sinks), api::sink_grad_params(kernel.layout, *sinks, fwd), stream);
+        }
+    };
+    if (q[0] == 0 || q[1] == 0) {  // no batch or no heads: nothing else to write
+        launch_sink_grad();
+        return;
+    }
     // Workspaces, O(N): the per-row statistics; fused: the fp32 dQ sums, and (ordered)
     // the turn counters of the query tiles, zeroed.
     const bool fused = impl_->path != BackwardPath::two_pass;
@@ -245,6 +275,7 @@ void AttentionBackward::operator()(const LaunchArgs& fwd, const GradArgs& grads_
                                                  reinterpret_cast<size_t>(pl.planes));
     }
     for (const api::PreparedKernel& kernel : impl_->kernels) {
+        if (kernel.config.kind == KernelKind::backward_sink_grad) continue;  // below
         // Kernels over query rows have nothing to do when Nq == 0; dK and dV are written
         // (zeros) even then.
         if ((owns_keys(kernel.config.kind) ? k[2] : q[2]) == 0) continue;
@@ -254,6 +285,7 @@ void AttentionBackward::operator()(const LaunchArgs& fwd, const GradArgs& grads_
                                            with_grads && impl_->grad_work ? &work : nullptr, &planes),
                       stream);
     }
+    launch_sink_grad();
 }
 
 const AttentionSpec& AttentionBackward::spec() const { return impl_->spec; }
@@ -283,8 +315,9 @@ const std::vector<codegen::InputGradOutput>& AttentionBackward::input_grad_outpu
 }
 
 void check_input_grad_args(const LaunchArgs& fwd, const GradArgs& g,
-                           const std::vector<codegen::InputGradOutput>& outputs) {
+                           const std::vector<codegen::InputGradOutput>& outputs, const std::string& sinks) {
     for (const auto& [name, view] : g.grads) {
+        if (!sinks.empty() && name == sinks) continue;
         bool asked = false;
         for (const auto& o : outputs) asked = asked || o.name == name;
         user_check(asked) << "GradArgs::grads has '" << name

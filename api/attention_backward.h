@@ -25,6 +25,11 @@
 //   GradArgs g{d_o, dq, dk, dv};
 //   g.grads["bias"] = dbias;   // the shape and dtype of the captured tensor (see GradArgs)
 //   g.grads["cap"] = dcap;     // a scalar's: a 0-dim f32 tensor on the device
+//
+// Attention sinks (spec.sinks(name)) are a captured tensor too: pass grads[name], [Hq] in
+// the sinks' dtype, and a last kernel, backward_sink_grad, writes d sink_h = -sum_{b,i}
+// exp(sink_h - LSE_i) Delta_i there (deterministic). They need no CompileOptions.grads
+// entry (naming them there makes the entry required); without one they get no gradient.
 #pragma once
 
 #include <map>
@@ -48,7 +53,7 @@ struct GradArgs {
     // stride 0 only where the captured tensor has stride 0 (a broadcast): that element then
     // receives the sum over the dimension, while a gradient with a real stride there gets
     // each index's own (what autograd wants for an expanded tensor). A scalar's is a 0-dim
-    // f32 tensor.
+    // f32 tensor. The spec's sinks tensor (spec.sinks(name)): [Hq], its dtype, optional.
     std::map<std::string, TensorView> grads = {};
 };
 
@@ -89,7 +94,8 @@ private:
 void check_grad_args(const AttentionSpec& spec, const LaunchArgs& fwd, const GradArgs& grads);
 
 // The checks of GradArgs::grads for a backward asked for `outputs` (backward_dq's plan).
+// sinks: the spec's sinks name, if any (its entry is check_grad_args's to check).
 void check_input_grad_args(const LaunchArgs& fwd, const GradArgs& grads,
-                           const std::vector<codegen::InputGradOutput>& outputs);
+                           const std::vector<codegen::InputGradOutput>& outputs, const std::string& sinks = {});
 
 }  // namespace attnjit

@@ -1,5 +1,8 @@
 #include "api/backward_launch.h"
 
+#include <cstdint>
+#include <limits>
+
 #include "runtime/params_packer.h"
 
 #include <cstddef>
@@ -67,6 +70,47 @@ BackwardArgs backward_args(const AttentionSpec& spec, const LaunchArgs& fwd, con
     b.group = b.q_heads / b.kv_heads;
     b.scale = static_cast<float>(spec.scale_or_default());
     return b;
+}
+
+std::optional<SinkGradArgs> sink_grad_args(const AttentionSpec& spec, const LaunchArgs& fwd, const GradArgs& g) {
+    if (!spec.has_sinks()) return std::nullopt;
+    auto it = g.grads.find(spec.sinks_name());
+    if (it == g.grads.end()) return std::nullopt;
+    SinkGradArgs s{};
+    s.o = fwd.o.data;
+    s.d_o = g.d_o.data;
+    s.lse = static_cast<const float*>(fwd.lse->data);
+    s.d_sinks = it->second.data;
+    strides3(s.o_stride, fwd.o);
+    strides3(s.do_stride, g.d_o);
+    strides3(s.lse_stride, *fwd.lse);
+    s.d_sinks_stride = it->second.strides[0];
+    s.batch = static_cast<int>(fwd.q.shape[0]);
+    s.q_heads = static_cast<int>(fwd.q.shape[1]);
+    s.q_len = static_cast<int>(fwd.q.shape[2]);
+    s.kv_len = static_cast<int>(fwd.k.shape[2]);
+    const int64_t per_batch = (fwd.q.shape[2] + kSinkGradChunkRows - 1) / kSinkGradChunkRows;
+    const int64_t chunks = fwd.q.shape[0] * per_batch;
+    user_check(chunks <= std::numeric_limits<int32_t>::max())
+        << "arguments have B * ceil(Nq / " << kSinkGradChunkRows << ") = " << chunks
+        << " row chunks for the sinks' gradient, more than a grid holds (2^31 - 1); split the batch";
+    s.chunks_per_batch = static_cast<int>(per_batch);
+    s.chunks = static_cast<int>(chunks);
+    return s;
+}
+
+size_t sink_grad_partials_bytes(const SinkGradArgs& s) {
+    return sizeof(float) * static_cast<size_t>(s.q_heads) * static_cast<size_t>(s.chunks);
+}
+
+runtime::Dim3 sink_grad_grid(const SinkGradArgs& s) {
+    if (s.phase == 0) return runtime::Dim3{static_cast<unsigned>(s.chunks), static_cast<unsigned>(s.q_heads), 1u};
+    return runtime::Dim3{static_cast<unsigned>(s.q_heads), 1u, 1u};
+}
+
+std::vector<unsigned char> sink_grad_params(const codegen::ParamsLayout& layout, const SinkGradArgs& block,
+                                            const LaunchArgs& fwd) {
+    return runtime::pack_params(layout, &block, sizeof block, fwd.scalars, fwd.tensors);
 }
 
 std::vector<unsigned char> backward_params(const codegen::ParamsLayout& layout, const BackwardArgs& block,

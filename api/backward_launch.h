@@ -5,11 +5,13 @@
 #include <cstddef>
 #include <map>
 #include <string>
+#include <optional>
 #include <vector>
 
 #include "api/attention_backward.h"
 #include "attnjit/backward/args.h"
 #include "attnjit/backward/grad_args.h"
+#include "attnjit/backward/sink_grad_args.h"
 #include "attnjit/common/kernel_config.h"
 #include "codegen/params_layout.h"
 #include "runtime/loaded_kernel.h"
@@ -45,8 +47,18 @@ size_t grad_work_bytes(int sites, int ctas);
 GradWork grad_work(void* base, int sites, int ctas);
 size_t grad_work_ticket_offset(int sites, int ctas);
 
+// backward_sink_grad's block: present when the spec has sinks and grads.grads holds
+// their gradient (checked arguments); phase 0, partials still null. Its two launches:
+// phase 0 on sink_grad_grid (chunks, Hq), skipped when chunks == 0, into a workspace of
+// sink_grad_partials_bytes; phase 1 on (Hq).
+std::optional<SinkGradArgs> sink_grad_args(const AttentionSpec& spec, const LaunchArgs& fwd, const GradArgs& grads);
+size_t sink_grad_partials_bytes(const SinkGradArgs& block);
+runtime::Dim3 sink_grad_grid(const SinkGradArgs& block);
+std::vector<unsigned char> sink_grad_params(const codegen::ParamsLayout& layout, const SinkGradArgs& block,
+                                            const LaunchArgs& fwd);
+
 // backward_dkdv, backward_fused: one CTA per (KV tile, kv head, batch); the others: one
-// per (query tile, query head, batch).
+// per (query tile, query head, batch). (backward_sink_grad: sink_grad_grid.)
 runtime::Dim3 backward_grid(const KernelConfig& config, const LaunchArgs& fwd);
 
 }  // namespace attnjit::api

@@ -86,7 +86,9 @@ attnjit_status attnjit_launch_backward(const attnjit_backward* backward, const a
             // Arguments are checked first, so a caller sees the same errors on every machine.
             attnjit::check_launch_args(backward->spec.spec, s.args);
             attnjit::check_grad_args(backward->spec.spec, s.args, grad_scratch);
-            attnjit::check_input_grad_args(s.args, grad_scratch, backward->backward.input_grad_outputs());
+            const auto& spec = backward->spec.spec;
+            attnjit::check_input_grad_args(s.args, grad_scratch, backward->backward.input_grad_outputs(),
+                                           spec.has_sinks() ? spec.sinks_name() : std::string());
             if (auto why = attnjit::runtime::why_no_gpu())
                 throw attnjit::EnvironmentError("this backward was compiled without a usable GPU (" + *why +
                                                 "), so it cannot launch; compile it where the GPU is, with "

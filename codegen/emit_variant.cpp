@@ -55,6 +55,10 @@ public:
         if (plan_.gradients)
             w_.line(std::string("static constexpr bool kHasScoreGrad = ") + (plan_.has_score_grad() ? "true" : "false") +
                     ";");
+        if (plan_.has_sinks()) {
+            w_.line("static constexpr bool kHasSink = true;");
+            w_.line(std::string("using SinkElement = ") + cuda_elem_type(plan_.spec.sinks_dtype()) + ";");
+        }
         if (plan_.grad_planes) w_.line("static constexpr bool kInputGradPlanes = true;");
         if (plan_.has_input_grads()) {
             w_.line("static constexpr bool kInputGrads = true;");
@@ -122,6 +126,15 @@ public:
         }
         w_.close();
         w_.line();
+
+        if (plan_.has_sinks()) {
+            const std::string f = "p." + tensor_field(plan_.spec.sinks_name());
+            w_.line("// Attention sink logit of query head h: " + plan_.spec.sinks_name() + "[h].");
+            w_.open("__device__ static float sink(const Params& p, int h)");
+            w_.line("return attnjit::to_float(" + f + ".ptr[h * " + f + ".stride[0]]);");
+            w_.close();
+            w_.line();
+        }
 
         if (plan_.has_score_grad()) {
             w_.line("// d score_mod / d s (codegen/autodiff.h).");

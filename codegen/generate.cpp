@@ -62,6 +62,9 @@ KernelSource generate(const KernelPlan& plan, const KernelConfig& config, const 
     internal_check(plan.gradients == is_backward(config.kind))
         << "a " << kernel_kind_name(config.kind) << " kernel from a plan " << (plan.gradients ? "with" : "without")
         << " gradients: lower(spec, inputs, kind) with the kernel's kind";
+    user_check(config.kind != KernelKind::backward_sink_grad || spec.has_sinks())
+        << "backward_sink_grad computes the gradient of attention sinks, and " << spec
+        << " has none; give the spec .sinks(name) or pick another kind";
     const KernelKindInfo& kind = kernel_kind_info(config.kind);
     KernelSource k;
     k.config = config;

@@ -19,6 +19,8 @@ const KernelKindInfo kKinds[] = {
      "attnjit::BackwardFusedTraits", "attnjit::backward_dkdv_kernel", "bwd_fused"},
     {KernelKind::backward_dq_convert, "attnjit_backward_dq_convert", "attnjit/backward/kernel.cuh",
      "attnjit::BackwardDqConvertTraits", "attnjit::backward_dq_convert_kernel", "bwd_dqconv"},
+    {KernelKind::backward_sink_grad, "attnjit_backward_sink_grad", "attnjit/backward/kernel.cuh",
+     "attnjit::BackwardSinkGradTraits", "attnjit::backward_sink_grad_kernel", "bwd_sinkgrad"},
 };
 
 }  // namespace

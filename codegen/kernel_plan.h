@@ -79,6 +79,8 @@ struct KernelPlan {
     int grad_accums() const;      // sites summed per CTA
     int grad_accum_outputs() const;  // the outputs those write (they come first in grad_outputs)
     bool grad_stores() const;     // some site is stored elementwise
+    // Attention sinks (spec.sinks()): the Variant gets kHasSink and sink(p, h).
+    bool has_sinks() const { return spec.has_sinks(); }
     // head, row, then the element bindings of score_mod and of mask (each name once).
     Bindings all_bindings() const;
 };

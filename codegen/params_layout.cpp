@@ -2,6 +2,7 @@
 
 #include "attnjit/backward/args.h"
 #include "attnjit/backward/grad_args.h"
+#include "attnjit/backward/sink_grad_args.h"
 #include "codegen/kernel_plan.h"
 #include "attnjit/forward/args.h"
 #include "codegen/cuda_emitter.h"
@@ -63,6 +64,11 @@ ParamsField args_block(KernelKind kind) {
         args.size = static_cast<int>(sizeof(attnjit::BackwardArgs));
         args.align = static_cast<int>(alignof(attnjit::BackwardArgs));
         args.c_type = "attnjit::BackwardArgs";
+        return args;
+    case KernelKind::backward_sink_grad:
+        args.size = static_cast<int>(sizeof(attnjit::SinkGradArgs));
+        args.align = static_cast<int>(alignof(attnjit::SinkGradArgs));
+        args.c_type = "attnjit::SinkGradArgs";
         return args;
     }
     internal_error << "no argument block for kernel kind " << static_cast<int>(kind);

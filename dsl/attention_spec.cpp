@@ -7,6 +7,7 @@
 #include "dsl/equality.h"
 #include "dsl/limits.h"
 #include "dsl/printer.h"
+#include "dsl/vars.h"
 #include "dsl/visitor.h"
 #include "support/error.h"
 
@@ -41,6 +42,18 @@ AttentionSpec& AttentionSpec::mask(Expr e) {
 }
 AttentionSpec& AttentionSpec::return_lse(bool on) {
     return_lse_ = on;
+    return *this;
+}
+AttentionSpec& AttentionSpec::sinks(const std::string& name, DType dtype) {
+    user_check(!name.empty()) << "AttentionSpec.sinks(\"\"): name the captured tensor [Hq] that holds the sink "
+                                 "logits, or call no_sinks()";
+    sinks_name_ = name;
+    sinks_dtype_ = dtype;
+    return *this;
+}
+AttentionSpec& AttentionSpec::no_sinks() {
+    sinks_name_.clear();
+    sinks_dtype_ = DType::f32;
     return *this;
 }
 
@@ -90,6 +103,21 @@ Inputs collect_inputs(const AttentionSpec& s) {
     Inputs in;
     in.collect(s.score_mod(), "score_mod");
     in.collect(s.mask(), "mask");
+    if (s.has_sinks() && !in.conflict) {
+        // The sinks tensor is a captured tensor [Hq] like any other (an expression may read
+        // it too, as the same float tensor of rank 1).
+        const std::string& name = s.sinks_name();
+        const TensorInfo info{s.sinks_dtype(), 1};
+        if (in.scalars.count(name)) {
+            in.conflict = "'" + name + "' is used both as a scalar and as the sinks tensor; give them different names";
+        } else {
+            auto [it, fresh] = in.tensors.emplace(name, info);
+            if (!fresh && !(it->second == info))
+                in.conflict = "tensor '" + name + "' is the sinks tensor (" + dtype_name(info.dtype) +
+                              ", rank 1) but the expressions read it as " + dtype_name(it->second.dtype) +
+                              "/rank " + std::to_string(it->second.rank) + "; use one declaration";
+        }
+    }
     return in;
 }
 
@@ -188,6 +216,18 @@ std::optional<std::string> AttentionSpec::why_invalid() const {
         }
         if (has_temp(mask_)) return std::string("mask contains a codegen temporary; build it from DSL values");
     }
+    if (has_sinks()) {
+        if (!is_valid_user_name(sinks_name_)) {
+            why << "AttentionSpec.sinks(\"" << sinks_name_
+                << "\"): the sinks tensor's name must be a C identifier that is not a built-in name";
+            return why.str();
+        }
+        if (sinks_dtype_ != DType::f32 && sinks_dtype_ != DType::f16 && sinks_dtype_ != DType::bf16) {
+            why << "AttentionSpec.sinks(\"" << sinks_name_ << "\", " << dtype_name(sinks_dtype_)
+                << "): sink logits are a float tensor [Hq] (f32, f16 or bf16)";
+            return why.str();
+        }
+    }
     Inputs in = collect_inputs(*this);
     if (in.conflict) return in.conflict;
     if (in.tensors.size() > static_cast<size_t>(kMaxCapturedTensors)) {
@@ -220,13 +260,17 @@ uint64_t AttentionSpec::hash() const {
     h = hash_combine(h, scale_ ? scale_bits : 0x1234567ULL);
     h = hash_combine(h, structural_hash(score_mod_));
     h = hash_combine(h, structural_hash(mask_));
-    return hash_combine(h, return_lse_ ? 1 : 2);
+    h = hash_combine(h, return_lse_ ? 1 : 2);
+    // Specs without sinks keep the hash they had before sinks existed (cache keys).
+    if (has_sinks()) h = hash_combine(hash_combine(h, hash_string("sinks/" + sinks_name_)), static_cast<uint64_t>(sinks_dtype_));
+    return h;
 }
 
 bool AttentionSpec::operator==(const AttentionSpec& o) const {
     return dtype_ == o.dtype_ && dqk_ == o.dqk_ && dv_ == o.dv_ && q_heads_ == o.q_heads_ &&
            kv_heads_ == o.kv_heads_ && scale_ == o.scale_ && equal(score_mod_, o.score_mod_) &&
-           equal(mask_, o.mask_) && return_lse_ == o.return_lse_;
+           equal(mask_, o.mask_) && return_lse_ == o.return_lse_ && sinks_name_ == o.sinks_name_ &&
+           sinks_dtype_ == o.sinks_dtype_;
 }
 
 std::ostream& operator<<(std::ostream& os, const AttentionSpec& s) {
@@ -237,6 +281,7 @@ std::ostream& operator<<(std::ostream& os, const AttentionSpec& s) {
     if (s.score_mod().defined()) os << ", score_mod=" << s.score_mod();
     if (s.mask().defined()) os << ", mask=" << s.mask();
     if (s.returns_lse()) os << ", return_lse";
+    if (s.has_sinks()) os << ", sinks=" << s.sinks_name() << "[" << dtype_name(s.sinks_dtype()) << "]";
     return os << ")";
 }
 

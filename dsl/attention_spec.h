@@ -40,6 +40,14 @@ public:
     // Calling mask() again replaces the mask; combine masks with &&.
     AttentionSpec& mask(Expr e);
     AttentionSpec& return_lse(bool on = true);
+    // Learnable attention sinks (gpt-oss style): a per-query-head logit sink[h], read from
+    // the captured tensor `name` of shape [Hq] (f32, f16 or bf16), that joins every row's
+    // softmax denominator and takes no value: P_ij = exp(t_ij) / (exp(sink_h) + sum_j'
+    // exp(t_ij')), LSE_i = log(exp(sink_h) + sum_j exp(t_ij)); a row with no kept key gives
+    // O = 0 and LSE = sink_h. The tensor is passed at launch like any captured tensor
+    // (LaunchArgs::tensors[name]); its gradient is GradArgs::tensors[name].
+    AttentionSpec& sinks(const std::string& name, DType dtype = DType::f32);
+    AttentionSpec& no_sinks();
 
     DType dtype() const { return dtype_; }
     int head_dim_qk() const { return dqk_; }
@@ -51,8 +59,11 @@ public:
     const Expr& score_mod() const { return score_mod_; }  // undefined = identity
     const Expr& mask() const { return mask_; }            // undefined = keep all
     bool returns_lse() const { return return_lse_; }
+    bool has_sinks() const { return !sinks_name_.empty(); }
+    const std::string& sinks_name() const { return sinks_name_; }  // empty without sinks
+    DType sinks_dtype() const { return sinks_dtype_; }
 
-    // Captured tensors and scalars the expressions read, sorted by name.
+    // Captured tensors and scalars the expressions read (and the sinks tensor), sorted by name.
     std::map<std::string, TensorInfo> tensors() const;
     std::map<std::string, Type> scalars() const;
 
@@ -72,6 +83,8 @@ private:
     std::optional<double> scale_;
     Expr score_mod_, mask_;
     bool return_lse_ = false;
+    std::string sinks_name_;  // empty: no sinks
+    DType sinks_dtype_ = DType::f32;
 };
 
 std::ostream& operator<<(std::ostream& os, const AttentionSpec& s);

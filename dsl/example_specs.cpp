@@ -32,6 +32,8 @@ std::vector<std::pair<std::string, AttentionSpec>> example_specs(DType dtype, in
         {"prefix_lm", base(dtype, head_dim).mask(mods::prefix_lm(int_scalar("prefix_len")))},
         {"relpos", base(dtype, head_dim).score_mod(mods::relative_position_bias(rel_table, 128))},
         {"gqa", base(dtype, head_dim).heads(32, 8).mask(mods::causal())},
+        {"sinks_sliding_window",
+         base(dtype, head_dim).mask(mods::sliding_window(int_scalar("window"))).sinks("sinks", DType::f32)},
     };
 }
 

@@ -11,6 +11,8 @@
 //   prefix_lm               prefix_lm(int_scalar "prefix_len")
 //   relpos                  relative_position_bias(rel_table f32 [Hq, 257], 128)
 //   gqa                     causal with 32 query heads over 8 key/value heads
+//   sinks_sliding_window    sliding_window(int_scalar "window") + attention sinks (sinks f32 [Hq]),
+//                           gpt-oss style
 #pragma once
 
 #include <string>

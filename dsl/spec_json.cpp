@@ -24,7 +24,7 @@ using Json = nlohmann::ordered_json;  // keeps the document's key order (errors 
 constexpr const char* kFormat = "attnjit.spec/1";
 const std::vector<std::string> kKeys = {"format",  "dtype",   "head_dim",   "head_dim_qk", "head_dim_v",
                                         "q_heads", "kv_heads", "scale",     "return_lse",  "scalars",
-                                        "tensors", "score_mod", "mask"};
+                                        "tensors", "score_mod", "mask",      "sinks"};
 const std::vector<std::string> kTensorKeys = {"dtype", "rank"};
 
 std::string join(const std::vector<std::string>& items) {
@@ -361,6 +361,7 @@ private:
         const auto mask = read_expr("mask");
         if (score_mod) check(spec.score_mod(*score_mod), "/score_mod");
         if (mask) check(spec.mask(*mask), "/mask");
+        read_sinks(spec);
         check_all_declarations_used(spec);
 
         if (const Json* s = member("scale"); s && !s->is_null()) {
@@ -375,6 +376,27 @@ private:
         }
         check(spec, "");
         return spec;
+    }
+
+    // "sinks": null, or the name of a declared float tensor of rank 1 (the sink logits, [Hq]).
+    void read_sinks(AttentionSpec& spec) const {
+        const Json* s = member("sinks");
+        if (!s || s->is_null()) return;
+        if (!s->is_string())
+            fail("/sinks", "\"sinks\" is the name of a declared tensor of rank 1 holding the sink logits [Hq] "
+                           "(e.g. \"sinks\"), or null; found " + describe(*s));
+        const std::string name = s->get<std::string>();
+        auto it = names_.tensors.find(name);
+        if (it == names_.tensors.end())
+            fail("/sinks", "\"sinks\" names tensor " + key_text(name) +
+                               ", which is not declared under \"tensors\"; declare it as {\"dtype\": \"f32\", "
+                               "\"rank\": 1}");
+        const DType dt = it->second.dtype;
+        if (it->second.rank != 1 || (dt != DType::f32 && dt != DType::f16 && dt != DType::bf16))
+            fail("/sinks", "the sinks tensor " + key_text(name) + " is declared as " + dtype_name(dt) + ", rank " +
+                               std::to_string(it->second.rank) +
+                               "; sink logits are a float tensor of rank 1 (f32, f16 or bf16), [Hq]");
+        check(spec.sinks(name, dt), "/sinks");
     }
 
     // "head_dim" for both, or "head_dim_qk" and "head_dim_v"; returns the key to blame.
@@ -420,7 +442,7 @@ private:
         for (const auto& [name, info] : names_.tensors)
             if (!used_tensors.count(name))
                 fail_key(json_pointer("/tensors", name), "tensor \"" + name +
-                                                             "\" is declared but neither score_mod nor mask reads it; "
+                                                             "\" is declared but neither score_mod, mask nor sinks reads it; "
                                                              "remove the declaration or use it");
     }
 
@@ -463,6 +485,8 @@ std::string spec_to_json(const AttentionSpec& spec) {
         j["tensors"][name] = Json{{"dtype", dtype_name(info.dtype)}, {"rank", info.rank}};
     j["score_mod"] = spec.score_mod().defined() ? Json(to_string(spec.score_mod())) : Json(nullptr);
     j["mask"] = spec.mask().defined() ? Json(to_string(spec.mask())) : Json(nullptr);
+    // Written only when present, so a document without sinks reads as it did before.
+    if (spec.has_sinks()) j["sinks"] = spec.sinks_name();
     return j.dump(2) + "\n";
 }
 

@@ -43,6 +43,8 @@ BackwardResult backward(const dsl::AttentionSpec& spec, const ForwardInputs& in,
     const double scale = spec.scale_or_default();
     const int64_t group = Hq / Hkv;
     const CapturedReader reader{&in.tensors};
+    // Attention sinks: d sink_h = -sum_{b, i} exp(sink_h - LSE_i) Delta_i, when asked for.
+    const bool want_sinks = spec.has_sinks() && wanted.count(spec.sinks_name()) > 0;
 
     Partials zero;
     for (const auto& name : wanted) {
@@ -86,6 +88,12 @@ BackwardResult backward(const dsl::AttentionSpec& spec, const ForwardInputs& in,
                     double delta = 0;
                     for (int64_t d = 0; d < Dv; ++d) delta += doi[d] * oi[d];
                     out.delta.data[static_cast<size_t>(row)] = delta;
+                    if (want_sinks) {
+                        const double sink = sink_logit(spec, in, h);
+                        if (sink != -kInf)  // a -inf sink is no sink: no gradient
+                            mine.dtensors.at(spec.sinks_name()).data[static_cast<size_t>(h)] -=
+                                std::exp(sink - lse) * delta;
+                    }
                     if (lse == -kInf) continue;  // no kept key: zero gradients
                     row_scores(spec, env, qi, kb, Nk, Dqk, kept, s, t);
                     for (int64_t j = 0; j < Nk; ++j) {

@@ -7,6 +7,8 @@
 //   dV_j   += P_ij dO_i,     dQ_i += scale dS_ij k_j,   dK_j += scale dS_ij q_i
 //   d tensor[e] += dT_ij * d score_mod / d read, for every read of element e
 //   d scalar    += dT_ij * d score_mod / d scalar
+//   d sink_h    -= exp(sink_h - LSE_i) Delta_i   (attention sinks, when the sinks tensor is wanted;
+//                                                 its score_mod reads, if any, add as above)
 //
 // with the derivatives from codegen/autodiff.h (itself checked against finite
 // differences), evaluated by the interpreter. dK and dV sum over the query heads of a

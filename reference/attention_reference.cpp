@@ -74,8 +74,11 @@ ForwardResult forward(const dsl::AttentionSpec& spec, const ForwardInputs& in, i
             const double* kb = &k.data[static_cast<size_t>((b * Hkv + kvh) * Nk * Dqk)];
             const double* vb = &v.data[static_cast<size_t>((b * Hkv + kvh) * Nk * Dv)];
             row_scores(spec, env, qi, kb, Nk, Dqk, kept, sc, t);
-            double m = -kInf;
-            bool nan = false;
+            // Attention sinks: the sink logit joins the denominator and takes no value
+            // (-inf: no sink).
+            const double sink = sink_logit(spec, in, h);
+            double m = sink;
+            bool nan = std::isnan(sink);
             for (int64_t j = 0; j < Nk; ++j) {
                 if (!kept[j]) continue;
                 if (std::isnan(t[j])) nan = true;
@@ -88,12 +91,12 @@ ForwardResult forward(const dsl::AttentionSpec& spec, const ForwardInputs& in, i
                 lse = kNaN;
                 continue;
             }
-            if (m == -kInf) {  // no kept key, or every kept score is -inf
+            if (m == -kInf) {  // no kept key, or every kept score is -inf (and no sink)
                 std::fill(o, o + Dv, 0.0);
                 lse = -kInf;
                 continue;
             }
-            double l = 0;
+            double l = std::exp(sink - m);  // 0 without a sink
             for (int64_t j = 0; j < Nk; ++j)
                 if (kept[j]) l += std::exp(t[j] - m);
             lse = m + std::log(l);

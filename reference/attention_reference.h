@@ -57,6 +57,10 @@ struct ForwardResult {
 //   kept j with t_j = -inf contribute nothing; if nothing is left (no kept key, or all
 //   kept t_j = -inf) then O_i = 0 and LSE_i = -inf;
 //   else LSE_i = m + log(sum_j exp(t_j - m)) with m = max t_j, O_i = sum_j exp(t_j - LSE_i) v_j.
+// With attention sinks (spec.sinks(name)), sink = tensors[name][h] joins the denominator:
+//   m = max(sink, max t_j), LSE_i = m + log(exp(sink - m) + sum_j exp(t_j - m)), O_i as above;
+//   a row with nothing left gets O_i = 0 and LSE_i = sink. A sink of -inf is no sink; NaN
+//   or +inf gives NaN.
 // A score_mod giving +inf or NaN yields NaN (a kernel would too).
 // Rows are split over `threads` threads (0: std::thread::hardware_concurrency()).
 ForwardResult forward(const dsl::AttentionSpec& spec, const ForwardInputs& in, int threads = 0);

@@ -1,6 +1,7 @@
 #include "reference/inputs.h"
 
 #include <cmath>
+#include <limits>
 #include <sstream>
 
 #include "support/error.h"
@@ -69,6 +70,12 @@ Dims check_inputs(const dsl::AttentionSpec& spec, const ForwardInputs& in, const
         user_check(spec_scalars.count(name)) << who << ": scalar '" << name
                                              << "' is given but the spec does not read it";
 
+    if (spec.has_sinks()) {
+        const HostTensor& st = in.tensors.at(spec.sinks_name());
+        user_check(st.shape().size() == 1 && (st.shape()[0] == Hq))
+            << who << ": the sinks tensor '" << spec.sinks_name() << "' must have shape [Hq] = [" << Hq << "]";
+    }
+
     x.B = B;
     x.Hq = Hq;
     x.Nq = Nq;
@@ -77,6 +84,11 @@ Dims check_inputs(const dsl::AttentionSpec& spec, const ForwardInputs& in, const
     x.Nk = Nk;
     x.Dv = Dv;
     return x;
+}
+
+double sink_logit(const dsl::AttentionSpec& spec, const ForwardInputs& in, int64_t h) {
+    if (!spec.has_sinks()) return -std::numeric_limits<double>::infinity();
+    return in.tensors.at(spec.sinks_name()).get({h});
 }
 
 void CapturedReader::element(const std::string& name, const long long* index, int rank, int64_t* out) const {

@@ -20,6 +20,9 @@ struct Dims {
 // Validates the spec and the inputs (UserError starting with `who`) and returns the sizes.
 Dims check_inputs(const dsl::AttentionSpec& spec, const ForwardInputs& in, const char* who);
 
+// The sink logit of query head h (attention sinks), -inf without sinks (no sink).
+double sink_logit(const dsl::AttentionSpec& spec, const ForwardInputs& in, int64_t h);
+
 // Reads captured tensors for the interpreter, with bounds checks (broadcast: extent 1,
 // stride 0, any index reads element 0).
 struct CapturedReader {

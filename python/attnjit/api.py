@@ -25,12 +25,13 @@ def compile(score_mod=None, mask=None, causal=False, scale=None, enable_gqa=Fals
     dQ with fp32 atomics where that exists (fp16 / bf16, head dims up to 128): faster, but
     dQ's bits may change from run to run. The kernel is compiled on the first call for each
     (dtype, head dims, device) and cached in the process (and on disk by attnjit).
+    The callable also takes sinks=: fn(q, k, v, sinks=t) (see attention()).
     """
     return CompiledAttention(score_mod, mask, causal, scale, enable_gqa, return_lse, tile, deterministic)
 
 
 def attention(q, k, v, *, score_mod=None, mask=None, causal=False, scale=None, enable_gqa=False,
-              return_lse=False):
+              return_lse=False, sinks=None):
     """out = softmax(mask ? score_mod(scale * q k^T) : -inf) v, like torch SDPA / FlexAttention.
 
     q [B, Hq, Nq, Dqk], k [B, Hkv, Nk, Dqk], v [B, Hkv, Nk, Dv]: CUDA tensors of one dtype
@@ -39,9 +40,15 @@ def attention(q, k, v, *, score_mod=None, mask=None, causal=False, scale=None, e
     log). Runs on torch's current CUDA stream. The callable for these arguments is cached
     (by the identity of score_mod and mask), so calling again with the same functions does
     not trace again; use compile() in hot loops all the same.
+
+    sinks: learnable attention sinks (gpt-oss style), a [Hq] float32 / float16 / bfloat16
+    tensor of per-head logits that join every row's softmax denominator and take no value:
+    P_ij = exp(t_ij) / (exp(sinks[h]) + sum_j' exp(t_ij')); lse includes the sink, and a row
+    with no kept key gives out = 0, lse = sinks[h]. When sinks.requires_grad, loss.backward()
+    fills sinks.grad (deterministic).
     """
     fn = _cached(score_mod, mask, causal, scale, enable_gqa, return_lse)
-    return fn(q, k, v)
+    return fn(q, k, v, sinks=sinks)
 
 
 def _cached(score_mod, mask, causal, scale, enable_gqa, return_lse) -> CompiledAttention:
@@ -64,10 +71,10 @@ def _cached(score_mod, mask, causal, scale, enable_gqa, return_lse) -> CompiledA
 
 
 def spec_json(score_mod=None, mask=None, causal=False, scale=None, return_lse=False, *, dtype="bf16",
-              head_dim: int = 128, head_dim_v: int | None = None) -> str:
+              head_dim: int = 128, head_dim_v: int | None = None, sinks_dtype: str | None = None) -> str:
     """The JSON spec (docs/spec_format.md) of a score_mod / mask for one dtype and head dims,
     without torch or a GPU: the text attnjit_spec_from_json reads."""
     traced = trace(score_mod, mask, causal)
     return _spec_json.build(traced, dtype=dtype, head_dim_qk=head_dim,
                             head_dim_v=head_dim if head_dim_v is None else head_dim_v,
-                            scale=scale, return_lse=return_lse)
+                            scale=scale, return_lse=return_lse, sinks_dtype=sinks_dtype)

@@ -3,7 +3,8 @@ q, k or v requires grad. The forward runs the spec with LSE; loss.backward() run
 backward kernels (C API attnjit_launch_backward), deterministic unless compile(...,
 deterministic=False) allows the fast backward (dQ summed with fp32 atomics), with the
 derivative of score_mod derived from the traced expression. Captured torch tensors that require
-grad (a bias, ALiBi slopes, a 0-dim temperature) receive .grad too, from the same backward
+grad (a bias, ALiBi slopes, a 0-dim temperature) and attention sinks (sinks= [Hq]) that
+require grad receive .grad too, from the same backward
 (deterministic; see docs/semantics.md for the reads supported); Python floats stay
 non-differentiable runtime scalars. The captured tensors are kept alive until the backward,
 which reads them again: changing one in place in between changes the gradients (PyTorch's
@@ -68,10 +69,12 @@ class Call:
     backward handle, the dtype code, the captured tensors (kept alive: the backward reads
     them again) and the scalar values, in the spec's order."""
 
-    __slots__ = ("backward", "code", "device", "tensors", "scalars", "grad_names", "grad_values")
+    __slots__ = ("backward", "code", "device", "tensors", "scalars", "grad_names", "grad_values", "sinks_name")
 
-    def __init__(self, backward, code: int, device: int, tensors, scalars, grad_names=(), grad_values=()):
+    def __init__(self, backward, code: int, device: int, tensors, scalars, grad_names=(), grad_values=(),
+                 sinks_name=None):
         self.backward, self.code, self.device = backward, code, device
+        self.sinks_name = sinks_name  # the spec's name of the sinks tensor, if any
         self.tensors, self.scalars = tensors, scalars
         # Captured tensors that require grad: their spec names and the tensors (inputs of
         # the autograd Function, in this order).
@@ -117,9 +120,11 @@ def attention_function():
 
         class AttentionFunction(torch.autograd.Function):
             @staticmethod
-            def forward(ctx, call, launch, q, k, v, *captured):  # captured: those that require grad
+            def forward(ctx, call, launch, q, k, v, sinks, *captured):  # captured: those that require grad
                 out, lse = launch()
-                ctx.save_for_backward(q, k, v, out, lse)
+                # sinks too: the backward reads them again, and autograd's version check
+                # then refuses a sinks tensor changed in place before loss.backward()
+                ctx.save_for_backward(q, k, v, out, lse, sinks)
                 ctx.call = call
                 ctx.mark_non_differentiable(lse)
                 return out, lse
@@ -127,7 +132,7 @@ def attention_function():
             @staticmethod
             @torch.autograd.function.once_differentiable  # no double backward: say so, never give zeros
             def backward(ctx, d_out, _d_lse):  # LSE is not differentiable
-                q, k, v, out, lse = ctx.saved_tensors
+                q, k, v, out, lse, sinks = ctx.saved_tensors
                 d_o = d_out.contiguous() if d_out is not None else torch.zeros_like(out)
                 if d_o.data_ptr() % 16:  # a contiguous view at an odd offset: the kernels load 16 bytes
                     d_o = d_o.clone()
@@ -135,13 +140,17 @@ def attention_function():
                 dk = torch.empty(k.shape, dtype=k.dtype, device=k.device)
                 dv = torch.empty(v.shape, dtype=v.dtype, device=v.device)
                 call = ctx.call
-                bufs = [grad_output(value) for value in call.grad_values]
-                call.launch(q, k, v, out, lse, d_o, dq, dk, dv,
-                            [(name, buf) for name, (buf, _) in zip(call.grad_names, bufs)])
                 needs = ctx.needs_input_grad
-                captured = [g if needs[5 + i] else None for i, (_, g) in enumerate(bufs)]
+                bufs = [grad_output(value) for value in call.grad_values]
+                input_grads = [(name, buf) for name, (buf, _) in zip(call.grad_names, bufs)]
+                d_sinks = None
+                if sinks is not None and needs[5]:  # by name, like a captured tensor's
+                    d_sinks = torch.empty(sinks.shape, dtype=sinks.dtype, device=sinks.device)
+                    input_grads.append((call.sinks_name, d_sinks))
+                call.launch(q, k, v, out, lse, d_o, dq, dk, dv, input_grads)
+                captured = [g if needs[6 + i] else None for i, (_, g) in enumerate(bufs)]
                 return (None, None, dq if needs[2] else None, dk if needs[3] else None, dv if needs[4] else None,
-                        *captured)
+                        d_sinks, *captured)
 
         _Function = AttentionFunction
     return _Function

@@ -50,6 +50,9 @@ class _Variant:
         self.tensor_reads = [(t.slot.read, t.torch_dtype, 0 if t.zero_dim else t.rank, dtypes.CODES[t.dtype], t)
                              for t in traced.tensors]
         self.scalar_reads = [s.slot.read for s in traced.scalars]
+        # attention sinks: their name in the spec and their place among its (sorted) tensors
+        self.sinks_name = spec_json.sinks_name(traced)
+        self.sinks_index = sum(1 for t in traced.tensors if t.name < self.sinks_name)
 
 
 class CompiledAttention:
@@ -72,11 +75,13 @@ class CompiledAttention:
         """The current trace: .score_mod and .mask texts, .tensors, .scalars."""
         return self._variant.traced
 
-    def spec_json(self, dtype="bf16", head_dim: int = 128, head_dim_v: int | None = None) -> str:
-        """The JSON spec this callable compiles for one dtype and head dims."""
+    def spec_json(self, dtype="bf16", head_dim: int = 128, head_dim_v: int | None = None,
+                  sinks_dtype: str | None = None) -> str:
+        """The JSON spec this callable compiles for one dtype and head dims (and, with
+        sinks_dtype, for calls that pass sinks= of that dtype)."""
         return spec_json.build(self.traced, dtype=dtype, head_dim_qk=head_dim,
                                head_dim_v=head_dim if head_dim_v is None else head_dim_v,
-                               scale=self.scale, return_lse=self.return_lse)
+                               scale=self.scale, return_lse=self.return_lse, sinks_dtype=sinks_dtype)
 
     def __repr__(self):
         t = self.traced
@@ -111,7 +116,7 @@ class CompiledAttention:
         return True
 
     # ---- the call -----------------------------------------------------------------------
-    def __call__(self, q, k, v):
+    def __call__(self, q, k, v, sinks=None):
         variant = self._variant
         traced = variant.traced
         if traced.guards and not traced.guards_hold():
@@ -130,39 +135,61 @@ class CompiledAttention:
                 and (Hq == Hkv or (self.enable_gqa and Hkv > 0 and Hq % Hkv == 0))
                 and qst[3] == 1 and kst[3] == 1 and vst[3] == 1 and Nk > 0):
             self._bad_arguments(q, k, v)
-        training = q.requires_grad or k.requires_grad or v.requires_grad
+        sd = None  # the sinks' dtype name
+        if sinks is not None:
+            sd = self._check_sinks(sinks, q, Hq, device)
+        training = q.requires_grad or k.requires_grad or v.requires_grad or (sd is not None and sinks.requires_grad)
 
         tensors = []
         values = []  # the tensors themselves: a training call keeps them alive
-        grad_names = []  # captured tensors that require grad (their gradients come from the backward)
+        grad_by_name = {}  # captured tensors that require grad (their gradients come from the backward)
         for read, torch_dtype, ndim, code, t in variant.tensor_reads:
             value = read()
             values.append(value)
             if getattr(value, "dtype", None) is not torch_dtype or value.dim() != ndim:
-                return self._retrace_call(q, k, v)
+                return self._retrace_call(q, k, v, sinks)
             if value.get_device() != device:
                 raise ArgumentError(f"captured tensor '{t.name}' ({t.slot.where}) is on "
                                     f"{value.device} but q is on {q.device}; move it to the same device")
             if value.requires_grad:
-                grad_names.append(t.name)
+                grad_by_name[t.name] = value
             if ndim:
                 tensors.append((value.data_ptr(), code, value.shape, value.stride()))
             else:  # a 0-dim tensor is read as a rank-1 tensor of one element
                 tensors.append((value.data_ptr(), code, (1,), (1,)))
         scalars = [float(read()) for read in variant.scalar_reads]
-        if (training or grad_names) and _torch().is_grad_enabled() and B and Nq and Hq:
+        if sd is not None:  # the sinks tensor takes its place among the spec's tensors
+            tensors.insert(variant.sinks_index, (sinks.data_ptr(), dtypes.CODES[sd], sinks.shape, sinks.stride()))
+            values.insert(variant.sinks_index, sinks)
+        if (training or grad_by_name) and _torch().is_grad_enabled() and B and Nq and Hq:
             return self._call_training(variant, q, k, v, qs, ks, vs, qst, kst, vst, device, tensors, values, scalars,
-                                       grad_names)
+                                       grad_by_name, sinks, sd)
 
-        launcher = variant.launchers.get((dtype, Dqk, vs[3], device, get_ident()))
+        launcher = variant.launchers.get((dtype, Dqk, vs[3], device, get_ident(), sd))
         if launcher is None:
-            launcher = self._make_launcher(variant, q, vs[3], device)
+            launcher = self._make_launcher(variant, q, vs[3], device, sinks_dtype=sd)
         if B == 0 or Nq == 0 or Hq == 0:
             out = q.new_empty((B, Hq, Nq, vs[3]))
             return (out, q.new_empty((B, Hq, Nq), dtype=_torch().float32)) if self.return_lse else out
         return launcher(q, k, v, qs, ks, vs, qst, kst, vst, device, tensors, scalars)
 
-    def _retrace_call(self, q, k, v):
+    @staticmethod
+    def _check_sinks(sinks, q, Hq: int, device: int) -> str:
+        """The sinks' dtype name, once sinks is a [Hq] float tensor on q's device."""
+        torch = _torch()
+        if not isinstance(sinks, torch.Tensor):
+            raise ArgumentError(f"sinks must be a torch.Tensor of shape [Hq], got {type(sinks).__name__}")
+        sd = dtypes.name_of(sinks.dtype)
+        if sd not in spec_json.SINK_DTYPES:
+            raise ArgumentError(f"sinks has dtype {sinks.dtype}; sink logits are float32, float16 or bfloat16")
+        if sinks.dim() != 1 or sinks.shape[0] != Hq:
+            raise ArgumentError(f"sinks has shape {tuple(sinks.shape)}; it must be [Hq] = [{Hq}]: one sink logit "
+                                "per query head")
+        if sinks.get_device() != device:
+            raise ArgumentError(f"sinks is on {sinks.device} but q is on {q.device}; move it to the same device")
+        return sd
+
+    def _retrace_call(self, q, k, v, sinks=None):
         """A captured tensor changed dtype or rank: trace again (once) and call."""
         variant = self._current_variant()
         for t in variant.traced.tensors:
@@ -170,34 +197,35 @@ class CompiledAttention:
             if not (getattr(value, "dtype", None) is t.torch_dtype and hasattr(value, "data_ptr")):
                 raise ArgumentError(f"captured tensor '{t.name}' ({t.slot.where}) holds {value!r}; bind a "
                                     "CUDA torch tensor to it before calling")
-        return self(q, k, v)
+        return self(q, k, v, sinks)
 
     def _call_training(self, variant, q, k, v, qs, ks, vs, qst, kst, vst, device, tensors, values, scalars,
-                       grad_names=()):
+                       grad_by_name=None, sinks=None, sd=None):
         """The call with autograd: the forward with LSE, the backward kernels on loss.backward();
-        grad_names: captured tensors that require grad (they get .grad too)."""
-        key = (q.dtype, q.shape[3], vs[3], device, get_ident(), "train")
+        grad_by_name: captured tensors that require grad (they get .grad too, as do sinks)."""
+        key = (q.dtype, q.shape[3], vs[3], device, get_ident(), sd, "train")
         launcher = variant.launchers.get(key)
         if launcher is None:
-            launcher = self._make_launcher(variant, q, vs[3], device, return_lse=True)
-        grads = tuple(sorted(set(grad_names)))
-        backward_key = (q.dtype, q.shape[3], vs[3], device, grads)
+            launcher = self._make_launcher(variant, q, vs[3], device, return_lse=True, sinks_dtype=sd)
+        grads = tuple(sorted(grad_by_name or {}))
+        backward_key = (q.dtype, q.shape[3], vs[3], device, grads, sd)
         backward = variant.backwards.get(backward_key)
         if backward is None:
             # `tile` is the forward kernel's; the backward kernels take their own default tile.
             backward = variant.backwards[backward_key] = autograd.backward_for(
                 launcher.kernel.spec.to_json(), device, None, self.deterministic, grads)
         # Captured tensors are kept alive with the call: the backward reads them again.
-        by_name = {t.name: value for (_, _, _, _, t), value in zip(variant.tensor_reads, values)}
-        grad_values = [by_name[n] for n in grads]
+        grad_values = [grad_by_name[n] for n in grads]
         call = autograd.Call(backward, dtypes.CODES[dtypes.name_of(q.dtype)], device,
-                             [(value, *t) for value, t in zip(values, tensors)], scalars, grads, grad_values)
+                             [(value, *t) for value, t in zip(values, tensors)], scalars, grads, grad_values,
+                             variant.sinks_name if sd is not None else None)
         out, lse = autograd.attention_function().apply(
-            call, lambda: launcher(q, k, v, qs, ks, vs, qst, kst, vst, device, tensors, scalars), q, k, v,
+            call, lambda: launcher(q, k, v, qs, ks, vs, qst, kst, vst, device, tensors, scalars), q, k, v, sinks,
             *grad_values)
         return (out, lse) if self.return_lse else out
 
-    def _make_launcher(self, variant, q, dv: int, device: int, return_lse: bool | None = None) -> Launcher:
+    def _make_launcher(self, variant, q, dv: int, device: int, return_lse: bool | None = None,
+                       sinks_dtype: str | None = None) -> Launcher:
         if device < 0:
             raise ArgumentError(f"q, k and v must be CUDA tensors, got {q.device}")
         dtype = dtypes.name_of(q.dtype)
@@ -206,17 +234,21 @@ class CompiledAttention:
         traced = variant.traced
         with_lse = self.return_lse if return_lse is None else return_lse
         text = spec_json.build(traced, dtype=dtype, head_dim_qk=q.shape[3], head_dim_v=dv,
-                               scale=self.scale, return_lse=with_lse)
+                               scale=self.scale, return_lse=with_lse, sinks_dtype=sinks_dtype)
         kernel = kernel_for(text, device, self.tile)
         spec = kernel.spec
         expected = [(t.name, t.dtype, t.rank) for t in traced.tensors]
+        ranks = [t.rank for t in traced.tensors]
+        if sinks_dtype is not None:
+            expected.insert(variant.sinks_index, (variant.sinks_name, sinks_dtype, 1))
+            ranks.insert(variant.sinks_index, 1)
         if spec.tensors() != expected or [n for n, _ in spec.scalars()] != [s.name for s in traced.scalars]:
             raise InternalError(f"the compiled spec reads {spec.tensors()} / {spec.scalars()} but the trace "
                                 f"captured {expected} / {[s.name for s in traced.scalars]}")
         launcher = Launcher(kernel, dtype=dtype, head_dim_v=dv, return_lse=with_lse,
-                            tensor_ranks=[t.rank for t in traced.tensors], num_scalars=len(traced.scalars))
+                            tensor_ranks=ranks, num_scalars=len(traced.scalars))
         # one launcher per thread: its argument buffer is rewritten by every call
-        key = (q.dtype, q.shape[3], dv, device, get_ident())
+        key = (q.dtype, q.shape[3], dv, device, get_ident(), sinks_dtype)
         variant.launchers[key + ("train",) if return_lse is not None else key] = launcher
         return launcher
 

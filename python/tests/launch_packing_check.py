@@ -80,6 +80,33 @@ reaches_the_launch("relative position", attnjit.compile(mods.relative_position_b
                    *qkv(torch.float32, Nq=N, Nk=N))
 reaches_the_launch("0-dim tensor", attnjit.compile(lambda s, b, h, qi, kv: s / temperature), *qkv(torch.float16))
 
+# Attention sinks: the [Hq] tensor takes its place among the captured tensors (sorted by
+# name; beside a captured tensor already named "sinks" it becomes "sinks_1").
+sink_logits = torch.empty(H, dtype=torch.float32)
+reaches_the_launch("sinks", lambda q, k, v: attnjit.compile(causal=True)(q, k, v, sinks=sink_logits),
+                   *qkv(torch.bfloat16))
+reaches_the_launch("sinks bf16 + gqa + lse",
+                   lambda q, k, v: attnjit.compile(causal=True, enable_gqa=True, return_lse=True)(
+                       q, k, v, sinks=torch.empty(8, dtype=torch.bfloat16)),
+                   *qkv(torch.float16, Hq=8, Hkv=2, D=128))
+sinks = torch.empty(H, dtype=torch.float32)  # a captured tensor named "sinks"
+reaches_the_launch("sinks beside captured tensors",
+                   lambda q, k, v: attnjit.attention(q, k, v, score_mod=lambda s, b, h, qi, kv: s + sinks[h] + slopes[h],
+                                                     sinks=sink_logits),
+                   *qkv(torch.float32))
+rejected("sinks of the wrong shape", attnjit.ArgumentError, "[Hq] = [4]",
+         lambda q, k, v: attnjit.attention(q, k, v, sinks=torch.empty(3, dtype=torch.float32)), *qkv(torch.float16))
+rejected("int sinks", attnjit.ArgumentError, "float32, float16 or bfloat16",
+         lambda q, k, v: attnjit.attention(q, k, v, sinks=torch.empty(4, dtype=torch.int32)), *qkv(torch.float16))
+# A captured tensor that changes dtype retraces; the call keeps its sinks.
+shift = torch.empty(H, dtype=torch.float32)
+shifted = attnjit.compile(lambda s, b, h, qi, kv: s + shift[h])
+reaches_the_launch("sinks before a retrace", lambda q, k, v: shifted(q, k, v, sinks=sink_logits), *qkv(torch.float16))
+shift = torch.empty(H, dtype=torch.bfloat16)
+reaches_the_launch("sinks after a retrace", lambda q, k, v: shifted(q, k, v, sinks=sink_logits), *qkv(torch.float16))
+assert len(shifted._variants) == 2 and '"sinks": "sinks"' in compiled_for[-1], compiled_for[-1]
+print("ok sinks")
+
 small_bias = torch.empty(B, H, 8, 8, dtype=torch.bfloat16)
 rejected("captured tensor too small (C bounds check)", attnjit.ArgumentError, "bias",
          attnjit.compile(mods.bias(small_bias)), *qkv(torch.bfloat16, Nq=N, Nk=N))

@@ -160,6 +160,26 @@ def test_backward_with_captured_tensor_gradients_compiles_and_refuses_what_it_ca
     assert "a gradient was asked for 'nope'" in info.value.message
 
 
+@pytest.mark.parametrize("sinks_dtype", ["f32", "bf16"])
+def test_sinks_spec_is_accepted_and_its_backward_compiles(sinks_dtype):
+    # The sinks tensor sorts among the captured tensors by its name; a captured tensor
+    # already named "sinks" pushes it to "sinks_1".
+    sinks = P("f32", 1)
+
+    def mod(score, b, h, q_idx, kv_idx):
+        return score + sinks[h]
+    text = attnjit.spec_json(mod, causal=True, dtype="bf16", head_dim=64, return_lse=True, sinks_dtype=sinks_dtype)
+    doc = json.loads(text)
+    assert doc["sinks"] == "sinks_1" and doc["tensors"]["sinks_1"] == {"dtype": sinks_dtype, "rank": 1}
+    spec = capi.Spec.from_json(text)
+    assert spec.tensors() == [("sinks", "f32", 1), ("sinks_1", sinks_dtype, 1)]
+    assert json.loads(spec.to_json())["sinks"] == "sinks_1"
+    backward = capi.Backward(spec, "sm_90a")
+    assert backward.handle
+    with pytest.raises(SpecError, match="sink logits"):
+        attnjit.spec_json(sinks_dtype="i32")
+
+
 def test_compile_options_reach_the_c_api():
     spec = capi.Spec.from_json(attnjit.spec_json())
     with pytest.raises(SpecError) as info:
@@ -237,4 +257,4 @@ def test_launch_arguments_pass_every_c_check_with_a_fake_torch():
     out = subprocess.run([sys.executable, script], capture_output=True, text=True, env=env, timeout=600)
     assert out.returncode == 0, out.stdout + out.stderr
     lines = out.stdout.split("\n")
-    assert "ok expanded bias" in lines and "ok rebinding" in lines and "ok empty" in lines
+    assert "ok expanded bias" in lines and "ok rebinding" in lines and "ok empty" in lines and "ok sinks" in lines

@@ -53,9 +53,10 @@ def make_qkv(B, Hq, Hkv, Nq, Nk, D, dtype, Dv=None, layout="bhnd"):
     return make(Hq, Nq, D), make(Hkv, Nk, D), make(Hkv, Nk, Dv)
 
 
-def reference(q, k, v, score=None, keep=None, scale=None):
+def reference(q, k, v, score=None, keep=None, scale=None, sinks=None):
     """(out, lse) in float64. score(s, b, h, i, j) and keep(b, h, i, j) take broadcasting
-    index tensors (b [B,1,1,1], h [1,H,1,1], i [1,1,Nq,1], j [1,1,1,Nk])."""
+    index tensors (b [B,1,1,1], h [1,H,1,1], i [1,1,Nq,1], j [1,1,1,Nk]). sinks [Hq]: attention
+    sinks, one more logit per row in the denominator that takes no value."""
     B, Hq, Nq, D = q.shape
     Hkv, Nk = k.shape[1], k.shape[2]
     qd, kd, vd = q.double(), k.double(), v.double()
@@ -71,9 +72,15 @@ def reference(q, k, v, score=None, keep=None, scale=None):
     if keep is not None:
         t = t.masked_fill(~keep(b, h, i, j).expand(t.shape), -math.inf)
     m = t.amax(dim=-1, keepdim=True)
-    m = torch.where(torch.isinf(m), torch.zeros_like(m), m)
+    sink = None
+    if sinks is not None:
+        sink = sinks.double().view(1, Hq, 1, 1)
+        m = torch.maximum(m, sink.expand_as(m))
+    m = torch.where(torch.isinf(m), torch.zeros_like(m), m).detach()
     p = torch.exp(t - m)
     l = p.sum(dim=-1, keepdim=True)
+    if sink is not None:
+        l = l + torch.exp(sink - m)
     out = torch.where(l > 0, (p @ vd) / l.clamp_min(1e-300), torch.zeros((), dtype=torch.float64, device=DEVICE))
     lse = torch.where(l > 0, torch.log(l.clamp_min(1e-300)) + m, torch.full_like(l, -math.inf)).squeeze(-1)
     return out, lse
@@ -267,12 +274,14 @@ def test_mods(name):
 GRAD_TOLERANCE = {torch.float16: 2e-3, torch.bfloat16: 1.6e-2, torch.float32: 2e-5}
 
 
-def reference_grads(q, k, v, d_out, score=None, keep=None, scale=None):
-    """dq, dk, dv of sum(out * d_out) in float64, by torch autograd through reference()."""
+def reference_grads(q, k, v, d_out, score=None, keep=None, scale=None, sinks=None):
+    """dq, dk, dv (and d sinks, with sinks) of sum(out * d_out) in float64, by torch autograd
+    through reference()."""
     qd, kd, vd = (t.detach().double().requires_grad_() for t in (q, k, v))
-    out, _ = reference(qd, kd, vd, score, keep, scale)
+    sd = None if sinks is None else sinks.detach().double().requires_grad_()
+    out, _ = reference(qd, kd, vd, score, keep, scale, sinks=sd)
     (out * d_out.double()).sum().backward()
-    return qd.grad, kd.grad, vd.grad
+    return (qd.grad, kd.grad, vd.grad) + (() if sd is None else (sd.grad,))
 
 
 def check_grad(grad, ref, dtype, what):
@@ -338,6 +347,105 @@ def test_gradcheck_fp32(name):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # gradcheck's "not double precision" warning
         assert torch.autograd.gradcheck(fn, (q, k, v), eps=1e-3, atol=1e-2, rtol=1e-2, fast_mode=True)
+
+
+# ---- attention sinks (sinks= [Hq]) -----------------------------------------------------------
+
+def make_sinks(Hq, Nk, dtype=torch.float32):
+    """Per-head logits around the rows' LSE (about log Nk), so that they matter."""
+    return (math.log(max(Nk, 1)) - 1.0 + 2.5 * torch.randn(Hq, device=DEVICE)).to(dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: str(d).replace("torch.", ""))
+def test_sinks_forward_out_and_lse(dtype):
+    # Ragged GQA, bottom-right causal with Nq > Nk: the first rows keep no key, so they give
+    # out = 0 and lse = the sink; sinks in every float dtype; decode.
+    br = lambda b, h, i, j, Nq, Nk: j <= i + Nk - Nq  # noqa: E731
+    for (B, Hq, Hkv, Nq, Nk), sdt in [((2, 4, 2, 300, 255), torch.float32), ((1, 4, 1, 129, 4097), torch.bfloat16),
+                                      ((1, 8, 2, 1, 4097), torch.float16)]:
+        q, k, v = make_qkv(B, Hq, Hkv, Nq, Nk, 64, dtype)
+        sinks = make_sinks(Hq, Nk, sdt)
+        sinks[1] = -math.inf  # no sink: rows without keys keep lse = -inf
+        out, lse = attnjit.attention(q, k, v, mask=mods.causal_mask_bottom_right, enable_gqa=True, return_lse=True,
+                                     sinks=sinks)
+        ref, ref_lse = reference(q, k, v, keep=lambda b, h, i, j: br(b, h, i, j, Nq, Nk), sinks=sinks)
+        what = f"sinks {dtype} sinks {sdt} B={B} H={Hq}/{Hkv} Nq={Nq} Nk={Nk}"
+        check(out, ref, dtype, what)
+        check_lse(lse, ref_lse, what)
+        if Nq > Nk:
+            assert torch.equal(out[:, :, :Nq - Nk].float(), torch.zeros_like(out[:, :, :Nq - Nk].float())), what
+            assert torch.allclose(lse[:, :, 0].double(), sinks.double().view(1, Hq).expand(B, Hq), atol=1e-4, rtol=1e-5), what
+        # without sinks= the same callable is the plain spec
+        check(attnjit.attention(q, k, v, mask=mods.causal_mask_bottom_right, enable_gqa=True),
+              reference(q, k, v, keep=lambda b, h, i, j: br(b, h, i, j, Nq, Nk))[0], dtype, what + " (no sinks)")
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: str(d).replace("torch.", ""))
+def test_sinks_training_gradients_match_the_reference(dtype):
+    for name in ["causal", "softcap_causal"]:
+        score_mod, mask, causal, ref_score, ref_keep = TRAIN_CASES[name]
+        q, k, v = (t.requires_grad_() for t in make_qkv(2, 4, 2, 129, 255, 64, dtype))
+        sinks = make_sinks(4, 255).requires_grad_()
+        out = attnjit.attention(q, k, v, score_mod=score_mod, mask=mask, causal=causal, enable_gqa=True, sinks=sinks)
+        d_out = torch.randn_like(out)
+        out.backward(d_out)
+        refs = reference_grads(q, k, v, d_out, ref_score, ref_keep, sinks=sinks)
+        for grad, ref, which in zip((q.grad, k.grad, v.grad), refs, "qkv"):
+            check_grad(grad, ref, dtype, f"d{which} {name} {dtype} with sinks")
+        assert sinks.grad is not None and sinks.grad.dtype == torch.float32
+        # d sinks sums B * Nq rows of O . dO products: the attention dtype's tolerance.
+        g, ref = sinks.grad.double(), refs[3]
+        t = GRAD_TOLERANCE[dtype]
+        err = (g - ref).abs()
+        assert (err <= t * ref.abs().max().clamp_min(1e-6) + t * ref.abs()).all(), \
+            f"d sinks {name} {dtype}: max error {err.max().item():.3g} (max |ref| {ref.abs().max().item():.3g})"
+
+
+def test_sinks_only_require_grad_and_bf16_sinks():
+    # Only the sinks are learnable (q, k, v frozen), in bfloat16: sinks.grad is bfloat16.
+    q, k, v = make_qkv(1, 4, 4, 100, 100, 64, torch.bfloat16)
+    sinks = make_sinks(4, 100, torch.bfloat16).requires_grad_()
+    out = attnjit.attention(q, k, v, causal=True, sinks=sinks)
+    assert out.requires_grad
+    d_out = torch.randn_like(out)
+    out.backward(d_out)
+    assert sinks.grad.dtype == torch.bfloat16 and q.grad is None
+    ref = reference_grads(q, k, v, d_out, None, lambda b, h, i, j: j <= i, sinks=sinks)[3]
+    err = (sinks.grad.double() - ref).abs()
+    assert (err <= 1.6e-2 * ref.abs().max() + 1.6e-2 * ref.abs()).all(), f"d sinks bf16: {err.max().item():.3g}"
+
+
+def test_sinks_gradcheck_fp32():
+    fn = attnjit.compile(mods.softcap(20.0), causal=True, enable_gqa=True)
+    q, k, v = (t.requires_grad_() for t in make_qkv(1, 2, 1, 9, 45, 32, torch.float32))
+    sinks = make_sinks(2, 45).requires_grad_()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert torch.autograd.gradcheck(lambda q, k, v, s: fn(q, k, v, sinks=s), (q, k, v, sinks), eps=1e-3,
+                                        atol=1e-2, rtol=1e-2, fast_mode=True)
+
+
+def test_sinks_gradient_is_deterministic():
+    for deterministic in (True, False):
+        fn = attnjit.compile(causal=True, deterministic=deterministic)
+        q, k, v = (t.requires_grad_() for t in make_qkv(2, 4, 4, 300, 300, 64, torch.bfloat16))
+        sinks = make_sinks(4, 300).requires_grad_()
+        grads = []
+        for _ in range(2):
+            sinks.grad = None
+            fn(q, k, v, sinks=sinks).float().sum().backward()
+            grads.append(sinks.grad.clone())
+        assert torch.equal(grads[0], grads[1]), f"d sinks differs between two runs (deterministic={deterministic})"
+
+
+def test_bad_sinks_raise():
+    q, k, v = make_qkv(1, 4, 4, 16, 16, 64, torch.float16)
+    with pytest.raises(attnjit.ArgumentError, match=r"must be \[Hq\] = \[4\]"):
+        attnjit.attention(q, k, v, sinks=torch.zeros(3, device=DEVICE))
+    with pytest.raises(attnjit.ArgumentError, match="float32, float16 or bfloat16"):
+        attnjit.attention(q, k, v, sinks=torch.zeros(4, device=DEVICE, dtype=torch.int32))
+    with pytest.raises(attnjit.ArgumentError, match="torch.Tensor"):
+        attnjit.attention(q, k, v, sinks=[0.0] * 4)
 
 
 def test_training_is_deterministic_and_lse_is_not_differentiable():

@@ -262,6 +262,64 @@ TEST(CapiBackward, FastBackwardOptionAndTheOlderStruct) {
     EXPECT_EQ(b, nullptr);
 }
 
+// Attention sinks from C: the spec's "sinks" tensor is a captured tensor of the forward
+// (positional order: bias, sinks, slopes), and grads.d_sinks asks for its gradient. A
+// grad_args struct from before d_sinks existed (struct_size ending before it) still works.
+TEST(CapiBackward, SinksGradientArguments) {
+    SKIP_WITHOUT_NVRTC();
+    SpecPtr spec = c_spec(dsl::AttentionSpec(spec_with_every_input()).sinks("sinks"));
+    ASSERT_TRUE(spec);
+    EXPECT_EQ(attnjit_spec_num_tensors(spec.get()), 3);
+    BackwardPtr b = compile_backward_for(spec.get(), "sm_80");
+    ASSERT_TRUE(b);
+    if (attnjit_backward_can_launch(b.get())) GTEST_SKIP() << "loaded here; the GPU tests launch it";
+    FakeLaunch f;
+    const int64_t hq[1] = {FakeLaunch::H};
+    attnjit_tensor tensors[3] = {f.tensors[0], FakeLaunch::tensor(11, ATTNJIT_F32, 1, hq), f.tensors[1]};
+    f.args.num_tensors = 3;
+    f.args.tensors = tensors;
+    auto cannot_launch = [&](const attnjit_grad_args& g) {
+        const attnjit_status s = attnjit_launch_backward(b.get(), &f.args, &g, nullptr);
+        EXPECT_TRUE(s == ATTNJIT_ERROR_ENVIRONMENT ||
+                    std::string(attnjit_last_error()).find("another arch") != std::string::npos)
+            << attnjit_status_name(s) << ": " << attnjit_last_error();
+    };
+    FakeGrads g;
+    g.grads.d_sinks = FakeLaunch::tensor(12, ATTNJIT_F32, 1, hq);
+    cannot_launch(g.grads);  // every argument passed the checks
+    FakeGrads none;          // d_sinks NULL: no gradient for the sinks
+    cannot_launch(none.grads);
+    FakeGrads older;
+    older.grads.struct_size = offsetof(attnjit_grad_args, d_sinks);
+    older.grads.d_sinks.data = reinterpret_cast<void*>(uintptr_t{3});  // past the caller's struct: never read
+    cannot_launch(older.grads);
+
+    FakeGrads wrong_shape;
+    const int64_t three[1] = {3};
+    wrong_shape.grads.d_sinks = FakeLaunch::tensor(12, ATTNJIT_F32, 1, three);
+    EXPECT_STATUS(attnjit_launch_backward(b.get(), &f.args, &wrong_shape.grads, nullptr),
+                  ATTNJIT_ERROR_INVALID_ARGUMENT, {"grads.tensors['sinks'] has shape [3]", "[Hq] = [2]"});
+    FakeGrads wrong_dtype;
+    wrong_dtype.grads.d_sinks = FakeLaunch::tensor(12, ATTNJIT_BF16, 1, hq);
+    EXPECT_STATUS(attnjit_launch_backward(b.get(), &f.args, &wrong_dtype.grads, nullptr),
+                  ATTNJIT_ERROR_INVALID_ARGUMENT, {"has dtype bf16", "f32"});
+    FakeGrads in_place;
+    in_place.grads.d_sinks = tensors[1];
+    EXPECT_STATUS(attnjit_launch_backward(b.get(), &f.args, &in_place.grads, nullptr),
+                  ATTNJIT_ERROR_INVALID_ARGUMENT, {"same memory as captured tensor 'sinks'"});
+    tensors[1].shape[0] = 3;  // the forward's sinks must be [Hq] too
+    EXPECT_STATUS(attnjit_launch_backward(b.get(), &f.args, &g.grads, nullptr), ATTNJIT_ERROR_INVALID_ARGUMENT,
+                  {"the sinks tensor 'sinks' has shape [3]", "one sink logit per query head"});
+
+    // A spec without sinks refuses d_sinks.
+    SpecPtr plain = c_spec(spec_with_every_input());
+    BackwardPtr pb = compile_backward_for(plain.get(), "sm_80");
+    ASSERT_TRUE(pb);
+    FakeLaunch pf;
+    EXPECT_STATUS(attnjit_launch_backward(pb.get(), &pf.args, &g.grads, nullptr), ATTNJIT_ERROR_INVALID_ARGUMENT,
+                  {"grads->d_sinks is given but the spec has no attention sinks"});
+}
+
 TEST(CapiBackward, ASpecWithoutLseIsRefused) {
     SpecPtr spec = c_spec(dsl::AttentionSpec().dtype(DType::bf16).head_dim(64));
     ASSERT_TRUE(spec);

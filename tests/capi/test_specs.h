@@ -41,6 +41,13 @@ inline std::vector<std::pair<std::string, dsl::AttentionSpec>> round_trip_specs(
              .score_mod(mods::relative_position_bias(Tensor("rel", DType::f32, 2), 16))
              .mask(mods::document_mask(Tensor("q_doc", DType::i32, 2), Tensor("kv_doc", DType::i32, 2)) &&
                    mods::prefix_lm(int_scalar("prefix")))},
+        {"attention sinks bf16 with a window",
+         AttentionSpec()
+             .dtype(DType::f16)
+             .head_dim(64)
+             .mask(mods::sliding_window(int_scalar("window")))
+             .sinks("sinks", DType::bf16)
+             .return_lse()},
     };
 }
 

@@ -65,7 +65,8 @@ TEST(Generate, DefaultTileFitsTheArch) {
 TEST(Generate, EveryDefaultConfigRunsOnEveryKnownArch) {
     for (int sm : {80, 86, 87, 89, 90, 100, 103, 120})
         for (KernelKind kind : {KernelKind::forward, KernelKind::backward_dkdv, KernelKind::backward_dq,
-                                KernelKind::backward_stats, KernelKind::backward_fused, KernelKind::backward_dq_convert})
+                                KernelKind::backward_stats, KernelKind::backward_fused, KernelKind::backward_dq_convert,
+                                KernelKind::backward_sink_grad})
             for (ElemKind e : {ElemKind::f16, ElemKind::bf16, ElemKind::f32})
                 for (int dqk : {32, 64, 96, 128, 256})
                     for (int dv : {32, 64, 96, 128, 256}) {
@@ -76,6 +77,37 @@ TEST(Generate, EveryDefaultConfigRunsOnEveryKnownArch) {
                         const char* why = why_config_invalid_on(c, sm);
                         EXPECT_EQ(why, nullptr) << c << " on sm_" << sm << ": " << why;
                     }
+}
+
+// Attention sinks: the Variant gets kHasSink, SinkElement and sink(p, h) reading the
+// sinks tensor at its stride; backward_sink_grad has its own argument block and grid-free
+// traits; a spec without sinks mentions none of it.
+TEST(Generate, SinksVariantAndTheSinkGradientKind) {
+    AttentionSpec spec = example_spec("sinks_sliding_window", DType::bf16, 64);
+    spec.sinks("sinks", DType::f16).return_lse();
+    const KernelSource fwd = testing::forward_source(spec);
+    for (const char* needle : {"static constexpr bool kHasSink = true;", "using SinkElement = attnjit::half_t;",
+                               "__device__ static float sink(const Params& p, int h)",
+                               "return attnjit::to_float(p.tensor_sinks.ptr[h * p.tensor_sinks.stride[0]]);",
+                               "attnjit::TensorArg<attnjit::half_t, 1> tensor_sinks;"})
+        EXPECT_NE(fwd.source.find(needle), std::string::npos) << needle << "\n" << fwd.source;
+    const KernelSource grad = generate(spec, make_config(spec, KernelKind::backward_sink_grad, "sm_90a"), "sm_90a");
+    EXPECT_EQ(grad.entry, "attnjit_backward_sink_grad");
+    EXPECT_EQ(grad.layout.fields.at(0).c_type, "attnjit::SinkGradArgs");
+    EXPECT_EQ(grad.config.mainloop, MainloopKind::simt);
+    EXPECT_EQ(grad.smem_bytes, 0);
+    EXPECT_NE(grad.source.find("attnjit::BackwardSinkGradTraits<attnjit::MainloopKind::simt, attnjit::bf16_t, 64, 64,"),
+              std::string::npos)
+        << grad.source;
+    const KernelSource plain = testing::forward_source(example_spec("causal", DType::bf16, 64));
+    EXPECT_EQ(plain.source.find("Sink"), std::string::npos);
+    EXPECT_EQ(plain.source.find("sink"), std::string::npos);
+    const KernelConfig sm80_sink{KernelKind::backward_sink_grad, MainloopKind::sm80, ElemKind::bf16, 64, 64,
+                                 TileConfig{64, 64, 8, 1}};
+    EXPECT_STREQ(why_config_invalid(sm80_sink), "backward_sink_grad runs as simt code");
+    const AttentionSpec no_sinks = example_spec("causal", DType::bf16, 64);
+    EXPECT_USER_ERROR(generate(no_sinks, make_config(no_sinks, KernelKind::backward_sink_grad, "sm_80"), "sm_80"),
+                      "backward_sink_grad computes the gradient of attention sinks");
 }
 
 TEST(Generate, ArchIsCheckedAndParsed) {

@@ -352,3 +352,91 @@ TEST(SpecJson, DeepNestingIsAnErrorNotACrash) {
 
 }  // namespace
 }  // namespace attnjit::dsl
+
+namespace attnjit::dsl {
+namespace {
+
+// ---- attention sinks --------------------------------------------------------------------
+
+std::string sinks_doc(const std::string& tensors, const std::string& sinks, const std::string& extra = "") {
+    return "{\"format\": \"attnjit.spec/1\", \"dtype\": \"bf16\", \"head_dim\": 64, \"tensors\": {" + tensors + "}" +
+           extra + (sinks.empty() ? "" : ", \"sinks\": " + sinks) + "}";
+}
+
+std::string parse_error(const std::string& doc) {
+    try {
+        spec_from_json(doc, "sinks.json");
+    } catch (const UserError& e) {
+        return e.what();
+    }
+    return "(no error)";
+}
+
+TEST(SpecJson, SinksRoundTripAndAreWrittenOnlyWhenPresent) {
+    for (DType sd : {DType::f32, DType::f16, DType::bf16}) {
+        AttentionSpec s = AttentionSpec().dtype(DType::f16).head_dim(64).mask(mods::causal()).sinks("sinks", sd);
+        const std::string text = spec_to_json(s);
+        EXPECT_NE(text.find("\"mask\": \"q_idx - kv_idx >= 0\",\n  \"sinks\": \"sinks\"\n}"), std::string::npos) << text;
+        EXPECT_NE(text.find(std::string("\"sinks\": {\n      \"dtype\": \"") + dtype_name(sd)), std::string::npos)
+            << text;
+        const AttentionSpec back = spec_from_json(text);
+        EXPECT_EQ(back, s);
+        EXPECT_EQ(back.hash(), s.hash());
+        EXPECT_EQ(spec_to_json(back), text);
+    }
+    EXPECT_EQ(spec_to_json(AttentionSpec()).find("sinks"), std::string::npos);
+    // An expression may read the sinks tensor too (one captured tensor).
+    const Tensor t("sinks", DType::f32, 1);
+    AttentionSpec both = AttentionSpec().score_mod(score() + t(head())).sinks("sinks");
+    EXPECT_EQ(spec_from_json(spec_to_json(both)), both);
+    EXPECT_EQ(both.tensors().size(), 1u);
+}
+
+TEST(SpecJson, SinksErrorsNameTheProblem) {
+    const std::string f32 = "\"sinks\": {\"dtype\": \"f32\", \"rank\": 1}";
+    EXPECT_NE(spec_from_json(sinks_doc(f32, "\"sinks\"")).has_sinks(), false);
+    EXPECT_TRUE(spec_from_json(sinks_doc("", "null")) == AttentionSpec().dtype(DType::bf16).head_dim(64));
+    const std::pair<std::string, std::string> bad[] = {
+        {sinks_doc(f32, "3"), "\"sinks\" is the name of a declared tensor of rank 1"},
+        {sinks_doc("", "\"sinks\""), "names tensor \"sinks\", which is not declared under \"tensors\""},
+        {sinks_doc("\"sinks\": {\"dtype\": \"i32\", \"rank\": 1}", "\"sinks\""), "declared as i32, rank 1"},
+        {sinks_doc("\"sinks\": {\"dtype\": \"f32\", \"rank\": 2}", "\"sinks\""), "declared as f32, rank 2"},
+        {sinks_doc(f32, ""), "tensor \"sinks\" is declared but neither score_mod, mask nor sinks reads it"},
+        {sinks_doc("\"sinks\": {\"dtype\": \"f32\", \"rank\": 2}", "\"sinks\"",
+                   ", \"score_mod\": \"score + sinks[h, 0]\""),
+         "declared as f32, rank 2"},
+    };
+    for (const auto& [doc, needle] : bad) {
+        const std::string what = parse_error(doc);
+        EXPECT_NE(what.find(needle), std::string::npos) << doc << "\n  -> " << what;
+        EXPECT_NE(what.find("sinks.json:1:"), std::string::npos) << what;
+    }
+}
+
+TEST(AttentionSpecSinks, ValidationHashAndPrinting) {
+    const AttentionSpec base = AttentionSpec().dtype(DType::bf16).head_dim(64);
+    AttentionSpec s = AttentionSpec(base).sinks("sinks");
+    EXPECT_TRUE(s.has_sinks());
+    EXPECT_EQ(s.tensors().at("sinks"), (TensorInfo{DType::f32, 1}));
+    EXPECT_NE(s.hash(), base.hash());
+    EXPECT_NE(s.hash(), AttentionSpec(base).sinks("sinks", DType::bf16).hash());
+    EXPECT_NE(s.hash(), AttentionSpec(base).sinks("other").hash());
+    EXPECT_EQ(AttentionSpec(s).no_sinks(), base);
+    EXPECT_EQ(AttentionSpec(s).no_sinks().hash(), base.hash());
+    std::ostringstream os;
+    os << AttentionSpec(base).sinks("sinks", DType::f16);
+    EXPECT_NE(os.str().find("sinks=sinks[f16]"), std::string::npos) << os.str();
+
+    auto why = [](const AttentionSpec& spec) { return spec.why_invalid().value_or("(valid)"); };
+    EXPECT_NE(why(AttentionSpec(base).sinks("2bad")).find("must be a C identifier"), std::string::npos);
+    EXPECT_NE(why(AttentionSpec(base).sinks("s", DType::i32)).find("(f32, f16 or bf16)"), std::string::npos);
+    const Tensor t2("s", DType::f32, 2);
+    EXPECT_NE(why(AttentionSpec(base).score_mod(score() + t2(head(), 0)).sinks("s")).find("is the sinks tensor"),
+              std::string::npos);
+    EXPECT_NE(why(AttentionSpec(base).score_mod(score() * scalar("s")).sinks("s")).find("both as a scalar"),
+              std::string::npos);
+    EXPECT_THROW(AttentionSpec().sinks(""), UserError);
+}
+
+}  // namespace
+}  // namespace attnjit::dsl

@@ -507,5 +507,67 @@ TEST(GradArgs, GradientsAreNeverComputedInPlace) {
     EXPECT_USER_ERROR(check_grad_args(c.spec, c.args, g), "arguments 'dk' and 'dv' are the same memory");
 }
 
+// ---- attention sinks: the forward's sinks tensor and the backward's d sinks ----------------
+
+Case with_sinks(DType sinks_dtype = DType::f32) {
+    Case c = valid();
+    c.spec.sinks("sinks", sinks_dtype);
+    c.args.tensors["sinks"] = view(10, sinks_dtype, {Hq});
+    return c;
+}
+
+TEST(LaunchErrors, SinksTensorIsCheckedLikeACapturedTensorAndMustBeHq) {
+    Case c = with_sinks();
+    EXPECT_NO_THROW(check_launch_args(c.spec, c.args));
+    c.args.tensors["sinks"].strides = {0};  // one sink shared by every head: allowed
+    EXPECT_NO_THROW(check_launch_args(c.spec, c.args));
+    c = with_sinks();
+    c.args.tensors["sinks"] = view(10, DType::f32, {Hq + 1});
+    EXPECT_USER_ERROR(check_launch_args(c.spec, c.args),
+                      "the sinks tensor 'sinks' has shape [5] but must be [Hq] = [4]: one sink logit per query head");
+    c = with_sinks();
+    c.args.tensors["sinks"] = view(10, DType::bf16, {Hq});
+    EXPECT_USER_ERROR(check_launch_args(c.spec, c.args), "tensor 'sinks' has dtype bf16 but the spec declared f32");
+    c = with_sinks();
+    c.args.tensors["sinks"] = view(10, DType::f32, {1, Hq});
+    EXPECT_USER_ERROR(check_launch_args(c.spec, c.args), "argument 'sinks' has rank 2");
+    c = with_sinks();
+    c.args.tensors.erase("sinks");
+    EXPECT_USER_ERROR(check_launch_args(c.spec, c.args), "the spec reads tensor 'sinks' (f32, rank 1)");
+}
+
+TEST(GradArgs, SinksGradientByName) {
+    for (DType sd : {DType::f32, DType::bf16}) {
+        const Case c = with_sinks(sd);
+        GradArgs g = valid_grads();
+        check_grad_args(c.spec, c.args, g);  // no entry: the sinks get no gradient
+        g.grads["sinks"] = view(11, sd, {Hq});
+        check_grad_args(c.spec, c.args, g);
+    }
+    const Case c = with_sinks();
+    GradArgs g = valid_grads();
+    g.grads["sinks"] = view(11, DType::f32, {Hq - 1});
+    EXPECT_USER_ERROR(check_grad_args(c.spec, c.args, g), "grads['sinks'] has shape [3] but must be [Hq] = [4]");
+    g.grads["sinks"] = view(11, DType::f16, {Hq});
+    EXPECT_USER_ERROR(check_grad_args(c.spec, c.args, g), "has dtype f16; the gradient of the sinks has their dtype, f32");
+    g.grads["sinks"] = view(11, DType::f32, {Hq});
+    g.grads["sinks"].strides = {0};
+    EXPECT_USER_ERROR(check_grad_args(c.spec, c.args, g), "grads['sinks'] has stride 0");
+    g.grads["sinks"] = c.args.tensors.at("sinks");
+    EXPECT_USER_ERROR(check_grad_args(c.spec, c.args, g), "is the same memory as captured tensor 'sinks'");
+    g.grads["sinks"] = g.dq;
+    g.grads["sinks"].shape = {Hq};
+    g.grads["sinks"].strides = {1};
+    g.grads["sinks"].dtype = DType::f32;
+    EXPECT_USER_ERROR(check_grad_args(c.spec, c.args, g), "and 'dq' are the same memory");
+    // Other names are check_input_grad_args's: a backward not asked for them refuses them,
+    // the sinks' entry it leaves to check_grad_args.
+    g = valid_grads();
+    g.grads["sinks"] = view(11, DType::f32, {Hq});
+    check_input_grad_args(c.args, g, {}, "sinks");
+    const Case no_sinks = valid();
+    EXPECT_USER_ERROR(check_input_grad_args(no_sinks.args, g, {}), "GradArgs::grads has 'sinks', which this");
+}
+
 }  // namespace
 }  // namespace attnjit

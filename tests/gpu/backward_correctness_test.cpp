@@ -33,11 +33,21 @@ struct GradProblem {
     Problem fwd;
     HostTensor d_o, dq, dk, dv;  // host mirrors (dq, dk, dv poisoned before each run)
     runtime::DeviceTensor dev_d_o, dev_dq, dev_dk, dev_dv;
+    // Attention sinks (case.sinks): d sinks [Hq] in the sinks' dtype, poisoned like dq.
+    HostTensor dsinks;
+    runtime::DeviceTensor dev_dsinks;
 
-    GradArgs grads() const { return GradArgs{dev_d_o.view, dev_dq.view, dev_dk.view, dev_dv.view}; }
+    bool has_sinks() const { return fwd.c.sinks.has_value(); }
+    GradArgs grads() const {
+        GradArgs g{dev_d_o.view, dev_dq.view, dev_dk.view, dev_dv.view};
+        if (has_sinks()) g.grads["sinks"] = dev_dsinks.view;
+        return g;
+    }
     void poison() {
-        const std::pair<HostTensor*, runtime::DeviceTensor*> grads[] = {{&dq, &dev_dq}, {&dk, &dev_dk}, {&dv, &dev_dv}};
+        const std::pair<HostTensor*, runtime::DeviceTensor*> grads[] = {
+            {&dq, &dev_dq}, {&dk, &dev_dk}, {&dv, &dev_dv}, {&dsinks, &dev_dsinks}};
         for (const auto& [host, device] : grads) {
+            if (host == &dsinks && !has_sinks()) continue;
             reference::fill_poison(*host);
             device->buffer.upload(host->storage().data(), host->storage().size());
         }
@@ -47,6 +57,7 @@ struct GradProblem {
         runtime::from_device(dev_dq, dq);
         runtime::from_device(dev_dk, dk);
         runtime::from_device(dev_dv, dv);
+        if (has_sinks()) runtime::from_device(dev_dsinks, dsinks);
     }
 };
 
@@ -54,7 +65,7 @@ struct GradProblem {
 HostTensor like(const HostTensor& t) { return HostTensor(t.dtype(), t.shape(), t.strides(), t.storage_offset()); }
 
 GradProblem make_grad_problem(const Case& c) {
-    GradProblem g{make_problem(c), {}, {}, {}, {}, {}, {}, {}, {}};
+    GradProblem g{make_problem(c), {}, {}, {}, {}, {}, {}, {}, {}, {}, {}};
     g.d_o = like(g.fwd.o);
     reference::fill_normal(g.d_o, c.seed() + 17);
     g.dq = like(g.fwd.in.q);
@@ -64,6 +75,10 @@ GradProblem make_grad_problem(const Case& c) {
     g.dev_dq = runtime::to_device(g.dq);
     g.dev_dk = runtime::to_device(g.dk);
     g.dev_dv = runtime::to_device(g.dv);
+    if (c.sinks) {
+        g.dsinks = HostTensor(*c.sinks, {c.hq});
+        g.dev_dsinks = runtime::to_device(g.dsinks);
+    }
     return g;
 }
 
@@ -112,7 +127,8 @@ Check run_backward_case(const Case& c, Algo algo = Algo::fused_ordered) {
         g.poison();
         backward(p.args(), g.grads());
         g.download();
-        const reference::BackwardResult ref = reference::backward(p.spec, p.in, g.d_o);
+        const reference::BackwardResult ref =
+            c.sinks ? reference::backward(p.spec, p.in, g.d_o, {"sinks"}) : reference::backward(p.spec, p.in, g.d_o);
 
         // The margins, for the log: max |error| / max |reference| per gradient.
         auto rel = [](const HostTensor& a, const reference::DoubleTensor& e) {
@@ -122,10 +138,19 @@ Check run_backward_case(const Case& c, Algo algo = Algo::fused_ordered) {
         };
         std::printf("%s: max error / max |gradient|: dQ %.2e dK %.2e dV %.2e (tolerance %.0e)\n", name.c_str(),
                     rel(g.dq, ref.dq), rel(g.dk, ref.dk), rel(g.dv, ref.dv), reference::gradient_tolerance(c.dtype));
+        std::vector<Check> checks = {check_gradient(name + " dQ", g.dq, ref.dq, c.dtype),
+                                     check_gradient(name + " dK", g.dk, ref.dk, c.dtype),
+                                     check_gradient(name + " dV", g.dv, ref.dv, c.dtype)};
+        if (c.sinks) {
+            // d sinks: a sum over B * Nq rows of the O / dO products, so its tolerance is the
+            // gradients' one for the wider of the two dtypes' roundings.
+            const reference::DoubleTensor& want = ref.dtensors.at("sinks");
+            const DType dt = *c.sinks == DType::f32 ? c.dtype : *c.sinks;
+            std::printf("%s: d sinks max error / max |gradient| %.2e\n", name.c_str(), rel(g.dsinks, want));
+            checks.push_back(check_gradient(name + " d sinks", g.dsinks, want, dt));
+        }
         Check r;
-        for (const Check& k : {check_gradient(name + " dQ", g.dq, ref.dq, c.dtype),
-                               check_gradient(name + " dK", g.dk, ref.dk, c.dtype),
-                               check_gradient(name + " dV", g.dv, ref.dv, c.dtype)})
+        for (const Check& k : checks)
             if (!k.ok) {
                 r.ok = false;
                 r.message += (r.message.empty() ? "" : "\n") + k.message;
@@ -150,7 +175,41 @@ std::vector<Case> backward_matrix() {
     cases.push_back(transposed);
     // Nq > Nk, bottom-right causal: the first Nq - Nk rows keep no key (zero dQ, no NaN).
     cases.push_back(make_case(Mod::CausalBottomRight, DType::bf16, 64, {1, 2, 2, 129, 17}));
+    // Attention sinks (d sinks too): every dtype with ragged GQA and rows that keep no key
+    // (their LSE is the sink: they still add to d sinks), a score_mod, sinks in bf16 / f16,
+    // d256 (simt), [B, N, H, D].
+    for (DType dt : {DType::bf16, DType::f16, DType::f32})
+        cases.push_back(with_sinks(make_case(Mod::CausalBottomRight, dt, 64, {2, 4, 2, 150, 129})));
+    cases.push_back(with_sinks(make_case(Mod::Softcap, DType::bf16, 128, {1, 4, 2, 77, 300}), DType::bf16));
+    cases.push_back(with_sinks(make_case(Mod::SlidingWindow, DType::f16, 64, {2, 4, 1, 200, 255}), DType::f16));
+    cases.push_back(with_sinks(make_case(Mod::Plain, DType::bf16, 256, {1, 2, 2, 65, 100})));
+    // Nq over kSinkGradChunkRows (512): d sinks sums several chunks per (batch, head).
+    cases.push_back(with_sinks(make_case(Mod::CausalBottomRight, DType::bf16, 64, {2, 2, 1, 1100, 700})));
+    Case sinks_bnhd = with_sinks(make_case(Mod::AlibiCausal, DType::bf16, 64, {2, 4, 4, 100, 100}));
+    sinks_bnhd.layout = Layout::BNHD;
+    cases.push_back(sinks_bnhd);
     return cases;
+}
+
+// Needs no GPU: every sinks case of the matrix builds on the host and its reference gives
+// a finite d sinks (zero for the -inf sink of the last head), with the sinks' tensor where
+// the spec expects it.
+TEST(BackwardMatrix, SinksCasesRunOnTheHostReference) {
+    int cases = 0;
+    for (const Case& c : backward_matrix()) {
+        if (!c.sinks) continue;
+        ++cases;
+        const Problem p = make_problem(c, false);
+        HostTensor d_o(c.dtype, {c.batch, c.hq, c.nq, c.dv});
+        reference::fill_normal(d_o, c.seed() + 17);
+        const reference::BackwardResult ref = reference::backward(p.spec, p.in, d_o, {"sinks"});
+        const reference::DoubleTensor& ds = ref.dtensors.at("sinks");
+        ASSERT_EQ(ds.shape, (std::vector<int64_t>{c.hq})) << c.name();
+        for (double x : ds.data) EXPECT_TRUE(std::isfinite(x)) << c.name();
+        if (c.hq >= 4) EXPECT_EQ(ds.data.back(), 0.0) << c.name();
+        for (double x : ref.forward.lse.data) EXPECT_FALSE(std::isnan(x)) << c.name();
+    }
+    EXPECT_GE(cases, 8);
 }
 
 class Backward : public ::testing::TestWithParam<Case> {};
@@ -210,8 +269,9 @@ TEST(FastBackward, FallsBackWhereItDoesNotExist) {
 
 // Whether two backward runs on the same inputs write the same bits (dQ compared only when
 // with_dq). 2000 keys: 16 key tiles add to each query tile's dQ.
-bool same_bits_twice(Algo algo, bool with_dq, Mod mod = Mod::Combination) {
-    const Case c = make_case(mod, DType::bf16, 64, {2, 4, 2, 300, 2000});
+bool same_bits_twice(Algo algo, bool with_dq, Mod mod = Mod::Combination, bool sinks = false) {
+    Case c = make_case(mod, DType::bf16, 64, {2, 4, 2, 300, 2000});
+    if (sinks) c = with_sinks(c);
     GradProblem g = make_grad_problem(c);
     Attention forward(g.fwd.spec);
     AttentionBackward backward(g.fwd.spec, backward_options(algo));
@@ -224,6 +284,7 @@ bool same_bits_twice(Algo algo, bool with_dq, Mod mod = Mod::Combination) {
         std::vector<uint8_t> bits = with_dq ? g.dq.storage() : std::vector<uint8_t>{};
         bits.insert(bits.end(), g.dk.storage().begin(), g.dk.storage().end());
         bits.insert(bits.end(), g.dv.storage().begin(), g.dv.storage().end());
+        if (sinks) bits.insert(bits.end(), g.dsinks.storage().begin(), g.dsinks.storage().end());
         runs.push_back(std::move(bits));
     }
     return runs[0] == runs[1];
@@ -241,6 +302,63 @@ TEST(BackwardDeterminism, SameInputsSameBits) {
     for (Mod mod : {Mod::Combination, Mod::Plain, Mod::CausalBottomRight, Mod::SlidingWindow})
         EXPECT_TRUE(same_bits_twice(Algo::fused_ordered, true, mod)) << "the fused backward is not deterministic";
     EXPECT_TRUE(same_bits_twice(Algo::two_pass, true)) << "the two-pass backward is not deterministic";
+}
+
+// d sinks (chunk sums, then per head in order) has the same bits run after run, with
+// either backward (and dQ, dK, dV too with the deterministic one).
+TEST(BackwardDeterminism, SinksSameBits) {
+    ATTNJIT_SKIP_WITHOUT_GPU();
+    EXPECT_TRUE(same_bits_twice(Algo::fused_ordered, true, Mod::Combination, true))
+        << "the backward with sinks is not deterministic";
+    EXPECT_TRUE(same_bits_twice(Algo::fast, false, Mod::Combination, true))
+        << "the fast backward's d sinks, dK, dV are not deterministic";
+}
+
+// Bad sinks gradient arguments are user errors and nothing is written; without the entry
+// the sinks get no gradient and the rest runs.
+TEST(BackwardErrors, BadSinksGradientLaunchesNothing) {
+    ATTNJIT_SKIP_WITHOUT_GPU();
+    const Case c = with_sinks(small_case(Mod::CausalTopLeft));
+    GradProblem g = make_grad_problem(c);
+    Attention forward(g.fwd.spec);
+    AttentionBackward backward(g.fwd.spec);
+    forward(g.fwd.args());
+    auto expect_error = [&](GradArgs bad, const std::string& needle) {
+        g.poison();
+        try {
+            backward(g.fwd.args(), bad);
+            ADD_FAILURE() << "no error for " << needle;
+        } catch (const UserError& e) {
+            EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+        }
+        g.download();
+        EXPECT_TRUE(all_poison(g.dq) && all_poison(g.dk) && all_poison(g.dv) && all_poison(g.dsinks))
+            << "written despite: " << needle;
+    };
+    GradArgs wrong_shape = g.grads();
+    wrong_shape.grads["sinks"].shape[0] = c.hq - 1;
+    expect_error(wrong_shape, "must be [Hq] = [4]");
+    GradArgs wrong_dtype = g.grads();
+    wrong_dtype.grads["sinks"].dtype = DType::bf16;
+    expect_error(wrong_dtype, "has dtype bf16");
+    GradArgs unknown = g.grads();
+    unknown.grads["bias"] = g.dev_dsinks.view;
+    expect_error(unknown, "GradArgs::grads has 'bias', which this AttentionBackward was not asked for");
+    GradArgs in_place = g.grads();
+    in_place.grads["sinks"] = g.fwd.args().tensors.at("sinks");
+    expect_error(in_place, "same memory as captured tensor 'sinks'");
+    LaunchArgs bad_sinks = g.fwd.args();
+    bad_sinks.tensors["sinks"].shape[0] = 3;
+    g.poison();
+    EXPECT_THROW(backward(bad_sinks, g.grads()), UserError);
+    // No entry: dQ, dK, dV written, d sinks untouched.
+    GradArgs without = g.grads();
+    without.grads.clear();
+    g.poison();
+    backward(g.fwd.args(), without);
+    g.download();
+    EXPECT_FALSE(all_poison(g.dq));
+    EXPECT_TRUE(all_poison(g.dsinks));
 }
 
 // Bad gradient arguments are user errors and nothing is written.

@@ -18,6 +18,7 @@
 // FullyMasked: rows with no kept key (O = 0 exactly, LSE = -inf, never NaN).
 #include <gtest/gtest.h>
 
+#include <limits>
 #include <set>
 #include <sstream>
 
@@ -61,6 +62,32 @@ TEST(ForwardMatrix, CoversEveryLengthForEveryModifier) {
                 EXPECT_TRUE(dt_dim.count({static_cast<int>(dt), d}))
                     << mod_name(m) << " never runs in " << dtype_name(dt) << " D=" << d;
     }
+}
+
+// Needs no GPU: each sinks case of the matrix builds on the host, and in its reference a
+// row that keeps no key has LSE = its head's sink (-inf for the last head's -inf sink)
+// and O = 0; some case has such rows.
+TEST(ForwardMatrix, SinksCasesHaveTheirEmptyRowsOnTheHost) {
+    int64_t empty_rows = 0;
+    for (const Case& c : forward_matrix()) {
+        if (!c.sinks || static_cast<int64_t>(c.nq) * c.nk > 1000000) continue;  // the long ones: on the GPU
+        const Problem p = make_problem(c, false);
+        const auto ref = reference::forward(p.spec, p.in);
+        reference::ForwardInputs in = p.in;
+        in.tensors.erase("sinks");
+        dsl::AttentionSpec plain = p.spec;
+        const auto without = reference::forward(plain.no_sinks(), in);
+        const HostTensor& sinks = p.in.tensors.at("sinks");
+        for (int64_t b = 0; b < c.batch; ++b)
+            for (int64_t h = 0; h < c.hq; ++h)
+                for (int64_t i = 0; i < c.nq; ++i) {
+                    if (without.lse.at({b, h, i}) != -std::numeric_limits<double>::infinity()) continue;
+                    ++empty_rows;
+                    EXPECT_EQ(ref.lse.at({b, h, i}), sinks.get({h})) << c.name();
+                    EXPECT_EQ(ref.o.at({b, h, i, 0}), 0.0) << c.name();
+                }
+    }
+    EXPECT_GT(empty_rows, 0);
 }
 
 // ---- fully masked rows -----------------------------------------------------------------

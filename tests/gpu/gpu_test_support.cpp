@@ -40,6 +40,7 @@ std::string Case::name() const {
     s << "_" << mod_name(mod) << "_b" << batch << "_h" << hq << "x" << hkv << "_q" << nq << "_k" << nk;
     if (layout == Layout::BNHD) s << "_bnhd";
     if (!lse) s << "_nolse";
+    if (sinks) s << "_sinks" << (*sinks == DType::f32 ? "" : dtype_name(*sinks));
     return s.str();
 }
 
@@ -128,6 +129,7 @@ dsl::AttentionSpec make_spec(const Case& c) {
                   m::document_mask(q_doc_tensor(), kv_doc_tensor()));
         break;
     }
+    if (c.sinks) s.sinks("sinks", *c.sinks);
     return s;
 }
 
@@ -182,6 +184,18 @@ Problem make_problem(const Case& c, bool upload) {
         add_docs();
         break;
     default: break;
+    }
+    if (c.sinks) {
+        // Around the rows' LSE (about log(Nk) for N(0, 1) scores), spread so that some
+        // heads' sinks dominate and others barely count.
+        HostTensor z(DType::f32, {Hq}), sinks(*c.sinks, {Hq});
+        reference::fill_normal(z, seed + 7);
+        const double centre = std::log(static_cast<double>(std::max(1, c.nk)));
+        for (int64_t h = 0; h < Hq; ++h) sinks.set({h}, centre - 1.0 + 2.5 * z.get({h}));
+        // With 4 heads or more the last one has a sink of -inf: no sink (-inf LSE for a
+        // row that keeps no key, and a zero gradient).
+        if (Hq >= 4) sinks.set({Hq - 1}, -std::numeric_limits<double>::infinity());
+        in.tensors.emplace("sinks", std::move(sinks));
     }
 
     p.o = HostTensor(c.dtype, {B, Hq, Nq, c.dv}, layout_strides(c.layout, B, Hq, Nq, c.dv));
@@ -367,6 +381,25 @@ std::vector<Case> forward_matrix() {
     // E. no LSE.
     add(Mod::Plain, DType::bf16, 128, 128, {2, 4, 2, 129, 255}, Layout::BHND, false);
     add(Mod::CausalTopLeft, DType::f16, 64, 64, {1, 4, 4, 1000, 255}, Layout::BHND, false);
+
+    // F. attention sinks: every dtype, ragged GQA with fully masked rows (bottom-right
+    // causal, Nq > Nk: rows with no kept key give O = 0, LSE = sink), the score_mod path
+    // (softcap), sinks in f16 / bf16, decode, a long cache, d256 (simt), [B, N, H, D], no LSE.
+    for (DType dt : {DType::bf16, DType::f16, DType::f32}) {
+        cases.push_back(with_sinks(make_case(Mod::CausalBottomRight, dt, 64, {2, 4, 2, 300, 255})));
+        cases.push_back(with_sinks(make_case(Mod::Plain, dt, 128, {2, 4, 2, 129, 255})));
+    }
+    cases.push_back(with_sinks(make_case(Mod::Softcap, DType::bf16, 128, {2, 4, 2, 129, 255}), DType::bf16));
+    cases.push_back(with_sinks(make_case(Mod::SlidingWindow, DType::f16, 64, {1, 4, 1, 1000, 4097}), DType::f16));
+    cases.push_back(with_sinks(make_case(Mod::AlibiCausal, DType::bf16, 128, {1, 4, 4, 1, 4097})));
+    cases.push_back(with_sinks(make_case(Mod::Plain, DType::f32, 256, {1, 4, 2, 129, 255})));
+    cases.push_back(with_sinks(make_case(Mod::DocumentMask, DType::bf16, 128, {1, 4, 2, 129, 255})));
+    Case bnhd = with_sinks(make_case(Mod::CausalTopLeft, DType::bf16, 64, {2, 4, 2, 129, 255}));
+    bnhd.layout = Layout::BNHD;
+    cases.push_back(bnhd);
+    Case no_lse = with_sinks(make_case(Mod::CausalBottomRight, DType::f16, 64, {1, 4, 4, 300, 255}));
+    no_lse.lse = false;
+    cases.push_back(no_lse);
     return cases;
 }
 
@@ -380,6 +413,11 @@ Case make_case(Mod mod, DType dtype, int head_dim, Shape shape) {
     c.hkv = shape.hkv;
     c.nq = shape.nq;
     c.nk = shape.nk;
+    return c;
+}
+
+Case with_sinks(Case c, DType sinks_dtype) {
+    c.sinks = sinks_dtype;
     return c;
 }
 
@@ -405,7 +443,18 @@ Check run_case(const Case& c) {
         };
         add(check_output(name + " O", p.o, ref.o, reference::output_tolerance(c.dtype)));
         if (c.lse) add(check_output(name + " LSE", p.lse, ref.lse, reference::kLseTolerance));
-        add(check_fully_masked_rows(name, p.o, c.lse ? &p.lse : nullptr, ref.lse));
+        if (c.sinks) {
+            // With sinks no row has LSE = -inf: a row with no kept key has LSE = sink (in
+            // the comparison above) and O = 0, which the same check sees through a spec
+            // without sinks.
+            dsl::AttentionSpec plain = p.spec;
+            reference::ForwardInputs in = p.in;
+            in.tensors.erase("sinks");
+            const auto no_sinks = reference::forward(plain.no_sinks(), in);
+            add(check_fully_masked_rows(name, p.o, nullptr, no_sinks.lse));
+        } else {
+            add(check_fully_masked_rows(name, p.o, c.lse ? &p.lse : nullptr, ref.lse));
+        }
         r.message = msg;
         return r;
     } catch (const std::exception& e) {

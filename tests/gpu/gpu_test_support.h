@@ -59,6 +59,9 @@ struct Case {
     int nq = 1, nk = 1;
     Layout layout = Layout::BHND;
     bool lse = true;
+    // Attention sinks of this dtype (tensor "sinks" [Hq], seeded values around the rows'
+    // LSE so that they matter; with Hq >= 4 the last head's is -inf, no sink), or none.
+    std::optional<DType> sinks;
 
     // A readable, unique, gtest-safe name: "bf16_d128_causal_br_b2_h4x2_q17_k255".
     std::string name() const;
@@ -105,6 +108,9 @@ struct Check {
 // and the reference's report of the first failing elements.
 Check check_output(const std::string& what, const HostTensor& actual,
                    const reference::DoubleTensor& expected, reference::Tolerance tol);
+
+// A case with attention sinks of `sinks_dtype` (f32, f16, bf16).
+Case with_sinks(Case c, DType sinks_dtype = DType::f32);
 
 // Rows with no kept key (reference LSE = -inf) must be O = 0 exactly and LSE = -inf.
 // Returns the number of such rows through `rows` and fails naming the first bad one.

@@ -10,6 +10,8 @@
 #include <thread>
 
 #include "dsl/example_specs.h"
+#include "dsl/mods.h"
+#include "dsl/vars.h"
 #include "codegen/generate.h"
 #include "codegen/kernel_config.h"
 #include "runtime/compiler.h"
@@ -110,6 +112,9 @@ TEST_P(BackwardCompiles, BothKinds) {
             if (fused || kind == KernelKind::backward_dkdv || kind == KernelKind::backward_dq)
                 jobs.push_back({what + " " + kernel_kind_name(kind) + " " + arch,
                                 generate(spec, make_config(spec, kind, arch), arch), arch});
+        if (spec.has_sinks())  // attention sinks: their gradient's kernel
+            jobs.push_back({what + " backward_sink_grad " + arch,
+                            generate(spec, make_config(spec, KernelKind::backward_sink_grad, arch), arch), arch});
     };
     for (DType d : {DType::f16, DType::bf16, DType::f32})
         for (const auto& [n, spec] : example_specs(d, 64))
@@ -124,6 +129,20 @@ TEST_P(BackwardCompiles, BothKinds) {
         dsl::AttentionSpec uneven;
         uneven.dtype(DType::f16).head_dims(128, 64);
         add(uneven, "sm_80", "plain f16 d128x64");
+    }
+    if (name == "sinks_sliding_window") {
+        // Sinks of every float dtype, with a score_mod (scl = log2 e) and at d256 (simt), Dqk != Dv.
+        for (DType sd : {DType::f16, DType::bf16}) {
+            dsl::AttentionSpec s = dsl::example_spec(name, DType::bf16, 64);
+            add(s.sinks("sinks", sd).score_mod(dsl::mods::softcap(dsl::scalar("cap"))), "sm_80",
+                name + " bf16 d64 softcap sinks " + dtype_name(sd));
+        }
+        add(dsl::example_spec(name, DType::f16, 256), "sm_80", name + " f16 d256");
+        // A Variant that reads q_len and kv_len (bottom-right causal) in every kind's Params.
+        dsl::AttentionSpec br = dsl::example_spec(name, DType::f32, 64);
+        add(br.mask(dsl::mods::causal(dsl::mods::CausalAlign::BottomRight)), "sm_80", name + " f32 d64 bottom-right");
+        dsl::AttentionSpec uneven = dsl::example_spec(name, DType::f16, 64);
+        add(uneven.head_dims(128, 64), "sm_80", name + " f16 d128x64");
     }
     ASSERT_FALSE(jobs.empty()) << "no spec named " << name;
     for (const auto& f : compile_all(jobs)) ADD_FAILURE() << f;

@@ -161,6 +161,73 @@ TEST(BackwardReference, FullyMaskedRowHasZeroGradients) {
     check(p);
 }
 
+// Attention sinks: d sinks (and dQ, dK, dV through an LSE that includes the sink) against
+// finite differences, ragged GQA, a row that keeps no key (its LSE is the sink: it still
+// adds to d sinks), a score_mod and the softmax scale in play.
+void add_sinks(Problem& p, int64_t Hq, uint64_t seed, DType dtype = DType::f32) {
+    p.spec.sinks("sinks", dtype);
+    p.in.tensors.emplace("sinks", HostTensor(dtype, {Hq}));
+    fill_normal(p.in.tensors.at("sinks"), seed, 0.5, 1.0);
+    p.wanted.insert("sinks");
+}
+
+TEST(BackwardReference, SinksRaggedGqaWithAnEmptyRow) {
+    Problem p = make(2, 4, 2, 4, 3, 3, 2, 91);
+    p.spec.mask(kv_idx() < q_idx());  // row 0 keeps no key
+    add_sinks(p, 4, 13);
+    check(p);
+    const BackwardResult g = backward(p.spec, p.in, p.d_o, p.wanted);
+    for (int64_t h = 0; h < 4; ++h) {
+        EXPECT_DOUBLE_EQ(g.forward.lse.at({1, h, 0}), p.in.tensors.at("sinks").get({h})) << "LSE of an empty row";
+        for (int64_t d = 0; d < 2; ++d) EXPECT_EQ(g.forward.o.at({1, h, 0, d}), 0.0);
+    }
+}
+
+TEST(BackwardReference, SinksWithSoftcapAndScale) {
+    Problem p = make(1, 2, 1, 3, 5, 2, 3, 93);
+    p.spec.score_mod(mods::softcap(scalar("cap"))).scale(0.7);
+    p.in.scalars["cap"] = 2.0;
+    add_sinks(p, 2, 17);
+    p.wanted.insert("cap");
+    check(p);
+}
+
+// The definition, by hand for one row: the sink joins the denominator and takes no value.
+TEST(ForwardReference, SinksJoinTheDenominator) {
+    Problem p = make(1, 1, 1, 1, 3, 2, 2, 95);
+    add_sinks(p, 1, 19);
+    const double sink = p.in.tensors.at("sinks").get({0});
+    const ForwardResult f = forward(p.spec, p.in);
+    const double scale = 1 / std::sqrt(2.0);
+    double t[3], denom = std::exp(sink);
+    for (int64_t j = 0; j < 3; ++j) {
+        t[j] = 0;
+        for (int64_t d = 0; d < 2; ++d) t[j] += scale * p.in.q.get({0, 0, 0, d}) * p.in.k.get({0, 0, j, d});
+        denom += std::exp(t[j]);
+    }
+    EXPECT_NEAR(f.lse.at({0, 0, 0}), std::log(denom), 1e-12);
+    for (int64_t d = 0; d < 2; ++d) {
+        double o = 0;
+        for (int64_t j = 0; j < 3; ++j) o += std::exp(t[j]) / denom * p.in.v.get({0, 0, j, d});
+        EXPECT_NEAR(f.o.at({0, 0, 0, d}), o, 1e-12);
+    }
+    // A sink of -inf is no sink.
+    p.in.tensors.at("sinks").set({0}, -std::numeric_limits<double>::infinity());
+    const ForwardResult none = forward(p.spec, p.in);
+    Problem plain = make(1, 1, 1, 1, 3, 2, 2, 95);
+    const ForwardResult ref = forward(plain.spec, plain.in);
+    EXPECT_EQ(none.lse.data, ref.lse.data);
+    EXPECT_EQ(none.o.data, ref.o.data);
+    const BackwardResult g = backward(p.spec, p.in, p.d_o, {"sinks"});
+    EXPECT_EQ(g.dtensors.at("sinks").at({0}), 0.0);
+}
+
+TEST(BackwardReference, SinksOfTheWrongShapeAreAUserError) {
+    Problem p = make(1, 2, 2, 2, 2, 2, 2, 97);
+    add_sinks(p, 3, 1);
+    EXPECT_THROW(forward(p.spec, p.in), UserError);
+}
+
 TEST(BackwardReference, SameBitsForTheSameThreadCount) {
     Problem p = make(2, 2, 1, 5, 7, 3, 3, 71);
     add_broadcast_bias(p, 2, 5, 7, 3);

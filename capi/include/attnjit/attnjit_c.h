@@ -206,7 +206,8 @@ typedef struct attnjit_grad_args {
      * written (every element): input_grads[i] is the gradient of input_grad_names[i]. A
      * tensor's has its shape and dtype; stride 0 only where the captured tensor has stride 0
      * (that element receives the sum over the dimension; a real stride there gets each
-     * index's own); a scalar's is a rank-0 f32 tensor. Added after dv: a struct_size that ends before them reads as none. */
+     * index's own); a scalar's is a rank-0 f32 tensor. Attention sinks ("sinks" in the spec) are
+     * named here too: [Hq] in the sinks' dtype (optional: absent, they get no gradient). Added after dv: a struct_size that ends before them reads as none. */
     const char* const* input_grad_names;
     const attnjit_tensor* input_grads;
     int32_t num_input_grads;

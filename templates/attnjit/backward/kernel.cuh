@@ -11,6 +11,7 @@
 //   sm80::BackwardDkdv<...>   (sm80/backward_dq.cuh, sm80/backward_dkdv.cuh)
 //   sm80::BackwardFused<...>  backward_fused (sm80/backward_fused.cuh)
 //   BackwardRows<...>         backward_stats, backward_dq_convert (common/backward_rows.cuh)
+//   BackwardSinkGrad<...>     backward_sink_grad, two launches (common/backward_sink_grad.cuh)
 // Each has run_dkdv or run_dq, kThreads, kSmemBytes and the capability flags
 // check_variant reads.
 #pragma once
@@ -20,6 +21,7 @@
 #include "attnjit/common/types.cuh"
 #include "attnjit/common/variant.cuh"
 #include "attnjit/common/backward_rows.cuh"
+#include "attnjit/common/backward_sink_grad.cuh"
 #include "attnjit/simt/backward.cuh"
 #include "attnjit/sm80/backward_dkdv.cuh"
 #include "attnjit/sm80/backward_dq.cuh"
@@ -43,6 +45,8 @@ struct BackwardTraits {
 #endif
 
     using Mainloop = typename Select<
+        kKind_ == KernelKind::backward_sink_grad, BackwardSinkGrad<Element, kDqk_, kDv_, kWarps_>,
+        typename Select<
         is_backward_rows(kKind_), BackwardRows<Element, kDqk_, kDv_, kBlockM_, kWarps_>,
         typename Select<kMainloop == MainloopKind::sm80,
                         typename Select<kKind_ == KernelKind::backward_fused,
@@ -52,7 +56,7 @@ struct BackwardTraits {
                                                                            kWarps_>,
                                                         sm80::BackwardDq<Element, kDqk_, kDv_, kBlockM_, kBlockN_,
                                                                          kWarps_>>::type>::type,
-                        simt::Backward<Element, kDqk_, kDv_, kBlockM_, kBlockN_, kWarps_>>::type>::type;
+                        simt::Backward<Element, kDqk_, kDv_, kBlockM_, kBlockN_, kWarps_>>::type>::type>::type;
     static constexpr int kSmemBytes = Mainloop::kSmemBytes;
     static_assert(kSmemBytes == smem_bytes(kConfig), "backward main loop and smem_bytes disagree");
 };
@@ -90,6 +94,15 @@ __device__ __forceinline__ void backward_stats_kernel(const Params& p) {
 template <class Traits, class Variant, class Params>
 __device__ __forceinline__ void backward_dq_convert_kernel(const Params& p) {
     Traits::Mainloop::template run_dq_convert<Variant, Params>(p, nullptr);
+}
+
+template <MainloopKind M, class E, int Dqk, int Dv, int BM, int BN, int W, int S>
+using BackwardSinkGradTraits = BackwardTraits<KernelKind::backward_sink_grad, M, E, Dqk, Dv, BM, BN, W, S>;
+
+template <class Traits, class Variant, class Params>
+__device__ __forceinline__ void backward_sink_grad_kernel(const Params& p) {
+    check_variant<Variant, Params, typename Traits::Mainloop>();
+    Traits::Mainloop::template run_sink_grad<Variant, Params>(p, nullptr);
 }
 
 }  // namespace attnjit

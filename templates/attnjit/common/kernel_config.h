@@ -40,6 +40,10 @@ enum class ElemKind : int { f16 = 0, bf16 = 1, f32 = 2 };
 //    to the sums: two products fewer), backward_dq_convert (dQ from the sums). The
 //    additions go one CTA at a time per query tile in a fixed order (deterministic), or in
 //    any order (the fast backward, opt-in: run-to-run bits of dQ may differ).
+//  either sequence, for a spec with attention sinks whose gradient is asked for, then
+//    runs backward_sink_grad (twice: chunk sums, then per head: d sink_h = -sum_{b, i}
+//    exp(sink_h - LSE_i) * Delta_i, in a fixed order from LSE, O and dO; deterministic;
+//    no tiles and no main loop of its own).
 // Room for: decode.
 enum class KernelKind : int {
     forward = 0,
@@ -48,11 +52,13 @@ enum class KernelKind : int {
     backward_stats = 3,
     backward_fused = 4,
     backward_dq_convert = 5,
+    backward_sink_grad = 6,
 };
 
 ATTNJIT_HD constexpr bool is_backward(KernelKind k) {
     return k == KernelKind::backward_dkdv || k == KernelKind::backward_dq || k == KernelKind::backward_stats ||
-           k == KernelKind::backward_fused || k == KernelKind::backward_dq_convert;
+           k == KernelKind::backward_fused || k == KernelKind::backward_dq_convert ||
+           k == KernelKind::backward_sink_grad;
 }
 // The per-row kinds of the fast backward: no tiles of their own, block_m rows a CTA.
 ATTNJIT_HD constexpr bool is_backward_rows(KernelKind k) {
@@ -109,6 +115,7 @@ ATTNJIT_HD constexpr const char* kernel_kind_name(KernelKind k) {
            : k == KernelKind::backward_stats ? "backward_stats"
            : k == KernelKind::backward_fused ? "backward_fused"
            : k == KernelKind::backward_dq_convert ? "backward_dq_convert"
+           : k == KernelKind::backward_sink_grad ? "backward_sink_grad"
                                             : "?";
 }
 ATTNJIT_HD constexpr const char* mainloop_kind_name(MainloopKind m) {
@@ -162,11 +169,12 @@ constexpr int kSimtRowPad = 4;
 //  backward_dq sm80: scratch | Q, dO [block_m x (dqk + dv)] | [2 stages] K, V
 //                [block_n x (dqk + dv)] | LSE, Delta [block_m] (f32)   (XOR-swizzled)
 //  backward_fused sm80: backward_dkdv's | P, dS [block_m x block_n]
-//  backward_stats, backward_dq_convert: none
+//  backward_stats, backward_dq_convert, backward_sink_grad: none (the last one's
+//                block reduction uses 128 bytes of static shared memory)
 ATTNJIT_HD constexpr int smem_bytes(const KernelConfig& c) {
     const TileConfig& t = c.tile;
     const int dqk = c.head_dim_qk, dv = c.head_dim_v;
-    if (is_backward_rows(c.kind)) return 0;
+    if (is_backward_rows(c.kind) || c.kind == KernelKind::backward_sink_grad) return 0;
     if (is_backward(c.kind) && c.mainloop == MainloopKind::sm80)
         return owns_keys(c.kind)
                    ? scratch_bytes(t.warps) + elem_bytes(c.elem) * (t.block_n + 2 * t.block_m) * (dqk + dv) +
@@ -203,6 +211,13 @@ ATTNJIT_HD constexpr const char* why_config_invalid(const KernelConfig& c) {
         return "unsupported head dim (32, 64, 96, 128 or 256)";
     if (t.warps <= 0 || t.warps > 16) return "warps must be in [1, 16]";
     if (t.block_m <= 0 || t.block_n <= 0) return "block sizes must be positive";
+    if (c.kind == KernelKind::backward_sink_grad) {
+        // Plain fp32 code over rows for any element type: no main loop, no tiles (block_m
+        // and block_n are unused; warps split the rows).
+        if (c.mainloop != MainloopKind::simt) return "backward_sink_grad runs as simt code";
+        if (t.stages != 1) return "backward_sink_grad: stages must be 1";
+        return nullptr;
+    }
     if (is_backward_rows(c.kind)) {
         if (c.elem == ElemKind::f32) return "the fast backward takes f16 or bf16 only";
         if (t.block_m % t.warps != 0 || t.block_m / t.warps > 32)
@@ -270,8 +285,10 @@ ATTNJIT_HD constexpr bool config_is_valid(const KernelConfig& c) { return why_co
 
 // The main loop of a kind for an element type and head dims on sm_<sm>.
 ATTNJIT_HD constexpr MainloopKind default_mainloop(KernelKind kind, ElemKind e, int dqk, int dv, int /*sm*/) {
-    return e == ElemKind::f32 || (is_backward(kind) && (dqk > 128 || dv > 128)) ? MainloopKind::simt
-                                                                                 : MainloopKind::sm80;
+    return e == ElemKind::f32 || kind == KernelKind::backward_sink_grad ||
+                   (is_backward(kind) && (dqk > 128 || dv > 128))
+               ? MainloopKind::simt
+               : MainloopKind::sm80;
 }
 
 // The tile used when nothing else is asked for, fitting sm_<sm>'s shared memory.
@@ -281,8 +298,10 @@ ATTNJIT_HD constexpr TileConfig default_tile(KernelKind kind, MainloopKind m, in
     // 2026-11-23-h100-24f14e2-backward.md); backward_fused 128 keys x 64 queries, 8 warps
     // (x 128 queries at head dims 64; 64 x 32 on GPUs with 99 KiB of shared memory).
     // Backward simt: {16, 16} keeps head dims 256 inside the 99 KiB of sm_86 / sm_89 / sm_120.
+    // backward_sink_grad: 8 warps over a head's rows (block_m, block_n unused).
     const bool small_smem = max_dynamic_smem_bytes(sm) < 128 * 1024;
-    return is_backward_rows(kind) ? TileConfig{64, 64, 4, 1}
+    return kind == KernelKind::backward_sink_grad ? TileConfig{64, 64, 8, 1}
+           : is_backward_rows(kind) ? TileConfig{64, 64, 4, 1}
            : is_backward(kind) && m == MainloopKind::sm80
                ? (kind != KernelKind::backward_fused ? TileConfig{64, 64, 4, 2}
                   : small_smem                      ? TileConfig{32, 64, 8, 2}

@@ -12,6 +12,14 @@
 //
 // l is the thread's partial sum; the reduction across lanes happens once, in row_sum().
 // With no score_mod the running max is taken over raw <q, k> (scale > 0 required).
+//
+// Attention sinks (kSink, Variant::kHasSink): set_sink(sink) starts every row's running
+// max at the sink logit (in the units of m: sink * log2(e) / scl) instead of -inf. The
+// sink's own term, exp2(scl * (m_sink - m)), is the product of every later alpha, so it
+// is added once after the lanes' reduction (row_sum), which keeps it independent of how
+// a layout spreads a row over lanes. Then O = acc / row_sum and LSE = m + log(row_sum)
+// include the sink with no change to the epilogue, and a row with no kept key gets
+// O = 0, LSE = sink. A sink of -inf is no sink (its term is 0, also for an empty row).
 #pragma once
 
 #include "attnjit/common/math_constants.h"
@@ -19,11 +27,12 @@
 
 namespace attnjit {
 
-template <int kRows, class Reduce>
+template <int kRows, class Reduce, bool kSink = false>
 struct OnlineSoftmax {
-    float m[kRows];  // running max (of the unscaled scores), -inf before the first key
+    float m[kRows];  // running max (of the unscaled scores), -inf (or the sink) before the first key
     float l[kRows];  // this thread's share of the running sum of exp2(scl * (s - m))
     float scl;       // log2(e), times the softmax scale when there is no score_mod
+    float m_sink;    // kSink: the sink logit in the units of m (set_sink)
 
     __device__ __forceinline__ explicit OnlineSoftmax(float scl_) : scl(scl_) {
 #pragma unroll
@@ -31,6 +40,15 @@ struct OnlineSoftmax {
             m[r] = neg_inf();
             l[r] = 0.f;
         }
+        m_sink = neg_inf();
+    }
+
+    // kSink: the row's sink logit (natural log), before the first update.
+    __device__ __forceinline__ void set_sink(float sink) {
+        static_assert(kSink, "set_sink on an OnlineSoftmax without kSink");
+        m_sink = sink * kLog2e / scl;
+#pragma unroll
+        for (int r = 0; r < kRows; ++r) m[r] = m_sink;
     }
 
     struct MaxOp {
@@ -88,8 +106,15 @@ struct OnlineSoftmax {
         for (int r = 0; r < kRows; ++r) rescale_row(ol, o, r, update_row(sl, s, r));
     }
 
-    // The row's whole sum (across lanes); call once, after the last tile.
-    __device__ __forceinline__ float row_sum(int r) const { return Reduce::sum(l[r]); }
+    // The row's whole sum (across lanes, and the sink's term); call once, after the last tile.
+    __device__ __forceinline__ float row_sum(int r) const {
+        if constexpr (kSink) {
+            const float ms = m[r] == neg_inf() ? 0.f : m[r] * scl;  // m = -inf only for a -inf sink
+            return Reduce::sum(l[r]) + fast_exp2(m_sink * scl - ms);
+        } else {
+            return Reduce::sum(l[r]);
+        }
+    }
     // Natural-log LSE of row r given its row_sum; -inf for a row with no kept key.
     __device__ __forceinline__ float lse(int r, float sum) const {
         return sum > 0.f ? (m[r] * scl + fast_log2(sum)) * kLn2 : neg_inf();

@@ -28,6 +28,11 @@ struct VariantDefaults {
     // backward_dkdv only: finish_input_grad_planes(p, first, step) sums the planes of
     // elementwise gradients (backward/grad_args.h) over a grid-stride range.
     static constexpr bool kInputGradPlanes = false;
+    // Attention sinks: the sink logit of query head h (natural-log units), read from the
+    // spec's sinks tensor [Hq], and that tensor's element type (for its gradient):
+    //   static float sink(const Params&, int h);   using SinkElement = float;  // or half_t, bf16_t
+    // It joins each row's softmax denominator (OnlineSoftmax::set_sink) and takes no value.
+    static constexpr bool kHasSink = false;
 
     // ---- structural hooks (the next features; off by default) ---------------------------
     // Output transform, applied in the epilogue to every output element of a written row,
@@ -92,6 +97,11 @@ struct ScoreGradOk<V, P, typename AlwaysVoid<decltype(V::d_score(declval_<const 
                                                                 declval_<const typename V::Row&>(), 0.f, 0, 0)),
                                            float>::value;
 };
+template <class V, class P, class = void> struct SinkOk { static constexpr bool value = false; };
+template <class V, class P>
+struct SinkOk<V, P, typename AlwaysVoid<decltype(V::sink(declval_<const P&>(), 0))>::type> {
+    static constexpr bool value = SameType<decltype(V::sink(declval_<const P&>(), 0)), float>::value;
+};
 template <class V, class P, class = void> struct TransformOutputOk { static constexpr bool value = false; };
 template <class V, class P>
 struct TransformOutputOk<V, P, typename AlwaysVoid<decltype(V::transform_output(
@@ -135,6 +145,8 @@ __device__ __forceinline__ void check_variant() {
         static_assert(!V::kHasScoreGrad || detail::ScoreGradOk<V, Params>::value,
                       "Variant must declare `static float d_score(const Params&, const Head&, const Row&, float s, "
                       "int q, int k)` when kHasScoreGrad");
+        static_assert(!V::kHasSink || detail::SinkOk<V, Params>::value,
+                      "Variant must declare `static float sink(const Params&, int h)` when kHasSink");
         static_assert(!V::kClassifyReadsMemory || V::kCanClassify,
                       "Variant: kClassifyReadsMemory requires kCanClassify (it says how classify runs)");
         static_assert(!V::kHasOutputTransform || detail::TransformOutputOk<V, Params>::value,

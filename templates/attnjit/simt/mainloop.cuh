@@ -103,8 +103,9 @@ struct Mainloop {
 
         float o[kRPW][kC];
         OLayout::clear(o);
-        OnlineSoftmax<OLayout::kRows, typename OLayout::RowReduce> softmax(Variant::kHasScoreMod ? kLog2e
-                                                                                                  : a.scale_log2);
+        OnlineSoftmax<OLayout::kRows, typename OLayout::RowReduce, Variant::kHasSink> softmax(
+            Variant::kHasScoreMod ? kLog2e : a.scale_log2);
+        if constexpr (Variant::kHasSink) softmax.set_sink(Variant::sink(p, h));
 
         TileClass cls;
         for (int tile = cursor.advance(p, hd, ctx, cls); tile >= 0; tile = cursor.advance(p, hd, ctx, cls)) {

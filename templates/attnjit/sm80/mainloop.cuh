@@ -124,8 +124,9 @@ struct Mainloop {
 
         float o[kMF][kDT][4];
         OLayout::clear(o);
-        OnlineSoftmax<SLayout::kRows, typename SLayout::RowReduce> softmax(Variant::kHasScoreMod ? kLog2e
-                                                                                                 : a.scale_log2);
+        OnlineSoftmax<SLayout::kRows, typename SLayout::RowReduce, Variant::kHasSink> softmax(
+            Variant::kHasScoreMod ? kLog2e : a.scale_log2);
+        if constexpr (Variant::kHasSink) softmax.set_sink(Variant::sink(p, h));
 
         // Prologue.
         int ring[S];
