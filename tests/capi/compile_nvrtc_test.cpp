@@ -284,40 +284,50 @@ TEST(CapiBackward, SinksGradientArguments) {
                     std::string(attnjit_last_error()).find("another arch") != std::string::npos)
             << attnjit_status_name(s) << ": " << attnjit_last_error();
     };
+    // The sinks' gradient goes by name, like a captured tensor's.
+    static const char* const kSinks[1] = {"sinks"};
+    auto with_d_sinks = [](attnjit_grad_args& ga, const attnjit_tensor* t) {
+        ga.input_grad_names = kSinks;
+        ga.input_grads = t;
+        ga.num_input_grads = 1;
+    };
+    const attnjit_tensor d_sinks = FakeLaunch::tensor(12, ATTNJIT_F32, 1, hq);
     FakeGrads g;
-    g.grads.d_sinks = FakeLaunch::tensor(12, ATTNJIT_F32, 1, hq);
+    with_d_sinks(g.grads, &d_sinks);
     cannot_launch(g.grads);  // every argument passed the checks
-    FakeGrads none;          // d_sinks NULL: no gradient for the sinks
+    FakeGrads none;          // no entry: no gradient for the sinks
     cannot_launch(none.grads);
     FakeGrads older;
-    older.grads.struct_size = offsetof(attnjit_grad_args, d_sinks);
-    older.grads.d_sinks.data = reinterpret_cast<void*>(uintptr_t{3});  // past the caller's struct: never read
+    older.grads.struct_size = offsetof(attnjit_grad_args, input_grad_names);
+    older.grads.num_input_grads = 7;  // past the caller's struct: never read
     cannot_launch(older.grads);
 
     FakeGrads wrong_shape;
     const int64_t three[1] = {3};
-    wrong_shape.grads.d_sinks = FakeLaunch::tensor(12, ATTNJIT_F32, 1, three);
+    const attnjit_tensor short_sinks = FakeLaunch::tensor(12, ATTNJIT_F32, 1, three);
+    with_d_sinks(wrong_shape.grads, &short_sinks);
     EXPECT_STATUS(attnjit_launch_backward(b.get(), &f.args, &wrong_shape.grads, nullptr),
-                  ATTNJIT_ERROR_INVALID_ARGUMENT, {"grads.tensors['sinks'] has shape [3]", "[Hq] = [2]"});
+                  ATTNJIT_ERROR_INVALID_ARGUMENT, {"grads['sinks'] has shape [3]", "[Hq] = [2]"});
     FakeGrads wrong_dtype;
-    wrong_dtype.grads.d_sinks = FakeLaunch::tensor(12, ATTNJIT_BF16, 1, hq);
+    const attnjit_tensor bf16_sinks = FakeLaunch::tensor(12, ATTNJIT_BF16, 1, hq);
+    with_d_sinks(wrong_dtype.grads, &bf16_sinks);
     EXPECT_STATUS(attnjit_launch_backward(b.get(), &f.args, &wrong_dtype.grads, nullptr),
                   ATTNJIT_ERROR_INVALID_ARGUMENT, {"has dtype bf16", "f32"});
     FakeGrads in_place;
-    in_place.grads.d_sinks = tensors[1];
+    with_d_sinks(in_place.grads, &tensors[1]);
     EXPECT_STATUS(attnjit_launch_backward(b.get(), &f.args, &in_place.grads, nullptr),
                   ATTNJIT_ERROR_INVALID_ARGUMENT, {"same memory as captured tensor 'sinks'"});
     tensors[1].shape[0] = 3;  // the forward's sinks must be [Hq] too
     EXPECT_STATUS(attnjit_launch_backward(b.get(), &f.args, &g.grads, nullptr), ATTNJIT_ERROR_INVALID_ARGUMENT,
                   {"the sinks tensor 'sinks' has shape [3]", "one sink logit per query head"});
 
-    // A spec without sinks refuses d_sinks.
+    // A spec without sinks refuses a gradient named "sinks".
     SpecPtr plain = c_spec(spec_with_every_input());
     BackwardPtr pb = compile_backward_for(plain.get(), "sm_80");
     ASSERT_TRUE(pb);
     FakeLaunch pf;
     EXPECT_STATUS(attnjit_launch_backward(pb.get(), &pf.args, &g.grads, nullptr), ATTNJIT_ERROR_INVALID_ARGUMENT,
-                  {"grads->d_sinks is given but the spec has no attention sinks"});
+                  {"GradArgs::grads has 'sinks', which this AttentionBackward was not asked for"});
 }
 
 TEST(CapiBackward, ASpecWithoutLseIsRefused) {

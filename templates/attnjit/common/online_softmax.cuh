@@ -27,12 +27,20 @@
 
 namespace attnjit {
 
+// The sink logit in the units of m; only a kSink OnlineSoftmax has the member (an unused
+// one still changed the machine code of kernels without sinks).
+template <bool kSink>
+struct SinkLogit {
+    float m_sink;
+};
+template <>
+struct SinkLogit<false> {};
+
 template <int kRows, class Reduce, bool kSink = false>
-struct OnlineSoftmax {
+struct OnlineSoftmax : SinkLogit<kSink> {
     float m[kRows];  // running max (of the unscaled scores), -inf (or the sink) before the first key
     float l[kRows];  // this thread's share of the running sum of exp2(scl * (s - m))
     float scl;       // log2(e), times the softmax scale when there is no score_mod
-    float m_sink;    // kSink: the sink logit in the units of m (set_sink)
 
     __device__ __forceinline__ explicit OnlineSoftmax(float scl_) : scl(scl_) {
 #pragma unroll
@@ -40,15 +48,15 @@ struct OnlineSoftmax {
             m[r] = neg_inf();
             l[r] = 0.f;
         }
-        m_sink = neg_inf();
+        if constexpr (kSink) this->m_sink = neg_inf();
     }
 
     // kSink: the row's sink logit (natural log), before the first update.
     __device__ __forceinline__ void set_sink(float sink) {
         static_assert(kSink, "set_sink on an OnlineSoftmax without kSink");
-        m_sink = sink * kLog2e / scl;
+        this->m_sink = sink * kLog2e / scl;
 #pragma unroll
-        for (int r = 0; r < kRows; ++r) m[r] = m_sink;
+        for (int r = 0; r < kRows; ++r) m[r] = this->m_sink;
     }
 
     struct MaxOp {
@@ -110,7 +118,7 @@ struct OnlineSoftmax {
     __device__ __forceinline__ float row_sum(int r) const {
         if constexpr (kSink) {
             const float ms = m[r] == neg_inf() ? 0.f : m[r] * scl;  // m = -inf only for a -inf sink
-            return Reduce::sum(l[r]) + fast_exp2(m_sink * scl - ms);
+            return Reduce::sum(l[r]) + fast_exp2(this->m_sink * scl - ms);
         } else {
             return Reduce::sum(l[r]);
         }
