@@ -150,9 +150,10 @@ AttentionBackward::AttentionBackward(const AttentionSpec& spec, const CompileOpt
         impl_->grad_work = plan.grad_accum_outputs() > 0;
     }
     auto add = [&](KernelKind kind, const std::optional<TileConfig>& tile) {
+        // backward_dq computes the input gradients, backward_dkdv sums their planes (if any).
+        const bool grad_kind = kind == KernelKind::backward_dq || kind == KernelKind::backward_dkdv;
         impl_->kernels.push_back(api::prepare_kernel(spec, impl_->inputs, kind, target, tile,
-                                                     kind == KernelKind::backward_dq ? impl_->grads
-                                                                                     : std::set<std::string>{}));
+                                                     grad_kind ? impl_->grads : std::set<std::string>{}));
         debug(1) << "AttentionBackward: " << spec << " -> " << *impl_->kernels.back().compiled;
     };
     if (impl_->path != BackwardPath::two_pass) {

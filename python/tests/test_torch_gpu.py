@@ -503,8 +503,10 @@ def test_captured_tensor_gradients(name, dtype):
     # float64 reference by torch autograd
     qd, kd, vd = (t.detach().double().requires_grad_() for t in (q, k, v))
     td = leaf.detach().double().requires_grad_()
+    # the reference reads the tensor as the kernel does: expanded over the batch (autograd sums)
+    td_read = td.expand(B, *td.shape[1:]) if name == "broadcast_bias" else td
     keep = (lambda b, h, i, j: j <= i) if causal else None
-    ref, _ = reference(qd, kd, vd, lambda s, b, h, i, j: ref_score(s, b, h, i, j, td), keep)
+    ref, _ = reference(qd, kd, vd, lambda s, b, h, i, j: ref_score(s, b, h, i, j, td_read), keep)
     (ref * d_out.double()).sum().backward()
     for grad, r, which in zip((q.grad, k.grad, v.grad), (qd.grad, kd.grad, vd.grad), "qkv"):
         check_grad(grad, r, dtype, f"d{which} {name} {dtype}")
