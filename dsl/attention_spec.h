@@ -45,7 +45,7 @@ public:
     // softmax denominator and takes no value: P_ij = exp(t_ij) / (exp(sink_h) + sum_j'
     // exp(t_ij')), LSE_i = log(exp(sink_h) + sum_j exp(t_ij)); a row with no kept key gives
     // O = 0 and LSE = sink_h. The tensor is passed at launch like any captured tensor
-    // (LaunchArgs::tensors[name]); its gradient is GradArgs::tensors[name].
+    // (LaunchArgs::tensors[name]); its gradient is GradArgs::grads[name].
     AttentionSpec& sinks(const std::string& name, DType dtype = DType::f32);
     AttentionSpec& no_sinks();
 
