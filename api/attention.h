@@ -34,9 +34,9 @@ struct CompileOptions {
     // Tile configuration; default: default_tile() (attnjit/common/kernel_config.h) for the
     // spec's dtype and head dims on the target arch.
     std::optional<TileConfig> tile;
-    // AttentionBackward only: false allows the fast backward, whose dQ is summed with
-    // fp32 atomics (its bits may change from run to run), where it exists (fp16 / bf16,
-    // head dims up to 128); elsewhere the deterministic one runs regardless.
+    // AttentionBackward only: false lets the fused backward add dQ with fp32 atomics in
+    // any order (its bits may change from run to run), where it exists (fp16 / bf16, head
+    // dims 64 and 128); elsewhere the deterministic one runs regardless.
     bool deterministic = true;
     // AttentionBackward only, deterministic: false runs the two-kernel backward
     // (backward_dq, then backward_dkdv) where the fused one (dQ sums added in a fixed order)

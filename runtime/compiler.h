@@ -29,9 +29,9 @@ inline constexpr const char* kNvrtcUnavailable = "nvrtc unavailable";
 // cannot say (older than 11.2).
 std::vector<int> nvrtc_supported_archs();
 
-// UserError unless `arch` looks like "sm_80", "sm_90a" or "sm_100f" and is one attnjit
-// supports (codegen::sm_version); EnvironmentError when the loaded NVRTC cannot target
-// it. Without NVRTC only the first check is made (cached kernels need no compiler).
+// UserError unless `arch` looks like "sm_80", "sm_90a" or "sm_100f" (codegen::sm_version;
+// whether attnjit's kernels support it is codegen::supported_sm_version's to say, when a
+// kernel is configured); EnvironmentError when the loaded NVRTC cannot target it. Without NVRTC only the first check is made (cached kernels need no compiler).
 void check_arch(const std::string& arch);
 
 // The options every compile uses, before the source's own ones. Part of the cache key.

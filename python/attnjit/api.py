@@ -22,7 +22,7 @@ def compile(score_mod=None, mask=None, causal=False, scale=None, enable_gqa=Fals
     causal mask (q_idx >= kv_idx) with `mask`. scale defaults to 1/sqrt(Dqk). enable_gqa
     allows Hq to be a multiple of Hkv. tile optionally pins the kernel's tile configuration
     (block_m, block_n, warps, stages). deterministic=False lets the backward (autograd) sum
-    dQ with fp32 atomics where that exists (fp16 / bf16, head dims up to 128): faster, but
+    dQ with fp32 atomics where that exists (fp16 / bf16, head dims 64 and 128): faster, but
     dQ's bits may change from run to run. The kernel is compiled on the first call for each
     (dtype, head dims, device) and cached in the process (and on disk by attnjit).
     The callable also takes sinks=: fn(q, k, v, sinks=t) (see attention()).

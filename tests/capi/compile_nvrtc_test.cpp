@@ -263,8 +263,9 @@ TEST(CapiBackward, FastBackwardOptionAndTheOlderStruct) {
 }
 
 // Attention sinks from C: the spec's "sinks" tensor is a captured tensor of the forward
-// (positional order: bias, sinks, slopes), and grads.d_sinks asks for its gradient. A
-// grad_args struct from before d_sinks existed (struct_size ending before it) still works.
+// (positional order: bias, sinks, slopes), and its gradient is asked for by name among
+// input_grad_names / input_grads. A grad_args struct from before those fields existed
+// (struct_size ending before them) still works.
 TEST(CapiBackward, SinksGradientArguments) {
     SKIP_WITHOUT_NVRTC();
     SpecPtr spec = c_spec(dsl::AttentionSpec(spec_with_every_input()).sinks("sinks"));

@@ -106,7 +106,7 @@ typedef struct attnjit_compile_options {
     int32_t block_m, block_n, warps, stages;
     /* attnjit_compile_backward only: 1 allows the fast backward, whose dQ is summed with
      * fp32 atomics (its bits may change from run to run), where it exists (fp16 / bf16,
-     * head dims up to 128); 0 (the default): deterministic. Added after version 1's first
+     * head dims 64 and 128); 0 (the default): deterministic. Added after version 1's first
      * release: a struct_size that ends before it reads as 0. */
     int32_t fast_backward;
     /* attnjit_compile_backward only: the captured tensors and runtime scalars whose
@@ -182,18 +182,20 @@ ATTNJIT_C_EXPORT attnjit_status attnjit_launch(const attnjit_kernel* kernel, con
 
 /* ---- training: the backward ------------------------------------------------------------
  * dQ, dK and dV of a spec that returns LSE, with the derivative of score_mod derived from
- * the spec; two kernels (dK and dV per KV tile, dQ per query tile), deterministic: the same
- * inputs give the same bits. Gradients of captured tensors and runtime scalars: name them
- * in attnjit_compile_options.grad_names and pass their outputs in attnjit_grad_args. */
+ * the spec; deterministic by default: the same inputs give the same bits (fp16 / bf16 at
+ * head dims 64 and 128: one fused kernel, dQ summed in a fixed order; otherwise two
+ * kernels; attnjit::AttentionBackward says which). Gradients of captured tensors and
+ * runtime scalars: name them in attnjit_compile_options.grad_names and pass their outputs
+ * in attnjit_grad_args. */
 typedef struct attnjit_backward attnjit_backward; /* opaque: the compiled backward kernels */
 
 /* As attnjit_compile, for the backward of `spec` (which must return LSE). The tile fields of
- * options apply to both backward kernels (zero: the backward's default tile). */
+ * options apply to the backward kernels that own tiles (zero: the backward's default tile). */
 ATTNJIT_C_EXPORT attnjit_status attnjit_compile_backward(const attnjit_spec* spec,
                                                          const attnjit_compile_options* options,
                                                          attnjit_backward** out);
 ATTNJIT_C_EXPORT void attnjit_backward_destroy(attnjit_backward* backward); /* null is fine */
-/* 1 if both kernels were loaded on a GPU and can be launched, else 0 (also for NULL). */
+/* 1 if its kernels were loaded on a GPU and can be launched, else 0 (also for NULL). */
 ATTNJIT_C_EXPORT int32_t attnjit_backward_can_launch(const attnjit_backward* backward);
 
 typedef struct attnjit_grad_args {
@@ -206,8 +208,9 @@ typedef struct attnjit_grad_args {
      * written (every element): input_grads[i] is the gradient of input_grad_names[i]. A
      * tensor's has its shape and dtype; stride 0 only where the captured tensor has stride 0
      * (that element receives the sum over the dimension; a real stride there gets each
-     * index's own); a scalar's is a rank-0 f32 tensor. Attention sinks ("sinks" in the spec) are
-     * named here too: [Hq] in the sinks' dtype (optional: absent, they get no gradient). Added after dv: a struct_size that ends before them reads as none. */
+     * index's own); a scalar's is a rank-0 f32 tensor. Attention sinks ("sinks" in the spec)
+     * are named here too: [Hq] in the sinks' dtype (optional: absent, they get no
+     * gradient). Added after dv: a struct_size that ends before them reads as none. */
     const char* const* input_grad_names;
     const attnjit_tensor* input_grads;
     int32_t num_input_grads;
@@ -218,7 +221,7 @@ typedef struct attnjit_grad_args {
 
 /* args: the forward's launch arguments once it has run (its o and lse among them). Checks
  * every argument (ATTNJIT_ERROR_INVALID_ARGUMENT, nothing launched on failure), then
- * launches both kernels asynchronously on `stream`. */
+ * launches the backward's kernels asynchronously on `stream`. */
 ATTNJIT_C_EXPORT attnjit_status attnjit_launch_backward(const attnjit_backward* backward,
                                                         const attnjit_launch_args* args,
                                                         const attnjit_grad_args* grads, void* stream);
