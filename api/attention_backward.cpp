@@ -66,6 +66,9 @@ struct AttentionBackward::Impl {
     int grad_accums = 0;           // sites summed per CTA
     bool grad_work = false;        // the GradWork field exists
 
+    struct Launch;
+    Launch check(const LaunchArgs& fwd, const GradArgs& grads) const;  // every argument check
+
     const api::PreparedKernel& kernel(KernelKind kind) const {
         for (const auto& k : kernels)
             if (k.config.kind == kind) return k;
@@ -172,49 +175,66 @@ AttentionBackward::~AttentionBackward() = default;
 AttentionBackward::AttentionBackward(AttentionBackward&&) noexcept = default;
 AttentionBackward& AttentionBackward::operator=(AttentionBackward&&) noexcept = default;
 
-void AttentionBackward::operator()(const LaunchArgs& fwd, const GradArgs& grads_in, Stream stream) const {
-    check_launch_args(impl_->spec, impl_->inputs, fwd);
-    check_grad_args(impl_->spec, fwd, grads_in);
-    const std::string sinks_name = impl_->spec.has_sinks() ? impl_->spec.sinks_name() : std::string();
-    check_input_grad_args(fwd, grads_in, impl_->grad_outputs, sinks_name);
-    user_check(!impl_->sinks_grad_asked || grads_in.grads.count(sinks_name))
-        << "the gradient of the sinks '" << sinks_name << "' is missing: GradArgs::grads[\"" << sinks_name
-        << "\"] must be given (CompileOptions.grads names it)";
-    // A dimension where the captured tensor broadcasts with size 1 is read at any index:
-    // its gradient is the sum over it, whatever the gradient's stride there.
-    std::optional<GradArgs> adjusted;  // only when there are such gradients (no copies otherwise)
-    if (!grads_in.grads.empty()) {
-        adjusted = grads_in;
-        for (auto& [name, view] : adjusted->grads) {
-            auto t = fwd.tensors.find(name);
-            if (t == fwd.tensors.end()) continue;  // a scalar
-            for (size_t d = 0; d < view.strides.size(); ++d)
-                if (t->second.strides[d] == 0 && t->second.shape[d] == 1) view.strides[d] = 0;
-        }
-    }
-    const GradArgs& grads = adjusted ? *adjusted : grads_in;
-    const auto &q = fwd.q.shape, &k = fwd.k.shape;
-    // Planes of elementwise gradients that receive sums (plan_planes), zeroed here; summed
-    // by backward_dkdv.
+// What operator() launches with, once every argument is checked: the gradient views as
+// the kernels take them, and the planes of elementwise gradients that receive sums.
+struct AttentionBackward::Impl::Launch {
+    std::optional<GradArgs> adjusted;  // only when a captured tensor broadcasts with size 1
     std::map<std::string, api::GradPlanes> planes;  // buffer offsets until it is allocated
     size_t plane_bytes = 0;
-    for (const auto& [name, site] : impl_->stored_sites) {
-        api::GradPlanes pl = plan_planes(site, grads.grads.at(name), fwd, name);
-        if (pl.elems == 0) continue;
-        const size_t count = static_cast<size_t>((pl.plane_b ? q[0] : 1) * (pl.plane_h ? q[1] : 1));
-        pl.planes = reinterpret_cast<float*>(plane_bytes);  // offset for now
-        plane_bytes += count * static_cast<size_t>(pl.elems) * sizeof(float);
-        planes.emplace(name, pl);
-    }
-    user_check(can_launch()) << "this AttentionBackward was compiled for " << impl_->arch
-                             << " only (CompileOptions.arch, or no usable GPU at construction), so it cannot "
-                                "launch; construct it without CompileOptions.arch where the GPU is";
+};
+
+AttentionBackward::Impl::Launch AttentionBackward::Impl::check(const LaunchArgs& fwd, const GradArgs& grads_in) const {
+    check_launch_args(spec, inputs, fwd);
+    check_grad_args(spec, fwd, grads_in);
+    const std::string sinks_name = spec.has_sinks() ? spec.sinks_name() : std::string();
+    check_input_grad_args(fwd, grads_in, grad_outputs, sinks_name);
+    user_check(!sinks_grad_asked || grads_in.grads.count(sinks_name))
+        << "the gradient of the sinks '" << sinks_name << "' is missing: GradArgs::grads[\"" << sinks_name
+        << "\"] must be given (CompileOptions.grads names it)";
+    const auto& q = fwd.q.shape;
     // Gradients of captured tensors and scalars are written by backward_dq, which has no CTA
     // without a score element.
-    user_check(impl_->grads.empty() || (q[0] > 0 && q[1] > 0 && q[2] > 0))
+    user_check(grads.empty() || (q[0] > 0 && q[1] > 0 && q[2] > 0))
         << "this backward computes gradients of captured tensors or scalars, which no score element reads when B, "
            "Hq or Nq is 0 (got q of shape ["
         << q[0] << ", " << q[1] << ", " << q[2] << ", " << q[3] << "]): they are all zero; skip the backward";
+    Launch l;
+    // A dimension where the captured tensor broadcasts with size 1 is read at any index:
+    // its gradient is the sum over it, whatever the gradient's stride there.
+    for (const auto& [name, view] : grads_in.grads) {
+        auto t = fwd.tensors.find(name);
+        if (t == fwd.tensors.end()) continue;  // a scalar
+        for (size_t d = 0; d < view.strides.size(); ++d)
+            if (t->second.strides[d] == 0 && t->second.shape[d] == 1 && view.strides[d] != 0) {
+                if (!l.adjusted) l.adjusted = grads_in;
+                l.adjusted->grads.at(name).strides[d] = 0;
+            }
+    }
+    const GradArgs& grads_out = l.adjusted ? *l.adjusted : grads_in;
+    // Planes of elementwise gradients that receive sums (plan_planes), zeroed by
+    // operator(); summed by backward_dkdv.
+    for (const auto& [name, site] : stored_sites) {
+        api::GradPlanes pl = plan_planes(site, grads_out.grads.at(name), fwd, name);
+        if (pl.elems == 0) continue;
+        const size_t count = static_cast<size_t>((pl.plane_b ? q[0] : 1) * (pl.plane_h ? q[1] : 1));
+        pl.planes = reinterpret_cast<float*>(l.plane_bytes);  // offset for now
+        l.plane_bytes += count * static_cast<size_t>(pl.elems) * sizeof(float);
+        l.planes.emplace(name, pl);
+    }
+    return l;
+}
+
+void AttentionBackward::check_args(const LaunchArgs& fwd, const GradArgs& grads) const { impl_->check(fwd, grads); }
+
+void AttentionBackward::operator()(const LaunchArgs& fwd, const GradArgs& grads_in, Stream stream) const {
+    Impl::Launch l = impl_->check(fwd, grads_in);
+    const GradArgs& grads = l.adjusted ? *l.adjusted : grads_in;
+    auto& planes = l.planes;
+    const size_t plane_bytes = l.plane_bytes;
+    const auto &q = fwd.q.shape, &k = fwd.k.shape;
+    user_check(can_launch()) << "this AttentionBackward was compiled for " << impl_->arch
+                             << " only (CompileOptions.arch, or no usable GPU at construction), so it cannot "
+                                "launch; construct it without CompileOptions.arch where the GPU is";
     // Attention sinks' gradient, when asked for: after the other kernels (it needs none of
     // them), and even with no batch or no rows (it writes zeros then).
     std::optional<SinkGradArgs> sinks = api::sink_grad_args(impl_->spec, fwd, grads);
@@ -310,10 +330,6 @@ double AttentionBackward::compile_seconds() const {
     return s;
 }
 bool AttentionBackward::deterministic() const { return impl_->path != BackwardPath::fused_any; }
-const std::set<std::string>& AttentionBackward::grads() const { return impl_->grads; }
-const std::vector<codegen::InputGradOutput>& AttentionBackward::input_grad_outputs() const {
-    return impl_->grad_outputs;
-}
 
 void check_input_grad_args(const LaunchArgs& fwd, const GradArgs& g,
                            const std::vector<codegen::InputGradOutput>& outputs, const std::string& sinks) {

@@ -1,7 +1,7 @@
 // The backward of an AttentionSpec: dQ, dK and dV for every variant the forward runs, with
 // the derivative of score_mod taken from the DSL (codegen/autodiff.h). Deterministic by
 // default: the same inputs give the same bits. Where the fused kernels exist (fp16 / bf16,
-// head dims up to 128) it runs backward_stats, backward_fused (dK, dV, and dQ = dS K added
+// head dims 64 and 128) it runs backward_stats, backward_fused (dK, dV, and dQ = dS K added
 // to fp32 sums, one key tile at a time per query tile in a fixed order) and
 // backward_dq_convert; elsewhere, for masks whose tile classification reads tensors
 // (document masks), or with CompileOptions.fused_backward = false, backward_dq then
@@ -69,7 +69,7 @@ public:
 
     // fwd: the forward's arguments once it has run (q, k, v, its o and lse, captured
     // tensors, scalars). Checks everything (UserError, nothing launched on failure), then
-    // launches both kernels on `stream`.
+    // launches its kernels (kernel_kinds()) on `stream`.
     void operator()(const LaunchArgs& fwd, const GradArgs& grads, Stream stream = nullptr) const;
 
     const AttentionSpec& spec() const;
@@ -77,10 +77,9 @@ public:
     std::vector<KernelKind> kernel_kinds() const;       // the kernels it runs, in launch order
     // False when dQ is added in any order (CompileOptions.deterministic = false, fused).
     bool deterministic() const;
-    // The captured tensors and scalars whose gradients it computes (CompileOptions.grads).
-    const std::set<std::string>& grads() const;
-    // Their outputs, as check_input_grad_args takes them.
-    const std::vector<codegen::InputGradOutput>& input_grad_outputs() const;
+    // Every check operator() makes of its arguments, launching nothing (UserError): what a
+    // caller that cannot launch here (compiled for another arch) still gets told.
+    void check_args(const LaunchArgs& fwd, const GradArgs& grads) const;
     codegen::KernelSource source(KernelKind kind) const;
     bool can_launch() const;
     double compile_seconds() const;  // all its kernels

@@ -1,6 +1,6 @@
 // The backward from C: attnjit_compile_backward wraps attnjit::AttentionBackward, and
 // attnjit_launch_backward converts the forward's launch arguments (launch_args.h) and the
-// gradient tensors, then launches both kernels.
+// gradient tensors, then launches the backward's kernels.
 #include <cstddef>
 
 #include "capi/handles.h"
@@ -84,11 +84,7 @@ attnjit_status attnjit_launch_backward(const attnjit_backward* backward, const a
         fill_grads(*grads);
         if (!backward->backward.can_launch()) {
             // Arguments are checked first, so a caller sees the same errors on every machine.
-            attnjit::check_launch_args(backward->spec.spec, s.args);
-            attnjit::check_grad_args(backward->spec.spec, s.args, grad_scratch);
-            const auto& spec = backward->spec.spec;
-            attnjit::check_input_grad_args(s.args, grad_scratch, backward->backward.input_grad_outputs(),
-                                           spec.has_sinks() ? spec.sinks_name() : std::string());
+            backward->backward.check_args(s.args, grad_scratch);
             if (auto why = attnjit::runtime::why_no_gpu())
                 throw attnjit::EnvironmentError("this backward was compiled without a usable GPU (" + *why +
                                                 "), so it cannot launch; compile it where the GPU is, with "

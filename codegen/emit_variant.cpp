@@ -298,7 +298,6 @@ private:
             if (!g.read.defined()) {
                 w_.line("return 0;  // a runtime scalar");
             } else {
-                const std::string f = "p." + grad_field(output(g).name);
                 const std::string ok = site_indices(g, "i");
                 w_.line("if (!(" + ok + ")) return -1;");
                 w_.line("return " + dense_index(g, "i") + ";");

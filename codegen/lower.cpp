@@ -122,8 +122,7 @@ KernelPlan lower(const dsl::AttentionSpec& spec, SpecInputs inputs, KernelKind k
     }
     if (kind == KernelKind::backward_dq && !grads.empty()) {
         PassLog log("input_grads");
-        input_grads = plan_input_grads(spec, grads);
-        for (auto& s : input_grads.sites) s.partial = simplify(s.partial);
+        input_grads = plan_input_grads(spec, grads);  // partials simplified by score_mod_gradients
         log.done([&](std::ostream& os) {
             for (const auto& s : input_grads.sites) print_expr(os, "partial", s.partial);
         });

@@ -100,9 +100,8 @@ class Call:
         grads = CGradArgs(ctypes.sizeof(CGradArgs), _of(d_o, code), _of(dq, code), _of(dk, code), _of(dv, code))
         if input_grads:
             names = (ctypes.c_char_p * len(input_grads))(*[n.encode() for n, _ in input_grads])
-            outs = (CTensor * len(input_grads))(*[_of(b, dtypes.CODES[dtypes.name_of(b.dtype)]) if b.dim() else
-                                                  _c_tensor(b.data_ptr(), dtypes.CODES[dtypes.name_of(b.dtype)], (1,), (1,))
-                                                  for _, b in input_grads])
+            outs = (CTensor * len(input_grads))(*[_of(b, dtypes.CODES[dtypes.name_of(b.dtype)])
+                                                  for _, b in input_grads])  # grad_output's: never 0-dim
             grads.input_grad_names = ctypes.cast(names, ctypes.POINTER(ctypes.c_char_p))
             grads.input_grads = ctypes.cast(outs, ctypes.POINTER(CTensor))
             grads.num_input_grads = len(input_grads)

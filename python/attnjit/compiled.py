@@ -138,7 +138,7 @@ class CompiledAttention:
         sd = None  # the sinks' dtype name
         if sinks is not None:
             sd = self._check_sinks(sinks, q, Hq, device)
-        training = q.requires_grad or k.requires_grad or v.requires_grad or (sd is not None and sinks.requires_grad)
+        training = q.requires_grad or k.requires_grad or v.requires_grad or (sinks is not None and sinks.requires_grad)
 
         tensors = []
         values = []  # the tensors themselves: a training call keeps them alive
@@ -200,14 +200,14 @@ class CompiledAttention:
         return self(q, k, v, sinks)
 
     def _call_training(self, variant, q, k, v, qs, ks, vs, qst, kst, vst, device, tensors, values, scalars,
-                       grad_by_name=None, sinks=None, sd=None):
+                       grad_by_name, sinks, sd):
         """The call with autograd: the forward with LSE, the backward kernels on loss.backward();
         grad_by_name: captured tensors that require grad (they get .grad too, as do sinks)."""
         key = (q.dtype, q.shape[3], vs[3], device, get_ident(), sd, "train")
         launcher = variant.launchers.get(key)
         if launcher is None:
             launcher = self._make_launcher(variant, q, vs[3], device, return_lse=True, sinks_dtype=sd)
-        grads = tuple(sorted(grad_by_name or {}))
+        grads = tuple(sorted(grad_by_name))
         backward_key = (q.dtype, q.shape[3], vs[3], device, grads, sd)
         backward = variant.backwards.get(backward_key)
         if backward is None:
