@@ -17,7 +17,7 @@ const char* why_unsupported(const GradReductionPlan& r) {
     case GradReduction::Uniform: return nullptr;
     case GradReduction::PerKey: return "a per-key read (kv_idx, no q_idx): summed over the queries";
     case GradReduction::PerQuery: return "a per-query read (q_idx, no kv_idx): summed over the keys";
-    case GradReduction::Diagonal: return "a diagonal read (kv_idx - q_idx): summed per diagonal";
+    case GradReduction::Diagonal: return nullptr;  // checked in plan_input_grads
     case GradReduction::Gather: return "a gathered read (an index computed from other coordinates or tensors)";
     }
     return "?";
@@ -69,16 +69,49 @@ InputGradPlan plan_input_grads(const dsl::AttentionSpec& spec, const std::set<st
             user_error << "the gradient of tensor '" << t.tensor << "' read at " << t.read << " is " << why
                        << " (" << t.reduction
                        << "); attnjit computes captured-tensor gradients of elementwise reads (bias[b, h, q_idx, "
-                          "kv_idx], also broadcast or without the batch or head index) and of reads without q_idx and "
-                          "kv_idx (slopes[h], a 0-dim temperature) so far; drop '"
+                          "kv_idx], also broadcast or without the batch or head index), of reads without q_idx and "
+                          "kv_idx (slopes[h], a 0-dim temperature) and of one diagonal read (table[h, clamp(kv_idx - "
+                          "q_idx, -m, m) + m]) so far; drop '"
                        << t.tensor << "' from the gradients asked for";
         s.store = t.reduction.kind == GradReduction::Elementwise;
-        if (s.store) set_roles(s);
+        s.diagonal = t.reduction.kind == GradReduction::Diagonal;
+        if (s.store || s.diagonal) set_roles(s);
+        if (s.diagonal) {
+            // One index reads kv_idx - q_idx, the others b, h, kv_head or nothing.
+            using Role = InputGradSite::Role;
+            for (size_t d = 0; d < s.roles.size(); ++d) {
+                const Role r = s.roles[d];
+                if (r == Role::Other || r == Role::Q || r == Role::K) {
+                    user_check(s.diag_dim < 0)
+                        << "the gradient of tensor '" << t.tensor << "' read at " << t.read
+                        << " is a diagonal read with kv_idx - q_idx in more than one index; attnjit sums diagonal "
+                           "reads with one such index (table[h, clamp(kv_idx - q_idx, -m, m) + m]) so far; drop '"
+                        << t.tensor << "' from the gradients asked for";
+                    s.diag_dim = static_cast<int>(d);
+                }
+            }
+            internal_check(s.diag_dim >= 0) << "a diagonal read without a kv_idx - q_idx index: " << t.read;
+        }
         by_name[t.tensor].push_back(s);
     }
+    int diagonals = 0;
     for (const auto& [name, sites] : by_name) {
-        bool store = false;
-        for (const auto& s : sites) store = store || s.store;
+        bool store = false, diagonal = false;
+        for (const auto& s : sites) {
+            store = store || s.store;
+            diagonal = diagonal || s.diagonal;
+        }
+        user_check(!diagonal || sites.size() == 1)
+            << "the gradient of tensor '" << name << "' is read along diagonals at " << sites.front().read
+            << " and score_mod reads it at " << sites.size() - 1
+            << " other place(s) too; attnjit does not sum such gradients yet; drop '" << name
+            << "' from the gradients asked for";
+        diagonals += diagonal ? 1 : 0;
+        user_check(diagonals <= 1) << "the gradients of two tensors read along diagonals (kv_idx - q_idx), the "
+                                      "second '"
+                                   << name
+                                   << "', were asked for; attnjit computes one such gradient per backward so far; drop '"
+                                   << name << "' from the gradients asked for";
         user_check(!store || sites.size() == 1)
             << "the gradient of tensor '" << name << "' is read elementwise at " << sites.front().read
             << " and score_mod reads it at " << sites.size() - 1
@@ -118,7 +151,7 @@ InputGradPlan plan_input_grads(const dsl::AttentionSpec& spec, const std::set<st
         }
     int slot = 0;
     for (auto& s : plan.sites)
-        if (!s.store) s.accum = slot++;
+        if (!s.store && !s.diagonal) s.accum = slot++;
     return plan;
 }
 

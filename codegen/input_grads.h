@@ -12,10 +12,17 @@
 //   per CTA   a Uniform read (slopes[h], temp[0], a runtime scalar: no q_idx, no kv_idx):
 //             summed over the CTA's elements in a fixed order, one partial per CTA, and the
 //             partials summed in a fixed order by the CTA that finishes last
+//   diagonal  a Diagonal read (table[h][clamp(j - i, -m, m) + m]: one index reads j - i,
+//             the others b, h, kv_head or constants): each thread sums its own elements'
+//             contributions per table element in its own workspace row, in its order; the
+//             CTA sums its threads' rows in thread order into one partial per table
+//             element; the last CTA sums every element's partials in CTA order
+//             (backward/grad_args.h GradWork). One diagonal tensor per backward, read once.
 //
 // Everything else is a UserError naming the tensor and its read (not computed yet, never
-// a wrong answer): per key, per query, diagonal (table[h][clamp(j - i, -m, m) + m]) and
-// gathered reads, and a tensor stored elementwise that score_mod also reads elsewhere.
+// a wrong answer): per key, per query and gathered reads, a second diagonal tensor, j - i
+// in more than one index, and a tensor stored elementwise or read along diagonals that
+// score_mod also reads elsewhere.
 #pragma once
 
 #include <set>

@@ -16,8 +16,15 @@ Bindings KernelPlan::all_bindings() const {
 
 int KernelPlan::grad_accums() const {
     int n = 0;
-    for (const auto& s : grad_sites) n += s.store ? 0 : 1;
+    for (const auto& s : grad_sites) n += s.store || s.diagonal ? 0 : 1;
     return n;
+}
+
+int KernelPlan::grad_diag_output() const {
+    if (grad_planes) return -1;
+    for (const auto& s : grad_sites)
+        if (s.diagonal) return s.output;
+    return -1;
 }
 
 int KernelPlan::grad_accum_outputs() const {
@@ -68,7 +75,10 @@ std::ostream& operator<<(std::ostream& os, const KernelPlan& p) {
             const InputGradOutput& o = p.grad_outputs[static_cast<size_t>(s.output)];
             os << "  gradient of " << (o.scalar ? "scalar '" : "tensor '") << o.name << "'";
             if (s.read.defined()) os << " at " << s.read << " (" << s.reduction << ")";
-            os << (s.store ? ": stored" : ": summed per CTA, slot " + std::to_string(s.accum)) << ", d t / d read = "
+            os << (s.store      ? std::string(": stored")
+                   : s.diagonal ? ": summed per table element (index " + std::to_string(s.diag_dim) + ")"
+                                : ": summed per CTA, slot " + std::to_string(s.accum))
+               << ", d t / d read = "
                << s.partial << "\n";
         }
     }

@@ -474,6 +474,7 @@ def _captured_cases(B, Hq, Nq, Nk, dtype):
     bcast = torch.randn(1, Hq, Nq, Nk, device=DEVICE, dtype=dtype)
     slopes = mods.alibi_slopes(Hq, device=DEVICE)
     temp = torch.tensor(0.7, device=DEVICE)
+    table = torch.randn(Hq, 33, device=DEVICE)
     return {
         "bias": (lambda t: (lambda s, b, h, i, j: s + t[b, h, i, j]), False,
                  lambda s, b, h, i, j, t: s + t.double()[b, h, i, j], full, False),
@@ -486,11 +487,17 @@ def _captured_cases(B, Hq, Nq, Nk, dtype):
                   lambda s, b, h, i, j, t: s + t.double()[h] * (j - i), slopes, True),
         "temperature": (lambda t: (lambda s, b, h, i, j: s * t), False,
                         lambda s, b, h, i, j, t: s * t.double(), temp, True),
+        # a relative-position table read at clamp(j - i, -16, 16) + 16: summed per table element
+        "rel_table": (lambda t: mods.relative_position_bias(t, 16), False,
+                      lambda s, b, h, i, j, t: s + t.double()[h, (j - i).clamp(-16, 16) + 16], table, True),
+        "rel_table_causal": (lambda t: mods.relative_position_bias(t, 16), True,
+                             lambda s, b, h, i, j, t: s + t.double()[h, (j - i).clamp(-16, 16) + 16], table, True),
     }
 
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32])
-@pytest.mark.parametrize("name", ["bias", "bias_causal", "broadcast_bias", "alibi", "temperature"])
+@pytest.mark.parametrize("name", ["bias", "bias_causal", "broadcast_bias", "alibi", "temperature", "rel_table",
+                                  "rel_table_causal"])
 def test_captured_tensor_gradients(name, dtype):
     B, Hq, Hkv, Nq, Nk = 2, 4, 2, 129, 255
     score_mod, causal, ref_score, tensor, summed = _captured_cases(B, Hq, Nq, Nk, dtype)[name]
@@ -519,7 +526,7 @@ def test_captured_tensor_gradients(name, dtype):
         f"d{name} {dtype}: max error {err.max().item():.3g} (max |ref| {td.grad.abs().max().item():.3g})"
 
 
-@pytest.mark.parametrize("name", ["bias_causal", "alibi", "temperature"])
+@pytest.mark.parametrize("name", ["bias_causal", "alibi", "temperature", "rel_table"])
 def test_captured_tensor_gradcheck_fp32(name):
     # gradcheck over q, k, v and the captured tensor, float32 (tolerances as test_gradcheck_fp32).
     B, Hq, Nq, Nk = 1, 2, 9, 45
@@ -549,11 +556,23 @@ def test_captured_tensor_gradients_are_deterministic():
     assert all(torch.equal(a, b) for a, b in zip(*grads)), "two backward passes on the same inputs differ"
 
 
-def test_relative_position_table_gradient_is_refused():
+def test_relative_position_table_gradient_is_deterministic():
     table = torch.randn(4, 17, device=DEVICE).requires_grad_()
+    q, k, v = make_qkv(2, 4, 2, 300, 700, 64, torch.bfloat16)
+    grads = []
+    for _ in range(2):
+        table.grad = None
+        out = attnjit.attention(q, k, v, score_mod=mods.relative_position_bias(table, 8), enable_gqa=True)
+        (out.float() * 0.5).sum().backward()
+        grads.append(table.grad.clone())
+    assert torch.equal(grads[0], grads[1]), "two backward passes on the same inputs differ"
+
+
+def test_per_key_bias_gradient_is_refused():
+    kv_bias = torch.randn(4, 64, device=DEVICE).requires_grad_()
     q, k, v = make_qkv(1, 4, 4, 64, 64, 64, torch.bfloat16)
-    with pytest.raises(attnjit.AttnjitError, match="is a diagonal read"):
-        attnjit.attention(q, k, v, score_mod=mods.relative_position_bias(table, 8))
+    with pytest.raises(attnjit.AttnjitError, match="is a per-key read"):
+        attnjit.attention(q, k, v, score_mod=lambda s, b, h, i, j: s + kv_bias[h, j])
 
 
 def test_no_grad_runs_the_forward_only():

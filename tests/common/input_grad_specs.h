@@ -19,7 +19,8 @@ struct InputGradSpec {
     std::set<std::string> grads;
 };
 
-// bias [B, Hq, Nq, Nk] (f32 or the dtype given), slopes [Hq] f32, temp [1] f32, scalar cap.
+// bias [B, Hq, Nq, Nk] (f32 or the dtype given), slopes [Hq] f32, temp [1] f32, scalar cap,
+// relative-position tables table [Hq, 17] and kv_table [Hkv, 9] f32.
 inline std::vector<InputGradSpec> input_grad_specs(DType dtype, int head_dim, DType bias_dtype = DType::f32) {
     using namespace dsl;
     const Tensor bias("bias", bias_dtype, 4), slopes("slopes", DType::f32, 1), temp("temp", DType::f32, 1);
@@ -38,6 +39,17 @@ inline std::vector<InputGradSpec> input_grad_specs(DType dtype, int head_dim, DT
                                                     slopes(head()) * (kv_idx() - q_idx())))
                        .mask(mods::sliding_window(48)),
                    {"bias", "slopes", "cap"}});
+    // Diagonal reads: summed per table element (relative_position_bias), and one per kv
+    // head under a softcap and a causal mask, with slopes summed per CTA beside it.
+    const Tensor table("table", DType::f32, 2), kv_table("kv_table", DType::f32, 2);
+    out.push_back({"relpos", base().score_mod(mods::relative_position_bias(table, 8)), {"table"}});
+    out.push_back({"relpos_kv_head_softcap",
+                   base()
+                       .score_mod(mods::compose(mods::softcap(scalar("cap")),
+                                                score() + kv_table(kv_head(), clamp(kv_idx() - q_idx(), -4, 4) + 4) +
+                                                    slopes(head()) * (kv_idx() - q_idx())))
+                       .mask(mods::causal()),
+                   {"kv_table", "slopes"}});
     return out;
 }
 

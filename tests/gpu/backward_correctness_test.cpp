@@ -414,10 +414,26 @@ TEST(BackwardErrors, SpecWithoutLseIsRefused) {
 // directly; with a causal mask, whose skipped tiles are zeroed), a [1, Hq, Nq, Nk] bias
 // broadcast by stride 0 (planes summed over the batch), a bias read without the batch index
 // (bias3[h, i, j]), ALiBi slopes [Hq], a temperature temp[0] and a runtime scalar (summed per
-// CTA, then in CTA order), and all at once under a sliding window. The gradient buffers
-// are poisoned first: every element must be written.
+// CTA, then in CTA order), and all at once under a sliding window; relative-position tables
+// read at clamp(j - i, -m, m) + m (summed per table element per thread, per CTA, then in CTA
+// order): relative_position_bias's rel_table [Hq, 65] (both ends saturate: Nq and Nk > 32),
+// under a causal mask (skipped tiles, the -m end), and a table per kv head [Hkv, 17] read
+// with the softcap (summed over the query heads of a group, with a partial that depends
+// on the score). The gradient buffers are poisoned first: every element must be written.
 
-enum class GradKind { FullBias, FullBiasCausal, BroadcastBias, HeadBias, Alibi, Temperature, SoftcapScalar, Combined };
+enum class GradKind {
+    FullBias,
+    FullBiasCausal,
+    BroadcastBias,
+    HeadBias,
+    Alibi,
+    Temperature,
+    SoftcapScalar,
+    Combined,
+    RelTable,
+    RelTableCausal,
+    RelTableKvHead
+};
 
 const char* grad_kind_name(GradKind k) {
     switch (k) {
@@ -429,6 +445,9 @@ const char* grad_kind_name(GradKind k) {
     case GradKind::Temperature: return "temperature";
     case GradKind::SoftcapScalar: return "softcap_scalar";
     case GradKind::Combined: return "combined";
+    case GradKind::RelTable: return "rel_table";
+    case GradKind::RelTableCausal: return "rel_table_causal";
+    case GradKind::RelTableKvHead: return "rel_table_kv_head";
     }
     return "?";
 }
@@ -449,6 +468,8 @@ Problem make_tensor_grad_problem(const TensorGradCase& tc, std::set<std::string>
     case GradKind::BroadcastBias: c.mod = Mod::BiasBroadcast; break;
     case GradKind::Alibi: c.mod = Mod::AlibiCausal; break;
     case GradKind::SoftcapScalar: c.mod = Mod::Softcap; break;
+    case GradKind::RelTable:
+    case GradKind::RelTableCausal: c.mod = Mod::RelativePosition; break;
     default: c.mod = Mod::Plain; break;
     }
     Problem p = make_problem(c);
@@ -491,6 +512,23 @@ Problem make_tensor_grad_problem(const TensorGradCase& tc, std::set<std::string>
         break;
     }
     case GradKind::SoftcapScalar: wanted = {"cap"}; break;
+    case GradKind::RelTable: wanted = {"rel_table"}; break;
+    case GradKind::RelTableCausal:
+        p.spec.mask(mods::causal());
+        wanted = {"rel_table"};
+        break;
+    case GradKind::RelTableKvHead: {
+        const int64_t Hkv = c.hkv;
+        HostTensor t(DType::f32, {Hkv, 17});
+        reference::fill_normal(t, c.seed() + 34);
+        add("kv_table", std::move(t));
+        p.in.scalars["cap"] = 4.0;
+        const dsl::Tensor kv_table("kv_table", DType::f32, 2);
+        p.spec = base().score_mod(mods::compose(
+            mods::softcap(scalar("cap")), score() + kv_table(kv_head(), clamp(kv_idx() - q_idx(), -8, 8) + 8)));
+        wanted = {"kv_table"};
+        break;
+    }
     case GradKind::Combined: {
         HostTensor t(c.dtype, {B, Hq, Nq, Nk}), sl(DType::f32, {Hq});
         reference::fill_normal(t, c.seed() + 33);
@@ -657,14 +695,21 @@ Check run_tensor_grad_case(const TensorGradCase& tc) {
 
 std::vector<TensorGradCase> tensor_grad_matrix() {
     std::vector<TensorGradCase> cases;
-    const GradKind kinds[] = {GradKind::FullBias,    GradKind::FullBiasCausal, GradKind::BroadcastBias,
-                              GradKind::HeadBias,    GradKind::Alibi,          GradKind::Temperature,
-                              GradKind::SoftcapScalar, GradKind::Combined};
+    const GradKind kinds[] = {GradKind::FullBias,      GradKind::FullBiasCausal, GradKind::BroadcastBias,
+                              GradKind::HeadBias,      GradKind::Alibi,          GradKind::Temperature,
+                              GradKind::SoftcapScalar, GradKind::Combined,       GradKind::RelTable,
+                              GradKind::RelTableCausal, GradKind::RelTableKvHead};
     for (GradKind k : kinds)
         for (DType dt : {DType::bf16, DType::f16, DType::f32})
             cases.push_back({k, make_case(Mod::Plain, dt, 64, {2, 4, 2, 129, 255})});  // ragged GQA
-    for (GradKind k : {GradKind::FullBiasCausal, GradKind::BroadcastBias, GradKind::Combined})
+    for (GradKind k : {GradKind::FullBiasCausal, GradKind::BroadcastBias, GradKind::Combined, GradKind::RelTable,
+                       GradKind::RelTableKvHead})
         cases.push_back({k, make_case(Mod::Plain, DType::bf16, 128, {1, 2, 1, 77, 300})});
+    // Relative-position tables: a query-heavy ragged shape (j - i down to -299) and a table
+    // wider than the score matrix's diagonals (elements no score element reads: zero).
+    for (GradKind k : {GradKind::RelTable, GradKind::RelTableCausal, GradKind::RelTableKvHead})
+        cases.push_back({k, make_case(Mod::Plain, DType::f16, 64, {2, 6, 3, 300, 70})});
+    cases.push_back({GradKind::RelTable, make_case(Mod::Plain, DType::f32, 32, {1, 2, 2, 9, 20})});
     Case transposed = make_case(Mod::Plain, DType::bf16, 64, {2, 4, 4, 100, 100});
     transposed.layout = Layout::BNHD;
     cases.push_back({GradKind::Combined, transposed});
@@ -699,7 +744,8 @@ TEST_P(TensorGradDeterminism, SameInputsSameBits) {
 INSTANTIATE_TEST_SUITE_P(Kinds, TensorGradDeterminism,
                          ::testing::Values(GradKind::FullBiasCausal, GradKind::BroadcastBias, GradKind::HeadBias,
                                            GradKind::Alibi, GradKind::Temperature, GradKind::SoftcapScalar,
-                                           GradKind::Combined),
+                                           GradKind::Combined, GradKind::RelTable, GradKind::RelTableCausal,
+                                           GradKind::RelTableKvHead),
                          [](const ::testing::TestParamInfo<GradKind>& info) { return grad_kind_name(info.param); });
 
 // Bad gradient outputs are user errors and nothing is written.
@@ -762,14 +808,18 @@ TEST(TensorGradErrors, BadOutputsLaunchNothing) {
 // refused when the backward is built.
 TEST(TensorGradErrors, RefusedAtConstruction) {
     ATTNJIT_SKIP_WITHOUT_GPU();
-    const Problem rel = make_problem(make_case(Mod::RelativePosition, DType::bf16, 64, {1, 2, 2, 33, 33}));
     CompileOptions o;
-    o.grads = {"rel_table"};
-    try {
-        AttentionBackward b(rel.spec, o);
-        ADD_FAILURE() << "no error for a relative-position table";
-    } catch (const UserError& e) {
-        EXPECT_NE(std::string(e.what()).find("is a diagonal read"), std::string::npos) << e.what();
+    {
+        // A per-key read (kv_bias[h, kv_idx]) is not summed yet.
+        Problem kvb = make_problem(make_case(Mod::Plain, DType::bf16, 64, {1, 2, 2, 33, 33}));
+        kvb.spec.score_mod(dsl::score() + dsl::Tensor("kv_bias", DType::f32, 2)(dsl::head(), dsl::kv_idx()));
+        o.grads = {"kv_bias"};
+        try {
+            AttentionBackward b(kvb.spec, o);
+            ADD_FAILURE() << "no error for a per-key read";
+        } catch (const UserError& e) {
+            EXPECT_NE(std::string(e.what()).find("is a per-key read"), std::string::npos) << e.what();
+        }
     }
     const Problem doc = make_problem(make_case(Mod::DocumentMask, DType::bf16, 64, {1, 2, 2, 33, 33}));
     o.grads = {"q_doc"};

@@ -252,6 +252,7 @@ struct Backward {
         for (int i = 0; i < kDqPer; ++i) dq[i] = 0.f;
         InputGradAcc<Variant> gacc;
         gacc.clear();
+        if constexpr (Variant::kInputGrads) begin_input_grads<Variant, Params, kThreads>(p, gacc);
 
         TileClass cls;
         for (int tile = cursor.advance(p, hd, ctx, cls); tile >= 0; tile = cursor.advance(p, hd, ctx, cls)) {

@@ -125,6 +125,7 @@ struct BackwardDq {
         DLayout::clear(dq);
         InputGradAcc<Variant> gacc;
         gacc.clear();
+        if constexpr (Variant::kInputGrads) begin_input_grads<Variant, Params, kThreads>(p, gacc);
         int stage = 0;
         while (tile >= 0) {
             const TileClass tcls = cls;
