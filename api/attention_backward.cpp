@@ -65,8 +65,8 @@ struct AttentionBackward::Impl {
     std::map<std::string, codegen::InputGradSite> stored_sites;  // their one site each
     int grad_accums = 0;           // sites summed per CTA
     bool grad_work = false;        // the GradWork field exists
-    std::string diag_name;         // the tensor of the diagonal site (GradWork::diag_rows), empty: none
-    int diag_dim = -1;             // its index that reads kv_idx - q_idx
+    std::string table_name;         // the tensor of the table site (GradWork::table_rows), empty: none
+    int table_dim = -1;             // its index that varies over the score matrix
 
     struct Launch;
     Launch check(const LaunchArgs& fwd, const GradArgs& grads) const;  // every argument check
@@ -154,9 +154,9 @@ AttentionBackward::AttentionBackward(const AttentionSpec& spec, const CompileOpt
         impl_->grad_accums = plan.grad_accums();
         impl_->grad_work = plan.grad_accum_outputs() > 0;
         for (const auto& site : plan.grad_sites)
-            if (site.diagonal) {
-                impl_->diag_name = plan.grad_outputs[static_cast<size_t>(site.output)].name;
-                impl_->diag_dim = site.diag_dim;
+            if (site.table) {
+                impl_->table_name = plan.grad_outputs[static_cast<size_t>(site.output)].name;
+                impl_->table_dim = site.table_dim;
             }
     }
     auto add = [&](KernelKind kind, const std::optional<TileConfig>& tile) {
@@ -294,32 +294,32 @@ void AttentionBackward::operator()(const LaunchArgs& fwd, const GradArgs& grads_
         work = api::grad_work(work_buffer->data(), impl_->grad_accums, ctas);
         work_buffer->zero(api::grad_work_ticket_offset(impl_->grad_accums, ctas), 16);
     }
-    // The diagonal site's rows (one per backward_dq thread, of its table elements per (b, h)),
+    // The table site's rows (one per backward_dq thread, of its table elements per (b, h)),
     // per-CTA partials and bases (backward/grad_args.h); the kernel clears the rows.
-    std::optional<runtime::StreamBuffer> diag_buffer;
-    if (!impl_->diag_name.empty()) {
-        const TensorView& view = grads.grads.at(impl_->diag_name);
-        const size_t dd = static_cast<size_t>(impl_->diag_dim);
+    std::optional<runtime::StreamBuffer> table_buffer;
+    if (!impl_->table_name.empty()) {
+        const TensorView& view = grads.grads.at(impl_->table_name);
+        const size_t dd = static_cast<size_t>(impl_->table_dim);
         const long long len = view.strides[dd] == 0 ? 1 : view.shape[dd];
         const int threads = impl_->kernel(KernelKind::backward_dq).compiled->threads;
         const size_t ctas = static_cast<size_t>(work.ctas);
         const size_t rows = ctas * static_cast<size_t>(threads) * static_cast<size_t>(len);
         constexpr size_t kMaxRowBytes = size_t{1} << 31;
         user_check(rows * sizeof(float) <= kMaxRowBytes)
-            << "the gradient of tensor '" << impl_->diag_name << "' (read along diagonals, " << len
+            << "the gradient of tensor '" << impl_->table_name << "' (a table read, " << len
             << " table elements per (batch, head)) needs " << rows * sizeof(float)
             << " bytes of workspace here (one fp32 row of table elements per backward thread: " << ctas << " CTAs x "
             << threads << " threads), more than the " << kMaxRowBytes
-            << " attnjit allows; use a smaller table, fewer heads or a shorter sequence, or drop '" << impl_->diag_name
+            << " attnjit allows; use a smaller table, fewer heads or a shorter sequence, or drop '" << impl_->table_name
             << "' from the gradients asked for";
-        diag_buffer.emplace(ctas * sizeof(long long) + (ctas * static_cast<size_t>(len) + rows) * sizeof(float),
+        table_buffer.emplace(ctas * sizeof(long long) + (ctas * static_cast<size_t>(len) + rows) * sizeof(float),
                             cu_stream);
-        auto* base = static_cast<unsigned char*>(diag_buffer->data());
-        work.diag_threads = threads;
-        work.diag_len = len;
-        work.diag_base = reinterpret_cast<long long*>(base);
-        work.diag_partials = reinterpret_cast<float*>(base + ctas * sizeof(long long));
-        work.diag_rows = work.diag_partials + ctas * static_cast<size_t>(len);
+        auto* base = static_cast<unsigned char*>(table_buffer->data());
+        work.table_threads = threads;
+        work.table_len = len;
+        work.table_base = reinterpret_cast<long long*>(base);
+        work.table_partials = reinterpret_cast<float*>(base + ctas * sizeof(long long));
+        work.table_rows = work.table_partials + ctas * static_cast<size_t>(len);
     }
     std::optional<runtime::StreamBuffer> plane_buffer;
     if (plane_bytes) {

@@ -66,8 +66,8 @@ public:
                     (plan_.grad_stores() && plan_.classify.can_classify ? "true" : "false") + ";");
             w_.line("static constexpr int kInputGradAccums = " + std::to_string(plan_.grad_accums()) + ";");
             w_.line("static constexpr int kInputGradOutputs = " + std::to_string(plan_.grad_accum_outputs()) + ";");
-            if (plan_.grad_diag_output() >= 0)
-                w_.line("static constexpr int kInputGradDiagOutput = " + std::to_string(plan_.grad_diag_output()) + ";");
+            if (plan_.grad_table_output() >= 0)
+                w_.line("static constexpr int kInputGradTableOutput = " + std::to_string(plan_.grad_table_output()) + ";");
         }
         w_.line();
         if (uses_nan_min_max()) {
@@ -265,13 +265,13 @@ private:
                 w_.line("    " + f + ".planes[" + plane_index(f) + " * " + f + ".plane_elems + " + dense_index(g, pre) +
                         "] = c;");
                 w_.close();
-            } else if (g.diagonal) {
+            } else if (g.table) {
                 // The thread's own row of table elements (common/input_grads.cuh).
                 const std::string pre = "g" + std::to_string(n) + "_";
                 const std::string ok = site_indices(g, pre);
-                const std::string f = "p." + grad_field(o.name), dd = std::to_string(g.diag_dim);
+                const std::string f = "p." + grad_field(o.name), dd = std::to_string(g.table_dim);
                 w_.line("if (dt != 0.f && " + ok + ")");
-                w_.line("    acc.diag_add(" + f + ".stride[" + dd + "] == 0 ? 0 : " + pre + dd + ", dt * (" +
+                w_.line("    acc.table_add(" + f + ".stride[" + dd + "] == 0 ? 0 : " + pre + dd + ", dt * (" +
                         emit_expr(g.partial, names_) + "));");
             } else {
                 w_.line("if (dt != 0.f) acc.v[" + std::to_string(g.accum) + "] += dt * (" +
@@ -303,7 +303,7 @@ private:
         w_.line("// The dense index of summed site n's element for this CTA's (b, h); -1 outside the tensor.");
         w_.open("__device__ static long long grad_site_index(const Params& p, const Head& hd, int n)");
         for (const auto& g : sites) {
-            if (g.store || g.diagonal) continue;
+            if (g.store || g.table) continue;
             w_.open("if (n == " + std::to_string(g.accum) + ")");
             if (!g.read.defined()) {
                 w_.line("return 0;  // a runtime scalar");
@@ -320,37 +320,37 @@ private:
 
         w_.open("__device__ static int grad_site_output(int n)");
         for (const auto& g : sites)
-            if (!g.store && !g.diagonal)
+            if (!g.store && !g.table)
                 w_.line("if (n == " + std::to_string(g.accum) + ") return " + std::to_string(g.output) + ";");
         w_.line("return -1;");
         w_.close();
         w_.line();
 
         for (const auto& g : sites) {
-            if (!g.diagonal) continue;
+            if (!g.table) continue;
             const auto* load = g.read.as<dsl::TensorLoad>();
-            const std::string f = "p." + grad_field(output(g).name), dd = std::to_string(g.diag_dim);
-            w_.line("// The diagonal site's table elements per (b, h): its index " + dd + " (one when broadcast).");
-            w_.open("__device__ static long long grad_diag_len(const Params& p)");
+            const std::string f = "p." + grad_field(output(g).name), dd = std::to_string(g.table_dim);
+            w_.line("// The table site's table elements per (b, h): its index " + dd + " (one when broadcast).");
+            w_.open("__device__ static long long grad_table_len(const Params& p)");
             w_.line("return " + f + ".stride[" + dd + "] == 0 ? 1 : " + f + ".shape[" + dd + "];");
             w_.close();
             w_.line();
             w_.line("// The dense distance of consecutive table elements (1 when broadcast: one element).");
-            w_.open("__device__ static long long grad_diag_step(const Params& p)");
+            w_.open("__device__ static long long grad_table_step(const Params& p)");
             std::string step = "1";
-            for (size_t d = static_cast<size_t>(g.diag_dim) + 1; d < load->indices.size(); ++d)
+            for (size_t d = static_cast<size_t>(g.table_dim) + 1; d < load->indices.size(); ++d)
                 step += " * (" + f + ".stride[" + std::to_string(d) + "] == 0 ? 1 : " + f + ".shape[" +
                         std::to_string(d) + "])";
             w_.line("return " + step + ";");
             w_.close();
             w_.line();
-            w_.line("// The dense index of the diagonal site's element x (< grad_diag_len) for this CTA's (b, h);");
+            w_.line("// The dense index of the table site's element x (< grad_table_len) for this CTA's (b, h);");
             w_.line("// -1 outside the tensor.");
-            w_.open("__device__ static long long grad_diag_dense(const Params& p, const Head& hd, long long x)");
+            w_.open("__device__ static long long grad_table_dense(const Params& p, const Head& hd, long long x)");
             std::string in_bounds;
             for (size_t d = 0; d < load->indices.size(); ++d) {
                 const std::string i = "i" + std::to_string(d), ds = std::to_string(d);
-                if (static_cast<int>(d) == g.diag_dim) {
+                if (static_cast<int>(d) == g.table_dim) {
                     w_.line("const long long " + i + " = x;");
                     continue;
                 }

@@ -17,8 +17,8 @@ const char* why_unsupported(const GradReductionPlan& r) {
     case GradReduction::Uniform: return nullptr;
     case GradReduction::PerKey: return "a per-key read (kv_idx, no q_idx): summed over the queries";
     case GradReduction::PerQuery: return "a per-query read (q_idx, no kv_idx): summed over the keys";
-    case GradReduction::Diagonal: return nullptr;  // checked in plan_input_grads
-    case GradReduction::Gather: return "a gathered read (an index computed from other coordinates or tensors)";
+    case GradReduction::Diagonal:  // table sites: one varying index, checked in plan_input_grads
+    case GradReduction::Gather: return nullptr;
     }
     return "?";
 }
@@ -70,46 +70,49 @@ InputGradPlan plan_input_grads(const dsl::AttentionSpec& spec, const std::set<st
                        << " (" << t.reduction
                        << "); attnjit computes captured-tensor gradients of elementwise reads (bias[b, h, q_idx, "
                           "kv_idx], also broadcast or without the batch or head index), of reads without q_idx and "
-                          "kv_idx (slopes[h], a 0-dim temperature) and of one diagonal read (table[h, clamp(kv_idx - "
-                          "q_idx, -m, m) + m]) so far; drop '"
+                          "kv_idx (slopes[h], a 0-dim temperature) and of one table read per backward (one index "
+                          "computed from q_idx, kv_idx or tensors: table[h, clamp(kv_idx - q_idx, -m, m) + m], "
+                          "t[h, doc[kv_idx]]) so far; drop '"
                        << t.tensor << "' from the gradients asked for";
         s.store = t.reduction.kind == GradReduction::Elementwise;
-        s.diagonal = t.reduction.kind == GradReduction::Diagonal;
-        if (s.store || s.diagonal) set_roles(s);
-        if (s.diagonal) {
-            // One index reads kv_idx - q_idx, the others b, h, kv_head or nothing.
+        s.table = t.reduction.kind == GradReduction::Diagonal || t.reduction.kind == GradReduction::Gather;
+        if (s.store || s.table) set_roles(s);
+        if (s.table) {
+            // One index varies over the score matrix (reads q_idx, kv_idx or a tensor); the
+            // others read b, h, kv_head or nothing, so they are fixed within a CTA.
             using Role = InputGradSite::Role;
             for (size_t d = 0; d < s.roles.size(); ++d) {
                 const Role r = s.roles[d];
                 if (r == Role::Other || r == Role::Q || r == Role::K) {
-                    user_check(s.diag_dim < 0)
+                    user_check(s.table_dim < 0)
                         << "the gradient of tensor '" << t.tensor << "' read at " << t.read
-                        << " is a diagonal read with kv_idx - q_idx in more than one index; attnjit sums diagonal "
-                           "reads with one such index (table[h, clamp(kv_idx - q_idx, -m, m) + m]) so far; drop '"
+                        << " needs a sum over an index that varies with q_idx, kv_idx or a tensor in more than one "
+                           "dimension; attnjit sums table reads with one such index (table[h, clamp(kv_idx - q_idx, "
+                           "-m, m) + m], t[h, doc[kv_idx]]) so far; drop '"
                         << t.tensor << "' from the gradients asked for";
-                    s.diag_dim = static_cast<int>(d);
+                    s.table_dim = static_cast<int>(d);
                 }
             }
-            internal_check(s.diag_dim >= 0) << "a diagonal read without a kv_idx - q_idx index: " << t.read;
+            internal_check(s.table_dim >= 0) << "a table read without a varying index: " << t.read;
         }
         by_name[t.tensor].push_back(s);
     }
-    int diagonals = 0;
+    int tables = 0;
     for (const auto& [name, sites] : by_name) {
-        bool store = false, diagonal = false;
+        bool store = false, table = false;
         for (const auto& s : sites) {
             store = store || s.store;
-            diagonal = diagonal || s.diagonal;
+            table = table || s.table;
         }
-        user_check(!diagonal || sites.size() == 1)
-            << "the gradient of tensor '" << name << "' is read along diagonals at " << sites.front().read
+        user_check(!table || sites.size() == 1)
+            << "the gradient of tensor '" << name << "' is a table read at " << sites.front().read
             << " and score_mod reads it at " << sites.size() - 1
             << " other place(s) too; attnjit does not sum such gradients yet; drop '" << name
             << "' from the gradients asked for";
-        diagonals += diagonal ? 1 : 0;
-        user_check(diagonals <= 1) << "the gradients of two tensors read along diagonals (kv_idx - q_idx), the "
-                                      "second '"
-                                   << name
+        tables += table ? 1 : 0;
+        user_check(tables <= 1) << "the gradients of two tensors read through an index that varies with q_idx, "
+                                   "kv_idx or a tensor (table reads), the second '"
+                                << name
                                    << "', were asked for; attnjit computes one such gradient per backward so far; drop '"
                                    << name << "' from the gradients asked for";
         user_check(!store || sites.size() == 1)
@@ -151,7 +154,7 @@ InputGradPlan plan_input_grads(const dsl::AttentionSpec& spec, const std::set<st
         }
     int slot = 0;
     for (auto& s : plan.sites)
-        if (!s.store && !s.diagonal) s.accum = slot++;
+        if (!s.store && !s.table) s.accum = slot++;
     return plan;
 }
 

@@ -12,17 +12,20 @@
 //   per CTA   a Uniform read (slopes[h], temp[0], a runtime scalar: no q_idx, no kv_idx):
 //             summed over the CTA's elements in a fixed order, one partial per CTA, and the
 //             partials summed in a fixed order by the CTA that finishes last
-//   diagonal  a Diagonal read (table[h][clamp(j - i, -m, m) + m]: one index reads j - i,
+//   table     a Diagonal or Gather read with one varying index (table[h][clamp(j - i, -m,
+//             m) + m], t[h][doc[j]], t[j % 8]: one index reads q_idx, kv_idx or a tensor,
 //             the others b, h, kv_head or constants): each thread sums its own elements'
-//             contributions per table element in its own workspace row, in its order; the
-//             CTA sums its threads' rows in thread order into one partial per table
+//             contributions per element of that index in its own workspace row, in its
+//             order; the CTA sums its threads' rows in thread order into one partial per
 //             element; the last CTA sums every element's partials in CTA order
-//             (backward/grad_args.h GradWork). One diagonal tensor per backward, read once.
+//             (backward/grad_args.h GradWork). One table tensor per backward, read once.
+//             The workspace is CTAs x threads x the index's extent x 4 bytes: for tables,
+//             not for reads whose extent is a sequence length.
 //
 // Everything else is a UserError naming the tensor and its read (not computed yet, never
-// a wrong answer): per key, per query and gathered reads, a second diagonal tensor, j - i
-// in more than one index, and a tensor stored elementwise or read along diagonals that
-// score_mod also reads elsewhere.
+// a wrong answer): per key and per query reads, a second table tensor, more than one
+// varying index, and a tensor stored elementwise or read as a table that score_mod also
+// reads elsewhere.
 #pragma once
 
 #include <set>

@@ -16,14 +16,14 @@ Bindings KernelPlan::all_bindings() const {
 
 int KernelPlan::grad_accums() const {
     int n = 0;
-    for (const auto& s : grad_sites) n += s.store || s.diagonal ? 0 : 1;
+    for (const auto& s : grad_sites) n += s.store || s.table ? 0 : 1;
     return n;
 }
 
-int KernelPlan::grad_diag_output() const {
+int KernelPlan::grad_table_output() const {
     if (grad_planes) return -1;
     for (const auto& s : grad_sites)
-        if (s.diagonal) return s.output;
+        if (s.table) return s.output;
     return -1;
 }
 
@@ -76,7 +76,7 @@ std::ostream& operator<<(std::ostream& os, const KernelPlan& p) {
             os << "  gradient of " << (o.scalar ? "scalar '" : "tensor '") << o.name << "'";
             if (s.read.defined()) os << " at " << s.read << " (" << s.reduction << ")";
             os << (s.store      ? std::string(": stored")
-                   : s.diagonal ? ": summed per table element (index " + std::to_string(s.diag_dim) + ")"
+                   : s.table ? ": summed per table element (index " + std::to_string(s.table_dim) + ")"
                                 : ": summed per CTA, slot " + std::to_string(s.accum))
                << ", d t / d read = "
                << s.partial << "\n";

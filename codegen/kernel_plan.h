@@ -32,12 +32,13 @@ struct InputGradSite {
     dsl::Expr read;             // the TensorLoad (undefined for a scalar)
     GradReductionPlan reduction;
     bool store = false;         // elementwise: each element stored once; else summed per CTA
-    int accum = -1;             // the per-CTA sum slot (not store, not diagonal)
-    // A diagonal read (GradReduction::Diagonal): its index diag_dim is the one that reads
-    // q_idx and kv_idx (only as kv_idx - q_idx); the others read b, h, kv_head or nothing.
-    // Summed per thread, per table element, then per CTA, then across CTAs in CTA order.
-    bool diagonal = false;
-    int diag_dim = -1;
+    int accum = -1;             // the per-CTA sum slot (not store, not table)
+    // A table read (GradReduction::Diagonal or Gather): its index table_dim is the one that
+    // varies over the score matrix (reads q_idx, kv_idx or a tensor: clamp(j - i, -m, m) + m,
+    // doc[j]); the others read b, h, kv_head or nothing. Summed per thread, per element of
+    // that index, then per CTA, then across CTAs in CTA order.
+    bool table = false;
+    int table_dim = -1;
     dsl::Expr partial;          // d t / d read, CSE'd and hoisted with score_mod
     // Per index of the read (store sites): what it is, and whether it is the bare
     // coordinate (b, not b + 1): decides at launch whether stores go direct or to planes.
@@ -82,7 +83,7 @@ struct KernelPlan {
     bool has_score_grad() const { return d_score.defined(); }
     bool has_input_grads() const { return !grad_outputs.empty() && !grad_planes; }  // backward_dq's hooks
     int grad_accums() const;      // sites summed per CTA (uniform)
-    int grad_diag_output() const; // the output of the diagonal site, -1: none
+    int grad_table_output() const; // the output of the table site, -1: none
     int grad_accum_outputs() const;  // the outputs those write (they come first in grad_outputs)
     bool grad_stores() const;     // some site is stored elementwise
     // Attention sinks (spec.sinks()): the Variant gets kHasSink and sink(p, h).

@@ -475,6 +475,8 @@ def _captured_cases(B, Hq, Nq, Nk, dtype):
     slopes = mods.alibi_slopes(Hq, device=DEVICE)
     temp = torch.tensor(0.7, device=DEVICE)
     table = torch.randn(Hq, 33, device=DEVICE)
+    seg = ((torch.arange(Nk, device=DEVICE) ** 2 // 7 + torch.arange(Nk, device=DEVICE)) % 6).to(torch.int32)
+    seg_bias = torch.randn(Hq, 7, device=DEVICE)  # segment 6 is read by no key: zero gradient
     return {
         "bias": (lambda t: (lambda s, b, h, i, j: s + t[b, h, i, j]), False,
                  lambda s, b, h, i, j, t: s + t.double()[b, h, i, j], full, False),
@@ -492,12 +494,15 @@ def _captured_cases(B, Hq, Nq, Nk, dtype):
                       lambda s, b, h, i, j, t: s + t.double()[h, (j - i).clamp(-16, 16) + 16], table, True),
         "rel_table_causal": (lambda t: mods.relative_position_bias(t, 16), True,
                              lambda s, b, h, i, j, t: s + t.double()[h, (j - i).clamp(-16, 16) + 16], table, True),
+        # a table gathered through an int tensor (the segment of each key): summed per element
+        "gather_segment": (lambda t: (lambda s, b, h, i, j: s + t[h, seg[j]]), True,
+                           lambda s, b, h, i, j, t: s + t.double()[h, seg[j].long()], seg_bias, True),
     }
 
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32])
 @pytest.mark.parametrize("name", ["bias", "bias_causal", "broadcast_bias", "alibi", "temperature", "rel_table",
-                                  "rel_table_causal"])
+                                  "rel_table_causal", "gather_segment"])
 def test_captured_tensor_gradients(name, dtype):
     B, Hq, Hkv, Nq, Nk = 2, 4, 2, 129, 255
     score_mod, causal, ref_score, tensor, summed = _captured_cases(B, Hq, Nq, Nk, dtype)[name]

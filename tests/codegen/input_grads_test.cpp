@@ -55,19 +55,19 @@ TEST(InputGrads, PlanPerReadKind) {
     EXPECT_EQ(accums, 3);
 }
 
-// A diagonal read (a relative-position table): summed per table element, no per-CTA slot,
-// its hooks emitted; its output comes first with the per-CTA ones.
+// A diagonal read (a relative-position table): a table site, summed per table element, no
+// per-CTA slot, its hooks emitted; its output comes first with the per-CTA ones.
 TEST(InputGrads, DiagonalReadSummedPerTableElement) {
     const Tensor table("table", DType::f32, 2), slopes("slopes", DType::f32, 1);
     const AttentionSpec s = with_mod(mods::relative_position_bias(table, 8) + slopes(head()) * (kv_idx() - q_idx()));
     const InputGradPlan p = plan_input_grads(s, {"table", "slopes"});
     ASSERT_EQ(p.sites.size(), 2u);
-    int diagonals = 0;
+    int tables = 0;
     for (const auto& site : p.sites) {
         EXPECT_FALSE(site.store);
-        if (site.diagonal) {
-            ++diagonals;
-            EXPECT_EQ(site.diag_dim, 1);
+        if (site.table) {
+            ++tables;
+            EXPECT_EQ(site.table_dim, 1);
             EXPECT_EQ(site.accum, -1);
             EXPECT_EQ(p.outputs[static_cast<size_t>(site.output)].name, "table");
             EXPECT_FALSE(p.outputs[static_cast<size_t>(site.output)].stored);
@@ -75,44 +75,68 @@ TEST(InputGrads, DiagonalReadSummedPerTableElement) {
             EXPECT_EQ(site.accum, 0);
         }
     }
-    EXPECT_EQ(diagonals, 1);
+    EXPECT_EQ(tables, 1);
     const KernelPlan plan = lower(s, spec_inputs(s), KernelKind::backward_dq, {"table", "slopes"});
     EXPECT_EQ(plan.grad_accums(), 1);
     EXPECT_EQ(plan.grad_accum_outputs(), 2);
-    EXPECT_GE(plan.grad_diag_output(), 0);
+    EXPECT_GE(plan.grad_table_output(), 0);
     const std::string src = generate(plan, make_config(s, KernelKind::backward_dq, "sm_80"), "sm_80").source;
-    EXPECT_NE(src.find("kInputGradDiagOutput = " + std::to_string(plan.grad_diag_output()) + ";"), std::string::npos);
-    for (const char* hook : {"grad_diag_len(", "grad_diag_step(", "grad_diag_dense(", "acc.diag_add("})
+    EXPECT_NE(src.find("kInputGradTableOutput = " + std::to_string(plan.grad_table_output()) + ";"), std::string::npos);
+    for (const char* hook : {"grad_table_len(", "grad_table_step(", "grad_table_dense(", "acc.table_add("})
         EXPECT_NE(src.find(hook), std::string::npos) << hook;
-    // No diagonal site: none of it.
+    // No table site: none of it.
     const std::string plain =
         generate(lower(s, spec_inputs(s), KernelKind::backward_dq, {"slopes"}), make_config(s, KernelKind::backward_dq, "sm_80"),
                  "sm_80")
             .source;
-    EXPECT_EQ(plain.find("kInputGradDiagOutput"), std::string::npos);
-    EXPECT_EQ(plain.find("grad_diag_"), std::string::npos);
+    EXPECT_EQ(plain.find("kInputGradTableOutput"), std::string::npos);
+    EXPECT_EQ(plain.find("grad_table_"), std::string::npos);
+}
+
+// Gathered reads with one varying index are table sites too: the index that reads a tensor
+// (doc[kv_idx]) or several coordinates (q_idx + kv_idx) is the table dimension; the head
+// index beside it is fixed per CTA.
+TEST(InputGrads, GatheredReadWithOneVaryingIndexIsATableSite) {
+    const Tensor seg_bias("seg_bias", DType::f32, 2), seg("seg", DType::i32, 1), t("t", DType::f32, 2);
+    const struct {
+        AttentionSpec spec;
+        std::string name;
+        int dim;
+    } cases[] = {{with_mod(score() + seg_bias(head(), seg(kv_idx()))), "seg_bias", 1},
+                 {with_mod(score() + t(q_idx() + kv_idx(), head())), "t", 0},
+                 {with_mod(score() * t(kv_head(), kv_idx() % 8)), "t", 1}};
+    for (const auto& c : cases) {
+        const InputGradPlan p = plan_input_grads(c.spec, {c.name});
+        ASSERT_EQ(p.sites.size(), 1u) << c.name;
+        EXPECT_TRUE(p.sites[0].table) << c.name;
+        EXPECT_FALSE(p.sites[0].store);
+        EXPECT_EQ(p.sites[0].table_dim, c.dim) << c.name;
+        EXPECT_EQ(p.sites[0].accum, -1);
+        const KernelPlan plan = lower(c.spec, spec_inputs(c.spec), KernelKind::backward_dq, {c.name});
+        EXPECT_EQ(plan.grad_table_output(), 0);
+    }
 }
 
 TEST(InputGrads, UnsupportedReadsAreUserErrors) {
     const Tensor table("table", DType::f32, 2), kvb("kv_bias", DType::f32, 2), bias("bias", DType::f32, 4),
         doc("doc", DType::i32, 2);
-    // Diagonal reads: one per backward, each tensor read once, kv_idx - q_idx in one index.
+    // Table reads: one per backward, each tensor read once, one varying index.
     const Tensor table2("table2", DType::f32, 1);
     EXPECT_USER_ERROR(plan_input_grads(with_mod(mods::relative_position_bias(table, 8) +
                                                 table2(clamp(q_idx() - kv_idx(), -3, 3) + 3)),
                                        {"table", "table2"}),
-                      "the gradients of two tensors read along diagonals");
+                      "the gradients of two tensors read through an index that varies");
     EXPECT_USER_ERROR(plan_input_grads(with_mod(mods::relative_position_bias(table, 8) +
                                                 table(head(), clamp(kv_idx() - q_idx(), -2, 2) + 2)),
                                        {"table"}),
-                      "the gradient of tensor 'table' is read along diagonals");
+                      "the gradient of tensor 'table' is a table read");
     EXPECT_USER_ERROR(plan_input_grads(with_mod(score() + table(kv_idx() - q_idx() + 40, q_idx() - kv_idx() + 40)),
                                        {"table"}),
-                      "kv_idx - q_idx in more than one index");
+                      "in more than one dimension");
+    EXPECT_USER_ERROR(plan_input_grads(with_mod(score() + table(doc(batch(), kv_idx()), q_idx() + kv_idx())), {"table"}),
+                      "in more than one dimension");
     EXPECT_USER_ERROR(plan_input_grads(with_mod(score() + kvb(head(), kv_idx())), {"kv_bias"}), "is a per-key read");
     EXPECT_USER_ERROR(plan_input_grads(with_mod(score() + kvb(head(), q_idx())), {"kv_bias"}), "is a per-query read");
-    EXPECT_USER_ERROR(plan_input_grads(with_mod(score() + kvb(head(), q_idx() + kv_idx())), {"kv_bias"}),
-                      "is a gathered read");
     // A stored tensor read elsewhere too.
     EXPECT_USER_ERROR(plan_input_grads(with_mod(score() + bias(batch(), head(), q_idx(), kv_idx()) +
                                                 bias(batch(), head(), kv_idx(), q_idx())),

@@ -20,7 +20,8 @@ struct InputGradSpec {
 };
 
 // bias [B, Hq, Nq, Nk] (f32 or the dtype given), slopes [Hq] f32, temp [1] f32, scalar cap,
-// relative-position tables table [Hq, 17] and kv_table [Hkv, 9] f32.
+// relative-position tables table [Hq, 17] and kv_table [Hkv, 9] f32, a table gathered
+// through an int tensor seg_bias [Hq, S] f32 at seg [Nk] i32.
 inline std::vector<InputGradSpec> input_grad_specs(DType dtype, int head_dim, DType bias_dtype = DType::f32) {
     using namespace dsl;
     const Tensor bias("bias", bias_dtype, 4), slopes("slopes", DType::f32, 1), temp("temp", DType::f32, 1);
@@ -50,6 +51,10 @@ inline std::vector<InputGradSpec> input_grad_specs(DType dtype, int head_dim, DT
                                                     slopes(head()) * (kv_idx() - q_idx())))
                        .mask(mods::causal()),
                    {"kv_table", "slopes"}});
+    // A gathered read (its index read from a tensor): a table site like the diagonal ones.
+    const Tensor seg_bias("seg_bias", DType::f32, 2), seg("seg", DType::i32, 1);
+    out.push_back({"gather_segment", base().score_mod(score() + seg_bias(head(), seg(kv_idx()))).mask(mods::causal()),
+                   {"seg_bias"}});
     return out;
 }
 

@@ -419,7 +419,9 @@ TEST(BackwardErrors, SpecWithoutLseIsRefused) {
 // order): relative_position_bias's rel_table [Hq, 65] (both ends saturate: Nq and Nk > 32),
 // under a causal mask (skipped tiles, the -m end), and a table per kv head [Hkv, 17] read
 // with the softcap (summed over the query heads of a group, with a partial that depends
-// on the score). The gradient buffers are poisoned first: every element must be written.
+// on the score); a gathered table read through an int tensor, seg_bias[h, seg[j]] (the same
+// table-site sum, its index computed from a tensor), under a causal mask. The gradient
+// buffers are poisoned first: every element must be written.
 
 enum class GradKind {
     FullBias,
@@ -432,7 +434,8 @@ enum class GradKind {
     Combined,
     RelTable,
     RelTableCausal,
-    RelTableKvHead
+    RelTableKvHead,
+    GatherSegment
 };
 
 const char* grad_kind_name(GradKind k) {
@@ -448,6 +451,7 @@ const char* grad_kind_name(GradKind k) {
     case GradKind::RelTable: return "rel_table";
     case GradKind::RelTableCausal: return "rel_table_causal";
     case GradKind::RelTableKvHead: return "rel_table_kv_head";
+    case GradKind::GatherSegment: return "gather_segment";
     }
     return "?";
 }
@@ -527,6 +531,19 @@ Problem make_tensor_grad_problem(const TensorGradCase& tc, std::set<std::string>
         p.spec = base().score_mod(mods::compose(
             mods::softcap(scalar("cap")), score() + kv_table(kv_head(), clamp(kv_idx() - q_idx(), -8, 8) + 8)));
         wanted = {"kv_table"};
+        break;
+    }
+    case GradKind::GatherSegment: {
+        // Keys in 7 segments of uneven length; segment 6 (last element) is read by no key.
+        constexpr int64_t kSegments = 7;
+        HostTensor seg(DType::i32, {Nk}), table(DType::f32, {Hq, kSegments});
+        for (int64_t j = 0; j < Nk; ++j) seg.set({j}, static_cast<double>((j * j / 7 + j) % (kSegments - 1)));
+        reference::fill_normal(table, c.seed() + 35);
+        add("seg", std::move(seg));
+        add("seg_bias", std::move(table));
+        const dsl::Tensor seg_t("seg", DType::i32, 1), seg_bias("seg_bias", DType::f32, 2);
+        p.spec = base().score_mod(score() + seg_bias(head(), seg_t(kv_idx()))).mask(mods::causal());
+        wanted = {"seg_bias"};
         break;
     }
     case GradKind::Combined: {
@@ -698,12 +715,12 @@ std::vector<TensorGradCase> tensor_grad_matrix() {
     const GradKind kinds[] = {GradKind::FullBias,      GradKind::FullBiasCausal, GradKind::BroadcastBias,
                               GradKind::HeadBias,      GradKind::Alibi,          GradKind::Temperature,
                               GradKind::SoftcapScalar, GradKind::Combined,       GradKind::RelTable,
-                              GradKind::RelTableCausal, GradKind::RelTableKvHead};
+                              GradKind::RelTableCausal, GradKind::RelTableKvHead, GradKind::GatherSegment};
     for (GradKind k : kinds)
         for (DType dt : {DType::bf16, DType::f16, DType::f32})
             cases.push_back({k, make_case(Mod::Plain, dt, 64, {2, 4, 2, 129, 255})});  // ragged GQA
     for (GradKind k : {GradKind::FullBiasCausal, GradKind::BroadcastBias, GradKind::Combined, GradKind::RelTable,
-                       GradKind::RelTableKvHead})
+                       GradKind::RelTableKvHead, GradKind::GatherSegment})
         cases.push_back({k, make_case(Mod::Plain, DType::bf16, 128, {1, 2, 1, 77, 300})});
     // Relative-position tables: a query-heavy ragged shape (j - i down to -299) and a table
     // wider than the score matrix's diagonals (elements no score element reads: zero).
@@ -745,7 +762,7 @@ INSTANTIATE_TEST_SUITE_P(Kinds, TensorGradDeterminism,
                          ::testing::Values(GradKind::FullBiasCausal, GradKind::BroadcastBias, GradKind::HeadBias,
                                            GradKind::Alibi, GradKind::Temperature, GradKind::SoftcapScalar,
                                            GradKind::Combined, GradKind::RelTable, GradKind::RelTableCausal,
-                                           GradKind::RelTableKvHead),
+                                           GradKind::RelTableKvHead, GradKind::GatherSegment),
                          [](const ::testing::TestParamInfo<GradKind>& info) { return grad_kind_name(info.param); });
 
 // Bad gradient outputs are user errors and nothing is written.

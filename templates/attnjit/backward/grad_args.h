@@ -38,22 +38,23 @@ struct GradArg {
 // element's partials in CTA order and stores the gradients. Deterministic: the order of
 // the sum does not depend on which CTA finishes last.
 //
-// The one diagonal site (table[h][clamp(k - q, -m, m) + m], Variant::kInputGradDiagOutput):
+// The one table site (one index varies: table[h][clamp(k - q, -m, m) + m], t[h][doc[k]];
+// Variant::kInputGradTableOutput):
 // each thread adds its elements' contributions, in its own fixed order, into its own row
-// of diag_len fp32 table elements (diag_rows, cleared by the thread first); at its end
-// the CTA sums its threads' rows per table element in thread order into diag_partials
-// and writes diag_base (the dense index of table element 0 of its (b, h), -1 outside the
+// of table_len fp32 table elements (table_rows, cleared by the thread first); at its end
+// the CTA sums its threads' rows per table element in thread order into table_partials
+// and writes table_base (the dense index of table element 0 of its (b, h), -1 outside the
 // tensor); the last CTA sums every gradient element's partials in CTA order.
 struct GradWork {
     float* partials;    // [sites][ctas]
     long long* index;   // [sites][ctas], -1: the site's element is outside the tensor (contributes nothing)
     unsigned* ticket;   // one counter, zero before the launch
     int ctas;           // CTAs of the backward_dq grid
-    int diag_threads;   // threads per CTA the rows were allocated for (the kernel's block)
-    long long diag_len;      // table elements per (b, h) (Variant::grad_diag_len), 0: no diagonal site
-    float* diag_rows;        // [ctas][diag_threads][diag_len]
-    float* diag_partials;    // [ctas][diag_len]
-    long long* diag_base;    // [ctas]
+    int table_threads;   // threads per CTA the rows were allocated for (the kernel's block)
+    long long table_len;      // table elements per (b, h) (Variant::grad_table_len), 0: no table site
+    float* table_rows;        // [ctas][table_threads][table_len]
+    float* table_partials;    // [ctas][table_len]
+    long long* table_base;    // [ctas]
 };
 
 }  // namespace attnjit

@@ -16,12 +16,13 @@
 //       this CTA's (b, h), -1 outside the tensor), grad_site_output(n),
 //       kInputGradOutputs, grad_output_size(p, o), grad_output_store(p, o, dense, v)
 //
-// The diagonal site (kInputGradDiagOutput >= 0; table[h][clamp(k - q, -m, m) + m]): input_grads
-// adds dT * partial into acc.diag[x] (diag_add), the thread's own row of table elements in GradWork
+// The table site (kInputGradTableOutput >= 0; one varying index: table[h][clamp(k - q, -m, m) + m],
+// t[h][doc[k]]): input_grads
+// adds dT * partial into acc.table[x] (table_add), the thread's own row of table elements in GradWork
 // (begin_input_grads clears it); finish_input_grads sums the CTA's rows per element in
-// thread order into diag_partials[cta], and the last CTA sums, for every gradient element,
-// the partials of the CTAs whose (b, h) reads it, in CTA order (grad_diag_len,
-// grad_diag_step, grad_diag_dense give the element of table element x of a CTA).
+// thread order into table_partials[cta], and the last CTA sums, for every gradient element,
+// the partials of the CTAs whose (b, h) reads it, in CTA order (grad_table_len,
+// grad_table_step, grad_table_dense give the element of table element x of a CTA).
 //
 // Reduced sites (finish_input_grads): each CTA sums its threads' acc[n] in a fixed order
 // (warp butterfly, then warps in order) into partials[n][cta]; the CTA whose ticket says
@@ -51,30 +52,30 @@ template <class Variant>
 struct InputGradAcc {
     static constexpr int kN = Variant::kInputGradAccums > 0 ? Variant::kInputGradAccums : 1;
     float v[kN];
-    float* diag;  // the thread's row of diagonal table elements (begin_input_grads), else null
+    float* table;  // the thread's row of table elements (begin_input_grads), else null
     // The run of contributions to one table element in registers (consecutive elements of
     // a thread often read the same one: where clamp saturates), added to its row slot
     // when the element changes and at the end: still the thread's fixed order.
-    long long diag_x;
-    float diag_run;
+    long long table_x;
+    float table_run;
     __device__ __forceinline__ void clear() {
 #pragma unroll
         for (int n = 0; n < kN; ++n) v[n] = 0.f;
-        diag = nullptr;
-        diag_x = -1;
-        diag_run = 0.f;
+        table = nullptr;
+        table_x = -1;
+        table_run = 0.f;
     }
-    __device__ __forceinline__ void diag_add(long long x, float c) {
-        if (x != diag_x) {
-            diag_flush();
-            diag_x = x;
+    __device__ __forceinline__ void table_add(long long x, float c) {
+        if (x != table_x) {
+            table_flush();
+            table_x = x;
         }
-        diag_run += c;
+        table_run += c;
     }
-    __device__ __forceinline__ void diag_flush() {
-        if (diag_x >= 0) diag[diag_x] += diag_run;
-        diag_x = -1;
-        diag_run = 0.f;
+    __device__ __forceinline__ void table_flush() {
+        if (table_x >= 0) table[table_x] += table_run;
+        table_x = -1;
+        table_run = 0.f;
     }
 };
 
@@ -83,17 +84,17 @@ __device__ __forceinline__ int input_grad_cta() {
     return static_cast<int>((blockIdx.z * gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x);
 }
 
-// Before the main loop, after acc.clear(): the thread's row of the diagonal site's table
-// elements (GradWork::diag_rows), cleared by the thread (only it writes the row until the
+// Before the main loop, after acc.clear(): the thread's row of the table site's table
+// elements (GradWork::table_rows), cleared by the thread (only it writes the row until the
 // CTA's end, in its own order of elements: a fixed order).
 template <class Variant, class Params, int kThreads>
 __device__ __forceinline__ void begin_input_grads(const Params& p, InputGradAcc<Variant>& acc) {
-    if constexpr (Variant::kInputGradDiagOutput >= 0) {
+    if constexpr (Variant::kInputGradTableOutput >= 0) {
         const GradWork& w = p.grad_work;
-        if (w.diag_threads != kThreads) __trap();  // the rows were sized for another block (a bug)
-        const long long len = w.diag_len;
-        acc.diag = w.diag_rows + (static_cast<long long>(input_grad_cta()) * kThreads + threadIdx.x) * len;
-        for (long long x = 0; x < len; ++x) acc.diag[x] = 0.f;
+        if (w.table_threads != kThreads) __trap();  // the rows were sized for another block (a bug)
+        const long long len = w.table_len;
+        acc.table = w.table_rows + (static_cast<long long>(input_grad_cta()) * kThreads + threadIdx.x) * len;
+        for (long long x = 0; x < len; ++x) acc.table[x] = 0.f;
     }
 }
 
@@ -158,19 +159,19 @@ __device__ __forceinline__ void finish_input_grads(const Params& p, const typena
             }
             block_sync();
         }
-        if constexpr (Variant::kInputGradDiagOutput >= 0) {
-            acc.diag_flush();
+        if constexpr (Variant::kInputGradTableOutput >= 0) {
+            acc.table_flush();
             block_sync();
             // The CTA's threads' rows summed per table element in thread order (the rows
             // are this CTA's own writes: visible after the barrier).
-            const long long len = w.diag_len;
-            const float* rows = w.diag_rows + static_cast<long long>(cta) * kThreads * len;
+            const long long len = w.table_len;
+            const float* rows = w.table_rows + static_cast<long long>(cta) * kThreads * len;
             for (long long x = tid; x < len; x += kThreads) {
                 float s = 0.f;
                 for (int t = 0; t < kThreads; ++t) s += rows[t * len + x];
-                w.diag_partials[static_cast<long long>(cta) * len + x] = s;
+                w.table_partials[static_cast<long long>(cta) * len + x] = s;
             }
-            if (tid == 0) w.diag_base[cta] = Variant::grad_diag_dense(p, hd, 0);
+            if (tid == 0) w.table_base[cta] = Variant::grad_table_dense(p, hd, 0);
             grad_detail::fence_gpu();  // each thread's partials, before tid 0's ticket
             block_sync();
         }
@@ -196,7 +197,7 @@ __device__ __forceinline__ void finish_input_grads(const Params& p, const typena
         long long* st_index = reinterpret_cast<long long*>(smem + (64 + kChunk) * 4);      // [kStage]
         float* st_value = reinterpret_cast<float*>(st_index + kStage);                     // [kStage]
         for (int o = 0; o < Variant::kInputGradOutputs; ++o) {  // (2)
-            if (o == Variant::kInputGradDiagOutput) continue;  // (3)
+            if (o == Variant::kInputGradTableOutput) continue;  // (3)
             const long long size = Variant::grad_output_size(p, o);
             for (long long e0 = 0; e0 < size; e0 += kChunk) {
                 for (int e = tid; e < kChunk; e += kThreads) sum[e] = 0.f;
@@ -223,21 +224,21 @@ __device__ __forceinline__ void finish_input_grads(const Params& p, const typena
                 block_sync();
             }
         }
-        if constexpr (Variant::kInputGradDiagOutput >= 0) {  // (3)
-            // Every element of the diagonal site's gradient, by one thread: the partials of
+        if constexpr (Variant::kInputGradTableOutput >= 0) {  // (3)
+            // Every element of the table site's gradient, by one thread: the partials of
             // the CTAs whose (b, h) reads it, in CTA order (each CTA's table element x of
             // base + x * step; step: the dense distance of consecutive table elements).
-            constexpr int o = Variant::kInputGradDiagOutput;
-            const long long size = Variant::grad_output_size(p, o), len = w.diag_len;
-            const long long step = Variant::grad_diag_step(p);  // >= 1
+            constexpr int o = Variant::kInputGradTableOutput;
+            const long long size = Variant::grad_output_size(p, o), len = w.table_len;
+            const long long step = Variant::grad_table_step(p);  // >= 1
             for (long long e = tid; e < size; e += kThreads) {
                 float s = 0.f;
                 for (int c = 0; c < w.ctas; ++c) {
-                    const long long base = w.diag_base[c];
+                    const long long base = w.table_base[c];
                     if (base < 0 || e < base) continue;
                     const long long off = e - base;
                     const long long x = step == 1 ? off : off % step == 0 ? off / step : len;  // len: none
-                    if (x < len) s += w.diag_partials[static_cast<long long>(c) * len + x];
+                    if (x < len) s += w.table_partials[static_cast<long long>(c) * len + x];
                 }
                 Variant::grad_output_store(p, o, e, s);
             }

@@ -25,9 +25,10 @@ struct VariantDefaults {
     static constexpr bool kInputGradZeroFill = false;  // input_grads_zero(p, hd, q, k) before the main loop
     static constexpr int kInputGradAccums = 0;         // sites summed per CTA, then across CTAs
     static constexpr int kInputGradOutputs = 0;        // gradient outputs those sites write
-    // The output of the one diagonal site (table[h][clamp(k - q, -m, m) + m]), -1: none;
-    // its hooks grad_diag_len(p), grad_diag_dense(p, hd, x) (common/input_grads.cuh).
-    static constexpr int kInputGradDiagOutput = -1;
+    // The output of the one table site (one varying index: table[h][clamp(k - q, -m, m) + m],
+    // t[h][doc[k]]), -1: none;
+    // its hooks grad_table_len(p), grad_table_dense(p, hd, x) (common/input_grads.cuh).
+    static constexpr int kInputGradTableOutput = -1;
     // backward_dkdv only: finish_input_grad_planes(p, first, step) sums the planes of
     // elementwise gradients (backward/grad_args.h) over a grid-stride range.
     static constexpr bool kInputGradPlanes = false;
