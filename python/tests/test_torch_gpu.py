@@ -495,7 +495,7 @@ def _captured_cases(B, Hq, Nq, Nk, dtype):
         "rel_table_causal": (lambda t: mods.relative_position_bias(t, 16), True,
                              lambda s, b, h, i, j, t: s + t.double()[h, (j - i).clamp(-16, 16) + 16], table, True),
         # a table gathered through an int tensor (the segment of each key): summed per element
-        "gather_segment": (lambda t: (lambda s, b, h, i, j: s + t[h, seg[j]]), True,
+        "gather_segment": (lambda t: (lambda s, b, h, i, j: s + t[h, seg[j].clamp(0, 6)]), True,
                            lambda s, b, h, i, j, t: s + t.double()[h, seg[j].long()], seg_bias, True),
     }
 

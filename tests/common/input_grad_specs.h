@@ -53,7 +53,7 @@ inline std::vector<InputGradSpec> input_grad_specs(DType dtype, int head_dim, DT
                    {"kv_table", "slopes"}});
     // A gathered read (its index read from a tensor): a table site like the diagonal ones.
     const Tensor seg_bias("seg_bias", DType::f32, 2), seg("seg", DType::i32, 1);
-    out.push_back({"gather_segment", base().score_mod(score() + seg_bias(head(), seg(kv_idx()))).mask(mods::causal()),
+    out.push_back({"gather_segment", base().score_mod(score() + seg_bias(head(), clamp(seg(kv_idx()), 0, 6))).mask(mods::causal()),
                    {"seg_bias"}});
     return out;
 }

@@ -419,9 +419,9 @@ TEST(BackwardErrors, SpecWithoutLseIsRefused) {
 // order): relative_position_bias's rel_table [Hq, 65] (both ends saturate: Nq and Nk > 32),
 // under a causal mask (skipped tiles, the -m end), and a table per kv head [Hkv, 17] read
 // with the softcap (summed over the query heads of a group, with a partial that depends
-// on the score); a gathered table read through an int tensor, seg_bias[h, seg[j]] (the same
-// table-site sum, its index computed from a tensor), under a causal mask. The gradient
-// buffers are poisoned first: every element must be written.
+// on the score); a table gathered through an int tensor, seg_bias[h, clamp(seg[j], 0, 6)]
+// (the same table-site sum, its index computed from a tensor), under a causal mask. The
+// gradient buffers are poisoned first: every element must be written.
 
 enum class GradKind {
     FullBias,
@@ -542,7 +542,10 @@ Problem make_tensor_grad_problem(const TensorGradCase& tc, std::set<std::string>
         add("seg", std::move(seg));
         add("seg_bias", std::move(table));
         const dsl::Tensor seg_t("seg", DType::i32, 1), seg_bias("seg_bias", DType::f32, 2);
-        p.spec = base().score_mod(score() + seg_bias(head(), seg_t(kv_idx()))).mask(mods::causal());
+        // Bounded in the expression: the forward refuses reads whose index it cannot bound.
+        p.spec = base()
+                     .score_mod(score() + seg_bias(head(), clamp(seg_t(kv_idx()), 0, static_cast<int>(kSegments) - 1)))
+                     .mask(mods::causal());
         wanted = {"seg_bias"};
         break;
     }
