@@ -37,6 +37,7 @@ class Inputs:
     caps: dict              # captured tensors: slopes [H] f32, doc [B, N] i32, bias [1, H, N, N]
     variant: Variant        # the inline mods over caps
     dO: object = None       # gradient of the output (fwdbwd)
+    grad_caps: tuple = ()   # names of the captured tensors that require grad (fwdbwd): bias, slopes
 
 
 @dataclasses.dataclass
@@ -83,7 +84,12 @@ def make_inputs(case: Case) -> Inputs:
         caps["doc"] = torch.tensor(doc_ids(case.B, case.N), dtype=torch.int32, device="cuda")
     if case.variant == "pair_bias":
         caps["bias"] = torch.randn(1, case.H, case.N, case.N, device="cuda", dtype=dt, generator=g)
-    inp = Inputs(q, k, v, caps, inline_variant(case.variant, caps))
+    if grad:  # the float captured tensors are trained too: every implementation gives their gradients
+        for name in ("slopes", "bias"):
+            if name in caps:
+                caps[name].requires_grad_(True)
+    inp = Inputs(q, k, v, caps, inline_variant(case.variant, caps),
+                 grad_caps=tuple(n for n in ("slopes", "bias") if n in caps and grad))
     if grad:
         for t in (inp.q, inp.k, inp.v):
             t.requires_grad_(True)

@@ -4,8 +4,9 @@ For each implementation of a case, in this order:
   1. build (attnjit.compile / create_block_mask / nothing) and a first call, synchronised:
      compile_s = build + first call (JIT, torch.compile, cuDNN plans all land here);
   2. the first call's output against the fp64 reference (reference.check); in fwdbwd mode
-     also its q/k/v gradients against the fp64 reference gradients (reference.check_grads),
-     and ok = both pass;
+     also its q/k/v gradients and those of the captured tensors that require grad (a pair
+     bias, ALiBi slopes) against the fp64 reference gradients (reference.check_grads), and
+     ok = both pass;
   3. a second call between reset_peak_memory_stats() and max_memory_allocated():
      peak_mib = the most memory the call had allocated above what was allocated before it
      (its output included, and in fwdbwd its gradients); deterministic = the second output
@@ -49,7 +50,7 @@ def measure(case, impl, inp, ref, opts, ref_grads=None) -> dict:
     from triton.testing import do_bench
     row: dict = {}
     fwdbwd = case.mode == "fwdbwd"
-    leaves = [inp.q, inp.k, inp.v] if fwdbwd else []
+    leaves = [inp.q, inp.k, inp.v] + [inp.caps[n] for n in inp.grad_caps] if fwdbwd else []
     grad = torch.enable_grad() if fwdbwd else torch.no_grad()
     take_grads(leaves)  # the last implementation's do_bench (or failure) left its .grad
     caught: list = []
@@ -68,7 +69,7 @@ def measure(case, impl, inp, ref, opts, ref_grads=None) -> dict:
         with built.ctx(), grad:
             row.update(check(out, ref, case.dtype))
             if fwdbwd:
-                row.update(check_grads(grads1, ref_grads, case.dtype))
+                row.update(check_grads(grads1, ref_grads, case.dtype, inp.grad_caps))
                 row["ok"] = row["ok"] and row["grad_ok"]
             before = torch.cuda.memory_allocated()
             torch.cuda.reset_peak_memory_stats()

@@ -10,9 +10,12 @@ bf16 2e-2/2e-2, fp16 3e-3/3e-3); NaN or inf never passes. Reported: max_err = ma
 rel_err = ||out - ref||_2 / ||ref||_2, ok, and bad (the number of failing elements).
 
 Gradients (fwdbwd): reference_grad gives fp64 dq, dk, dv of sum(out * dO), chunked the same
-way. check_grads: an element of a gradient g passes when |g - ref| <= t max|ref| + t |ref|
-(reference::gradient_tolerance: t = bf16 1.6e-2, fp16 2e-3, fp32 2e-5). Reported per
-gradient: dq_max_err, dq_rel_err (and dk_, dv_), then grad_ok and grad_bad.
+way, and the gradients of the captured tensors that require grad (a pair bias, ALiBi
+slopes), summed over the blocks. check_grads: an element of a gradient g passes when
+|g - ref| <= t max|ref| + t |ref| (reference::gradient_tolerance: t = bf16 1.6e-2, fp16 2e-3,
+fp32 2e-5; for a captured tensor's gradient, a sum over many score elements whose terms
+cancel, reference::summed_gradient_tolerance: bf16 5e-2, fp16 1e-2, fp32 1e-4). Reported
+per gradient: dq_max_err, dq_rel_err (and dk_, dv_, d<name>_), then grad_ok and grad_bad.
 """
 from __future__ import annotations
 
@@ -20,6 +23,7 @@ import math
 
 TOLERANCE = {"bf16": (2e-2, 2e-2), "fp16": (3e-3, 3e-3), "fp32": (1e-4, 1e-4)}
 GRAD_TOLERANCE = {"bf16": 1.6e-2, "fp16": 2e-3, "fp32": 2e-5}
+SUMMED_GRAD_TOLERANCE = {"bf16": 5e-2, "fp16": 1e-2, "fp32": 1e-4}
 CHUNK_SCORES = 1 << 27  # fp64 scores per query block: 1 GiB
 
 
@@ -83,12 +87,15 @@ def reference(q, k, v, score_mod=None, mask=None, causal=False, scale=None, chun
 
 
 def reference_grad(q, k, v, dO, score_mod=None, mask=None, causal=False, scale=None,
-                   chunk_scores=CHUNK_SCORES):
+                   chunk_scores=CHUNK_SCORES, captured=()):
     """fp64 gradients of sum(out * dO), out = reference(q, k, v, ...): (dq [B, Hq, Nq, D],
-    dk [B, Hkv, Nk, D], dv [B, Hkv, Nk, Dv]). By hand, per block of query rows (as reference):
-    P = softmax(S), dP = dO V^T, dS = P * (dP - rowsum(dO * O)), and dS through score_mod by
-    autograd; dq of a block's rows is complete in the block, dk and dv add up over blocks.
-    Captured tensors are constants. Rows without a kept key have P = 0: zero gradients."""
+    dk [B, Hkv, Nk, D], dv [B, Hkv, Nk, Dv]) and then one per tensor of `captured`. By hand,
+    per block of query rows (as reference): P = softmax(S), dP = dO V^T, dS = P * (dP -
+    rowsum(dO * O)), and dS through score_mod by autograd; dq of a block's rows is complete in
+    the block, dk and dv add up over blocks. `captured`: float64 leaves that require grad,
+    which score_mod reads (the caller builds score_mod over them); their gradients add up
+    over blocks. Other captured tensors are constants. Rows without a kept key have P = 0:
+    zero gradients."""
     import torch
     B, Hq, Nq, D = q.shape
     Hkv, Nk = k.shape[1], k.shape[2]
@@ -102,6 +109,8 @@ def reference_grad(q, k, v, dO, score_mod=None, mask=None, causal=False, scale=N
     dq = torch.empty_like(q64)
     dk = torch.zeros_like(k64)
     dv = torch.zeros_like(v64)
+    captured = list(captured)
+    d_captured = [torch.zeros_like(t, dtype=torch.float64) for t in captured]
     bi = torch.arange(B, device=dev).view(B, 1, 1, 1)
     hi = torch.arange(Hq, device=dev).view(1, Hq, 1, 1)
     kj = torch.arange(Nk, device=dev).view(1, 1, 1, Nk)
@@ -131,7 +140,15 @@ def reference_grad(q, k, v, dO, score_mod=None, mask=None, causal=False, scale=N
             dv += torch.matmul(p.transpose(-1, -2), doc)
             del p, o
         if score_mod is not None:  # a score_mod that ignores the score passes no gradient
-            ds = torch.autograd.grad(s, s_raw, ds)[0] if s.requires_grad else torch.zeros_like(ds)
+            if s.requires_grad:
+                got = torch.autograd.grad(s, [s_raw] + captured, ds, allow_unused=True)
+                ds = got[0] if got[0] is not None else torch.zeros_like(ds)
+                for acc, g in zip(d_captured, got[1:]):
+                    if g is not None:
+                        acc += g
+                del got
+            else:
+                ds = torch.zeros_like(ds)
         del s, s_raw
         with torch.no_grad():
             ds.mul_(scale)
@@ -141,7 +158,7 @@ def reference_grad(q, k, v, dO, score_mod=None, mask=None, causal=False, scale=N
     if groups > 1:
         dk = dk.view(B, Hkv, groups, Nk, D).sum(dim=2)
         dv = dv.view(B, Hkv, groups, Nk, dv.shape[-1]).sum(dim=2)
-    return dq, dk, dv
+    return (dq, dk, dv) + tuple(d_captured)
 
 
 def reference_of(case, inp):
@@ -153,10 +170,16 @@ def reference_of(case, inp):
 
 
 def reference_grads_of(case, inp):
-    """The fp64 reference gradients (dq, dk, dv) of a fwdbwd case's inputs, for inp.dO."""
+    """The fp64 reference gradients of a fwdbwd case's inputs, for inp.dO: dq, dk, dv, then
+    those of the captured tensors in inp.grad_caps (in its order), through float64 leaves."""
     from mods import inline_variant
-    var = inline_variant(case.variant, upcast_caps(inp.caps))
-    return reference_grad(inp.q, inp.k, inp.v, inp.dO, var.score_mod, var.mask, var.causal)
+    caps = upcast_caps(inp.caps)
+    leaves = []
+    for name in inp.grad_caps:
+        caps[name] = inp.caps[name].detach().double().requires_grad_(True)
+        leaves.append(caps[name])
+    var = inline_variant(case.variant, caps)
+    return reference_grad(inp.q, inp.k, inp.v, inp.dO, var.score_mod, var.mask, var.causal, captured=leaves)
 
 
 def _compare(out, ref, atol, rtol):
@@ -193,14 +216,16 @@ def check(out, ref, dtype: str) -> dict:
 GRAD_NAMES = ("dq", "dk", "dv")
 
 
-def check_grads(grads, ref_grads, dtype: str) -> dict:
-    """Compare an implementation's (dq, dk, dv) with reference_grad's. The absolute part of
-    the tolerance scales with the largest reference gradient (as reference::gradient_tolerance:
-    gradients have no natural unit, unlike O, a convex combination of V rows)."""
-    t = GRAD_TOLERANCE[dtype]
+def check_grads(grads, ref_grads, dtype: str, captured_names=()) -> dict:
+    """Compare an implementation's (dq, dk, dv, then the captured tensors' gradients, named
+    d<name> after captured_names) with reference_grad's. The absolute part of the tolerance
+    scales with the largest reference gradient (as reference::gradient_tolerance: gradients
+    have no natural unit, unlike O, a convex combination of V rows)."""
     res: dict = {}
     bad, errors = 0, []
-    for name, g, ref in zip(GRAD_NAMES, grads, ref_grads):
+    names = GRAD_NAMES + tuple("d" + n for n in captured_names)
+    for i, (name, g, ref) in enumerate(zip(names, grads, ref_grads)):
+        t = (GRAD_TOLERANCE if i < len(GRAD_NAMES) else SUMMED_GRAD_TOLERANCE)[dtype]
         res[f"{name}_max_err"] = res[f"{name}_rel_err"] = None
         if g is None or tuple(g.shape) != tuple(ref.shape):
             errors.append(f"{name}: " + ("no gradient" if g is None else

@@ -16,7 +16,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
 import mods  # noqa: E402
-from reference import GRAD_TOLERANCE, check_grads, reference, reference_grad  # noqa: E402
+from reference import GRAD_TOLERANCE, SUMMED_GRAD_TOLERANCE, check_grads, reference, reference_grad  # noqa: E402
 
 
 def naive(q, k, v, score_mod, mask, causal, scale):
@@ -94,6 +94,36 @@ def test_reference_grad_matches_autograd(name, shape, score_mod, mask, causal):
     torch.testing.assert_close(reference(q, k, v, score_mod, mask, causal), out, rtol=1e-12, atol=1e-12)
     if name == "alibi_empty_rows":
         assert torch.all(got[0][:, :, 1::4] == 0)
+
+
+@pytest.mark.parametrize("which", ["slopes", "bias"])
+def test_captured_tensor_gradients_match_autograd(which):
+    # ALiBi slopes [H] and a [1, H, N, N] pair bias read by every batch row, as float64 leaves:
+    # their gradients summed over the blocks of rows (chunked: three rows a block) equal autograd's.
+    B, Hq, Hkv, Nq, Nk, D = 2, 4, 2, 19, 23, 8
+    q, k, v, dO = inputs(B, Hq, Hkv, Nq, Nk, D, D, seed=3)
+    if which == "slopes":
+        t = slopes(Hq)
+        make_mod, mask, causal = mods.alibi, None, True
+    else:
+        t = torch.randn(1, Hq, Nq, Nk, generator=torch.Generator().manual_seed(6), dtype=torch.float64)
+        make_mod, mask, causal = mods.pair_bias, mods.sliding_window(5), False
+    leaf = t.clone().requires_grad_(True)
+    got = reference_grad(q, k, v, dO, make_mod(leaf), mask, causal, captured=[leaf],
+                         chunk_scores=3 * B * Hq * Nk)
+    assert leaf.grad is None and len(got) == 4 and got[3].shape == t.shape
+    want_leaf = t.clone().requires_grad_(True)
+    qkv = [x.double().requires_grad_(True) for x in (q, k, v)]
+    naive(*qkv, make_mod(want_leaf), mask, causal, 1.0 / math.sqrt(D)).backward(dO.double())
+    for g, w in zip(got, [x.grad for x in qkv] + [want_leaf.grad]):
+        torch.testing.assert_close(g, w, rtol=1e-12, atol=1e-12)
+    assert got[3].abs().max() > 0
+    # checked as a summed gradient: one element off by 3x the summed tolerance fails
+    grads = [g.float() for g in got]
+    assert check_grads(grads, got, "fp32", (which,))["grad_ok"]
+    grads[3].view(-1)[2] += 3 * SUMMED_GRAD_TOLERANCE["fp32"] * (got[3].abs().max() + got[3].view(-1)[2].abs())
+    res = check_grads(grads, got, "fp32", (which,))
+    assert not res["grad_ok"] and res["grad_bad"] == 1 and res[f"d{which}_max_err"] > 0
 
 
 @pytest.mark.parametrize("name,shape,score_mod,mask,causal", CASES, ids=[c[0] for c in CASES])
