@@ -131,6 +131,47 @@ def test_compile_fullgraph_softcap_causal_matches_eager():
         assert_same(a.grad, b.grad, which)
 
 
+@needs_inductor
+def test_graphs_hold_the_attnjit_ops(monkeypatch):
+    """The forward graph calls attnjit::attention, the backward graph attnjit::attention_backward,
+    and a compiled training step runs them (not the eager autograd.Function)."""
+    from functorch.compile import make_boxed_func
+    from torch._dynamo.backends.common import aot_autograd
+
+    targets = {"forward": [], "backward": []}
+
+    def recorder(which):
+        def compile_graph(gm, example_inputs):
+            targets[which] += [n.target for n in gm.graph.nodes if n.op == "call_function"]
+            return make_boxed_func(gm.forward)
+        return compile_graph
+
+    calls = []
+    for name in ("_op_forward", "_op_backward", "_call_training"):
+        original = getattr(attnjit.CompiledAttention, name)
+        monkeypatch.setattr(attnjit.CompiledAttention, name,
+                            lambda self, *a, _f=original, _n=name, **kw: calls.append(_n) or _f(self, *a, **kw))
+    compiled = torch.compile(_softcap_model, backend=aot_autograd(fw_compiler=recorder("forward"),
+                                                                  bw_compiler=recorder("backward")), fullgraph=True)
+    q, k, v = qkv(requires_grad=True)
+    compiled(q, k, v).float().sum().backward()
+    assert torch.ops.attnjit.attention.default in targets["forward"], targets["forward"]
+    assert torch.ops.attnjit.attention_backward.default in targets["backward"], targets["backward"]
+    assert calls.count("_op_forward") == 1 and calls.count("_op_backward") == 1 and "_call_training" not in calls, calls
+
+
+@needs_inductor
+def test_compile_new_sequence_length():
+    """A second length recompiles (dynamo then makes the shapes dynamic); results stay eager's."""
+    compiled = torch.compile(_softcap_model, fullgraph=True)
+    with torch.no_grad():
+        for n in (N, N // 2 + 8, N * 2):
+            q = torch.randn(B, H, n, D, device=DEVICE, dtype=torch.bfloat16)
+            k = torch.randn(B, H, n + 3, D, device=DEVICE, dtype=torch.bfloat16)
+            v = torch.randn(B, H, n + 3, D, device=DEVICE, dtype=torch.bfloat16)
+            assert_same(compiled(q, k, v), _softcap_model(q, k, v), f"length {n}")
+
+
 def test_explain_reports_no_graph_break():
     q, k, v = qkv()
     explanation = torch._dynamo.explain(_softcap_model)(q, k, v)
