@@ -20,13 +20,27 @@ _MAX_VARIANTS = 8          # traces kept per callable (int constants / functions
 _kernels = LoadOnce()      # (spec json, device, tile) -> capi.Kernel, shared by all callables
 
 
-def _not_compiling() -> bool:
+def _not_compiling() -> bool:  # torch without torch.library.custom_op (< 2.4)
     return False
 
 
+def _first_is_compiling() -> bool:
+    """Stands for torch.compiler.is_compiling until torch_ops.install() puts that in its place
+    (at import when torch was imported first, else at the first compile() or call). It is
+    marked as a constant-result function (torch_ops), so that dynamo, meeting it first, runs
+    it for real: it installs the torch ops then, and says whether dynamo is tracing."""
+    if "torch" not in sys.modules:
+        return False
+    torch_ops.install()
+    guards = sys.modules.get("torch._guards")
+    return guards is not None and guards.TracingContext.try_get() is not None
+
+
+_first_is_compiling._dynamo_marked_constant = True  # what torch.compiler.assume_constant_result sets
+
 # torch.compiler.is_compiling once torch_ops.install() registered the torch ops (torch >= 2.4):
 # under torch.compile a call then goes through them (torch_ops), never through ctypes here.
-_is_compiling = _not_compiling
+_is_compiling = _first_is_compiling
 
 
 def _torch():

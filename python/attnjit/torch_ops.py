@@ -139,6 +139,12 @@ def _plan_for_functions(score_mod, mask, causal, scale, enable_gqa, return_lse) 
     return plan_name(_cached(score_mod, mask, causal, scale, enable_gqa, return_lse))
 
 
+# torch.compiler.assume_constant_result sets this attribute; set here directly so that attnjit
+# needs neither torch nor torch._dynamo (seconds to import) for it.
+_plan_for_callable._dynamo_marked_constant = True
+_plan_for_functions._dynamo_marked_constant = True
+
+
 # ---- what dynamo traces --------------------------------------------------------------------
 
 def call_compiled(fn, q, k, v, sinks):
@@ -194,18 +200,16 @@ def install() -> bool:
         return _installed
     import torch
 
+    from . import compiled  # noqa: PLC0415
+
     library = getattr(torch, "library", None)
     compiler = getattr(torch, "compiler", None)
     if not all(hasattr(library, n) for n in ("custom_op", "register_fake", "register_autograd")) or not hasattr(
             compiler, "is_compiling"):
+        compiled._is_compiling = compiled._not_compiling
         _installed = False
         return False
     _define_ops(torch)
-    # torch.compiler.assume_constant_result sets this attribute; set here directly so that
-    # installing does not import torch._dynamo (seconds) for programs that never compile.
-    for f in (_plan_for_callable, _plan_for_functions):
-        f._dynamo_marked_constant = True
-    from . import compiled  # noqa: PLC0415
     compiled._is_compiling = compiler.is_compiling
     _installed = True
     return True

@@ -384,3 +384,25 @@ def test_compile_reduce_overhead_mode():
             BIAS.copy_(torch.randn_like(BIAS))
             got = compiled(q, k, v).clone()
             assert_same(got, fn(q, k, v), f"reduce-overhead step {step}")
+
+
+@needs_inductor
+def test_compile_when_attnjit_was_imported_before_torch():
+    """Imported before torch, attnjit registers its ops when dynamo first meets a call."""
+    code = """if True:
+        import attnjit, torch
+        from attnjit import mods
+        SOFTCAP = mods.softcap(20.0)
+        def model(q, k, v):
+            return attnjit.attention(q, k, v, score_mod=SOFTCAP, causal=True)
+        q, k, v = (torch.randn(1, 2, 128, 64, device="cuda", dtype=torch.float16) for _ in range(3))
+        out = torch.compile(model, fullgraph=True)(q, k, v)
+        assert torch.equal(out, model(q, k, v))
+        print("ok")
+    """
+    import subprocess
+    import sys
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (os.path.dirname(os.path.dirname(attnjit.__file__)),
+                                                                  os.environ.get("PYTHONPATH")) if p))
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
+    assert result.returncode == 0 and result.stdout.strip().endswith("ok"), result.stderr[-3000:]
