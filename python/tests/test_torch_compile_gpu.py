@@ -236,6 +236,33 @@ def test_compile_float_scalar_change_gives_the_new_value():
         CAP = 20.0
 
 
+WINDOW = 64  # an int constant of the traced mask: baked into the kernel, guarded
+
+
+def window_mask(b, h, q_idx, kv_idx):
+    return (kv_idx <= q_idx) & (kv_idx > q_idx - WINDOW)
+
+
+@needs_inductor
+def test_compile_int_constant_and_captured_dtype_changes_recompile():
+    global WINDOW, BIAS
+    BIAS = torch.randn(B, H, N, N, device=DEVICE, dtype=torch.float32)
+    fn = attnjit.compile(bias_global, mask=window_mask)
+    compiled = torch.compile(lambda q, k, v: fn(q, k, v), fullgraph=True)
+    q, k, v = qkv()
+    try:
+        with torch.no_grad():
+            first = compiled(q, k, v)
+            assert_same(first, fn(q, k, v), "window 64")
+            WINDOW = 16  # eager traces again; the compiled call fails a guard and recompiles
+            assert_same(compiled(q, k, v), fn(q, k, v), "window 16")
+            assert not torch.equal(first, fn(q, k, v))
+            BIAS = BIAS.to(torch.bfloat16)  # a new dtype: a new trace (and kernel) both ways
+            assert_same(compiled(q, k, v), fn(q, k, v), "bf16 bias")
+    finally:
+        WINDOW = 64
+
+
 @needs_inductor
 def test_compile_gqa_lse_sinks_with_gradients():
     q, k, v = qkv(Hkv=HKV)
