@@ -8,6 +8,8 @@ attnjit's expression language and compiled by attnjit's JIT (through libattnjit_
 
 See python/README.md for the tracing rules, errors and the per-call overhead.
 """
+import sys as _sys
+
 from . import mods, ops
 from .api import attention, compile, spec_json
 from .capture import TensorPlaceholder
@@ -17,6 +19,10 @@ from .errors import (ArgumentError, AttnjitError, InternalError, LibraryNotFound
 from .trace import trace
 
 __version__ = "0.1.0"
+
+if "torch" in _sys.modules:  # register the torch ops now, before any torch.compile (else: on first use)
+    from . import torch_ops as _torch_ops
+    _torch_ops.install()
 
 __all__ = ["attention", "compile", "spec_json", "trace", "mods", "ops", "CompiledAttention",
            "TensorPlaceholder", "AttnjitError", "SpecError", "ArgumentError", "UnsupportedTraceError",

@@ -4,7 +4,9 @@ from __future__ import annotations
 import collections
 import threading
 
+from . import compiled as _compiled
 from . import spec_json as _spec_json
+from . import torch_ops as _torch_ops
 from .compiled import CompiledAttention
 from .trace import trace
 
@@ -47,6 +49,8 @@ def attention(q, k, v, *, score_mod=None, mask=None, causal=False, scale=None, e
     with no kept key gives out = 0, lse = sinks[h]. When sinks.requires_grad, loss.backward()
     fills sinks.grad (deterministic).
     """
+    if _compiled._is_compiling():  # torch.compile (dynamo) is tracing this call: the torch ops
+        return _torch_ops.attention_compiled(q, k, v, score_mod, mask, causal, scale, enable_gqa, return_lse, sinks)
     fn = _cached(score_mod, mask, causal, scale, enable_gqa, return_lse)
     return fn(q, k, v, sinks=sinks)
 

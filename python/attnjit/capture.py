@@ -60,14 +60,18 @@ class TensorPlaceholder:
 class Slot:
     """A place a captured value is read from at every call."""
 
-    __slots__ = ("read", "key", "where", "internal")
+    __slots__ = ("read", "key", "where", "internal", "origin")
 
-    def __init__(self, read, key, where: str, internal: bool = False):
+    def __init__(self, read, key, where: str, internal: bool = False, origin: tuple = ()):
         self.read = read    # () -> the current value
         self.key = key      # identity of the place, to share one input between copies
         self.where = where  # for messages: "closure variable 'bias' of f"
         # a variable of attnjit.mods' own functions, which never rebind them: not guarded
         self.internal = internal
+        # the place itself, ("cell", cell), ("global", namespace, name), ("default", fn, i),
+        # ("kwdefault", fn, name) or ("item", sequence, i): torch_ops builds readers from it
+        # that torch.compile (dynamo) can follow, which `read` (a lambda over a cell) is not
+        self.origin = origin
 
 
 def _is_mods_function(fn) -> bool:
@@ -76,22 +80,22 @@ def _is_mods_function(fn) -> bool:
 
 def cell_slot(cell, name, fn) -> Slot:
     return Slot(lambda: cell.cell_contents, ("cell", id(cell)),
-                f"closure variable '{name}' of {fn.__qualname__}", _is_mods_function(fn))
+                f"closure variable '{name}' of {fn.__qualname__}", _is_mods_function(fn), ("cell", cell))
 
 
 def global_slot(namespace: dict, name, fn) -> Slot:
     return Slot(lambda: namespace[name], ("global", id(namespace), name),
-                f"global '{name}' of module {fn.__module__}", _is_mods_function(fn))
+                f"global '{name}' of module {fn.__module__}", _is_mods_function(fn), ("global", namespace, name))
 
 
 def default_slot(fn, index: int, name) -> Slot:
     return Slot(lambda: fn.__defaults__[index], ("default", id(fn), index),
-                f"default argument '{name}' of {fn.__qualname__}")
+                f"default argument '{name}' of {fn.__qualname__}", origin=("default", fn, index))
 
 
 def kwdefault_slot(fn, name) -> Slot:
     return Slot(lambda: fn.__kwdefaults__[name], ("kwdefault", id(fn), name),
-                f"default argument '{name}' of {fn.__qualname__}")
+                f"default argument '{name}' of {fn.__qualname__}", origin=("kwdefault", fn, name))
 
 
 class TensorInput:
@@ -223,7 +227,8 @@ class Captures:
             self._guard(slot, value, by_identity=True)
             for i, v in enumerate(value):
                 if v is not None:
-                    self._guard(Slot(lambda c=value, i=i: c[i], None, slot.where, slot.internal), v, True)
+                    self._guard(Slot(lambda c=value, i=i: c[i], None, slot.where, slot.internal, ("item", value, i)),
+                                v, True)
             return type(value)(None if v is None else self.copy_function(v) for v in value)
         if value is math:
             return MATH_SHIM

@@ -7,9 +7,10 @@ compiled (attnjit's memory / disk caches, else NVRTC) the first time a key is se
 are not part of the key: the kernel reads them from the tensors."""
 from __future__ import annotations
 
+import sys
 from threading import get_ident
 
-from . import autograd, capi, dtypes, spec_json
+from . import autograd, capi, dtypes, spec_json, torch_ops
 from .errors import ArgumentError, InternalError, RuntimeEnvironmentError
 from ._load_once import LoadOnce
 from .launcher import Launcher
@@ -19,12 +20,37 @@ _MAX_VARIANTS = 8          # traces kept per callable (int constants / functions
 _kernels = LoadOnce()      # (spec json, device, tile) -> capi.Kernel, shared by all callables
 
 
+def _not_compiling() -> bool:  # torch without torch.library.custom_op (< 2.4)
+    return False
+
+
+def _first_is_compiling() -> bool:
+    """Stands for torch.compiler.is_compiling until torch_ops.install() puts that in its place
+    (at import when torch was imported first, else at the first compile() or call). It is
+    marked as a constant-result function (torch_ops), so that dynamo, meeting it first, runs
+    it for real: it installs the torch ops then, and says whether dynamo is tracing."""
+    if "torch" not in sys.modules:
+        return False
+    torch_ops.install()
+    guards = sys.modules.get("torch._guards")
+    return guards is not None and guards.TracingContext.try_get() is not None
+
+
+_first_is_compiling._dynamo_marked_constant = True  # what torch.compiler.assume_constant_result sets
+
+# torch.compiler.is_compiling once torch_ops.install() registered the torch ops (torch >= 2.4):
+# under torch.compile a call then goes through them (torch_ops), never through ctypes here.
+_is_compiling = _first_is_compiling
+
+
 def _torch():
     try:
         import torch
     except ImportError:
         raise RuntimeEnvironmentError("calling attnjit attention needs PyTorch (import torch failed); "
                                       "without torch, attnjit.spec_json() still builds the spec text") from None
+    if torch_ops._installed is None:
+        torch_ops.install()
     return torch
 
 
@@ -68,6 +94,9 @@ class CompiledAttention:
         self.deterministic = bool(deterministic)  # of the backward
         self._variants: list[_Variant] = []
         self._variant = self._add_variant()
+        self._uid = torch_ops.remember(self)  # how compiled graphs name this callable
+        if torch_ops._installed is None and "torch" in sys.modules:
+            torch_ops.install()  # before any torch.compile traces a call of this callable
 
     # ---- inspection ---------------------------------------------------------------------
     @property
@@ -117,11 +146,21 @@ class CompiledAttention:
 
     # ---- the call -----------------------------------------------------------------------
     def __call__(self, q, k, v, sinks=None):
-        variant = self._variant
-        traced = variant.traced
-        if traced.guards and not traced.guards_hold():
-            variant = self._current_variant()
+        if _is_compiling():  # torch.compile (dynamo) is tracing this call: the torch ops
+            return torch_ops.call_compiled(self, q, k, v, sinks)
+        return self._call(q, k, v, sinks)
+
+    def _call(self, q, k, v, sinks=None, op=None):
+        """The call; op = (variant, captured tensors, scalars, need_lse) when the torch op
+        attnjit::attention runs it (below autograd, with the values the graph passed)."""
+        if op is None:
+            variant = self._variant
             traced = variant.traced
+            if traced.guards and not traced.guards_hold():
+                variant = self._current_variant()
+                traced = variant.traced
+        else:
+            variant = op[0]
         qs, ks, vs = q.shape, k.shape, v.shape
         if len(qs) != 4 or len(ks) != 4 or len(vs) != 4:
             self._bad_arguments(q, k, v)
@@ -143,10 +182,14 @@ class CompiledAttention:
         tensors = []
         values = []  # the tensors themselves: a training call keeps them alive
         grad_by_name = {}  # captured tensors that require grad (their gradients come from the backward)
+        given = None if op is None else iter(op[1])
         for read, torch_dtype, ndim, code, t in variant.tensor_reads:
-            value = read()
+            value = read() if given is None else next(given)
             values.append(value)
             if getattr(value, "dtype", None) is not torch_dtype or value.dim() != ndim:
+                if op is not None:
+                    raise InternalError(f"attnjit::attention got captured tensor '{t.name}' as {value.dtype} rank "
+                                        f"{value.dim()}, but its plan was traced for {torch_dtype} rank {ndim}")
                 return self._retrace_call(q, k, v, sinks)
             if value.get_device() != device:
                 raise ArgumentError(f"captured tensor '{t.name}' ({t.slot.where}) is on "
@@ -157,10 +200,12 @@ class CompiledAttention:
                 tensors.append((value.data_ptr(), code, value.shape, value.stride()))
             else:  # a 0-dim tensor is read as a rank-1 tensor of one element
                 tensors.append((value.data_ptr(), code, (1,), (1,)))
-        scalars = [float(read()) for read in variant.scalar_reads]
+        scalars = [float(read()) for read in variant.scalar_reads] if op is None else [float(x) for x in op[2]]
         if sd is not None:  # the sinks tensor takes its place among the spec's tensors
             tensors.insert(variant.sinks_index, (sinks.data_ptr(), dtypes.CODES[sd], sinks.shape, sinks.stride()))
             values.insert(variant.sinks_index, sinks)
+        if op is not None:
+            return self._op_launch(variant, q, k, v, qs, ks, vs, qst, kst, vst, device, tensors, scalars, sd, op[3])
         if (training or grad_by_name) and _torch().is_grad_enabled() and B and Nq and Hq:
             return self._call_training(variant, q, k, v, qs, ks, vs, qst, kst, vst, device, tensors, values, scalars,
                                        grad_by_name, sinks, sd)
@@ -172,6 +217,82 @@ class CompiledAttention:
             out = q.new_empty((B, Hq, Nq, vs[3]))
             return (out, q.new_empty((B, Hq, Nq), dtype=_torch().float32)) if self.return_lse else out
         return launcher(q, k, v, qs, ks, vs, qst, kst, vst, device, tensors, scalars)
+
+    # ---- the torch ops' implementations (torch_ops) -------------------------------------------
+    def _op_forward(self, variant, q, k, v, captured, scalars, sinks, need_lse: bool):
+        """attnjit::attention: (out, lse); lse is empty ([0]) unless need_lse."""
+        return self._call(q, k, v, sinks, (variant, captured, scalars, need_lse))
+
+    def _op_launch(self, variant, q, k, v, qs, ks, vs, qst, kst, vst, device, tensors, scalars, sd, need_lse):
+        B, Hq, Nq = qs[0], qs[1], qs[2]
+        torch = _torch()
+        key = (q.dtype, qs[3], vs[3], device, get_ident(), sd) + (("train",) if need_lse else ())
+        launcher = variant.launchers.get(key)
+        if launcher is None:  # with need_lse, the training launcher: the kernel an eager training call runs
+            launcher = self._make_launcher(variant, q, vs[3], device, return_lse=True if need_lse else None,
+                                           sinks_dtype=sd)
+        if B == 0 or Nq == 0 or Hq == 0:
+            out = q.new_empty((B, Hq, Nq, vs[3]))
+        else:
+            out = launcher(q, k, v, qs, ks, vs, qst, kst, vst, device, tensors, scalars)
+        if isinstance(out, tuple):
+            return out
+        return out, q.new_empty((B, Hq, Nq) if need_lse else (0,), dtype=torch.float32)
+
+    def _op_backward(self, variant, d_out, q, k, v, out, lse, captured, scalars, sinks, captured_needs,
+                     sinks_needs):
+        """attnjit::attention_backward: (dq, dk, dv, gradients of the captured tensors asked
+        for, in their order, then of sinks if asked for), as the eager backward computes them."""
+        torch = _torch()
+        device = q.get_device()
+        dq = torch.empty(q.shape, dtype=q.dtype, device=q.device)
+        dk = torch.empty(k.shape, dtype=k.dtype, device=k.device)
+        dv = torch.empty(v.shape, dtype=v.dtype, device=v.device)
+        results, input_grads, grad_by_name = [], [], {}
+        for t, value, need in zip(variant.traced.tensors, captured, captured_needs):
+            if need:
+                g = torch.empty(value.shape, dtype=value.dtype, device=value.device)
+                results.append(g)
+                input_grads.append((t.name, g.reshape(1) if g.dim() == 0 else g))  # the kernels see [1]
+                grad_by_name[t.name] = value
+        sd = None
+        if sinks is not None:
+            sd = dtypes.name_of(sinks.dtype)
+            if sinks_needs:
+                d_sinks = torch.empty(sinks.shape, dtype=sinks.dtype, device=sinks.device)
+                results.append(d_sinks)
+                input_grads.append((variant.sinks_name, d_sinks))
+        B, Hq, Nq = q.shape[0], q.shape[1], q.shape[2]
+        if B == 0 or Hq == 0 or Nq == 0:  # nothing read: every gradient is zero
+            for g in (dq, dk, dv, *results):
+                g.zero_()
+            return dq, dk, dv, results
+        tensors, values = [], []
+        for value, (_, _, ndim, code, _) in zip(captured, variant.tensor_reads):
+            values.append(value)
+            tensors.append((value.data_ptr(), code, value.shape, value.stride()) if ndim else
+                           (value.data_ptr(), code, (1,), (1,)))
+        if sd is not None:
+            tensors.insert(variant.sinks_index, (sinks.data_ptr(), dtypes.CODES[sd], sinks.shape, sinks.stride()))
+            values.insert(variant.sinks_index, sinks)
+        key = (q.dtype, q.shape[3], v.shape[3], device, get_ident(), sd, "train")
+        launcher = variant.launchers.get(key)
+        if launcher is None:
+            launcher = self._make_launcher(variant, q, v.shape[3], device, return_lse=True, sinks_dtype=sd)
+        grads = tuple(sorted(grad_by_name))
+        backward_key = (q.dtype, q.shape[3], v.shape[3], device, grads, sd)
+        backward = variant.backwards.get(backward_key)
+        if backward is None:
+            backward = variant.backwards[backward_key] = autograd.backward_for(
+                launcher.kernel.spec.to_json(), device, None, self.deterministic, grads)
+        call = autograd.Call(backward, dtypes.CODES[dtypes.name_of(q.dtype)], device,
+                             [(value, *t) for value, t in zip(values, tensors)], scalars, grads,
+                             [grad_by_name[n] for n in grads], variant.sinks_name if sd is not None else None)
+        d_o = d_out.contiguous()
+        if d_o.data_ptr() % 16:  # a contiguous view at an odd offset: the kernels load 16 bytes
+            d_o = d_o.clone()
+        call.launch(q, k, v, out, lse, d_o, dq, dk, dv, input_grads)
+        return dq, dk, dv, results
 
     @staticmethod
     def _check_sinks(sinks, q, Hq: int, device: int) -> str:
