@@ -2,6 +2,7 @@
 
 #include "api/backward_launch.h"
 #include "api/prepared_kernel.h"
+#include "codegen/input_grads.h"
 #include "codegen/kernel_config.h"
 #include "codegen/lower.h"
 #include "dsl/printer.h"
@@ -146,13 +147,18 @@ AttentionBackward::AttentionBackward(const AttentionSpec& spec, const CompileOpt
         const codegen::KernelPlan plan = codegen::lower(spec, impl_->inputs, KernelKind::backward_dq, opts.grads);
         impl_->grads = opts.grads;
         impl_->grad_outputs = plan.grad_outputs;
-        for (const auto& site : plan.grad_sites)
-            if (site.store) {
+        // Sites written once per element (elementwise, per query, per key: plan_planes);
+        // per-key sites are backward_dkdv's, not in backward_dq's plan.
+        bool key_sites = false;
+        for (const auto& site : codegen::plan_input_grads(spec, opts.grads).sites)
+            if (site.store || site.per_query || site.per_key) {
                 const std::string& name = plan.grad_outputs[static_cast<size_t>(site.output)].name;
                 impl_->stored_sites.emplace(name, site);
+                key_sites = key_sites || site.per_key;
             }
         impl_->grad_accums = plan.grad_accums();
-        impl_->grad_work = plan.grad_accum_outputs() > 0;
+        // GradWork: backward_dq's per-CTA sums; its ticket also serves backward_dkdv's per-key sums.
+        impl_->grad_work = plan.grad_accum_outputs() > 0 || key_sites;
         for (const auto& site : plan.grad_sites)
             if (site.diagonal) {
                 impl_->diag_name = plan.grad_outputs[static_cast<size_t>(site.output)].name;

@@ -15,8 +15,8 @@ const char* why_unsupported(const GradReductionPlan& r) {
     switch (r.kind) {
     case GradReduction::Elementwise: return nullptr;  // sums over batch and heads: planes
     case GradReduction::Uniform: return nullptr;
-    case GradReduction::PerKey: return "a per-key read (kv_idx, no q_idx): summed over the queries";
-    case GradReduction::PerQuery: return "a per-query read (q_idx, no kv_idx): summed over the keys";
+    case GradReduction::PerKey: return nullptr;    // summed per key in backward_dkdv
+    case GradReduction::PerQuery: return nullptr;  // summed per query row in backward_dq
     case GradReduction::Diagonal: return nullptr;  // checked in plan_input_grads
     case GradReduction::Gather: return "a gathered read (an index computed from other coordinates or tensors)";
     }
@@ -69,13 +69,16 @@ InputGradPlan plan_input_grads(const dsl::AttentionSpec& spec, const std::set<st
             user_error << "the gradient of tensor '" << t.tensor << "' read at " << t.read << " is " << why
                        << " (" << t.reduction
                        << "); attnjit computes captured-tensor gradients of elementwise reads (bias[b, h, q_idx, "
-                          "kv_idx], also broadcast or without the batch or head index), of reads without q_idx and "
-                          "kv_idx (slopes[h], a 0-dim temperature) and of one diagonal read (table[h, clamp(kv_idx - "
-                          "q_idx, -m, m) + m]) so far; drop '"
+                          "kv_idx], also broadcast or without the batch or head index), of per-query and per-key reads "
+                          "(q_bias[b, h, q_idx], kv_bias[h, kv_idx]), of reads without q_idx and kv_idx (slopes[h], a "
+                          "0-dim temperature) and of one diagonal read (table[h, clamp(kv_idx - q_idx, -m, m) + m]) so "
+                          "far; drop '"
                        << t.tensor << "' from the gradients asked for";
         s.store = t.reduction.kind == GradReduction::Elementwise;
         s.diagonal = t.reduction.kind == GradReduction::Diagonal;
-        if (s.store || s.diagonal) set_roles(s);
+        s.per_query = t.reduction.kind == GradReduction::PerQuery;
+        s.per_key = t.reduction.kind == GradReduction::PerKey;
+        if (s.store || s.diagonal || s.per_query || s.per_key) set_roles(s);
         if (s.diagonal) {
             // One index reads kv_idx - q_idx, the others b, h, kv_head or nothing.
             using Role = InputGradSite::Role;
@@ -96,10 +99,11 @@ InputGradPlan plan_input_grads(const dsl::AttentionSpec& spec, const std::set<st
     }
     int diagonals = 0;
     for (const auto& [name, sites] : by_name) {
-        bool store = false, diagonal = false;
+        bool store = false, diagonal = false, row = false;
         for (const auto& s : sites) {
             store = store || s.store;
             diagonal = diagonal || s.diagonal;
+            row = row || s.per_query || s.per_key;
         }
         user_check(!diagonal || sites.size() == 1)
             << "the gradient of tensor '" << name << "' is read along diagonals at " << sites.front().read
@@ -117,6 +121,15 @@ InputGradPlan plan_input_grads(const dsl::AttentionSpec& spec, const std::set<st
             << " and score_mod reads it at " << sites.size() - 1
             << " other place(s) too; attnjit does not sum such gradients yet; drop '" << name
             << "' from the gradients asked for";
+        // One writer per element: a per-query or per-key site stores its row sums (direct
+        // or into planes), which nothing else may add to.
+        const InputGradSite& first = sites.front();
+        user_check(!row || sites.size() == 1)
+            << "the gradient of tensor '" << name << "' is read " << (first.per_key ? "per key" : "per query")
+            << " at " << first.read << " and score_mod reads it at " << sites.size() - 1
+            << " other place(s) too; attnjit sums per-query and per-key gradients of a tensor read once so far; read '"
+            << name << "' once in score_mod (bind the read to a variable), or drop '" << name
+            << "' from the gradients asked for";
     }
     for (const auto& s : g.scalars) {
         InputGradSite site;
@@ -131,11 +144,15 @@ InputGradPlan plan_input_grads(const dsl::AttentionSpec& spec, const std::set<st
     // Outputs with per-CTA sites first (they are numbered 0.. for the last CTA's sums).
     for (int pass = 0; pass < 2; ++pass)
         for (auto& [name, sites] : by_name) {
-            const bool accum = sites.empty() || !sites.front().store;  // no site: zeros, from the last CTA
+            // Sites written once per element (stored, per query, per key) go after the
+            // summed ones; no site: zeros, from the last CTA.
+            const bool accum =
+                sites.empty() || !(sites.front().store || sites.front().per_query || sites.front().per_key);
             if (accum != (pass == 0)) continue;
             InputGradOutput out;
             out.name = name;
-            out.stored = !sites.empty() && sites.front().store;
+            out.stored = !accum;
+            out.per_key = !accum && sites.front().per_key;
             auto t = tensors.find(name);
             out.scalar = t == tensors.end();
             if (!out.scalar) {
@@ -149,9 +166,12 @@ InputGradPlan plan_input_grads(const dsl::AttentionSpec& spec, const std::set<st
                 plan.sites.push_back(s);
             }
         }
-    int slot = 0;
-    for (auto& s : plan.sites)
-        if (!s.store && !s.diagonal) s.accum = slot++;
+    int slot = 0, query_site = 0, key_site = 0;
+    for (auto& s : plan.sites) {
+        if (s.per_query) s.row_site = query_site++;
+        else if (s.per_key) s.row_site = key_site++;
+        else if (!s.store && !s.diagonal) s.accum = slot++;
+    }
     return plan;
 }
 
