@@ -419,7 +419,14 @@ TEST(BackwardErrors, SpecWithoutLseIsRefused) {
 // order): relative_position_bias's rel_table [Hq, 65] (both ends saturate: Nq and Nk > 32),
 // under a causal mask (skipped tiles, the -m end), and a table per kv head [Hkv, 17] read
 // with the softcap (summed over the query heads of a group, with a partial that depends
-// on the score). The gradient buffers are poisoned first: every element must be written.
+// on the score). Per-query biases (summed over each row's keys in backward_dq): q_bias[b,
+// h, q_idx] stored directly under a causal mask, qh_bias[h, q_idx] through planes over the
+// batch under a softcap; per-key biases (summed over each key's queries in backward_dkdv,
+// planes summed by its last CTA): kv_bias[h, kv_idx] under a causal mask (key tiles whose
+// every query tile is skipped store zeros), k_bias[kv_idx] in the problem's dtype, summed
+// over batch and heads under a softcap and a window, and kvh_bias[kv_head, kv_idx] (summed
+// over the group) with q_bias and a full bias in one backward. The gradient buffers are
+// poisoned first: every element must be written.
 
 enum class GradKind {
     FullBias,
@@ -432,7 +439,12 @@ enum class GradKind {
     Combined,
     RelTable,
     RelTableCausal,
-    RelTableKvHead
+    RelTableKvHead,
+    QueryBias,
+    QueryHeadBias,
+    KeyBias,
+    KeyBiasAll,
+    RowColMix
 };
 
 const char* grad_kind_name(GradKind k) {
@@ -448,6 +460,11 @@ const char* grad_kind_name(GradKind k) {
     case GradKind::RelTable: return "rel_table";
     case GradKind::RelTableCausal: return "rel_table_causal";
     case GradKind::RelTableKvHead: return "rel_table_kv_head";
+    case GradKind::QueryBias: return "query_bias";
+    case GradKind::QueryHeadBias: return "query_head_bias";
+    case GradKind::KeyBias: return "key_bias";
+    case GradKind::KeyBiasAll: return "key_bias_all";
+    case GradKind::RowColMix: return "row_col_mix";
     }
     return "?";
 }
@@ -527,6 +544,61 @@ Problem make_tensor_grad_problem(const TensorGradCase& tc, std::set<std::string>
         p.spec = base().score_mod(mods::compose(
             mods::softcap(scalar("cap")), score() + kv_table(kv_head(), clamp(kv_idx() - q_idx(), -8, 8) + 8)));
         wanted = {"kv_table"};
+        break;
+    }
+    case GradKind::QueryBias: {
+        HostTensor t(DType::f32, {B, Hq, Nq});
+        reference::fill_normal(t, c.seed() + 35);
+        add("q_bias", std::move(t));
+        p.spec = base().score_mod(score() + dsl::Tensor("q_bias", DType::f32, 3)(batch(), head(), q_idx()))
+                     .mask(mods::causal());
+        wanted = {"q_bias"};
+        break;
+    }
+    case GradKind::QueryHeadBias: {
+        HostTensor t(DType::f32, {Hq, Nq});
+        reference::fill_normal(t, c.seed() + 36);
+        add("qh_bias", std::move(t));
+        p.in.scalars["cap"] = 4.0;
+        p.spec = base().score_mod(mods::compose(mods::softcap(scalar("cap")),
+                                                score() + dsl::Tensor("qh_bias", DType::f32, 2)(head(), q_idx())));
+        wanted = {"qh_bias"};
+        break;
+    }
+    case GradKind::KeyBias: {
+        HostTensor t(DType::f32, {Hq, Nk});
+        reference::fill_normal(t, c.seed() + 37);
+        add("kv_bias", std::move(t));
+        p.spec = base().score_mod(score() + dsl::Tensor("kv_bias", DType::f32, 2)(head(), kv_idx())).mask(mods::causal());
+        wanted = {"kv_bias"};
+        break;
+    }
+    case GradKind::KeyBiasAll: {
+        HostTensor t(c.dtype, {Nk});
+        reference::fill_normal(t, c.seed() + 38);
+        add("k_bias", std::move(t));
+        p.in.scalars["cap"] = 4.0;
+        p.spec = base()
+                     .score_mod(mods::compose(mods::softcap(scalar("cap")),
+                                              score() + dsl::Tensor("k_bias", c.dtype, 1)(kv_idx())))
+                     .mask(mods::sliding_window(48));
+        wanted = {"k_bias"};
+        break;
+    }
+    case GradKind::RowColMix: {
+        HostTensor qb(DType::f32, {B, Hq, Nq}), kb(DType::f32, {c.hkv, Nk}), t(c.dtype, {B, Hq, Nq, Nk});
+        reference::fill_normal(qb, c.seed() + 39);
+        reference::fill_normal(kb, c.seed() + 40);
+        reference::fill_normal(t, c.seed() + 41);
+        add("q_bias", std::move(qb));
+        add("kvh_bias", std::move(kb));
+        add("bias", std::move(t));
+        p.spec = base()
+                     .score_mod(score() + dsl::Tensor("q_bias", DType::f32, 3)(batch(), head(), q_idx()) +
+                                dsl::Tensor("kvh_bias", DType::f32, 2)(kv_head(), kv_idx()) +
+                                bias(batch(), head(), q_idx(), kv_idx()))
+                     .mask(mods::causal());
+        wanted = {"q_bias", "kvh_bias", "bias"};
         break;
     }
     case GradKind::Combined: {
@@ -671,7 +743,9 @@ Check run_tensor_grad_case(const TensorGradCase& tc) {
         fold(check_gradient(name + " dK", r.g.dk, ref.dk, dt));
         fold(check_gradient(name + " dV", r.g.dv, ref.dv, dt));
         for (const auto& [gname, h] : r.grads.host) {
-            const double t = summed(tc.kind) ? reference::summed_gradient_tolerance(dt) : reference::gradient_tolerance(dt);
+            // The full bias of a mix is one element per score element too.
+            const bool one = !summed(tc.kind) || (tc.kind == GradKind::RowColMix && gname == "bias");
+            const double t = one ? reference::gradient_tolerance(dt) : reference::summed_gradient_tolerance(dt);
             if (h.shape().empty()) {  // a runtime scalar
                 const double a = h.get(static_cast<const int64_t*>(nullptr)), e = ref.dscalars.at(gname);
                 const double tol = t * std::max(std::fabs(e), 1e-6) + t * std::fabs(e);
@@ -710,6 +784,20 @@ std::vector<TensorGradCase> tensor_grad_matrix() {
     for (GradKind k : {GradKind::RelTable, GradKind::RelTableCausal, GradKind::RelTableKvHead})
         cases.push_back({k, make_case(Mod::Plain, DType::f16, 64, {2, 6, 3, 300, 70})});
     cases.push_back({GradKind::RelTable, make_case(Mod::Plain, DType::f32, 32, {1, 2, 2, 9, 20})});
+    // Per-query and per-key sums: every dtype on ragged GQA (f32 runs the simt loop), d128,
+    // d256 (simt for every dtype), a query-heavy and a key-heavy shape, and one tile.
+    const GradKind rows[] = {GradKind::QueryBias, GradKind::QueryHeadBias, GradKind::KeyBias, GradKind::KeyBiasAll,
+                             GradKind::RowColMix};
+    for (GradKind k : rows) {
+        for (DType dt : {DType::bf16, DType::f16, DType::f32})
+            cases.push_back({k, make_case(Mod::Plain, dt, 64, {2, 4, 2, 129, 255})});
+        cases.push_back({k, make_case(Mod::Plain, DType::bf16, 128, {2, 4, 2, 77, 300})});
+        cases.push_back({k, make_case(Mod::Plain, DType::f16, 64, {2, 6, 3, 300, 70})});
+    }
+    for (GradKind k : {GradKind::QueryBias, GradKind::KeyBias, GradKind::RowColMix})
+        cases.push_back({k, make_case(Mod::Plain, DType::bf16, 256, {2, 4, 2, 70, 90})});
+    for (GradKind k : {GradKind::QueryHeadBias, GradKind::KeyBiasAll})
+        cases.push_back({k, make_case(Mod::Plain, DType::f32, 128, {1, 4, 1, 33, 17})});
     Case transposed = make_case(Mod::Plain, DType::bf16, 64, {2, 4, 4, 100, 100});
     transposed.layout = Layout::BNHD;
     cases.push_back({GradKind::Combined, transposed});
@@ -745,7 +833,8 @@ INSTANTIATE_TEST_SUITE_P(Kinds, TensorGradDeterminism,
                          ::testing::Values(GradKind::FullBiasCausal, GradKind::BroadcastBias, GradKind::HeadBias,
                                            GradKind::Alibi, GradKind::Temperature, GradKind::SoftcapScalar,
                                            GradKind::Combined, GradKind::RelTable, GradKind::RelTableCausal,
-                                           GradKind::RelTableKvHead),
+                                           GradKind::RelTableKvHead, GradKind::QueryBias, GradKind::QueryHeadBias,
+                                           GradKind::KeyBias, GradKind::KeyBiasAll, GradKind::RowColMix),
                          [](const ::testing::TestParamInfo<GradKind>& info) { return grad_kind_name(info.param); });
 
 // Bad gradient outputs are user errors and nothing is written.
@@ -810,15 +899,24 @@ TEST(TensorGradErrors, RefusedAtConstruction) {
     ATTNJIT_SKIP_WITHOUT_GPU();
     CompileOptions o;
     {
-        // A per-key read (kv_bias[h, kv_idx]) is not summed yet.
+        // A gathered read (kv_bias[h, q_idx + kv_idx]) is not summed yet, nor a per-key
+        // tensor read twice.
         Problem kvb = make_problem(make_case(Mod::Plain, DType::bf16, 64, {1, 2, 2, 33, 33}));
-        kvb.spec.score_mod(dsl::score() + dsl::Tensor("kv_bias", DType::f32, 2)(dsl::head(), dsl::kv_idx()));
+        const dsl::Tensor kv_bias("kv_bias", DType::f32, 2);
+        kvb.spec.score_mod(dsl::score() + kv_bias(dsl::head(), dsl::q_idx() + dsl::kv_idx()));
         o.grads = {"kv_bias"};
         try {
             AttentionBackward b(kvb.spec, o);
-            ADD_FAILURE() << "no error for a per-key read";
+            ADD_FAILURE() << "no error for a gathered read";
         } catch (const UserError& e) {
-            EXPECT_NE(std::string(e.what()).find("is a per-key read"), std::string::npos) << e.what();
+            EXPECT_NE(std::string(e.what()).find("is a gathered read"), std::string::npos) << e.what();
+        }
+        kvb.spec.score_mod(dsl::score() * kv_bias(dsl::head(), dsl::kv_idx()) + kv_bias(dsl::head(), dsl::kv_idx() + 1));
+        try {
+            AttentionBackward b(kvb.spec, o);
+            ADD_FAILURE() << "no error for a per-key tensor read twice";
+        } catch (const UserError& e) {
+            EXPECT_NE(std::string(e.what()).find("is read per key at"), std::string::npos) << e.what();
         }
     }
     const Problem doc = make_problem(make_case(Mod::DocumentMask, DType::bf16, 64, {1, 2, 2, 33, 33}));
