@@ -23,6 +23,14 @@
 // the partials of the CTAs whose (b, h) reads it, in CTA order (grad_diag_len,
 // grad_diag_step, grad_diag_dense give the element of table element x of a CTA).
 //
+// Per-query sites (kInputGradQuerySites): input_grads adds dT * partial into acc.row_add(n,
+// c), the thread's sum of the row slot the kernel set (acc.slot); after the key loop the
+// threads sharing a row combine in a fixed order and one stores the row's sum
+// (input_grads_query_store: direct, or into the planes backward_dkdv sums). Per-key sites
+// (kInputGradKeySites, backward_dkdv): input_grads_key likewise per key row, stored per
+// query head (input_grads_key_store, store_key_sums), the planes summed by the CTA that
+// finishes last (finish_key_grads).
+//
 // Reduced sites (finish_input_grads): each CTA sums its threads' acc[n] in a fixed order
 // (warp butterfly, then warps in order) into partials[n][cta]; the CTA whose ticket says
 // it finished last sums, for every element, the partials that name it in a fixed order
