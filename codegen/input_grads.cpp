@@ -127,9 +127,9 @@ InputGradPlan plan_input_grads(const dsl::AttentionSpec& spec, const std::set<st
         user_check(!row || sites.size() == 1)
             << "the gradient of tensor '" << name << "' is read " << (first.per_key ? "per key" : "per query")
             << " at " << first.read << " and score_mod reads it at " << sites.size() - 1
-            << " other place(s) too; attnjit sums per-query and per-key gradients of a tensor read once so far; read '"
-            << name << "' once in score_mod (bind the read to a variable), or drop '" << name
-            << "' from the gradients asked for";
+            << " other place(s) too; attnjit sums per-query and per-key gradients of a tensor read at one place so "
+               "far; read '"
+            << name << "' at one place in score_mod, or drop '" << name << "' from the gradients asked for";
     }
     for (const auto& s : g.scalars) {
         InputGradSite site;

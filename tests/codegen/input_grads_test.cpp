@@ -115,7 +115,7 @@ TEST(InputGrads, UnsupportedReadsAreUserErrors) {
                                        {"kv_bias"}),
                       "the gradient of tensor 'kv_bias' is read per key at");
     EXPECT_USER_ERROR(plan_input_grads(with_mod(score() * kvb(head(), q_idx()) + kvb(head(), kv_idx())), {"kv_bias"}),
-                      "read '" "kv_bias' once in score_mod");
+                      "read 'kv_bias' at one place in score_mod");
     EXPECT_USER_ERROR(plan_input_grads(with_mod(score() + kvb(head(), q_idx()) + kvb(0, q_idx())), {"kv_bias"}),
                       "the gradient of tensor 'kv_bias' is read per query at");
     EXPECT_USER_ERROR(plan_input_grads(with_mod(score() + kvb(head(), q_idx() + kv_idx())), {"kv_bias"}),
