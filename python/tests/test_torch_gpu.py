@@ -475,8 +475,8 @@ def _captured_cases(B, Hq, Nq, Nk, dtype):
     slopes = mods.alibi_slopes(Hq, device=DEVICE)
     temp = torch.tensor(0.7, device=DEVICE)
     table = torch.randn(Hq, 33, device=DEVICE)
-    q_bias = torch.randn(B, Hq, Nq, device=DEVICE)
-    qh_bias = torch.randn(Hq, Nq, device=DEVICE)
+    q_bias = 0.5 * torch.randn(B, Hq, Nq, device=DEVICE)
+    qh_bias = 0.5 * torch.randn(Hq, Nq, device=DEVICE)
     kv_bias = torch.randn(Hq, Nk, device=DEVICE)
     k_bias = torch.randn(Nk, device=DEVICE, dtype=dtype)
     return {
@@ -496,11 +496,12 @@ def _captured_cases(B, Hq, Nq, Nk, dtype):
                       lambda s, b, h, i, j, t: s + t.double()[h, (j - i).clamp(-16, 16) + 16], table, True),
         "rel_table_causal": (lambda t: mods.relative_position_bias(t, 16), True,
                              lambda s, b, h, i, j, t: s + t.double()[h, (j - i).clamp(-16, 16) + 16], table, True),
-        # per-query biases: summed over each row's keys (stored directly; over the batch)
-        "q_bias": (lambda t: (lambda s, b, h, i, j: s + t[b, h, i]), True,
-                   lambda s, b, h, i, j, t: s + t.double()[b, h, i], q_bias, True),
-        "qh_bias": (lambda t: (lambda s, b, h, i, j: s + t[h, i]), False,
-                    lambda s, b, h, i, j, t: s + t.double()[h, i], qh_bias, True),
+        # per-query reads: summed over each row's keys (stored directly; over the batch). They
+        # scale the score: a bias added to every key of a row has gradient 0.
+        "q_bias": (lambda t: (lambda s, b, h, i, j: s + s * t[b, h, i]), True,
+                   lambda s, b, h, i, j, t: s + s * t.double()[b, h, i], q_bias, True),
+        "qh_bias": (lambda t: (lambda s, b, h, i, j: s + s * t[h, i]), False,
+                    lambda s, b, h, i, j, t: s + s * t.double()[h, i], qh_bias, True),
         # per-key biases: summed over each key's queries (per query head; over batch and heads)
         "kv_bias": (lambda t: (lambda s, b, h, i, j: s + t[h, j]), True,
                     lambda s, b, h, i, j, t: s + t.double()[h, j], kv_bias, True),
@@ -583,14 +584,14 @@ def test_relative_position_table_gradient_is_deterministic():
 
 
 def test_per_query_and_per_key_gradients_are_deterministic():
-    q_bias = torch.randn(2, 4, 300, device=DEVICE).requires_grad_()
+    q_bias = (0.5 * torch.randn(2, 4, 300, device=DEVICE)).requires_grad_()
     kv_bias = torch.randn(4, 700, device=DEVICE).requires_grad_()
     q, k, v = make_qkv(2, 4, 2, 300, 700, 64, torch.bfloat16)
     grads = []
     for _ in range(2):
         q_bias.grad = kv_bias.grad = None
         out = attnjit.attention(q, k, v, enable_gqa=True, causal=True,
-                                score_mod=lambda s, b, h, i, j: s + q_bias[b, h, i] + kv_bias[h, j])
+                                score_mod=lambda s, b, h, i, j: s + s * q_bias[b, h, i] + kv_bias[h, j])
         (out.float() * 0.5).sum().backward()
         grads.append((q_bias.grad.clone(), kv_bias.grad.clone()))
     assert all(torch.equal(a, b) for a, b in zip(*grads)), "two backward passes on the same inputs differ"

@@ -421,12 +421,14 @@ TEST(BackwardErrors, SpecWithoutLseIsRefused) {
 // with the softcap (summed over the query heads of a group, with a partial that depends
 // on the score). Per-query biases (summed over each row's keys in backward_dq): q_bias[b,
 // h, q_idx] stored directly under a causal mask, qh_bias[h, q_idx] through planes over the
-// batch under a softcap; per-key biases (summed over each key's queries in backward_dkdv,
+// batch under a softcap (q_bias scales the score: s + s q_bias); per-key biases (summed over each key's queries in backward_dkdv,
 // planes summed by its last CTA): kv_bias[h, kv_idx] under a causal mask (key tiles whose
 // every query tile is skipped store zeros), k_bias[kv_idx] in the problem's dtype, summed
 // over batch and heads under a softcap and a window, and kvh_bias[kv_head, kv_idx] (summed
 // over the group) with q_bias and a full bias in one backward. The gradient buffers are
-// poisoned first: every element must be written.
+// poisoned first: every element must be written. (A per-query bias added to every key of a
+// row does not change the softmax, and its gradient is 0: the per-query reads here scale the
+// score, or sit under a softcap.)
 
 enum class GradKind {
     FullBias,
@@ -547,10 +549,13 @@ Problem make_tensor_grad_problem(const TensorGradCase& tc, std::set<std::string>
         break;
     }
     case GradKind::QueryBias: {
+        // A per-row temperature (a per-query bias added to every key of a row would not
+        // change the softmax: its gradient is 0).
         HostTensor t(DType::f32, {B, Hq, Nq});
-        reference::fill_normal(t, c.seed() + 35);
+        reference::fill_normal(t, c.seed() + 35, 0.0, 0.5);
         add("q_bias", std::move(t));
-        p.spec = base().score_mod(score() + dsl::Tensor("q_bias", DType::f32, 3)(batch(), head(), q_idx()))
+        p.spec = base()
+                     .score_mod(score() + score() * dsl::Tensor("q_bias", DType::f32, 3)(batch(), head(), q_idx()))
                      .mask(mods::causal());
         wanted = {"q_bias"};
         break;
@@ -587,14 +592,14 @@ Problem make_tensor_grad_problem(const TensorGradCase& tc, std::set<std::string>
     }
     case GradKind::RowColMix: {
         HostTensor qb(DType::f32, {B, Hq, Nq}), kb(DType::f32, {c.hkv, Nk}), t(c.dtype, {B, Hq, Nq, Nk});
-        reference::fill_normal(qb, c.seed() + 39);
+        reference::fill_normal(qb, c.seed() + 39, 0.0, 0.5);
         reference::fill_normal(kb, c.seed() + 40);
         reference::fill_normal(t, c.seed() + 41);
         add("q_bias", std::move(qb));
         add("kvh_bias", std::move(kb));
         add("bias", std::move(t));
         p.spec = base()
-                     .score_mod(score() + dsl::Tensor("q_bias", DType::f32, 3)(batch(), head(), q_idx()) +
+                     .score_mod(score() + score() * dsl::Tensor("q_bias", DType::f32, 3)(batch(), head(), q_idx()) +
                                 dsl::Tensor("kvh_bias", DType::f32, 2)(kv_head(), kv_idx()) +
                                 bias(batch(), head(), q_idx(), kv_idx()))
                      .mask(mods::causal());
