@@ -1,7 +1,9 @@
 #include "api/attention_backward.h"
 
 #include "api/backward_launch.h"
+#include "api/grad_planes.h"
 #include "api/prepared_kernel.h"
+#include "codegen/input_grads.h"
 #include "codegen/kernel_config.h"
 #include "codegen/lower.h"
 #include "dsl/printer.h"
@@ -82,51 +84,6 @@ struct AttentionBackward::Impl {
     }
 };
 
-namespace {
-
-// Whether an elementwise gradient is stored directly (every element read by exactly one
-// score element: its read is bias[b, h, q_idx, kv_idx] with the tensor's sizes B, Hq, Nq,
-// Nk and no broadcast) or through planes summed by backward_dkdv (backward/grad_args.h):
-// planes over the batch when no non-broadcast dimension is indexed by b, over the query
-// heads likewise for h. Memory: planes x elements x 4 bytes.
-api::GradPlanes plan_planes(const codegen::InputGradSite& site, const TensorView& t, const LaunchArgs& fwd,
-                            const std::string& name) {
-    using Role = codegen::InputGradSite::Role;
-    const int64_t B = fwd.q.shape[0], Hq = fwd.q.shape[1], Hkv = fwd.k.shape[1], Nq = fwd.q.shape[2],
-                  Nk = fwd.k.shape[2];
-    bool b_distinct = false, h_distinct = false, covered = true;
-    api::GradPlanes pl;
-    pl.elems = 1;
-    for (size_t d = 0; d < site.roles.size(); ++d) {
-        const Role role = site.roles[d];
-        const bool broadcast = t.strides[d] == 0;
-        if (!broadcast) pl.elems *= t.shape[d];
-        user_check(!broadcast || t.shape[d] <= 1 || (role != Role::Q && role != Role::K))
-            << "captured tensor '" << name << "' broadcasts (stride 0) in dimension " << d << ", which its read "
-            << site.read << " indexes by " << (role == Role::Q ? "q_idx" : "kv_idx")
-            << ": its gradient would be a sum over " << (role == Role::Q ? "queries" : "keys")
-            << ", which attnjit does not compute yet; pass the tensor expanded to full size, or leave it out of "
-               "CompileOptions.grads";
-        if (role == Role::Batch && !broadcast) b_distinct = true;
-        if ((role == Role::Head || (role == Role::KvHead && Hq == Hkv)) && !broadcast) h_distinct = true;
-        int64_t want = -1;
-        if (site.bare[d]) {
-            if (role == Role::Batch) want = B;
-            if (role == Role::Head) want = Hq;
-            if (role == Role::KvHead && Hq == Hkv) want = Hkv;
-            if (role == Role::Q) want = Nq;
-            if (role == Role::K) want = Nk;
-        }
-        if (want < 0 || t.shape[d] != want || (broadcast && want > 1)) covered = false;
-    }
-    pl.plane_b = !b_distinct && B > 1;
-    pl.plane_h = !h_distinct && Hq > 1;
-    if (covered && !pl.plane_b && !pl.plane_h) pl.elems = 0;  // direct
-    return pl;
-}
-
-}  // namespace
-
 AttentionBackward::AttentionBackward(const AttentionSpec& spec, const CompileOptions& options)
     : impl_(std::make_unique<Impl>()) {
     impl_->inputs = spec_inputs(spec);  // validates
@@ -146,13 +103,18 @@ AttentionBackward::AttentionBackward(const AttentionSpec& spec, const CompileOpt
         const codegen::KernelPlan plan = codegen::lower(spec, impl_->inputs, KernelKind::backward_dq, opts.grads);
         impl_->grads = opts.grads;
         impl_->grad_outputs = plan.grad_outputs;
-        for (const auto& site : plan.grad_sites)
-            if (site.store) {
+        // Sites written once per element (elementwise, per query, per key: api/grad_planes.h);
+        // per-key sites are backward_dkdv's, not in backward_dq's plan.
+        bool key_sites = false;
+        for (const auto& site : codegen::plan_input_grads(spec, opts.grads).sites)
+            if (site.store || site.per_query || site.per_key) {
                 const std::string& name = plan.grad_outputs[static_cast<size_t>(site.output)].name;
                 impl_->stored_sites.emplace(name, site);
+                key_sites = key_sites || site.per_key;
             }
         impl_->grad_accums = plan.grad_accums();
-        impl_->grad_work = plan.grad_accum_outputs() > 0;
+        // GradWork: backward_dq's per-CTA sums; its ticket also serves backward_dkdv's per-key sums.
+        impl_->grad_work = plan.grad_accum_outputs() > 0 || key_sites;
         for (const auto& site : plan.grad_sites)
             if (site.table) {
                 impl_->table_name = plan.grad_outputs[static_cast<size_t>(site.output)].name;
@@ -218,10 +180,10 @@ AttentionBackward::Impl::Launch AttentionBackward::Impl::check(const LaunchArgs&
             }
     }
     const GradArgs& grads_out = l.adjusted ? *l.adjusted : grads_in;
-    // Planes of elementwise gradients that receive sums (plan_planes), zeroed by
+    // Planes of elementwise gradients that receive sums (api/grad_planes.h), zeroed by
     // operator(); summed by backward_dkdv.
     for (const auto& [name, site] : stored_sites) {
-        api::GradPlanes pl = plan_planes(site, grads_out.grads.at(name), fwd, name);
+        api::GradPlanes pl = api::plan_grad_planes(site, grads_out.grads.at(name), fwd, name);
         if (pl.elems == 0) continue;
         const size_t count = static_cast<size_t>((pl.plane_b ? q[0] : 1) * (pl.plane_h ? q[1] : 1));
         pl.planes = reinterpret_cast<float*>(l.plane_bytes);  // offset for now

@@ -68,7 +68,11 @@ public:
             w_.line("static constexpr int kInputGradOutputs = " + std::to_string(plan_.grad_accum_outputs()) + ";");
             if (plan_.grad_table_output() >= 0)
                 w_.line("static constexpr int kInputGradTableOutput = " + std::to_string(plan_.grad_table_output()) + ";");
+            if (plan_.grad_query_sites() > 0)
+                w_.line("static constexpr int kInputGradQuerySites = " + std::to_string(plan_.grad_query_sites()) + ";");
         }
+        if (plan_.grad_planes && plan_.grad_key_sites() > 0)
+            w_.line("static constexpr int kInputGradKeySites = " + std::to_string(plan_.grad_key_sites()) + ";");
         w_.line();
         if (uses_nan_min_max()) {
             w_.line("// min / max that keep NaN (the DSL's meaning; fminf / fmaxf drop it).");
@@ -150,6 +154,7 @@ public:
 
         if (plan_.has_input_grads()) input_grad_hooks();
         if (plan_.grad_planes) plane_hooks();
+        if (plan_.grad_planes && plan_.grad_key_sites() > 0) key_grad_hooks();
 
         w_.line("// Interval analysis of the mask over q in [q0, q1], k in [k0, k1] (codegen/mask_analysis.h).");
         w_.line("template <class Ctx>");
@@ -202,29 +207,91 @@ private:
     void plane_hooks() {
         w_.line("// Elementwise gradients summed over planes (backward/grad_args.h), after backward_dq.");
         w_.open("__device__ static void finish_input_grad_planes(const Params& p, long long first, long long step)");
-        for (const auto& o : plan_.grad_outputs) {
-            if (!o.stored) continue;
-            const std::string f = "p." + grad_field(o.name);
-            w_.line("// '" + o.name + "'");
-            w_.open("if (" + f + ".planes != nullptr)");
-            w_.line("const long long n = " + f + ".plane_elems;");
-            w_.line("const int planes = (" + f + ".plane_b ? p.args.batch : 1) * (" + f +
-                    ".plane_h ? p.args.q_heads : 1);");
-            w_.open("for (long long e = first; e < n; e += step)");
-            w_.line("float sum = 0.f;");
+        for (const auto& o : plan_.grad_outputs)
+            if (o.stored && !o.per_key) plane_sum(o, false);
+        w_.close();
+        w_.line();
+    }
+
+    // The plane-order sum of every element of stored output o, over e = first, first +
+    // step, ...; bypass_l1: load the planes past L1 (the last backward_dkdv CTA reads what
+    // other CTAs of the same launch wrote).
+    void plane_sum(const InputGradOutput& o, bool bypass_l1) {
+        const std::string f = "p." + grad_field(o.name);
+        w_.line("// '" + o.name + "'");
+        w_.open("if (" + f + ".planes != nullptr)");
+        w_.line("const long long n = " + f + ".plane_elems;");
+        w_.line("const int planes = (" + f + ".plane_b ? p.args.batch : 1) * (" + f +
+                ".plane_h ? p.args.q_heads : 1);");
+        w_.open("for (long long e = first; e < n; e += step)");
+        w_.line("float sum = 0.f;");
+        if (bypass_l1)
+            w_.line("for (int i = 0; i < planes; ++i) sum += __ldcg(" + f + ".planes + i * n + e);");
+        else
             w_.line("for (int i = 0; i < planes; ++i) sum += " + f + ".planes[i * n + e];");
-            w_.line("long long dense = e, off = 0;");
-            for (int d = o.rank - 1; d >= 0; --d) {
-                const std::string ds = std::to_string(d);
-                w_.open("if (" + f + ".stride[" + ds + "] != 0)");
-                w_.line("off += dense % " + f + ".shape[" + ds + "] * " + f + ".stride[" + ds + "];");
-                w_.line("dense /= " + f + ".shape[" + ds + "];");
-                w_.close();
-            }
-            w_.line(f + ".ptr[off] = attnjit::FromFloat<" + std::string(cuda_elem_type(o.dtype)) + ">::cvt(sum);");
-            w_.close();
+        w_.line("long long dense = e, off = 0;");
+        for (int d = o.rank - 1; d >= 0; --d) {
+            const std::string ds = std::to_string(d);
+            w_.open("if (" + f + ".stride[" + ds + "] != 0)");
+            w_.line("off += dense % " + f + ".shape[" + ds + "] * " + f + ".stride[" + ds + "];");
+            w_.line("dense /= " + f + ".shape[" + ds + "];");
             w_.close();
         }
+        w_.line(f + ".ptr[off] = attnjit::FromFloat<" + std::string(cuda_elem_type(o.dtype)) + ">::cvt(sum);");
+        w_.close();
+        w_.close();
+    }
+
+    // One row sum of a per-query (coord "q") or per-key (coord "k") site n into its element
+    // of this (b, h): direct, or into the (b, h) plane (backward/grad_args.h).
+    void row_store_hook(const std::string& fn, const std::string& coord, bool key) {
+        w_.open("__device__ static void " + fn + "(const Params& p, const Head& hd, int n, int " + coord + ", float v)");
+        for (size_t n = 0; n < plan_.grad_sites.size(); ++n) {
+            const InputGradSite& g = plan_.grad_sites[n];
+            if (!(key ? g.per_key : g.per_query)) continue;
+            const InputGradOutput& o = output(g);
+            const std::string f = "p." + grad_field(o.name), pre = "g" + std::to_string(n) + "_";
+            w_.line("// tensor '" + o.name + "' at " + dsl_text(g.read));
+            w_.open("if (n == " + std::to_string(g.row_site) + ")");
+            const std::string ok = site_indices(g, pre);
+            w_.line("if (!(" + ok + ")) return;");
+            w_.line("if (" + f + ".planes == nullptr)");
+            w_.line("    " + f + ".ptr[" + site_offset(g, pre) + "] = attnjit::FromFloat<" + cuda_elem_type(o.dtype) +
+                    ">::cvt(v);");
+            w_.line("else");
+            w_.line("    " + f + ".planes[" + plane_index(f) + " * " + f + ".plane_elems + " + dense_index(g, pre) +
+                    "] = v;");
+            w_.line("return;");
+            w_.close();
+        }
+        w_.close();
+        w_.line();
+    }
+
+    // backward_dkdv's per-key sites (common/input_grads.cuh): the contributions, the store
+    // of a key's sum per (b, query head), and the last CTA's plane sums.
+    void key_grad_hooks() {
+        w_.line("// Per-key gradients of captured tensors (codegen/input_grads.h, common/input_grads.cuh): each");
+        w_.line("// read site n adds dt * d t / d read to the thread's sum of its key row (acc.row_add).");
+        w_.line("template <class Acc>");
+        w_.open("__device__ static void input_grads_key(const Params& p, const Head& hd, const Row& r, float s, int q, "
+                "int k, float dt, Acc& acc)");
+        bindings(plan_.grad_bindings, "", true);
+        for (const auto& g : plan_.grad_sites) {
+            if (!g.per_key) continue;
+            w_.line("// tensor '" + output(g).name + "' at " + dsl_text(g.read) + ": d t / d read = " +
+                    dsl_text(g.partial));
+            w_.line("if (dt != 0.f) acc.row_add(" + std::to_string(g.row_site) + ", dt * (" +
+                    emit_expr(g.partial, names_) + "));");
+        }
+        w_.close();
+        w_.line();
+        w_.line("// The sum of key k's column for this (b, h) of per-key site n.");
+        row_store_hook("input_grads_key_store", "k", true);
+        w_.line("// The last backward_dkdv CTA: the plane-order sums of the per-key gradients with planes.");
+        w_.open("__device__ static void finish_key_grad_planes(const Params& p, long long first, long long step)");
+        for (const auto& o : plan_.grad_outputs)
+            if (o.per_key) plane_sum(o, true);
         w_.close();
         w_.line();
     }
@@ -265,6 +332,10 @@ private:
                 w_.line("    " + f + ".planes[" + plane_index(f) + " * " + f + ".plane_elems + " + dense_index(g, pre) +
                         "] = c;");
                 w_.close();
+            } else if (g.per_query) {
+                // The thread's sum of its query row (the slot the caller set).
+                w_.line("if (dt != 0.f) acc.row_add(" + std::to_string(g.row_site) + ", dt * (" +
+                        emit_expr(g.partial, names_) + "));");
             } else if (g.table) {
                 // The thread's own row of table elements (common/input_grads.cuh).
                 const std::string pre = "g" + std::to_string(n) + "_";
@@ -299,11 +370,16 @@ private:
             w_.line();
         }
 
+        if (plan_.grad_query_sites() > 0) {
+            w_.line("// The sum of query row q for this (b, h) of per-query site n.");
+            row_store_hook("input_grads_query_store", "q", false);
+        }
+
         if (plan_.grad_accum_outputs() == 0) return;
         w_.line("// The dense index of summed site n's element for this CTA's (b, h); -1 outside the tensor.");
         w_.open("__device__ static long long grad_site_index(const Params& p, const Head& hd, int n)");
         for (const auto& g : sites) {
-            if (g.store || g.table) continue;
+            if (g.accum < 0) continue;
             w_.open("if (n == " + std::to_string(g.accum) + ")");
             if (!g.read.defined()) {
                 w_.line("return 0;  // a runtime scalar");
@@ -320,7 +396,7 @@ private:
 
         w_.open("__device__ static int grad_site_output(int n)");
         for (const auto& g : sites)
-            if (!g.store && !g.table)
+            if (g.accum >= 0)
                 w_.line("if (n == " + std::to_string(g.accum) + ") return " + std::to_string(g.output) + ";");
         w_.line("return -1;");
         w_.close();

@@ -69,7 +69,9 @@ KernelSource generate(const KernelPlan& plan, const KernelConfig& config, const 
     KernelSource k;
     k.config = config;
     k.arch = arch;
-    k.layout = params_layout(plan.inputs, config.kind, plan.grad_outputs, plan.grad_accum_outputs() > 0);
+    // GradWork: backward_dq's per-CTA sums, or backward_dkdv's ticket for its per-key sums.
+    k.layout = params_layout(plan.inputs, config.kind, plan.grad_outputs,
+                             plan.grad_accum_outputs() > 0 || plan.grad_key_sites() > 0);
     k.threads = threads(config);
     k.smem_bytes = smem_bytes(config);
     k.entry = kind.entry;

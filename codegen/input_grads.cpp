@@ -11,18 +11,6 @@ namespace attnjit::codegen {
 
 namespace {
 
-const char* why_unsupported(const GradReductionPlan& r) {
-    switch (r.kind) {
-    case GradReduction::Elementwise: return nullptr;  // sums over batch and heads: planes
-    case GradReduction::Uniform: return nullptr;
-    case GradReduction::PerKey: return "a per-key read (kv_idx, no q_idx): summed over the queries";
-    case GradReduction::PerQuery: return "a per-query read (q_idx, no kv_idx): summed over the keys";
-    case GradReduction::Diagonal:  // table sites: one varying index, checked in plan_input_grads
-    case GradReduction::Gather: return nullptr;
-    }
-    return "?";
-}
-
 void set_roles(InputGradSite& s) {
     using Role = InputGradSite::Role;
     for (const dsl::Expr& index : s.read.as<dsl::TensorLoad>()->indices) {
@@ -65,18 +53,11 @@ InputGradPlan plan_input_grads(const dsl::AttentionSpec& spec, const std::set<st
         s.read = t.read;
         s.reduction = t.reduction;
         s.partial = t.partial;
-        if (const char* why = why_unsupported(t.reduction))
-            user_error << "the gradient of tensor '" << t.tensor << "' read at " << t.read << " is " << why
-                       << " (" << t.reduction
-                       << "); attnjit computes captured-tensor gradients of elementwise reads (bias[b, h, q_idx, "
-                          "kv_idx], also broadcast or without the batch or head index), of reads without q_idx and "
-                          "kv_idx (slopes[h], a 0-dim temperature) and of one table read per backward (one index "
-                          "computed from q_idx, kv_idx or tensors: table[h, clamp(kv_idx - q_idx, -m, m) + m], "
-                          "t[h, doc[kv_idx]]) so far; drop '"
-                       << t.tensor << "' from the gradients asked for";
         s.store = t.reduction.kind == GradReduction::Elementwise;
         s.table = t.reduction.kind == GradReduction::Diagonal || t.reduction.kind == GradReduction::Gather;
-        if (s.store || s.table) set_roles(s);
+        s.per_query = t.reduction.kind == GradReduction::PerQuery;
+        s.per_key = t.reduction.kind == GradReduction::PerKey;
+        if (s.store || s.table || s.per_query || s.per_key) set_roles(s);
         if (s.table) {
             // One index varies over the score matrix (reads q_idx, kv_idx or a tensor); the
             // others read b, h, kv_head or nothing, so they are fixed within a CTA.
@@ -99,10 +80,11 @@ InputGradPlan plan_input_grads(const dsl::AttentionSpec& spec, const std::set<st
     }
     int tables = 0;
     for (const auto& [name, sites] : by_name) {
-        bool store = false, table = false;
+        bool store = false, table = false, row = false;
         for (const auto& s : sites) {
             store = store || s.store;
             table = table || s.table;
+            row = row || s.per_query || s.per_key;
         }
         user_check(!table || sites.size() == 1)
             << "the gradient of tensor '" << name << "' is a table read at " << sites.front().read
@@ -120,6 +102,15 @@ InputGradPlan plan_input_grads(const dsl::AttentionSpec& spec, const std::set<st
             << " and score_mod reads it at " << sites.size() - 1
             << " other place(s) too; attnjit does not sum such gradients yet; drop '" << name
             << "' from the gradients asked for";
+        // One writer per element: a per-query or per-key site stores its row sums (direct
+        // or into planes), which nothing else may add to.
+        const InputGradSite& first = sites.front();
+        user_check(!row || sites.size() == 1)
+            << "the gradient of tensor '" << name << "' is read " << (first.per_key ? "per key" : "per query")
+            << " at " << first.read << " and score_mod reads it at " << sites.size() - 1
+            << " other place(s) too; attnjit sums per-query and per-key gradients of a tensor read at one place so "
+               "far; read '"
+            << name << "' at one place in score_mod, or drop '" << name << "' from the gradients asked for";
     }
     for (const auto& s : g.scalars) {
         InputGradSite site;
@@ -134,11 +125,15 @@ InputGradPlan plan_input_grads(const dsl::AttentionSpec& spec, const std::set<st
     // Outputs with per-CTA sites first (they are numbered 0.. for the last CTA's sums).
     for (int pass = 0; pass < 2; ++pass)
         for (auto& [name, sites] : by_name) {
-            const bool accum = sites.empty() || !sites.front().store;  // no site: zeros, from the last CTA
+            // Sites written once per element (stored, per query, per key) go after the
+            // summed ones; no site: zeros, from the last CTA.
+            const bool accum =
+                sites.empty() || !(sites.front().store || sites.front().per_query || sites.front().per_key);
             if (accum != (pass == 0)) continue;
             InputGradOutput out;
             out.name = name;
-            out.stored = !sites.empty() && sites.front().store;
+            out.stored = !accum;
+            out.per_key = !accum && sites.front().per_key;
             auto t = tensors.find(name);
             out.scalar = t == tensors.end();
             if (!out.scalar) {
@@ -152,9 +147,12 @@ InputGradPlan plan_input_grads(const dsl::AttentionSpec& spec, const std::set<st
                 plan.sites.push_back(s);
             }
         }
-    int slot = 0;
-    for (auto& s : plan.sites)
-        if (!s.store && !s.table) s.accum = slot++;
+    int slot = 0, query_site = 0, key_site = 0;
+    for (auto& s : plan.sites) {
+        if (s.per_query) s.row_site = query_site++;
+        else if (s.per_key) s.row_site = key_site++;
+        else if (!s.store && !s.table) s.accum = slot++;
+    }
     return plan;
 }
 

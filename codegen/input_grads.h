@@ -1,5 +1,6 @@
-// input_grads: which gradients of captured tensors and runtime scalars a backward_dq
-// kernel computes, and how (issue 8 item 4). From score_mod_gradients (autodiff.h: every
+// input_grads: which gradients of captured tensors and runtime scalars the backward
+// computes, and how (issue 8 item 4): backward_dq every site but the per-key ones,
+// backward_dkdv the per-key sites (lower() splits them). From score_mod_gradients (autodiff.h: every
 // read site of a wanted input with its partial d t / d read) and each read's
 // GradReductionPlan (grad_reduction.h), the sum each site's contributions need:
 //
@@ -21,10 +22,17 @@
 //             (backward/grad_args.h GradWork). One table tensor per backward, read once.
 //             The workspace is CTAs x threads x the index's extent x 4 bytes: for tables,
 //             not for reads whose extent is a sequence length.
+//   per query a PerQuery read (q_bias[b][h][i], t[h][i + c]: q_idx, no kv_idx): each
+//             backward_dq thread sums its elements of a query row in registers across
+//             the key tiles; the threads sharing the row combine in a fixed order and one
+//             stores the row's sum per (b, h, i), like a store site (direct or planes)
+//   per key   a PerKey read (kv_bias[h][j], t[j], t[kv_head][j]: kv_idx, no q_idx): the
+//             same in backward_dkdv per key row, one query head at a time; direct or
+//             planes, the planes summed by the last backward_dkdv CTA
 //
 // Everything else is a UserError naming the tensor and its read (not computed yet, never
-// a wrong answer): per key and per query reads, a second table tensor, more than one
-// varying index, and a tensor stored elementwise or read as a table that score_mod also
+// a wrong answer): a second table tensor, a read with more than one varying index, and a
+// tensor stored elementwise, per query, per key or read as a table that score_mod also
 // reads elsewhere.
 #pragma once
 

@@ -16,7 +16,7 @@ Bindings KernelPlan::all_bindings() const {
 
 int KernelPlan::grad_accums() const {
     int n = 0;
-    for (const auto& s : grad_sites) n += s.store || s.table ? 0 : 1;
+    for (const auto& s : grad_sites) n += s.store || s.table || s.per_query || s.per_key ? 0 : 1;
     return n;
 }
 
@@ -31,6 +31,18 @@ int KernelPlan::grad_accum_outputs() const {
     if (grad_planes) return 0;  // backward_dkdv
     int n = 0;
     for (const auto& o : grad_outputs) n += o.stored ? 0 : 1;  // they come first
+    return n;
+}
+
+int KernelPlan::grad_query_sites() const {
+    int n = 0;
+    for (const auto& s : grad_sites) n += s.per_query ? 1 : 0;
+    return n;
+}
+
+int KernelPlan::grad_key_sites() const {
+    int n = 0;
+    for (const auto& s : grad_sites) n += s.per_key ? 1 : 0;
     return n;
 }
 
@@ -75,12 +87,19 @@ std::ostream& operator<<(std::ostream& os, const KernelPlan& p) {
             const InputGradOutput& o = p.grad_outputs[static_cast<size_t>(s.output)];
             os << "  gradient of " << (o.scalar ? "scalar '" : "tensor '") << o.name << "'";
             if (s.read.defined()) os << " at " << s.read << " (" << s.reduction << ")";
-            os << (s.store      ? std::string(": stored")
-                   : s.table ? ": summed per table element (index " + std::to_string(s.table_dim) + ")"
-                                : ": summed per CTA, slot " + std::to_string(s.accum))
+            os << (s.store       ? std::string(": stored")
+                   : s.per_query ? ": summed per query row, then stored (row site " + std::to_string(s.row_site) + ")"
+                   : s.table  ? ": summed per table element (index " + std::to_string(s.table_dim) + ")"
+                                 : ": summed per CTA, slot " + std::to_string(s.accum))
                << ", d t / d read = "
                << s.partial << "\n";
         }
+    }
+    if (p.grad_planes) {
+        for (const auto& s : p.grad_sites)
+            os << "  gradient of tensor '" << p.grad_outputs[static_cast<size_t>(s.output)].name << "' at " << s.read
+               << " (" << s.reduction << "): summed per key, then stored (key site " << s.row_site
+               << "), d t / d read = " << s.partial << "\n";
     }
     os << "  can_classify: " << (p.classify.can_classify ? "true" : "false") << "\n";
     const SpecInputs& in = p.inputs;

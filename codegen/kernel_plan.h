@@ -23,7 +23,9 @@ struct InputGradOutput {
     bool scalar = false;        // a runtime scalar: one f32 element
     DType dtype = DType::f32;   // the tensor's dtype (the gradient's)
     int rank = 0;
-    bool stored = false;        // written by an elementwise site (direct or through planes)
+    bool stored = false;        // written by an elementwise, per-query or per-key site (direct or through planes)
+    bool per_key = false;       // written by a per-key site in backward_dkdv: its planes are summed by the
+                                // last backward_dkdv CTA, not at backward_dkdv's start
 };
 
 // One read site of a wanted input in score_mod, with how its contributions are summed.
@@ -39,8 +41,16 @@ struct InputGradSite {
     // that index, then per CTA, then across CTAs in CTA order.
     bool table = false;
     int table_dim = -1;
+    // A per-query read (GradReduction::PerQuery, q_bias[b][h][q_idx]): summed over the keys
+    // of each query row by the backward_dq CTA that owns the row, then stored once per
+    // (b, h, row) like an elementwise site (direct or planes). A per-key read (PerKey,
+    // kv_bias[h][kv_idx]): likewise over the queries of each key, in backward_dkdv, once per
+    // (b, query head, key). row_site: its index among the plan's sites of its kind.
+    bool per_query = false;
+    bool per_key = false;
+    int row_site = -1;
     dsl::Expr partial;          // d t / d read, CSE'd and hoisted with score_mod
-    // Per index of the read (store sites): what it is, and whether it is the bare
+    // Per index of the read (store, per-query and per-key sites): what it is, and whether it is the bare
     // coordinate (b, not b + 1): decides at launch whether stores go direct or to planes.
     enum class Role { Const, Batch, Head, KvHead, Q, K, Other };
     std::vector<Role> roles;
@@ -69,7 +79,8 @@ struct KernelPlan {
     std::vector<InputGradSite> grad_sites;
     Bindings grad_bindings;  // per-element temporaries the partials read
     // backward_dkdv plans asked for gradients with stored sites: the outputs, and it sums
-    // their planes (grad_outputs set, grad_sites empty).
+    // their planes (grad_outputs set); grad_sites holds the per-key sites it computes
+    // itself (empty when there are none).
     bool grad_planes = false;
     ClassifyCode classify;  // the body of Variant::classify; can_classify: it may return kSkip / kFull
 
@@ -86,6 +97,8 @@ struct KernelPlan {
     int grad_table_output() const; // the output of the table site, -1: none
     int grad_accum_outputs() const;  // the outputs those write (they come first in grad_outputs)
     bool grad_stores() const;     // some site is stored elementwise
+    int grad_query_sites() const; // per-query sites (backward_dq)
+    int grad_key_sites() const;   // per-key sites (backward_dkdv)
     // Attention sinks (spec.sinks()): the Variant gets kHasSink and sink(p, h).
     bool has_sinks() const { return spec.has_sinks(); }
     // head, row, then the element bindings of score_mod and of mask (each name once).

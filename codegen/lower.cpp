@@ -113,16 +113,28 @@ KernelPlan lower(const dsl::AttentionSpec& spec, SpecInputs inputs, KernelKind k
 
     InputGradPlan input_grads;
     if (kind == KernelKind::backward_dkdv && !grads.empty()) {
-        // backward_dkdv sums the planes of elementwise gradients (it runs after backward_dq);
-        // without stored sites its plan is the one without gradients.
-        const InputGradPlan ig = plan_input_grads(spec, grads);
+        // backward_dkdv sums the planes of elementwise and per-query gradients (it runs
+        // after backward_dq) and computes the per-key sites itself (the CTA that owns a key
+        // sees its whole column); without stored sites its plan is the one without gradients.
+        PassLog log("input_grads");
+        InputGradPlan ig = plan_input_grads(spec, grads);
         for (const auto& o : ig.outputs)
             if (o.stored) plan.grad_planes = true;
         if (plan.grad_planes) plan.grad_outputs = ig.outputs;
+        for (const auto& s : ig.sites)
+            if (s.per_key) input_grads.sites.push_back(s);
+        log.done([&](std::ostream& os) {
+            for (const auto& s : input_grads.sites) print_expr(os, "partial", s.partial);
+        });
     }
     if (kind == KernelKind::backward_dq && !grads.empty()) {
         PassLog log("input_grads");
         input_grads = plan_input_grads(spec, grads);  // partials simplified by score_mod_gradients
+        // Per-key sites are backward_dkdv's.
+        std::vector<InputGradSite> mine;
+        for (const auto& s : input_grads.sites)
+            if (!s.per_key) mine.push_back(s);
+        input_grads.sites = mine;
         log.done([&](std::ostream& os) {
             for (const auto& s : input_grads.sites) print_expr(os, "partial", s.partial);
         });
@@ -156,10 +168,8 @@ KernelPlan lower(const dsl::AttentionSpec& spec, SpecInputs inputs, KernelKind k
             plan.d_score = hoisted.results[2];
             plan.d_score_bindings = used_bindings(plan.d_score, hoisted.element);
         }
-        if (kind == KernelKind::backward_dq) {
-            plan.grad_outputs = input_grads.outputs;
-            plan.grad_sites = input_grads.sites;
-        }
+        if (kind == KernelKind::backward_dq) plan.grad_outputs = input_grads.outputs;
+        plan.grad_sites = input_grads.sites;  // backward_dkdv: its per-key sites
         std::set<std::string> used;
         for (size_t i = 0; i < plan.grad_sites.size(); ++i) {
             plan.grad_sites[i].partial = hoisted.results[3 + i];

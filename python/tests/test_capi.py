@@ -153,10 +153,15 @@ def test_backward_with_captured_tensor_gradients_compiles_and_refuses_what_it_ca
     assert backward.handle
     rel = _spec_text("score + table[h, clamp(kv_idx - q_idx, -8, 8) + 8] + cap", {"table": ("f32", 2)})
     assert capi.Backward(capi.Spec.from_json(rel), "sm_80", grads=("table", "cap")).handle
-    per_key = _spec_text("score + kv_bias[h, kv_idx] + cap", {"kv_bias": ("f32", 2)})
+    per_key = _spec_text("score + kv_bias[h, kv_idx] + q_bias[b, h, q_idx] + cap",
+                         {"kv_bias": ("f32", 2), "q_bias": ("f32", 3)})
+    assert capi.Backward(capi.Spec.from_json(per_key), "sm_80", grads=("kv_bias", "q_bias")).handle
+    gathered = _spec_text("score + kv_bias[h, q_idx + kv_idx] + cap", {"kv_bias": ("f32", 2)})
+    assert capi.Backward(capi.Spec.from_json(gathered), "sm_80", grads=("kv_bias",)).handle
+    two = _spec_text("score + kv_bias[q_idx + kv_idx, kv_idx - q_idx + 40] + cap", {"kv_bias": ("f32", 2)})
     with pytest.raises(SpecError) as info:
-        capi.Backward(capi.Spec.from_json(per_key), "sm_80", grads=("kv_bias",))
-    assert "is a per-key read" in info.value.message and "'kv_bias'" in info.value.message
+        capi.Backward(capi.Spec.from_json(two), "sm_80", grads=("kv_bias",))
+    assert "in more than one dimension" in info.value.message and "'kv_bias'" in info.value.message
     with pytest.raises(SpecError) as info:
         capi.Backward(capi.Spec.from_json(text), "sm_80", grads=("nope",))
     assert "a gradient was asked for 'nope'" in info.value.message

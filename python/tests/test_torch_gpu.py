@@ -475,6 +475,10 @@ def _captured_cases(B, Hq, Nq, Nk, dtype):
     slopes = mods.alibi_slopes(Hq, device=DEVICE)
     temp = torch.tensor(0.7, device=DEVICE)
     table = torch.randn(Hq, 33, device=DEVICE)
+    q_bias = 0.5 * torch.randn(B, Hq, Nq, device=DEVICE)
+    qh_bias = 0.5 * torch.randn(Hq, Nq, device=DEVICE)
+    kv_bias = torch.randn(Hq, Nk, device=DEVICE)
+    k_bias = torch.randn(Nk, device=DEVICE, dtype=dtype)
     seg = ((torch.arange(Nk, device=DEVICE) ** 2 // 7 + torch.arange(Nk, device=DEVICE)) % 6).to(torch.int32)
     seg_bias = torch.randn(Hq, 7, device=DEVICE)  # segment 6 is read by no key: zero gradient
     return {
@@ -497,12 +501,23 @@ def _captured_cases(B, Hq, Nq, Nk, dtype):
         # a table gathered through an int tensor (the segment of each key): summed per element
         "gather_segment": (lambda t: (lambda s, b, h, i, j: s + t[h, seg[j].clamp(0, 6)]), True,
                            lambda s, b, h, i, j, t: s + t.double()[h, seg[j].long()], seg_bias, True),
+        # per-query reads: summed over each row's keys (stored directly; over the batch). They
+        # scale the score: a bias added to every key of a row has gradient 0.
+        "q_bias": (lambda t: (lambda s, b, h, i, j: s + s * t[b, h, i]), True,
+                   lambda s, b, h, i, j, t: s + s * t.double()[b, h, i], q_bias, True),
+        "qh_bias": (lambda t: (lambda s, b, h, i, j: s + s * t[h, i]), False,
+                    lambda s, b, h, i, j, t: s + s * t.double()[h, i], qh_bias, True),
+        # per-key biases: summed over each key's queries (per query head; over batch and heads)
+        "kv_bias": (lambda t: (lambda s, b, h, i, j: s + t[h, j]), True,
+                    lambda s, b, h, i, j, t: s + t.double()[h, j], kv_bias, True),
+        "k_bias": (lambda t: (lambda s, b, h, i, j: s + t[j]), False,
+                   lambda s, b, h, i, j, t: s + t.double()[j], k_bias, True),
     }
 
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32])
 @pytest.mark.parametrize("name", ["bias", "bias_causal", "broadcast_bias", "alibi", "temperature", "rel_table",
-                                  "rel_table_causal", "gather_segment"])
+                                  "rel_table_causal", "gather_segment", "q_bias", "qh_bias", "kv_bias", "k_bias"])
 def test_captured_tensor_gradients(name, dtype):
     B, Hq, Hkv, Nq, Nk = 2, 4, 2, 129, 255
     score_mod, causal, ref_score, tensor, summed = _captured_cases(B, Hq, Nq, Nk, dtype)[name]
@@ -531,7 +546,7 @@ def test_captured_tensor_gradients(name, dtype):
         f"d{name} {dtype}: max error {err.max().item():.3g} (max |ref| {td.grad.abs().max().item():.3g})"
 
 
-@pytest.mark.parametrize("name", ["bias_causal", "alibi", "temperature", "rel_table"])
+@pytest.mark.parametrize("name", ["bias_causal", "alibi", "temperature", "rel_table", "q_bias", "kv_bias"])
 def test_captured_tensor_gradcheck_fp32(name):
     # gradcheck over q, k, v and the captured tensor, float32 (tolerances as test_gradcheck_fp32).
     B, Hq, Nq, Nk = 1, 2, 9, 45
@@ -573,11 +588,25 @@ def test_relative_position_table_gradient_is_deterministic():
     assert torch.equal(grads[0], grads[1]), "two backward passes on the same inputs differ"
 
 
-def test_per_key_bias_gradient_is_refused():
-    kv_bias = torch.randn(4, 64, device=DEVICE).requires_grad_()
+def test_per_query_and_per_key_gradients_are_deterministic():
+    q_bias = (0.5 * torch.randn(2, 4, 300, device=DEVICE)).requires_grad_()
+    kv_bias = torch.randn(4, 700, device=DEVICE).requires_grad_()
+    q, k, v = make_qkv(2, 4, 2, 300, 700, 64, torch.bfloat16)
+    grads = []
+    for _ in range(2):
+        q_bias.grad = kv_bias.grad = None
+        out = attnjit.attention(q, k, v, enable_gqa=True, causal=True,
+                                score_mod=lambda s, b, h, i, j: s + s * q_bias[b, h, i] + kv_bias[h, j])
+        (out.float() * 0.5).sum().backward()
+        grads.append((q_bias.grad.clone(), kv_bias.grad.clone()))
+    assert all(torch.equal(a, b) for a, b in zip(*grads)), "two backward passes on the same inputs differ"
+
+
+def test_read_with_two_varying_indices_gradient_is_refused():
+    kv_bias = torch.randn(128, 128, device=DEVICE).requires_grad_()
     q, k, v = make_qkv(1, 4, 4, 64, 64, 64, torch.bfloat16)
-    with pytest.raises(attnjit.AttnjitError, match="is a per-key read"):
-        attnjit.attention(q, k, v, score_mod=lambda s, b, h, i, j: s + kv_bias[h, j])
+    with pytest.raises(attnjit.AttnjitError, match="in more than one dimension"):
+        attnjit.attention(q, k, v, score_mod=lambda s, b, h, i, j: s + kv_bias[i + j, j - i + 64])
 
 
 def test_no_grad_runs_the_forward_only():

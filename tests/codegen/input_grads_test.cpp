@@ -1,5 +1,6 @@
 // input_grads (codegen/input_grads.h): which gradients of captured tensors and scalars a
-// backward_dq plan computes and how (stored elementwise, summed per CTA), the UserErrors for
+// backward_dq plan computes and how (stored elementwise, summed per CTA, per query row; per
+// key in backward_dkdv), the UserErrors for
 // reads whose sums are not implemented, the emitted hooks, and that a backward asked for
 // no gradient generates exactly the source it generated before.
 #include <gtest/gtest.h>
@@ -135,8 +136,14 @@ TEST(InputGrads, UnsupportedReadsAreUserErrors) {
                       "in more than one dimension");
     EXPECT_USER_ERROR(plan_input_grads(with_mod(score() + table(doc(batch(), kv_idx()), q_idx() + kv_idx())), {"table"}),
                       "in more than one dimension");
-    EXPECT_USER_ERROR(plan_input_grads(with_mod(score() + kvb(head(), kv_idx())), {"kv_bias"}), "is a per-key read");
-    EXPECT_USER_ERROR(plan_input_grads(with_mod(score() + kvb(head(), q_idx())), {"kv_bias"}), "is a per-query read");
+    // Per-key and per-query reads: one read per tensor.
+    EXPECT_USER_ERROR(plan_input_grads(with_mod(score() + kvb(head(), kv_idx()) + kvb(head(), kv_idx() + 1)),
+                                       {"kv_bias"}),
+                      "the gradient of tensor 'kv_bias' is read per key at");
+    EXPECT_USER_ERROR(plan_input_grads(with_mod(score() * kvb(head(), q_idx()) + kvb(head(), kv_idx())), {"kv_bias"}),
+                      "read 'kv_bias' at one place in score_mod");
+    EXPECT_USER_ERROR(plan_input_grads(with_mod(score() + kvb(head(), q_idx()) + kvb(0, q_idx())), {"kv_bias"}),
+                      "the gradient of tensor 'kv_bias' is read per query at");
     // A stored tensor read elsewhere too.
     EXPECT_USER_ERROR(plan_input_grads(with_mod(score() + bias(batch(), head(), q_idx(), kv_idx()) +
                                                 bias(batch(), head(), kv_idx(), q_idx())),
@@ -146,6 +153,96 @@ TEST(InputGrads, UnsupportedReadsAreUserErrors) {
     AttentionSpec s = with_mod(score() + bias(batch(), head(), q_idx(), kv_idx())).mask(mods::document_mask(doc));
     EXPECT_USER_ERROR(plan_input_grads(s, {"doc"}), "only float tensors");
     EXPECT_USER_ERROR(plan_input_grads(s, {"nope"}), "a gradient was asked for 'nope'");
+}
+
+// Per-query reads are summed per row in backward_dq, per-key reads per key in
+// backward_dkdv: both stored once per (b, h, row) like an elementwise site (the launch picks
+// direct stores or planes from the roles), outside the per-CTA slots.
+TEST(InputGrads, PerQueryAndPerKeyPlans) {
+    const Tensor qb("q_bias", DType::f32, 3), kvb("kv_bias", DType::f16, 2), slopes("slopes", DType::f32, 1);
+    const AttentionSpec s =
+        with_mod(score() + qb(batch(), head(), q_idx()) + kvb(kv_head(), kv_idx() + 1) + slopes(head()));
+    const std::set<std::string> grads{"q_bias", "kv_bias", "slopes"};
+    const InputGradPlan p = plan_input_grads(s, grads);
+    ASSERT_EQ(p.sites.size(), 3u);
+    ASSERT_EQ(p.outputs.size(), 3u);
+    EXPECT_EQ(p.outputs[0].name, "slopes");  // per-CTA outputs first
+    using Role = InputGradSite::Role;
+    for (const auto& site : p.sites) {
+        const InputGradOutput& o = p.outputs[static_cast<size_t>(site.output)];
+        if (o.name == "q_bias") {
+            EXPECT_TRUE(site.per_query);
+            EXPECT_FALSE(site.per_key || site.store || site.table);
+            EXPECT_EQ(site.row_site, 0);
+            EXPECT_EQ(site.accum, -1);
+            EXPECT_TRUE(o.stored);
+            EXPECT_FALSE(o.per_key);
+            EXPECT_EQ(site.roles, (std::vector<Role>{Role::Batch, Role::Head, Role::Q}));
+            EXPECT_EQ(site.bare, (std::vector<bool>{true, true, true}));
+        } else if (o.name == "kv_bias") {
+            EXPECT_TRUE(site.per_key);
+            EXPECT_FALSE(site.per_query || site.store);
+            EXPECT_EQ(site.row_site, 0);
+            EXPECT_TRUE(o.stored);
+            EXPECT_TRUE(o.per_key);
+            EXPECT_EQ(o.dtype, DType::f16);
+            EXPECT_EQ(site.roles, (std::vector<Role>{Role::KvHead, Role::K}));
+            EXPECT_EQ(site.bare, (std::vector<bool>{true, false})) << "kv_idx + 1 is not bare: planes";
+        } else {
+            EXPECT_EQ(site.accum, 0) << "the per-CTA slots skip per-query and per-key sites";
+        }
+    }
+
+    // backward_dq: the per-query site (and the per-CTA one), not the per-key site.
+    const KernelPlan dq = lower(s, spec_inputs(s), KernelKind::backward_dq, grads);
+    EXPECT_EQ(dq.grad_outputs.size(), 3u);
+    EXPECT_EQ(dq.grad_sites.size(), 2u);
+    EXPECT_EQ(dq.grad_query_sites(), 1);
+    EXPECT_EQ(dq.grad_key_sites(), 0);
+    EXPECT_EQ(dq.grad_accums(), 1);
+    EXPECT_FALSE(dq.grad_stores()) << "no zero fill: a row's sum is stored even when every tile is skipped";
+    const KernelSource dqk = generate(dq, make_config(s, KernelKind::backward_dq, "sm_80"), "sm_80");
+    EXPECT_NE(dqk.source.find("kInputGradQuerySites = 1;"), std::string::npos);
+    EXPECT_NE(dqk.source.find("acc.row_add(0, dt * ("), std::string::npos);
+    EXPECT_NE(dqk.source.find("__device__ static void input_grads_query_store("), std::string::npos);
+    EXPECT_EQ(dqk.source.find("input_grads_key"), std::string::npos);
+    EXPECT_EQ(dqk.source.find("input_grads_zero("), std::string::npos);
+
+    // backward_dkdv: the per-key site, its store, the last CTA's plane sums (loads past
+    // L1), and GradWork for the ticket; the plane sums at its start skip the per-key output.
+    const KernelPlan dkdv = lower(s, spec_inputs(s), KernelKind::backward_dkdv, grads);
+    EXPECT_TRUE(dkdv.grad_planes);
+    ASSERT_EQ(dkdv.grad_sites.size(), 1u);
+    EXPECT_TRUE(dkdv.grad_sites[0].per_key);
+    EXPECT_EQ(dkdv.grad_key_sites(), 1);
+    const KernelSource kk = generate(dkdv, make_config(s, KernelKind::backward_dkdv, "sm_80"), "sm_80");
+    EXPECT_NE(kk.source.find("kInputGradKeySites = 1;"), std::string::npos);
+    EXPECT_NE(kk.source.find("__device__ static void input_grads_key(const Params& p"), std::string::npos);
+    EXPECT_NE(kk.source.find("__device__ static void input_grads_key_store("), std::string::npos);
+    const size_t finish = kk.source.find("finish_key_grad_planes(");
+    ASSERT_NE(finish, std::string::npos);
+    EXPECT_NE(kk.source.find("__ldcg(p.grad_kv_bias.planes", finish), std::string::npos);
+    const size_t start = kk.source.find("finish_input_grad_planes("), end = kk.source.find("input_grads_key(");
+    ASSERT_LT(start, end);
+    EXPECT_EQ(kk.source.substr(start, end - start).find("grad_kv_bias"), std::string::npos)
+        << "the per-key planes are summed at the end, by the last CTA";
+    EXPECT_NE(kk.source.substr(start, end - start).find("grad_q_bias"), std::string::npos);
+    EXPECT_NE(kk.layout.find("grad_work"), nullptr);
+    EXPECT_EQ(kk.source.find("kInputGrads = true"), std::string::npos);
+
+    // Only a per-query gradient: backward_dkdv sums its planes and has no per-key hooks.
+    const KernelPlan dkdv_q = lower(s, spec_inputs(s), KernelKind::backward_dkdv, {"q_bias"});
+    EXPECT_TRUE(dkdv_q.grad_planes);
+    EXPECT_TRUE(dkdv_q.grad_sites.empty());
+    const KernelSource kq = generate(dkdv_q, make_config(s, KernelKind::backward_dkdv, "sm_80"), "sm_80");
+    EXPECT_EQ(kq.source.find("input_grads_key"), std::string::npos);
+    EXPECT_EQ(kq.source.find("kInputGradKeySites"), std::string::npos);
+    EXPECT_EQ(kq.layout.find("grad_work"), nullptr);
+    // Only a per-key gradient: backward_dq has the output (its Params) and no site.
+    const KernelPlan dq_k = lower(s, spec_inputs(s), KernelKind::backward_dq, {"kv_bias"});
+    EXPECT_EQ(dq_k.grad_outputs.size(), 1u);
+    EXPECT_TRUE(dq_k.grad_sites.empty());
+    EXPECT_EQ(dq_k.grad_accum_outputs(), 0);
 }
 
 // A tensor only the mask reads, or a scalar score_mod does not depend on: zeros, from the
@@ -172,7 +269,9 @@ TEST(InputGrads, EmittedHooksAndLayout) {
             ASSERT_NE(k.layout.find(name), nullptr) << s.name << " " << name;
         }
         EXPECT_NE(k.source.find("__device__ static void input_grads("), std::string::npos) << s.name;
-        const bool stored = s.grads.count("bias") > 0, summed = s.grads.size() > (stored ? 1u : 0u);
+        size_t row_grads = 0;
+        for (const auto& g : s.grads) row_grads += testing::stored_grad(g) && g != "bias" ? 1 : 0;
+        const bool stored = s.grads.count("bias") > 0, summed = s.grads.size() > (stored ? 1u : 0u) + row_grads;
         EXPECT_EQ(k.source.find("input_grads_zero(") != std::string::npos, stored) << s.name;
         EXPECT_EQ(k.source.find("grad_site_index(") != std::string::npos, summed) << s.name;
         EXPECT_EQ(k.layout.find("grad_work") != nullptr, summed) << s.name;

@@ -419,9 +419,18 @@ TEST(BackwardErrors, SpecWithoutLseIsRefused) {
 // order): relative_position_bias's rel_table [Hq, 65] (both ends saturate: Nq and Nk > 32),
 // under a causal mask (skipped tiles, the -m end), and a table per kv head [Hkv, 17] read
 // with the softcap (summed over the query heads of a group, with a partial that depends
-// on the score); a table gathered through an int tensor, seg_bias[h, clamp(seg[j], 0, 6)]
-// (the same table-site sum, its index computed from a tensor), under a causal mask. The
-// gradient buffers are poisoned first: every element must be written.
+// on the score). Per-query biases (summed over each row's keys in backward_dq): q_bias[b,
+// h, q_idx] stored directly under a causal mask, qh_bias[h, q_idx] through planes over the
+// batch under a softcap (q_bias scales the score: s + s q_bias); per-key biases (summed
+// over each key's queries in backward_dkdv, planes summed by its last CTA): kv_bias[h, kv_idx] under a causal mask (key tiles whose
+// every query tile is skipped store zeros), k_bias[kv_idx] in the problem's dtype, summed
+// over batch and heads under a softcap and a window, and kvh_bias[kv_head, kv_idx] (summed
+// over the group) with q_bias and a full bias in one backward; a table gathered through an
+// int tensor, seg_bias[h, clamp(seg[j], 0, 6)] (the table-site sum, its index computed from
+// a tensor), under a causal mask. The gradient buffers are poisoned first: every element
+// must be written. (A per-query bias added to every key of a
+// row does not change the softmax, and its gradient is 0: the per-query reads here scale the
+// score, or sit under a softcap.)
 
 enum class GradKind {
     FullBias,
@@ -435,6 +444,11 @@ enum class GradKind {
     RelTable,
     RelTableCausal,
     RelTableKvHead,
+    QueryBias,
+    QueryHeadBias,
+    KeyBias,
+    KeyBiasAll,
+    RowColMix,
     GatherSegment
 };
 
@@ -451,6 +465,11 @@ const char* grad_kind_name(GradKind k) {
     case GradKind::RelTable: return "rel_table";
     case GradKind::RelTableCausal: return "rel_table_causal";
     case GradKind::RelTableKvHead: return "rel_table_kv_head";
+    case GradKind::QueryBias: return "query_bias";
+    case GradKind::QueryHeadBias: return "query_head_bias";
+    case GradKind::KeyBias: return "key_bias";
+    case GradKind::KeyBiasAll: return "key_bias_all";
+    case GradKind::RowColMix: return "row_col_mix";
     case GradKind::GatherSegment: return "gather_segment";
     }
     return "?";
@@ -538,7 +557,7 @@ Problem make_tensor_grad_problem(const TensorGradCase& tc, std::set<std::string>
         constexpr int64_t kSegments = 7;
         HostTensor seg(DType::i32, {Nk}), table(DType::f32, {Hq, kSegments});
         for (int64_t j = 0; j < Nk; ++j) seg.set({j}, static_cast<double>((j * j / 7 + j) % (kSegments - 1)));
-        reference::fill_normal(table, c.seed() + 35);
+        reference::fill_normal(table, c.seed() + 41);
         add("seg", std::move(seg));
         add("seg_bias", std::move(table));
         const dsl::Tensor seg_t("seg", DType::i32, 1), seg_bias("seg_bias", DType::f32, 2);
@@ -547,6 +566,64 @@ Problem make_tensor_grad_problem(const TensorGradCase& tc, std::set<std::string>
                      .score_mod(score() + seg_bias(head(), clamp(seg_t(kv_idx()), 0, static_cast<int>(kSegments) - 1)))
                      .mask(mods::causal());
         wanted = {"seg_bias"};
+        break;
+    }
+    case GradKind::QueryBias: {
+        // A per-row temperature (a per-query bias added to every key of a row would not
+        // change the softmax: its gradient is 0).
+        HostTensor t(DType::f32, {B, Hq, Nq});
+        reference::fill_normal(t, c.seed() + 35, 0.0, 0.5);
+        add("q_bias", std::move(t));
+        p.spec = base()
+                     .score_mod(score() + score() * dsl::Tensor("q_bias", DType::f32, 3)(batch(), head(), q_idx()))
+                     .mask(mods::causal());
+        wanted = {"q_bias"};
+        break;
+    }
+    case GradKind::QueryHeadBias: {
+        HostTensor t(DType::f32, {Hq, Nq});
+        reference::fill_normal(t, c.seed() + 36);
+        add("qh_bias", std::move(t));
+        p.in.scalars["cap"] = 4.0;
+        p.spec = base().score_mod(mods::compose(mods::softcap(scalar("cap")),
+                                                score() + dsl::Tensor("qh_bias", DType::f32, 2)(head(), q_idx())));
+        wanted = {"qh_bias"};
+        break;
+    }
+    case GradKind::KeyBias: {
+        HostTensor t(DType::f32, {Hq, Nk});
+        reference::fill_normal(t, c.seed() + 37);
+        add("kv_bias", std::move(t));
+        p.spec = base().score_mod(score() + dsl::Tensor("kv_bias", DType::f32, 2)(head(), kv_idx())).mask(mods::causal());
+        wanted = {"kv_bias"};
+        break;
+    }
+    case GradKind::KeyBiasAll: {
+        HostTensor t(c.dtype, {Nk});
+        reference::fill_normal(t, c.seed() + 38);
+        add("k_bias", std::move(t));
+        p.in.scalars["cap"] = 4.0;
+        p.spec = base()
+                     .score_mod(mods::compose(mods::softcap(scalar("cap")),
+                                              score() + dsl::Tensor("k_bias", c.dtype, 1)(kv_idx())))
+                     .mask(mods::sliding_window(48));
+        wanted = {"k_bias"};
+        break;
+    }
+    case GradKind::RowColMix: {
+        HostTensor qb(DType::f32, {B, Hq, Nq}), kb(DType::f32, {c.hkv, Nk}), t(c.dtype, {B, Hq, Nq, Nk});
+        reference::fill_normal(qb, c.seed() + 39, 0.0, 0.5);
+        reference::fill_normal(kb, c.seed() + 40);
+        reference::fill_normal(t, c.seed() + 41);
+        add("q_bias", std::move(qb));
+        add("kvh_bias", std::move(kb));
+        add("bias", std::move(t));
+        p.spec = base()
+                     .score_mod(score() + score() * dsl::Tensor("q_bias", DType::f32, 3)(batch(), head(), q_idx()) +
+                                dsl::Tensor("kvh_bias", DType::f32, 2)(kv_head(), kv_idx()) +
+                                bias(batch(), head(), q_idx(), kv_idx()))
+                     .mask(mods::causal());
+        wanted = {"q_bias", "kvh_bias", "bias"};
         break;
     }
     case GradKind::Combined: {
@@ -691,7 +768,9 @@ Check run_tensor_grad_case(const TensorGradCase& tc) {
         fold(check_gradient(name + " dK", r.g.dk, ref.dk, dt));
         fold(check_gradient(name + " dV", r.g.dv, ref.dv, dt));
         for (const auto& [gname, h] : r.grads.host) {
-            const double t = summed(tc.kind) ? reference::summed_gradient_tolerance(dt) : reference::gradient_tolerance(dt);
+            // The full bias of a mix is one element per score element too.
+            const bool one = !summed(tc.kind) || (tc.kind == GradKind::RowColMix && gname == "bias");
+            const double t = one ? reference::gradient_tolerance(dt) : reference::summed_gradient_tolerance(dt);
             if (h.shape().empty()) {  // a runtime scalar
                 const double a = h.get(static_cast<const int64_t*>(nullptr)), e = ref.dscalars.at(gname);
                 const double tol = t * std::max(std::fabs(e), 1e-6) + t * std::fabs(e);
@@ -730,6 +809,20 @@ std::vector<TensorGradCase> tensor_grad_matrix() {
     for (GradKind k : {GradKind::RelTable, GradKind::RelTableCausal, GradKind::RelTableKvHead})
         cases.push_back({k, make_case(Mod::Plain, DType::f16, 64, {2, 6, 3, 300, 70})});
     cases.push_back({GradKind::RelTable, make_case(Mod::Plain, DType::f32, 32, {1, 2, 2, 9, 20})});
+    // Per-query and per-key sums: every dtype on ragged GQA (f32 runs the simt loop), d128,
+    // d256 (simt for every dtype), a query-heavy and a key-heavy shape, and one tile.
+    const GradKind rows[] = {GradKind::QueryBias, GradKind::QueryHeadBias, GradKind::KeyBias, GradKind::KeyBiasAll,
+                             GradKind::RowColMix};
+    for (GradKind k : rows) {
+        for (DType dt : {DType::bf16, DType::f16, DType::f32})
+            cases.push_back({k, make_case(Mod::Plain, dt, 64, {2, 4, 2, 129, 255})});
+        cases.push_back({k, make_case(Mod::Plain, DType::bf16, 128, {2, 4, 2, 77, 300})});
+        cases.push_back({k, make_case(Mod::Plain, DType::f16, 64, {2, 6, 3, 300, 70})});
+    }
+    for (GradKind k : {GradKind::QueryBias, GradKind::KeyBias, GradKind::RowColMix})
+        cases.push_back({k, make_case(Mod::Plain, DType::bf16, 256, {2, 4, 2, 70, 90})});
+    for (GradKind k : {GradKind::QueryHeadBias, GradKind::KeyBiasAll})
+        cases.push_back({k, make_case(Mod::Plain, DType::f32, 128, {1, 4, 1, 33, 17})});
     Case transposed = make_case(Mod::Plain, DType::bf16, 64, {2, 4, 4, 100, 100});
     transposed.layout = Layout::BNHD;
     cases.push_back({GradKind::Combined, transposed});
@@ -765,7 +858,9 @@ INSTANTIATE_TEST_SUITE_P(Kinds, TensorGradDeterminism,
                          ::testing::Values(GradKind::FullBiasCausal, GradKind::BroadcastBias, GradKind::HeadBias,
                                            GradKind::Alibi, GradKind::Temperature, GradKind::SoftcapScalar,
                                            GradKind::Combined, GradKind::RelTable, GradKind::RelTableCausal,
-                                           GradKind::RelTableKvHead, GradKind::GatherSegment),
+                                           GradKind::RelTableKvHead, GradKind::QueryBias, GradKind::QueryHeadBias,
+                                           GradKind::KeyBias, GradKind::KeyBiasAll, GradKind::RowColMix,
+                                           GradKind::GatherSegment),
                          [](const ::testing::TestParamInfo<GradKind>& info) { return grad_kind_name(info.param); });
 
 // Bad gradient outputs are user errors and nothing is written.
@@ -830,15 +925,25 @@ TEST(TensorGradErrors, RefusedAtConstruction) {
     ATTNJIT_SKIP_WITHOUT_GPU();
     CompileOptions o;
     {
-        // A per-key read (kv_bias[h, kv_idx]) is not summed yet.
+        // A read with two varying indices (kv_bias[q_idx + kv_idx, kv_idx - q_idx]) is not
+        // summed yet, nor a per-key tensor read twice.
         Problem kvb = make_problem(make_case(Mod::Plain, DType::bf16, 64, {1, 2, 2, 33, 33}));
-        kvb.spec.score_mod(dsl::score() + dsl::Tensor("kv_bias", DType::f32, 2)(dsl::head(), dsl::kv_idx()));
+        const dsl::Tensor kv_bias("kv_bias", DType::f32, 2);
+        kvb.spec.score_mod(dsl::score() +
+                           kv_bias(dsl::q_idx() + dsl::kv_idx(), dsl::kv_idx() - dsl::q_idx() + 40));
         o.grads = {"kv_bias"};
         try {
             AttentionBackward b(kvb.spec, o);
-            ADD_FAILURE() << "no error for a per-key read";
+            ADD_FAILURE() << "no error for a read with two varying indices";
         } catch (const UserError& e) {
-            EXPECT_NE(std::string(e.what()).find("is a per-key read"), std::string::npos) << e.what();
+            EXPECT_NE(std::string(e.what()).find("in more than one dimension"), std::string::npos) << e.what();
+        }
+        kvb.spec.score_mod(dsl::score() * kv_bias(dsl::head(), dsl::kv_idx()) + kv_bias(dsl::head(), dsl::kv_idx() + 1));
+        try {
+            AttentionBackward b(kvb.spec, o);
+            ADD_FAILURE() << "no error for a per-key tensor read twice";
+        } catch (const UserError& e) {
+            EXPECT_NE(std::string(e.what()).find("is read per key at"), std::string::npos) << e.what();
         }
     }
     const Problem doc = make_problem(make_case(Mod::DocumentMask, DType::bf16, 64, {1, 2, 2, 33, 33}));

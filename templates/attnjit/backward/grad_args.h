@@ -15,13 +15,16 @@ namespace attnjit {
 // One gradient output. T: the captured tensor's element type (float for a runtime
 // scalar, R = 0: one f32 element).
 //
-// Elementwise sites (common/input_grads.cuh) either store into ptr directly (planes null:
-// every element is read by exactly one score element) or, where elements receive sums
+// Elementwise sites, and the row sums of per-query and per-key sites (common/input_grads.cuh),
+// either store into ptr directly (planes null: every element is written once) or, where
+// elements receive sums
 // (a broadcast bias [1, H, N, N], a read without the batch or head index, a tensor larger
 // than the score matrix), store fp32 into one plane per summed (batch, head) coordinate:
 // plane (plane_b ? b : 0) * (plane_h ? Hq : 1) + (plane_h ? h : 0), element = dense
 // index; the host zeroes the planes, and backward_dkdv (which runs after backward_dq)
-// sums them in plane order and stores every element of the gradient.
+// sums them in plane order and stores every element of the gradient; the planes of
+// per-key sites, which backward_dkdv writes itself, are summed by its last CTA (the
+// GradWork ticket).
 template <class T, int R>
 struct GradArg {
     T* ptr;
@@ -48,7 +51,7 @@ struct GradArg {
 struct GradWork {
     float* partials;    // [sites][ctas]
     long long* index;   // [sites][ctas], -1: the site's element is outside the tensor (contributes nothing)
-    unsigned* ticket;   // one counter, zero before the launch
+    unsigned* ticket;   // one counter, zero before the launch (backward_dq's, then backward_dkdv's per-key sums)
     int ctas;           // CTAs of the backward_dq grid
     int table_threads;   // threads per CTA the rows were allocated for (the kernel's block)
     long long table_len;      // table elements per (b, h) (Variant::grad_table_len), 0: no table site

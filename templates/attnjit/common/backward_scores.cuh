@@ -36,10 +36,11 @@ struct BackwardScores {
     bool need_mask;    // a kPartial tile of a masked variant
 
     // One element: s (in: <q, k>, out: P), dp (in: <dO, v>, out: dS).
-    // kGrads (backward_dq with Variant::kInputGrads): also the gradients of captured
+    // kGrads 1 (backward_dq with Variant::kInputGrads): also the gradients of captured
     // tensors and scalars at (q, k) when in_range (q < Nq and k < Nk, unclamped), from
-    // dT = P (dP - Delta) (common/input_grads.cuh).
-    template <bool kGrads = false, class Acc = int>
+    // dT = P (dP - Delta) (common/input_grads.cuh); 2 (backward_dkdv with per-key sites):
+    // the per-key sites there (Variant::input_grads_key).
+    template <int kGrads = 0, class Acc = int>
     __device__ __forceinline__ void element(const Row& row, int q, int k, bool keep, float lse2, float delta,
                                             float& s, float& dp, bool in_range = false, Acc* acc = nullptr) const {
         if constexpr (Variant::kHasMask) {
@@ -54,8 +55,10 @@ struct BackwardScores {
         }
         pr = keep ? pr : 0.f;
         float ds = pr * (dp - delta);
-        if constexpr (kGrads) {
+        if constexpr (kGrads == 1) {
             if (in_range) Variant::input_grads(p, hd, row, x, q, k, pr == 0.f ? 0.f : ds, *acc);
+        } else if constexpr (kGrads == 2) {
+            if (in_range) Variant::input_grads_key(p, hd, row, x, q, k, pr == 0.f ? 0.f : ds, *acc);
         }
         if constexpr (Variant::kHasScoreGrad) ds *= Variant::d_score(p, hd, row, x, q, k);
         s = pr;
@@ -86,9 +89,12 @@ struct BackwardScores {
 
     // backward_dkdv: rows are keys k0 + layout.row(r) (all < Nk unless kEdge), columns
     // queries q0 + col; lse2_s / delta_s: the tile's per-query values in shared memory.
-    template <bool kEdge, class Layout, class Frag>
+    // kKeyGrads: also the per-key sites (Variant::input_grads_key) into acc's row slot of
+    // each element's key row.
+    template <bool kEdge, class Layout, class Frag, bool kKeyGrads = false, class Acc = int>
     __device__ __forceinline__ void keys_are_rows(const Layout& layout, Frag& s, Frag& dp, const float* lse2_s,
-                                                  const float* delta_s, int q0, int nq, int k0, int nk) const {
+                                                  const float* delta_s, int q0, int nq, int k0, int nk,
+                                                  Acc* acc = nullptr) const {
         constexpr int kMF = Layout::kMF, kNT = Layout::kNT;
 #pragma unroll
         for (int nt = 0; nt < kNT; ++nt)
@@ -106,8 +112,14 @@ struct BackwardScores {
                     for (int hi = 0; hi < 2; ++hi) {
                         const int k = k0 + layout.row(2 * mf + hi);
                         const bool keep = q_ok && (!kEdge || k < nk);
-                        element(row, qcl, !kEdge || k < nk ? k : nk - 1, keep, l2, dl, s[mf][nt][2 * hi + c],
-                                dp[mf][nt][2 * hi + c]);
+                        if constexpr (kKeyGrads) {
+                            acc->slot = 2 * mf + hi;
+                            element<2>(row, qcl, !kEdge || k < nk ? k : nk - 1, keep, l2, dl, s[mf][nt][2 * hi + c],
+                                       dp[mf][nt][2 * hi + c], keep, acc);
+                        } else {
+                            element(row, qcl, !kEdge || k < nk ? k : nk - 1, keep, l2, dl, s[mf][nt][2 * hi + c],
+                                    dp[mf][nt][2 * hi + c]);
+                        }
                     }
             }
     }
@@ -126,8 +138,9 @@ private:
         __device__ __forceinline__ void operator()(float& s, float& dp, int r, int col) const {
             const int k = k0 + col;
             const bool keep = !kEdge || k < nk;
-            bs.template element<true>(rw[r], qc[r], keep ? k : nk - 1, keep, lse2[r], delta[r], s, dp,
-                                      keep && q_ok[r], &acc);
+            acc.slot = r;  // per-query sites add to the row slot's sum
+            bs.template element<1>(rw[r], qc[r], keep ? k : nk - 1, keep, lse2[r], delta[r], s, dp,
+                                   keep && q_ok[r], &acc);
         }
     };
 

@@ -24,6 +24,14 @@
 // the partials of the CTAs whose (b, h) reads it, in CTA order (grad_table_len,
 // grad_table_step, grad_table_dense give the element of table element x of a CTA).
 //
+// Per-query sites (kInputGradQuerySites): input_grads adds dT * partial into acc.row_add(n,
+// c), the thread's sum of the row slot the kernel set (acc.slot); after the key loop the
+// threads sharing a row combine in a fixed order and one stores the row's sum
+// (input_grads_query_store: direct, or into the planes backward_dkdv sums). Per-key sites
+// (kInputGradKeySites, backward_dkdv): input_grads_key likewise per key row, stored per
+// query head (input_grads_key_store, store_key_sums), the planes summed by the CTA that
+// finishes last (finish_key_grads).
+//
 // Reduced sites (finish_input_grads): each CTA sums its threads' acc[n] in a fixed order
 // (warp butterfly, then warps in order) into partials[n][cta]; the CTA whose ticket says
 // it finished last sums, for every element, the partials that name it in a fixed order
@@ -48,10 +56,18 @@ __device__ __forceinline__ unsigned ticket_add(unsigned* t) {
 }  // namespace grad_detail
 
 // Variants without gradient sites keep one unused slot, so the array type is valid.
-template <class Variant>
+// kSlots: the thread's row sums of per-query (backward_dq) or per-key (backward_dkdv)
+// sites, one per row slot of the kernel's layout (sm80: its fragment rows; simt: its
+// element slots); row_add adds to the slot the caller set before the hook (`slot`).
+template <class Variant, int kSlots = 1>
 struct InputGradAcc {
     static constexpr int kN = Variant::kInputGradAccums > 0 ? Variant::kInputGradAccums : 1;
+    static constexpr int kRowSites = Variant::kInputGradQuerySites + Variant::kInputGradKeySites > 0
+                                         ? Variant::kInputGradQuerySites + Variant::kInputGradKeySites
+                                         : 1;
     float v[kN];
+    float row[kRowSites][kSlots];
+    int slot;
     float* table;  // the thread's row of table elements (begin_input_grads), else null
     // The run of contributions to one table element in registers (consecutive elements of
     // a thread often read the same one: where clamp saturates), added to its row slot
@@ -61,10 +77,19 @@ struct InputGradAcc {
     __device__ __forceinline__ void clear() {
 #pragma unroll
         for (int n = 0; n < kN; ++n) v[n] = 0.f;
+        clear_rows();
+        slot = 0;
         table = nullptr;
         table_x = -1;
         table_run = 0.f;
     }
+    __device__ __forceinline__ void clear_rows() {
+#pragma unroll
+        for (int n = 0; n < kRowSites; ++n)
+#pragma unroll
+            for (int r = 0; r < kSlots; ++r) row[n][r] = 0.f;
+    }
+    __device__ __forceinline__ void row_add(int n, float c) { row[n][slot] += c; }
     __device__ __forceinline__ void table_add(long long x, float c) {
         if (x != table_x) {
             table_flush();
@@ -87,8 +112,8 @@ __device__ __forceinline__ int input_grad_cta() {
 // Before the main loop, after acc.clear(): the thread's row of the table site's table
 // elements (GradWork::table_rows), cleared by the thread (only it writes the row until the
 // CTA's end, in its own order of elements: a fixed order).
-template <class Variant, class Params, int kThreads>
-__device__ __forceinline__ void begin_input_grads(const Params& p, InputGradAcc<Variant>& acc) {
+template <class Variant, class Params, int kThreads, class Acc>
+__device__ __forceinline__ void begin_input_grads(const Params& p, Acc& acc) {
     if constexpr (Variant::kInputGradTableOutput >= 0) {
         const GradWork& w = p.grad_work;
         if (w.table_threads != kThreads) __trap();  // the rows were sized for another block (a bug)
@@ -126,9 +151,9 @@ __device__ __forceinline__ void zero_fill_input_grads(const Params& p, const typ
 // Shared memory of the last CTA's sums with chunks of kMul * kThreads elements and group sums.
 constexpr int input_grad_smem_bytes(int threads, int mul) { return (64 + mul * threads) * 4 + mul * threads * (8 + 4); }
 
-template <class Variant, class Params, int kThreads, int kSmemBytes>
-__device__ __forceinline__ void finish_input_grads(const Params& p, const typename Variant::Head& hd,
-                                                   InputGradAcc<Variant>& acc, unsigned char* smem) {
+template <class Variant, class Params, int kThreads, int kSmemBytes, class Acc>
+__device__ __forceinline__ void finish_input_grads(const Params& p, const typename Variant::Head& hd, Acc& acc,
+                                                   unsigned char* smem) {
     if constexpr (Variant::kInputGradOutputs > 0) {
         static_assert(kSmemBytes >= input_grad_smem_bytes(kThreads, 1),
                       "the sums of gradients of captured tensors need more shared memory than the kernel has");
@@ -244,6 +269,77 @@ __device__ __forceinline__ void finish_input_grads(const Params& p, const typena
             }
         }
         if (tid == 0) *w.ticket = 0u;  // ready for a next launch (the host clears it too)
+    }
+}
+
+// Per-query (backward_dq) and per-key (backward_dkdv) sites on the sm80 fragment layout:
+// the thread holds, per site n and row slot r, the sum of its own columns of the row in
+// the order it met them (acc.row[n][r]); the 4 lanes of a quad share a row (sm80/fragment.cuh),
+// so a butterfly over them gives every lane the same bits, and the row leader stores the
+// row's sum (kKey: input_grads_key_store for key row0 + row(r) < n, else
+// input_grads_query_store). Clears the sums. Every lane of the warp calls it.
+template <class Variant, bool kKey, class Params, class Layout, class Acc>
+__device__ __forceinline__ void store_row_sums(const Params& p, const typename Variant::Head& hd, Acc& acc,
+                                               const Layout& l, int row0, int n) {
+    constexpr int kSites = kKey ? Variant::kInputGradKeySites : Variant::kInputGradQuerySites;
+#pragma unroll
+    for (int s = 0; s < kSites; ++s)
+#pragma unroll
+        for (int r = 0; r < Layout::kRows; ++r) {
+            float v = acc.row[s][r];
+            v += shfl_xor(v, 1);
+            v += shfl_xor(v, 2);
+            const int x = row0 + l.row(r);
+            if (l.row_leader() && x < n) {
+                if constexpr (kKey)
+                    Variant::input_grads_key_store(p, hd, s, x, v);
+                else
+                    Variant::input_grads_query_store(p, hd, s, x, v);
+            }
+        }
+    acc.clear_rows();
+}
+
+// backward_dkdv (sm80), per-key sites: the CTA walks the query heads of its kv head in
+// order, head by head; when it leaves head from_h for head to_h (to_h = the group's end
+// after the last step) it stores head from_h's key sums (hd: its Head) and zeros for the
+// heads it skipped (every tile masked off), so that every (b, h, key) element is written
+// once. Called uniformly by the whole block.
+template <class Variant, class Params, class Layout, class Acc>
+__device__ __forceinline__ void store_key_sums(const Params& p, const typename Variant::Head& hd, Acc& acc,
+                                               const Layout& l, int b, int kvh, int from_h, int to_h, int n0,
+                                               int nk) {
+    if constexpr (Variant::kInputGradKeySites > 0) {
+        store_row_sums<Variant, true>(p, hd, acc, l, n0, nk);
+        for (int h = from_h + 1; h < to_h; ++h) {
+            const typename Variant::Head hz = Variant::make_head(p, b, h, kvh);
+            store_row_sums<Variant, true>(p, hz, acc, l, n0, nk);  // zeros
+        }
+    }
+}
+
+// The end of a backward_dkdv CTA with per-key sites: the CTA whose ticket says it finished
+// last sums the planes of the per-key gradients that have planes, in plane order
+// (Variant::finish_key_grad_planes, loads past L1), and stores every element. smem: free
+// again (every warp is past its last use). The ticket is GradWork's, zero at the launch
+// (backward_dq's last CTA and the host leave it so).
+template <class Variant, class Params, int kThreads>
+__device__ __forceinline__ void finish_key_grads(const Params& p, unsigned char* smem) {
+    if constexpr (Variant::kInputGradKeySites > 0) {
+        const GradWork& w = p.grad_work;
+        unsigned* flag = reinterpret_cast<unsigned*>(smem);
+        const unsigned ctas = gridDim.x * gridDim.y * gridDim.z;
+        grad_detail::fence_gpu();  // each thread's plane stores, before tid 0's ticket
+        block_sync();
+        if (threadIdx.x == 0) {
+            grad_detail::fence_gpu();
+            flag[0] = grad_detail::ticket_add(w.ticket) == ctas - 1 ? 1u : 0u;
+            grad_detail::fence_gpu();  // every other CTA's stores, before this one reads them
+        }
+        block_sync();
+        if (flag[0] == 0) return;
+        Variant::finish_key_grad_planes(p, threadIdx.x, kThreads);
+        if (threadIdx.x == 0) *w.ticket = 0u;  // ready for a next launch (the host clears it too)
     }
 }
 

@@ -29,9 +29,16 @@ struct VariantDefaults {
     // t[h][doc[k]]), -1: none;
     // its hooks grad_table_len(p), grad_table_dense(p, hd, x) (common/input_grads.cuh).
     static constexpr int kInputGradTableOutput = -1;
+    // Per-query sites (q_bias[b][h][q]): input_grads adds into acc.row_add(n, c), the
+    // thread's sum of the query row it is at; input_grads_query_store(p, hd, n, q, v).
+    static constexpr int kInputGradQuerySites = 0;
     // backward_dkdv only: finish_input_grad_planes(p, first, step) sums the planes of
-    // elementwise gradients (backward/grad_args.h) over a grid-stride range.
+    // elementwise and per-query gradients (backward/grad_args.h) over a grid-stride range.
     static constexpr bool kInputGradPlanes = false;
+    // backward_dkdv only, per-key sites (kv_bias[h][k]): input_grads_key(p, hd, row, s, q,
+    // k, dt, acc), input_grads_key_store(p, hd, n, k, v), finish_key_grad_planes(p, first,
+    // step) (common/input_grads.cuh).
+    static constexpr int kInputGradKeySites = 0;
     // Attention sinks: the sink logit of query head h (natural-log units), read from the
     // spec's sinks tensor [Hq], and that tensor's element type (for its gradient):
     //   static float sink(const Params&, int h);   using SinkElement = float;  // or half_t, bf16_t

@@ -11,7 +11,10 @@
 //     kv head): dV += P^T dO, dK += dS^T Q;
 //   backward_dq (a CTA per query tile, visiting its KV tiles): dQ += dS K.
 // dK and dQ are scaled once at the end. Each output element is accumulated by one thread
-// in a fixed order: the same inputs give the same bits.
+// in a fixed order: the same inputs give the same bits. Per-query (backward_dq) and
+// per-key (backward_dkdv, per head) gradients of captured tensors: each thread sums per
+// element slot across tiles, then one thread per row (key) sums the slots in tile order.
+// The per-key planes are summed by the CTA that finishes last (common/input_grads.cuh).
 //
 // Shared memory (see smem_bytes in common/kernel_config.h), floats, rows padded by one to
 // spread banks: scratch | Q [BM][DQK+1] | dO [BM][DV+1] | K [BN][DQK+1] | V [BN][DV+1] |
@@ -116,14 +119,24 @@ struct Backward {
 
     // P and dS of the staged tile (query rows from m0, keys from n0, class cls). Elements
     // outside Nq x Nk, masked, or with t = -inf are zero in both.
-    // kGrads (backward_dq with Variant::kInputGrads): also the gradients of captured
-    // tensors and scalars at every in-range element (common/input_grads.cuh).
-    template <class Variant, class Params, bool kGrads = false, class Acc = int>
+    // kGrads 1 (backward_dq with Variant::kInputGrads): also the gradients of captured
+    // tensors and scalars at every in-range element (common/input_grads.cuh); 2
+    // (backward_dkdv with per-key sites): the per-key sites (Variant::input_grads_key).
+    // The thread's element slot i (element threadIdx.x + i kThreads of every tile: the
+    // same (row, column) of the tile each time) is acc's row slot for per-query and
+    // per-key sites.
+    template <class Variant, class Params, int kGrads = 0, class Acc = int>
     __device__ __forceinline__ static void tile_gradients(const Params& p, const typename Variant::Head& hd,
                                                           const Tiles& t, int m0, int n0, TileClass cls,
                                                           Acc* acc = nullptr) {
         const BackwardArgs& a = p.args;
-        for (int e = threadIdx.x; e < BM * BN; e += kThreads) {
+        auto grads = [&](const typename Variant::Row& row, float s, int q, int k, float dt) {
+            if constexpr (kGrads == 1) Variant::input_grads(p, hd, row, s, q, k, dt, *acc);
+            if constexpr (kGrads == 2) Variant::input_grads_key(p, hd, row, s, q, k, dt, *acc);
+        };
+        int slot = 0;
+        for (int e = threadIdx.x; e < BM * BN; e += kThreads, ++slot) {
+            if constexpr (kGrads != 0) acc->slot = slot;
             const int r = e / BN, c = e % BN;
             const int q = m0 + r, k = n0 + c;
             const float lse = t.lse[r];
@@ -145,23 +158,56 @@ struct Backward {
                         float dp = 0.f;
                         for (int d = 0; d < DV; ++d) dp += t.d_o[r * kVP + d] * t.v[c * kVP + d];
                         ds = pv * (dp - t.delta[r]);
-                        if constexpr (kGrads) Variant::input_grads(p, hd, row, s, q, k, pv == 0.f ? 0.f : ds, *acc);
+                        if constexpr (kGrads != 0) grads(row, s, q, k, pv == 0.f ? 0.f : ds);
                         if constexpr (Variant::kHasScoreGrad) ds *= Variant::d_score(p, hd, row, s, q, k);
-                    } else if constexpr (kGrads) {
-                        Variant::input_grads(p, hd, row, s, q, k, 0.f, *acc);
+                    } else if constexpr (kGrads != 0) {
+                        grads(row, s, q, k, 0.f);
                     }
-                } else if constexpr (kGrads) {
-                    Variant::input_grads(p, hd, row, 0.f, q, k, 0.f, *acc);
+                } else if constexpr (kGrads != 0) {
+                    grads(row, 0.f, q, k, 0.f);
                 }
-            } else if constexpr (kGrads) {
+            } else if constexpr (kGrads != 0) {
                 if (q < a.q_len && k < a.kv_len) {
                     const typename Variant::Row row = Variant::make_row(p, hd, q);
-                    Variant::input_grads(p, hd, row, 0.f, q, k, 0.f, *acc);
+                    grads(row, 0.f, q, k, 0.f);
                 }
             }
             t.p[r * kSP + c] = pv;
             t.ds[r * kSP + c] = ds;
         }
+    }
+
+    // Element slots of a thread in tile_gradients (the row slots of per-query and per-key sums).
+    static constexpr int kSlots = (BM * BN + kThreads - 1) / kThreads;
+
+    // Per-query (kKey false) and per-key (kKey true) sites: the row sums (queries of a key
+    // column, keys of a query row) from every thread's element slots, staged in the P tile
+    // (free: the caller is past the step's products) and summed by one thread per row or
+    // column in tile order, a fixed order; stored for row0 + x < n. Clears the sums.
+    template <class Variant, bool kKey, class Params, class Acc>
+    __device__ __forceinline__ static void store_slot_sums(const Params& p, const typename Variant::Head& hd,
+                                                           const Tiles& t, Acc& acc, int row0, int n) {
+        constexpr int kSites = kKey ? Variant::kInputGradKeySites : Variant::kInputGradQuerySites;
+        for (int s = 0; s < kSites; ++s) {
+            block_sync();  // every thread is done with the P tile
+#pragma unroll
+            for (int i = 0; i < kSlots; ++i) {
+                const int e = threadIdx.x + i * kThreads;
+                if (e < BM * BN) t.p[(e / BN) * kSP + e % BN] = acc.row[s][i];
+            }
+            block_sync();
+            for (int x = threadIdx.x; x < (kKey ? BN : BM); x += kThreads) {
+                if (row0 + x >= n) break;
+                float sum = 0.f;
+                for (int y = 0; y < (kKey ? BM : BN); ++y) sum += kKey ? t.p[y * kSP + x] : t.p[x * kSP + y];
+                if constexpr (kKey)
+                    Variant::input_grads_key_store(p, hd, s, row0 + x, sum);
+                else
+                    Variant::input_grads_query_store(p, hd, s, row0 + x, sum);
+            }
+        }
+        block_sync();  // the P tile is free again
+        acc.clear_rows();
     }
 
     // dK and dV of one KV tile: grid (ceil(Nk / BN), Hkv, B).
@@ -183,6 +229,9 @@ struct Backward {
 #pragma unroll
         for (int i = 0; i < kDvPer; ++i) dv[i] = 0.f;
 
+        // Per-key sites: the thread's element-slot sums for the head being walked.
+        InputGradAcc<Variant, (Variant::kInputGradKeySites > 0 ? kSlots : 1)> kacc;
+        kacc.clear();
         for (int h = kvh * a.group; h < (kvh + 1) * a.group; ++h) {
             const typename Variant::Head hd = Variant::make_head(p, b, h, kvh);
             for (int m0 = 0; m0 < nq; m0 += BM) {
@@ -194,7 +243,10 @@ struct Backward {
                 block_sync();  // every thread is done with the previous query tile
                 stage_queries(a, t, b, h, m0);
                 block_sync();
-                tile_gradients<Variant>(p, hd, t, m0, n0, cls);
+                if constexpr (Variant::kInputGradKeySites > 0)
+                    tile_gradients<Variant, Params, 2>(p, hd, t, m0, n0, cls, &kacc);
+                else
+                    tile_gradients<Variant>(p, hd, t, m0, n0, cls);
                 block_sync();
 #pragma unroll
                 for (int i = 0; i < kDkPer; ++i) {
@@ -217,6 +269,9 @@ struct Backward {
                     }
                 }
             }
+            // Per-key sites: head h's sum of every key of the tile (zeros where every tile
+            // was skipped), one store per (b, h, key).
+            if constexpr (Variant::kInputGradKeySites > 0) store_slot_sums<Variant, true>(p, hd, t, kacc, n0, nk);
         }
 
         E* dkg = static_cast<E*>(a.dk) + b * a.dk_stride[0] + kvh * a.dk_stride[1] + n0 * a.dk_stride[2];
@@ -230,6 +285,10 @@ struct Backward {
         for (int i = 0; i < kDvPer; ++i) {
             const int e = tid + i * kThreads, j = e / DV, d = e % DV;
             if (e < BN * DV && n0 + j < nk) dvg[j * a.dv_stride[2] + d] = FromFloat<E>::cvt(dv[i]);
+        }
+        if constexpr (Variant::kInputGradKeySites > 0) {
+            block_sync();  // every thread is past its last use of shared memory
+            finish_key_grads<Variant, Params, kThreads>(p, smem);
         }
     }
 
@@ -250,7 +309,7 @@ struct Backward {
         float dq[kDqPer];
 #pragma unroll
         for (int i = 0; i < kDqPer; ++i) dq[i] = 0.f;
-        InputGradAcc<Variant> gacc;
+        InputGradAcc<Variant, (Variant::kInputGradQuerySites > 0 ? kSlots : 1)> gacc;
         gacc.clear();
         if constexpr (Variant::kInputGrads) begin_input_grads<Variant, Params, kThreads>(p, gacc);
 
@@ -261,7 +320,7 @@ struct Backward {
             stage_keys(a, t, b, kvh, n0);
             block_sync();
             if constexpr (Variant::kInputGrads)
-                tile_gradients<Variant, Params, true>(p, hd, t, m0, n0, cls, &gacc);
+                tile_gradients<Variant, Params, 1>(p, hd, t, m0, n0, cls, &gacc);
             else
                 tile_gradients<Variant>(p, hd, t, m0, n0, cls);
             block_sync();
@@ -283,6 +342,8 @@ struct Backward {
             const int e = tid + i * kThreads, r = e / DQK, d = e % DQK;
             if (e < BM * DQK && m0 + r < nq) dqg[r * a.dq_stride[2] + d] = FromFloat<E>::cvt(a.scale * dq[i]);
         }
+        // Per-query sites: each row's sum over its keys.
+        if constexpr (Variant::kInputGradQuerySites > 0) store_slot_sums<Variant, false>(p, hd, t, gacc, m0, nq);
         if constexpr (Variant::kInputGrads) finish_input_grads<Variant, Params, kThreads, kSmemBytes>(p, hd, gacc, smem);
     }
 };

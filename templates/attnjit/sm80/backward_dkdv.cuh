@@ -11,6 +11,10 @@
 //     dV += P^T dO, dK += dS^T Q       (gemm_rn, dO and Q read transposed)
 //   dK is scaled once; dK and dV are stored. Each element is one thread's fixed-order
 //   sum over (head, query tile): deterministic.
+//   Per-key gradients of captured tensors (kv_bias[h][k], common/input_grads.cuh): each
+//   thread sums its key rows' elements in registers, head by head; when the cursor
+//   leaves a head the quads reduce (fixed butterfly) and the row leaders store one sum per
+//   (b, h, key), directly or into planes that the CTA finishing last sums in plane order.
 // Shared memory (smem_bytes in common/kernel_config.h): scratch | K [BN x DQK] |
 // V [BN x DV] | 2 x (Q [BM x DQK] | dO [BM x DV]) | 2 x (LSE2 [BM] | Delta [BM]) (f32).
 #pragma once
@@ -121,6 +125,9 @@ struct BackwardDkdv {
         VLayout::clear(dv);
         typename Variant::Head hd = Variant::make_head(p, b, kvh * a.group, kvh);
         int hd_h = kvh * a.group;
+        // Per-key sites: the thread's sums of its key rows for query head hd_h.
+        InputGradAcc<Variant, (Variant::kInputGradKeySites > 0 ? SLayout::kRows : 1)> kacc;
+        kacc.clear();
         const bool edge = n0 + BN > nk;
         int stage = 0;
         while (cur.h >= 0) {
@@ -130,6 +137,7 @@ struct BackwardDkdv {
             issue(next, stage ^ 1);
             ptx::cp_async_commit();
             if (cur.h != hd_h) {
+                store_key_sums<Variant>(p, hd, kacc, sl, b, kvh, hd_h, cur.h, n0, nk);  // head hd_h is done
                 hd = Variant::make_head(p, b, cur.h, kvh);
                 hd_h = cur.h;
             }
@@ -143,10 +151,19 @@ struct BackwardDkdv {
             const BackwardScores<Variant, Params> scores{p, hd, a.scale, a.scale * kLog2e,
                                                          Variant::kHasMask && cur.cls == TileClass::kPartial};
             const float* lse2_s = stats + stage * 2 * BM;
-            if (edge)
-                scores.template keys_are_rows<true>(sl, s, dp, lse2_s, lse2_s + BM, cur.m0, nq, n0, nk);
-            else
-                scores.template keys_are_rows<false>(sl, s, dp, lse2_s, lse2_s + BM, cur.m0, nq, n0, nk);
+            if constexpr (Variant::kInputGradKeySites > 0) {
+                if (edge)
+                    scores.template keys_are_rows<true, SLayout, decltype(s), true>(sl, s, dp, lse2_s, lse2_s + BM,
+                                                                                    cur.m0, nq, n0, nk, &kacc);
+                else
+                    scores.template keys_are_rows<false, SLayout, decltype(s), true>(sl, s, dp, lse2_s, lse2_s + BM,
+                                                                                     cur.m0, nq, n0, nk, &kacc);
+            } else {
+                if (edge)
+                    scores.template keys_are_rows<true>(sl, s, dp, lse2_s, lse2_s + BM, cur.m0, nq, n0, nk);
+                else
+                    scores.template keys_are_rows<false>(sl, s, dp, lse2_s, lse2_s + BM, cur.m0, nq, n0, nk);
+            }
             unsigned pa[kMF][kNT / 2][4];
             pack_a<E>(s, pa);
             gemm_rn<E, kMF, DV / 8, kNT / 2, kCprV>(dv, pa, do_t + so, la);
@@ -156,6 +173,7 @@ struct BackwardDkdv {
             stage ^= 1;
         }
         ptx::cp_async_wait<0>();
+        store_key_sums<Variant>(p, hd, kacc, sl, b, kvh, hd_h, (kvh + 1) * a.group, n0, nk);  // the last heads
 
         const KLayout kl;
         const VLayout vl;
@@ -169,6 +187,10 @@ struct BackwardDkdv {
                 kl.store_row(dkg + k * a.dk_stride[2] + kl.lane_col(), dk, r, [scale](float x, int) { return x * scale; });
                 vl.store_row(dvg + k * a.dv_stride[2] + vl.lane_col(), dv, r, [](float x, int) { return x; });
             }
+        }
+        if constexpr (Variant::kInputGradKeySites > 0) {
+            block_sync();  // every warp is past its last use of shared memory
+            finish_key_grads<Variant, Params, kThreads>(p, smem);
         }
     }
 };

@@ -8,7 +8,9 @@
 //     P, dS                            (BackwardScores: mask, score_mod, d_score)
 //     dQ += dS K                       (gemm_rn, K read transposed)
 //   dQ is scaled once and stored. Each dQ element is one thread's fixed-order sum:
-//   deterministic.
+//   deterministic. Gradients of captured tensors (common/input_grads.cuh): per-query
+//   sites sum each row in the threads' row slots across the key tiles, then over the
+//   quad (fixed butterfly) after the loop; the row leader stores.
 //
 // Shared memory (smem_bytes in common/kernel_config.h): scratch | Q [BM x DQK] |
 // dO [BM x DV] | 2 x (K [BN x DQK] | V [BN x DV]) | LSE2 [BM] | Delta [BM] (f32).
@@ -123,7 +125,7 @@ struct BackwardDq {
 
         float dq[kMF][DQK / 8][4];
         DLayout::clear(dq);
-        InputGradAcc<Variant> gacc;
+        InputGradAcc<Variant, (Variant::kInputGradQuerySites > 0 ? kRows : 1)> gacc;  // row sums per row slot
         gacc.clear();
         if constexpr (Variant::kInputGrads) begin_input_grads<Variant, Params, kThreads>(p, gacc);
         int stage = 0;
@@ -172,6 +174,8 @@ struct BackwardDq {
             if (q < nq)
                 dl.store_row(dqg + q * a.dq_stride[2] + dl.lane_col(), dq, r, [scale](float v, int) { return v * scale; });
         }
+        // Per-query sites: each row's sum over its keys (common/input_grads.cuh).
+        if constexpr (Variant::kInputGradQuerySites > 0) store_row_sums<Variant, false>(p, hd, gacc, sl, m0, nq);
         if constexpr (Variant::kInputGrads) finish_input_grads<Variant, Params, kThreads, kSmemBytes>(p, hd, gacc, smem);
     }
 };
