@@ -70,8 +70,8 @@ PreparedKernel prepare_kernel(const AttentionSpec& spec, const codegen::SpecInpu
         if (plan->grad_outputs.empty()) plan.reset();      // the kernel without gradients (dkdv, no planes)
         else k.grads = grads;
     }
-    k.layout = plan ? codegen::params_layout(inputs, kind, plan->grad_outputs, plan->grad_accum_outputs() > 0)
-                    : codegen::params_layout(inputs, kind);
+    // The layout generate() declares in the kernel (one rule: codegen::plan_params_layout).
+    k.layout = plan ? codegen::plan_params_layout(*plan, kind) : codegen::params_layout(inputs, kind);
     auto& cache = runtime::KernelCache::global();
     const std::string key = fast_key(spec, inputs, k.config, target.arch, k.grads);
     // The cache calls make() only when the kernel is not in memory: then this call

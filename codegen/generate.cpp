@@ -53,6 +53,10 @@ void entry(SourceWriter& w, const KernelKindInfo& kind, const KernelConfig& c, D
 
 }  // namespace
 
+ParamsLayout plan_params_layout(const KernelPlan& plan, KernelKind kind) {
+    return params_layout(plan.inputs, kind, plan.grad_outputs, plan.needs_grad_work());
+}
+
 KernelSource generate(const KernelPlan& plan, const KernelConfig& config, const std::string& arch) {
     const dsl::AttentionSpec& spec = plan.spec;
     internal_check(config.elem == elem_kind(spec.dtype()) && config.head_dim_qk == spec.head_dim_qk() &&
@@ -69,9 +73,7 @@ KernelSource generate(const KernelPlan& plan, const KernelConfig& config, const 
     KernelSource k;
     k.config = config;
     k.arch = arch;
-    // GradWork: backward_dq's per-CTA sums, or backward_dkdv's ticket for its per-key sums.
-    k.layout = params_layout(plan.inputs, config.kind, plan.grad_outputs,
-                             plan.grad_accum_outputs() > 0 || plan.grad_key_sites() > 0);
+    k.layout = plan_params_layout(plan, config.kind);
     k.threads = threads(config);
     k.smem_bytes = smem_bytes(config);
     k.entry = kind.entry;

@@ -17,6 +17,9 @@ namespace attnjit::codegen {
 // rule otherwise) and match the spec's dtype and head dims. Deterministic: same inputs,
 // same bytes.
 KernelSource generate(const KernelPlan& plan, const KernelConfig& config, const std::string& arch);
+// The Params layout generate() declares for a plan's `kind` kernel: the one rule the host
+// packs by too (api/prepared_kernel.cpp), so the two cannot disagree.
+ParamsLayout plan_params_layout(const KernelPlan& plan, KernelKind kind);
 // Validates the spec (UserError), checks the config, lowers and renders.
 KernelSource generate(const dsl::AttentionSpec& spec, const KernelConfig& config, const std::string& arch);
 

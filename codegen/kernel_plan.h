@@ -99,6 +99,10 @@ struct KernelPlan {
     bool grad_stores() const;     // some site is stored elementwise
     int grad_query_sites() const; // per-query sites (backward_dq)
     int grad_key_sites() const;   // per-key sites (backward_dkdv)
+    // Whether the kernel's Params carry a GradWork: backward_dq's per-CTA sums, or
+    // backward_dkdv's ticket for its per-key sums. The one rule for the generated Params
+    // and the host's packing.
+    bool needs_grad_work() const { return grad_accum_outputs() > 0 || grad_key_sites() > 0; }
     // Attention sinks (spec.sinks()): the Variant gets kHasSink and sink(p, h).
     bool has_sinks() const { return spec.has_sinks(); }
     // head, row, then the element bindings of score_mod and of mask (each name once).

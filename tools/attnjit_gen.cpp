@@ -114,7 +114,7 @@ int main(int argc, char** argv) {
                 std::cout << codegen::params_layout(spec, kind) << "\n";
             } else {
                 const auto p = codegen::lower(spec, codegen::spec_inputs(spec), kind, grad_set);
-                std::cout << codegen::params_layout(p.inputs, kind, p.grad_outputs, p.grad_accum_outputs() > 0) << "\n";
+                std::cout << codegen::plan_params_layout(p, kind) << "\n";
             }
         } else {
             const auto config = codegen::make_config(spec, kind, arch,
