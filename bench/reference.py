@@ -87,15 +87,18 @@ def reference(q, k, v, score_mod=None, mask=None, causal=False, scale=None, chun
 
 
 def reference_grad(q, k, v, dO, score_mod=None, mask=None, causal=False, scale=None,
-                   chunk_scores=CHUNK_SCORES, captured=()):
+                   chunk_scores=CHUNK_SCORES, captured=(), on_block_dt=None):
     """fp64 gradients of sum(out * dO), out = reference(q, k, v, ...): (dq [B, Hq, Nq, D],
     dk [B, Hkv, Nk, D], dv [B, Hkv, Nk, Dv]) and then one per tensor of `captured`. By hand,
     per block of query rows (as reference): P = softmax(S), dP = dO V^T, dS = P * (dP -
     rowsum(dO * O)), and dS through score_mod by autograd; dq of a block's rows is complete in
     the block, dk and dv add up over blocks. `captured`: float64 leaves that require grad,
     which score_mod reads (the caller builds score_mod over them); their gradients add up
-    over blocks. Other captured tensors are constants. Rows without a kept key have P = 0:
-    zero gradients."""
+    over blocks. on_block_dt(i0, i1, dt): called with each block's dL/dt [B, Hq, i1 - i0, Nk]
+    (t = score_mod's output, 0 on masked keys), for gradients a caller sums itself: a
+    [1, H, N, N] pair bias read at [0, h, i, j] gets dt summed over the batch, without the
+    full-size gradient autograd would build per block. Other captured tensors are
+    constants. Rows without a kept key have P = 0: zero gradients."""
     import torch
     B, Hq, Nq, D = q.shape
     Hkv, Nk = k.shape[1], k.shape[2]
@@ -139,6 +142,8 @@ def reference_grad(q, k, v, dO, score_mod=None, mask=None, causal=False, scale=N
             ds = torch.matmul(doc, vt).sub_(delta).mul_(p)          # dS: 0 wherever P is 0
             dv += torch.matmul(p.transpose(-1, -2), doc)
             del p, o
+            if on_block_dt is not None:
+                on_block_dt(i0, i1, ds)
         if score_mod is not None:  # a score_mod that ignores the score passes no gradient
             if s.requires_grad:
                 got = torch.autograd.grad(s, [s_raw] + captured, ds, allow_unused=True)
@@ -173,13 +178,26 @@ def reference_grads_of(case, inp):
     """The fp64 reference gradients of a fwdbwd case's inputs, for inp.dO: dq, dk, dv, then
     those of the captured tensors in inp.grad_caps (in its order), through float64 leaves."""
     from mods import inline_variant
+    import torch
     caps = upcast_caps(inp.caps)
-    leaves = []
+    leaves, summed = [], {}
     for name in inp.grad_caps:
+        if case.variant == "pair_bias" and name == "bias":
+            # s + bias[0, h, i, j]: d bias[0, :, rows] = dt of the rows summed over the batch
+            d = torch.zeros(inp.caps[name].shape, dtype=torch.float64, device=inp.q.device)
+            summed[name] = d
+            continue
         caps[name] = inp.caps[name].detach().double().requires_grad_(True)
         leaves.append(caps[name])
     var = inline_variant(case.variant, caps)
-    return reference_grad(inp.q, inp.k, inp.v, inp.dO, var.score_mod, var.mask, var.causal, captured=leaves)
+
+    def add_bias_rows(i0, i1, dt):
+        if "bias" in summed:
+            summed["bias"][0, :, i0:i1] += dt.sum(dim=0)
+    grads = reference_grad(inp.q, inp.k, inp.v, inp.dO, var.score_mod, var.mask, var.causal, captured=leaves,
+                           on_block_dt=add_bias_rows if summed else None)
+    by_leaf = dict(zip([n for n in inp.grad_caps if n not in summed], grads[3:]))
+    return tuple(grads[:3]) + tuple(summed[n] if n in summed else by_leaf[n] for n in inp.grad_caps)
 
 
 def _compare(out, ref, atol, rtol):

@@ -118,6 +118,13 @@ def test_captured_tensor_gradients_match_autograd(which):
     for g, w in zip(got, [x.grad for x in qkv] + [want_leaf.grad]):
         torch.testing.assert_close(g, w, rtol=1e-12, atol=1e-12)
     assert got[3].abs().max() > 0
+    if which == "bias":  # the same gradient summed from each block's dL/dt (reference_grads_of's pair bias)
+        d = torch.zeros_like(t)
+
+        def add(i0, i1, dt):
+            d[0, :, i0:i1] += dt.sum(dim=0)
+        reference_grad(q, k, v, dO, make_mod(t), mask, causal, chunk_scores=3 * B * Hq * Nk, on_block_dt=add)
+        torch.testing.assert_close(d, want_leaf.grad, rtol=1e-12, atol=1e-12)
     # checked as a summed gradient: one element off by 3x the summed tolerance fails
     grads = [g.float() for g in got]
     assert check_grads(grads, got, "fp32", (which,))["grad_ok"]
