@@ -29,12 +29,16 @@ CHUNK_SCORES = 1 << 27  # fp64 scores per query block: 1 GiB
 
 def upcast_caps(caps: dict) -> dict:
     """Small floating tensors to float64; large ones (a pair bias) stay as they are: adding
-    a 16-bit value to a float64 score promotes it exactly, without an 8x copy."""
+    a 16-bit value to a float64 score promotes it exactly, without an 8x copy. Detached: a
+    captured tensor that requires grad (fwdbwd) must not tie the reference's blocks into an
+    autograd graph (it kept every block's scores alive: 70 GiB at N 8192)."""
     import torch
     out = {}
     for k, t in caps.items():
         if isinstance(t, torch.Tensor) and t.is_floating_point() and t.numel() <= (1 << 20):
-            out[k] = t.double()
+            out[k] = t.detach().double()
+        elif isinstance(t, torch.Tensor):
+            out[k] = t.detach()
         else:
             out[k] = t
     return out
@@ -50,7 +54,14 @@ def _keep(mask, causal, bi, hi, qi, kj):
 
 
 def reference(q, k, v, score_mod=None, mask=None, causal=False, scale=None, chunk_scores=CHUNK_SCORES):
-    """q [B, Hq, Nq, D], k/v [B, Hkv, Nk, D] -> float64 [B, Hq, Nq, Dv]."""
+    """q [B, Hq, Nq, D], k/v [B, Hkv, Nk, D] -> float64 [B, Hq, Nq, Dv]. Never builds an
+    autograd graph, whatever requires grad."""
+    import torch
+    with torch.no_grad():
+        return _reference(q, k, v, score_mod, mask, causal, scale, chunk_scores)
+
+
+def _reference(q, k, v, score_mod, mask, causal, scale, chunk_scores):
     import torch
     B, Hq, Nq, D = q.shape
     Hkv, Nk = k.shape[1], k.shape[2]
