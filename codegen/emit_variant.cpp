@@ -197,6 +197,19 @@ private:
         return dense;
     }
 
+    // `value` into a stored site's element: in the tensor's dtype, or into the fp32 plane of
+    // this (b, h) when the launch gives planes (backward/grad_args.h).
+    void store_element(const InputGradSite& g, const std::string& pre, const std::string& value) {
+        const InputGradOutput& o = output(g);
+        const std::string f = "p." + grad_field(o.name);
+        w_.line("if (" + f + ".planes == nullptr)");
+        w_.line("    " + f + ".ptr[" + site_offset(g, pre) + "] = attnjit::FromFloat<" + cuda_elem_type(o.dtype) +
+                ">::cvt(" + value + ");");
+        w_.line("else");
+        w_.line("    " + f + ".planes[" + plane_index(f) + " * " + f + ".plane_elems + " + dense_index(g, pre) + "] = " +
+                value + ";");
+    }
+
     static std::string plane_index(const std::string& f) {
         return "((" + f + ".plane_b ? hd.b : 0) * (" + f + ".plane_h ? p.args.q_heads : 1) + (" + f +
                ".plane_h ? hd.h : 0))";
@@ -255,12 +268,7 @@ private:
             w_.open("if (n == " + std::to_string(g.row_site) + ")");
             const std::string ok = site_indices(g, pre);
             w_.line("if (!(" + ok + ")) return;");
-            w_.line("if (" + f + ".planes == nullptr)");
-            w_.line("    " + f + ".ptr[" + site_offset(g, pre) + "] = attnjit::FromFloat<" + cuda_elem_type(o.dtype) +
-                    ">::cvt(v);");
-            w_.line("else");
-            w_.line("    " + f + ".planes[" + plane_index(f) + " * " + f + ".plane_elems + " + dense_index(g, pre) +
-                    "] = v;");
+            store_element(g, pre, "v");
             w_.line("return;");
             w_.close();
         }
@@ -325,12 +333,7 @@ private:
                 const std::string f = "p." + grad_field(o.name);
                 w_.open("if (" + ok + ")");
                 w_.line("const float c = dt == 0.f ? 0.f : dt * (" + emit_expr(g.partial, names_) + ");");
-                w_.line("if (" + f + ".planes == nullptr)");
-                w_.line("    " + f + ".ptr[" + site_offset(g, pre) + "] = attnjit::FromFloat<" + cuda_elem_type(o.dtype) +
-                        ">::cvt(c);");
-                w_.line("else");
-                w_.line("    " + f + ".planes[" + plane_index(f) + " * " + f + ".plane_elems + " + dense_index(g, pre) +
-                        "] = c;");
+                store_element(g, pre, "c");
                 w_.close();
             } else if (g.per_query) {
                 // The thread's sum of its query row (the slot the caller set).

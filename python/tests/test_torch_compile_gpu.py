@@ -21,14 +21,11 @@ if not hasattr(torch.library, "custom_op") or not hasattr(torch.library, "regist
                 allow_module_level=True)
 
 import attnjit  # noqa: E402
-from attnjit import _library, mods, torch_ops  # noqa: E402
+from attnjit import mods, torch_ops  # noqa: E402
 
-try:
-    _library.load()
-except attnjit.LibraryNotFoundError as err:
-    if os.environ.get("ATTNJIT_LIBRARY"):
-        raise
-    pytest.skip(f"libattnjit_c.so not built: {err}", allow_module_level=True)
+from library_or_skip import load_library_or_skip  # noqa: E402
+
+load_library_or_skip()
 
 
 def _has_inductor() -> bool:

@@ -7,7 +7,6 @@ fp16 3e-3, bf16 2e-2, fp32 1e-4 (fp32 inputs run an fp32 FFMA main loop), LSE 1e
 1e-5; NaN, unwritten elements or an infinity the reference does not have fail. Distinct
 specs are kept to about 40 (each cold NVRTC compile takes about a second)."""
 import math
-import os
 import time
 import warnings
 
@@ -19,14 +18,9 @@ if not torch.cuda.is_available():
 
 import attnjit  # noqa: E402
 from attnjit import compiled, mods  # noqa: E402
-from attnjit import _library  # noqa: E402
+from library_or_skip import load_library_or_skip  # noqa: E402
 
-try:
-    _library.load()
-except attnjit.LibraryNotFoundError as err:
-    if os.environ.get("ATTNJIT_LIBRARY"):
-        raise
-    pytest.skip(f"libattnjit_c.so not built: {err}", allow_module_level=True)
+load_library_or_skip()
 
 DEVICE = torch.device("cuda", torch.cuda.current_device())
 TOLERANCE = {torch.float16: (3e-3, 3e-3), torch.bfloat16: (2e-2, 2e-2), torch.float32: (1e-4, 1e-4)}
