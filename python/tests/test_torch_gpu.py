@@ -555,45 +555,44 @@ def test_captured_tensor_gradcheck_fp32(name):
         assert torch.autograd.gradcheck(fn, (q, k, v, leaf), eps=1e-3, atol=1e-2, rtol=1e-2, fast_mode=True)
 
 
+def _captured_gradients_twice(leaves, loss):
+    """The gradients of `leaves` from two backward passes of loss() on the same inputs."""
+    runs = []
+    for _ in range(2):
+        for t in leaves:
+            t.grad = None
+        loss().backward()
+        runs.append([t.grad.clone() for t in leaves])
+    return runs
+
+
 def test_captured_tensor_gradients_are_deterministic():
     bias = torch.randn(1, 4, 300, 300, device=DEVICE, dtype=torch.bfloat16).requires_grad_()
     slopes = mods.alibi_slopes(4, device=DEVICE).requires_grad_()
     q, k, v = make_qkv(2, 4, 4, 300, 300, 64, torch.bfloat16)
-    grads = []
-    for _ in range(2):
-        bias.grad = slopes.grad = None
-        b = bias.expand(2, 4, 300, 300)
-        out = attnjit.attention(q, k, v, score_mod=lambda s, bb, h, i, j: s + b[bb, h, i, j] + slopes[h] * (j - i),
-                                causal=True)
-        (out.float() * 0.5).sum().backward()
-        grads.append((bias.grad.clone(), slopes.grad.clone()))
-    assert all(torch.equal(a, b) for a, b in zip(*grads)), "two backward passes on the same inputs differ"
+    b = bias.expand(2, 4, 300, 300)
+    first, second = _captured_gradients_twice([bias, slopes], lambda: (attnjit.attention(
+        q, k, v, score_mod=lambda s, bb, h, i, j: s + b[bb, h, i, j] + slopes[h] * (j - i),
+        causal=True).float() * 0.5).sum())
+    assert all(torch.equal(a, c) for a, c in zip(first, second)), "two backward passes on the same inputs differ"
 
 
 def test_relative_position_table_gradient_is_deterministic():
     table = torch.randn(4, 17, device=DEVICE).requires_grad_()
     q, k, v = make_qkv(2, 4, 2, 300, 700, 64, torch.bfloat16)
-    grads = []
-    for _ in range(2):
-        table.grad = None
-        out = attnjit.attention(q, k, v, score_mod=mods.relative_position_bias(table, 8), enable_gqa=True)
-        (out.float() * 0.5).sum().backward()
-        grads.append(table.grad.clone())
-    assert torch.equal(grads[0], grads[1]), "two backward passes on the same inputs differ"
+    first, second = _captured_gradients_twice([table], lambda: (attnjit.attention(
+        q, k, v, score_mod=mods.relative_position_bias(table, 8), enable_gqa=True).float() * 0.5).sum())
+    assert torch.equal(first[0], second[0]), "two backward passes on the same inputs differ"
 
 
 def test_per_query_and_per_key_gradients_are_deterministic():
     q_bias = (0.5 * torch.randn(2, 4, 300, device=DEVICE)).requires_grad_()
     kv_bias = torch.randn(4, 700, device=DEVICE).requires_grad_()
     q, k, v = make_qkv(2, 4, 2, 300, 700, 64, torch.bfloat16)
-    grads = []
-    for _ in range(2):
-        q_bias.grad = kv_bias.grad = None
-        out = attnjit.attention(q, k, v, enable_gqa=True, causal=True,
-                                score_mod=lambda s, b, h, i, j: s + s * q_bias[b, h, i] + kv_bias[h, j])
-        (out.float() * 0.5).sum().backward()
-        grads.append((q_bias.grad.clone(), kv_bias.grad.clone()))
-    assert all(torch.equal(a, b) for a, b in zip(*grads)), "two backward passes on the same inputs differ"
+    first, second = _captured_gradients_twice([q_bias, kv_bias], lambda: (attnjit.attention(
+        q, k, v, enable_gqa=True, causal=True,
+        score_mod=lambda s, b, h, i, j: s + s * q_bias[b, h, i] + kv_bias[h, j]).float() * 0.5).sum())
+    assert all(torch.equal(a, c) for a, c in zip(first, second)), "two backward passes on the same inputs differ"
 
 
 def test_read_with_two_varying_indices_gradient_is_refused():
