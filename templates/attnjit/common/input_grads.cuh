@@ -1,4 +1,5 @@
-// Gradients of captured tensors and runtime scalars in backward_dq (issue 8 item 4;
+// Gradients of captured tensors and runtime scalars in backward_dq, and the per-key sites
+// and plane sums in backward_dkdv (issue 8 item 4;
 // codegen/autodiff.h gives each read site's partial d t / d read, codegen/grad_reduction.h
 // how its contributions meet). backward_dq sees every score element (b, h, i, j) exactly
 // once, with dT = dL/dt = P (dP - Delta); a read site contributes dT * partial to the

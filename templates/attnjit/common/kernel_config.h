@@ -170,7 +170,7 @@ constexpr int kSimtRowPad = 4;
 //                [block_n x (dqk + dv)] | LSE, Delta [block_m] (f32)   (XOR-swizzled)
 //  backward_fused sm80: backward_dkdv's | P, dS [block_m x block_n]
 //  backward_stats, backward_dq_convert, backward_sink_grad: none (the last one's
-//                block reduction uses 128 bytes of static shared memory)
+//                block reduction uses one float per warp of static shared memory)
 ATTNJIT_HD constexpr int smem_bytes(const KernelConfig& c) {
     const TileConfig& t = c.tile;
     const int dqk = c.head_dim_qk, dv = c.head_dim_v;
