@@ -57,6 +57,33 @@ AttentionSpec& AttentionSpec::no_sinks() {
     return *this;
 }
 
+AttentionSpec& AttentionSpec::gate(const std::string& name) {
+    user_check(!name.empty()) << "AttentionSpec.gate(\"\"): name the captured tensor [B, Hq, Nq, Dv] that holds the "
+                                 "gate logits, or call no_gate()";
+    gate_name_ = name;
+    return *this;
+}
+AttentionSpec& AttentionSpec::no_gate() {
+    gate_name_.clear();
+    return *this;
+}
+AttentionSpec& AttentionSpec::score_conv(const std::string& name, int c_q, int c_k, DType dtype) {
+    user_check(!name.empty()) << "AttentionSpec.score_conv(\"\", " << c_q << ", " << c_k
+                              << "): name the captured tensor [Hq, c_q, c_k] that holds the kernel, or call "
+                                 "no_score_conv()";
+    conv_name_ = name;
+    conv_rows_ = c_q;
+    conv_cols_ = c_k;
+    conv_dtype_ = dtype;
+    return *this;
+}
+AttentionSpec& AttentionSpec::no_score_conv() {
+    conv_name_.clear();
+    conv_rows_ = conv_cols_ = 0;
+    conv_dtype_ = DType::f32;
+    return *this;
+}
+
 double AttentionSpec::scale_or_default() const { return scale_ ? *scale_ : 1.0 / std::sqrt(double(dqk_)); }
 
 namespace {
@@ -97,27 +124,31 @@ struct Inputs {
             }
         });
     }
+
+    // A tensor the spec names for a structural feature (`what`: "sinks", "gate", ...).
+    void add_structural(const std::string& name, TensorInfo info, const char* what) {
+        if (conflict) return;
+        if (scalars.count(name)) {
+            conflict = "'" + name + "' is used both as a scalar and as the " + what + " tensor; give them different names";
+            return;
+        }
+        auto [it, fresh] = tensors.emplace(name, info);
+        if (!fresh && !(it->second == info))
+            conflict = "tensor '" + name + "' is the " + what + " tensor (" + dtype_name(info.dtype) + ", rank " +
+                       std::to_string(info.rank) + ") but is also used as " + dtype_name(it->second.dtype) + "/rank " +
+                       std::to_string(it->second.rank) + "; use one declaration";
+    }
 };
 
 Inputs collect_inputs(const AttentionSpec& s) {
     Inputs in;
     in.collect(s.score_mod(), "score_mod");
     in.collect(s.mask(), "mask");
-    if (s.has_sinks() && !in.conflict) {
-        // The sinks tensor is a captured tensor [Hq] like any other (an expression may read
-        // it too, as the same float tensor of rank 1).
-        const std::string& name = s.sinks_name();
-        const TensorInfo info{s.sinks_dtype(), 1};
-        if (in.scalars.count(name)) {
-            in.conflict = "'" + name + "' is used both as a scalar and as the sinks tensor; give them different names";
-        } else {
-            auto [it, fresh] = in.tensors.emplace(name, info);
-            if (!fresh && !(it->second == info))
-                in.conflict = "tensor '" + name + "' is the sinks tensor (" + dtype_name(info.dtype) +
-                              ", rank 1) but the expressions read it as " + dtype_name(it->second.dtype) +
-                              "/rank " + std::to_string(it->second.rank) + "; use one declaration";
-        }
-    }
+    // The structural tensors are captured tensors like any other (an expression may read them
+    // too, as the same dtype and rank).
+    if (s.has_sinks()) in.add_structural(s.sinks_name(), {s.sinks_dtype(), 1}, "sinks");
+    if (s.has_gate()) in.add_structural(s.gate_name(), {s.dtype(), 4}, "gate");
+    if (s.has_score_conv()) in.add_structural(s.score_conv_name(), {s.score_conv_dtype(), 3}, "score_conv");
     return in;
 }
 
@@ -228,6 +259,33 @@ std::optional<std::string> AttentionSpec::why_invalid() const {
             return why.str();
         }
     }
+    if (has_gate() && !is_valid_user_name(gate_name_)) {
+        why << "AttentionSpec.gate(\"" << gate_name_
+            << "\"): the gate tensor's name must be a C identifier that is not a built-in name";
+        return why.str();
+    }
+    if (has_score_conv()) {
+        const std::string call = "AttentionSpec.score_conv(\"" + conv_name_ + "\", " + std::to_string(conv_rows_) +
+                                 ", " + std::to_string(conv_cols_) + ")";
+        if (!is_valid_user_name(conv_name_)) {
+            why << call << ": the kernel tensor's name must be a C identifier that is not a built-in name";
+            return why.str();
+        }
+        if (conv_rows_ < 1 || conv_rows_ > kMaxScoreConvRows) {
+            why << call << ": c_q (query extent) must be in [1, " << kMaxScoreConvRows << "]";
+            return why.str();
+        }
+        if (conv_cols_ < 1 || conv_cols_ > kMaxScoreConvCols || conv_cols_ % 2 == 0) {
+            why << call << ": c_k (key extent) must be odd and in [1, " << kMaxScoreConvCols
+                << "] (the key taps are centred on the key: j - (c_k-1)/2 .. j + (c_k-1)/2)";
+            return why.str();
+        }
+        if (conv_dtype_ != DType::f32 && conv_dtype_ != DType::f16 && conv_dtype_ != DType::bf16) {
+            why << call << ": the kernel is a float tensor [Hq, c_q, c_k] (f32, f16 or bf16), not "
+                << dtype_name(conv_dtype_);
+            return why.str();
+        }
+    }
     Inputs in = collect_inputs(*this);
     if (in.conflict) return in.conflict;
     if (in.tensors.size() > static_cast<size_t>(kMaxCapturedTensors)) {
@@ -263,6 +321,12 @@ uint64_t AttentionSpec::hash() const {
     h = hash_combine(h, return_lse_ ? 1 : 2);
     // Specs without sinks keep the hash they had before sinks existed (cache keys).
     if (has_sinks()) h = hash_combine(hash_combine(h, hash_string("sinks/" + sinks_name_)), static_cast<uint64_t>(sinks_dtype_));
+    if (has_gate()) h = hash_combine(h, hash_string("gate/" + gate_name_));
+    if (has_score_conv()) {
+        h = hash_combine(h, hash_string("score_conv/" + conv_name_));
+        h = hash_combine(hash_combine(h, static_cast<uint64_t>(conv_rows_)), static_cast<uint64_t>(conv_cols_));
+        h = hash_combine(h, static_cast<uint64_t>(conv_dtype_));
+    }
     return h;
 }
 
@@ -270,7 +334,8 @@ bool AttentionSpec::operator==(const AttentionSpec& o) const {
     return dtype_ == o.dtype_ && dqk_ == o.dqk_ && dv_ == o.dv_ && q_heads_ == o.q_heads_ &&
            kv_heads_ == o.kv_heads_ && scale_ == o.scale_ && equal(score_mod_, o.score_mod_) &&
            equal(mask_, o.mask_) && return_lse_ == o.return_lse_ && sinks_name_ == o.sinks_name_ &&
-           sinks_dtype_ == o.sinks_dtype_;
+           sinks_dtype_ == o.sinks_dtype_ && gate_name_ == o.gate_name_ && conv_name_ == o.conv_name_ &&
+           conv_rows_ == o.conv_rows_ && conv_cols_ == o.conv_cols_ && conv_dtype_ == o.conv_dtype_;
 }
 
 std::ostream& operator<<(std::ostream& os, const AttentionSpec& s) {
@@ -282,6 +347,10 @@ std::ostream& operator<<(std::ostream& os, const AttentionSpec& s) {
     if (s.mask().defined()) os << ", mask=" << s.mask();
     if (s.returns_lse()) os << ", return_lse";
     if (s.has_sinks()) os << ", sinks=" << s.sinks_name() << "[" << dtype_name(s.sinks_dtype()) << "]";
+    if (s.has_gate()) os << ", gate=" << s.gate_name();
+    if (s.has_score_conv())
+        os << ", score_conv=" << s.score_conv_name() << "[" << dtype_name(s.score_conv_dtype()) << ", "
+           << s.score_conv_rows() << "x" << s.score_conv_cols() << "]";
     return os << ")";
 }
 

@@ -48,6 +48,20 @@ public:
     // (LaunchArgs::tensors[name]); its gradient is GradArgs::grads[name].
     AttentionSpec& sinks(const std::string& name, DType dtype = DType::f32);
     AttentionSpec& no_sinks();
+    // Output gate (AlphaFold's gated attention): out = sigmoid(g) * O, elementwise, fused into
+    // the epilogue. `name` is a captured tensor shaped like the output, [B, Hq, Nq, Dv], of the
+    // spec's dtype, any strides (stride 0 broadcasts); its gradient is GradArgs::grads[name].
+    // The forward returns the gated output; LSE is the ungated softmax's.
+    AttentionSpec& gate(const std::string& name);
+    AttentionSpec& no_gate();
+    // Score convolution (Multi-Token Attention, SEMANTICS.md section 3): a per-query-head
+    // kernel theta [Hq, c_q, c_k] (the captured tensor `name`, f32, f16 or bf16) convolved
+    // over the scaled, causally zero-masked scores before softmax; causal (top-left) by
+    // definition. 1 <= c_q <= kMaxScoreConvRows, c_k odd, 1 <= c_k <= kMaxScoreConvCols.
+    // score_mod applies to the convolved score; a mask applies to the convolution's input and
+    // output and keeps each tap inside the mask (docs/score_convolution.md).
+    AttentionSpec& score_conv(const std::string& name, int c_q, int c_k, DType dtype = DType::f32);
+    AttentionSpec& no_score_conv();
 
     DType dtype() const { return dtype_; }
     int head_dim_qk() const { return dqk_; }
@@ -62,6 +76,13 @@ public:
     bool has_sinks() const { return !sinks_name_.empty(); }
     const std::string& sinks_name() const { return sinks_name_; }  // empty without sinks
     DType sinks_dtype() const { return sinks_dtype_; }
+    bool has_gate() const { return !gate_name_.empty(); }
+    const std::string& gate_name() const { return gate_name_; }  // empty without a gate
+    bool has_score_conv() const { return !conv_name_.empty(); }
+    const std::string& score_conv_name() const { return conv_name_; }  // empty without one
+    int score_conv_rows() const { return conv_rows_; }                  // c_q (0 without)
+    int score_conv_cols() const { return conv_cols_; }                  // c_k (0 without)
+    DType score_conv_dtype() const { return conv_dtype_; }
 
     // Captured tensors and scalars the expressions read (and the sinks tensor), sorted by name.
     std::map<std::string, TensorInfo> tensors() const;
@@ -85,7 +106,16 @@ private:
     bool return_lse_ = false;
     std::string sinks_name_;  // empty: no sinks
     DType sinks_dtype_ = DType::f32;
+    std::string gate_name_;  // empty: no gate
+    std::string conv_name_;  // empty: no score convolution
+    int conv_rows_ = 0, conv_cols_ = 0;
+    DType conv_dtype_ = DType::f32;
 };
+
+// Largest score convolution kernel (c_q x c_k) the kernels take: the MTA paper's 6 x 11 and
+// every smaller one fit.
+inline constexpr int kMaxScoreConvRows = 8;
+inline constexpr int kMaxScoreConvCols = 15;
 
 std::ostream& operator<<(std::ostream& os, const AttentionSpec& s);
 

@@ -24,7 +24,9 @@ using Json = nlohmann::ordered_json;  // keeps the document's key order (errors 
 constexpr const char* kFormat = "attnjit.spec/1";
 const std::vector<std::string> kKeys = {"format",  "dtype",   "head_dim",   "head_dim_qk", "head_dim_v",
                                         "q_heads", "kv_heads", "scale",     "return_lse",  "scalars",
-                                        "tensors", "score_mod", "mask",      "sinks"};
+                                        "tensors", "score_mod", "mask",      "sinks",
+                                        "gate",    "score_conv"};
+const std::vector<std::string> kScoreConvKeys = {"tensor", "c_q", "c_k"};
 const std::vector<std::string> kTensorKeys = {"dtype", "rank"};
 
 std::string join(const std::vector<std::string>& items) {
@@ -362,6 +364,8 @@ private:
         if (score_mod) check(spec.score_mod(*score_mod), "/score_mod");
         if (mask) check(spec.mask(*mask), "/mask");
         read_sinks(spec);
+        read_gate(spec);
+        read_score_conv(spec);
         check_all_declarations_used(spec);
 
         if (const Json* s = member("scale"); s && !s->is_null()) {
@@ -397,6 +401,62 @@ private:
                                std::to_string(it->second.rank) +
                                "; sink logits are a float tensor of rank 1 (f32, f16 or bf16), [Hq]");
         check(spec.sinks(name, dt), "/sinks");
+    }
+
+    // A declared tensor named by a structural key ("gate", "score_conv"/"tensor"); fails
+    // with `shape` (what the tensor must be) when it is not declared.
+    const TensorInfo& declared_tensor(const std::string& pointer, const std::string& name,
+                                      const std::string& shape) const {
+        auto it = names_.tensors.find(name);
+        if (it == names_.tensors.end())
+            fail(pointer, "names tensor " + key_text(name) + ", which is not declared under \"tensors\"; declare it: " +
+                              shape);
+        return it->second;
+    }
+
+    // "gate": null, or the name of a declared tensor of rank 4 and the spec's dtype (the gate
+    // logits, shaped like the output).
+    void read_gate(AttentionSpec& spec) const {
+        const Json* g = member("gate");
+        if (!g || g->is_null()) return;
+        const std::string shape = "{\"dtype\": \"" + std::string(dtype_name(spec.dtype())) + "\", \"rank\": 4}";
+        if (!g->is_string())
+            fail("/gate", "\"gate\" is the name of a declared tensor [B, Hq, Nq, Dv] holding the gate logits "
+                          "(e.g. \"gate\"), or null; found " + describe(*g));
+        const std::string name = g->get<std::string>();
+        const TensorInfo& info = declared_tensor("/gate", name, shape);
+        if (info.rank != 4 || info.dtype != spec.dtype())
+            fail("/gate", "the gate tensor " + key_text(name) + " is declared as " + dtype_name(info.dtype) + ", rank " +
+                              std::to_string(info.rank) + "; the gate is shaped like the output: " + shape);
+        check(spec.gate(name), "/gate");
+    }
+
+    // "score_conv": null, or {"tensor": name of a declared float tensor of rank 3 [Hq, c_q, c_k],
+    // "c_q": int, "c_k": int}.
+    void read_score_conv(AttentionSpec& spec) const {
+        const Json* c = member("score_conv");
+        if (!c || c->is_null()) return;
+        if (!c->is_object())
+            fail("/score_conv", "\"score_conv\" is {\"tensor\": \"theta\", \"c_q\": 6, \"c_k\": 11} or null; found " +
+                                    describe(*c));
+        for (const auto& [key, value] : c->items())
+            if (std::find(kScoreConvKeys.begin(), kScoreConvKeys.end(), key) == kScoreConvKeys.end())
+                fail_key(json_pointer("/score_conv", key),
+                         "unknown key " + key_text(key) + " in \"score_conv\"; expected " + join(kScoreConvKeys));
+        for (const auto& key : kScoreConvKeys)
+            if (!c->contains(key))
+                fail("/score_conv", "\"score_conv\" needs \"" + key + "\" (keys: " + join(kScoreConvKeys) + ")");
+        const Json& t = c->at("tensor");
+        if (!t.is_string()) fail("/score_conv/tensor", "\"tensor\" is the name of the kernel tensor; found " + describe(t));
+        const std::string name = t.get<std::string>();
+        const TensorInfo& info = declared_tensor("/score_conv/tensor", name, "{\"dtype\": \"f32\", \"rank\": 3}");
+        if (info.rank != 3 || (info.dtype != DType::f32 && info.dtype != DType::f16 && info.dtype != DType::bf16))
+            fail("/score_conv/tensor", "the kernel tensor " + key_text(name) + " is declared as " + dtype_name(info.dtype) +
+                                           ", rank " + std::to_string(info.rank) +
+                                           "; it is a float tensor of rank 3 (f32, f16 or bf16), [Hq, c_q, c_k]");
+        const int c_q = read_int("/score_conv/c_q", c->at("c_q"), "\"c_q\"");
+        const int c_k = read_int("/score_conv/c_k", c->at("c_k"), "\"c_k\"");
+        check(spec.score_conv(name, c_q, c_k, info.dtype), "/score_conv");
     }
 
     // "head_dim" for both, or "head_dim_qk" and "head_dim_v"; returns the key to blame.
@@ -442,7 +502,7 @@ private:
         for (const auto& [name, info] : names_.tensors)
             if (!used_tensors.count(name))
                 fail_key(json_pointer("/tensors", name), "tensor \"" + name +
-                                                             "\" is declared but neither score_mod, mask nor sinks reads it; "
+                                                             "\" is declared but nothing reads it (score_mod, mask, sinks, gate, score_conv); "
                                                              "remove the declaration or use it");
     }
 
@@ -487,6 +547,11 @@ std::string spec_to_json(const AttentionSpec& spec) {
     j["mask"] = spec.mask().defined() ? Json(to_string(spec.mask())) : Json(nullptr);
     // Written only when present, so a document without sinks reads as it did before.
     if (spec.has_sinks()) j["sinks"] = spec.sinks_name();
+    if (spec.has_gate()) j["gate"] = spec.gate_name();
+    if (spec.has_score_conv())
+        j["score_conv"] = Json{{"tensor", spec.score_conv_name()},
+                               {"c_q", spec.score_conv_rows()},
+                               {"c_k", spec.score_conv_cols()}};
     return j.dump(2) + "\n";
 }
 
