@@ -185,6 +185,16 @@ void check_launch_args(const AttentionSpec& spec, const SpecInputs& in, const La
                                        << shape_str(s.shape) << " but must be [Hq] = [" << q[1]
                                        << "]: one sink logit per query head";
     }
+    if (spec.has_gate()) {
+        // Read at [b][h][q][d] for every output element (stride 0 broadcasts).
+        const TensorView& g = a.tensors.at(spec.gate_name());
+        user_check(g.shape == a.o.shape) << "the gate tensor '" << spec.gate_name() << "' has shape "
+                                         << shape_str(g.shape) << " but must have the shape of the output 'o', "
+                                         << shape_str(a.o.shape) << " ([B, Hq, Nq, Dv]; expand a broadcast gate "
+                                         << "to it with stride 0)";
+        user_check(g.data != a.o.data || a.o.numel() == 0)
+            << "the gate tensor '" << spec.gate_name() << "' is the same memory as 'o'; pass a separate buffer";
+    }
 }
 
 void check_grad_args(const AttentionSpec& spec, const LaunchArgs& fwd, const GradArgs& g) {
@@ -222,30 +232,48 @@ void check_grad_args(const AttentionSpec& spec, const LaunchArgs& fwd, const Gra
             user_check(t == u || t->data != u->data)
                 << "arguments '" << name << "' and '" << other << "' are the same memory; pass separate buffers";
     }
-    // The sinks' gradient (the other captured tensors': check_input_grad_args).
-    if (!spec.has_sinks()) return;
-    const auto it = g.grads.find(spec.sinks_name());
-    if (it == g.grads.end()) return;
-    const TensorView& t = it->second;
-    const std::string arg = "grads['" + spec.sinks_name() + "']";
-    check_view(arg, t, 1);
-    user_check(t.dtype == spec.sinks_dtype()) << "argument " << arg << " has dtype " << dtype_name(t.dtype)
-                                              << "; the gradient of the sinks has their dtype, "
-                                              << dtype_name(spec.sinks_dtype());
-    user_check(t.shape[0] == fwd.q.shape[1]) << "argument " << arg << " has shape " << shape_str(t.shape)
-                                             << " but must be [Hq] = [" << fwd.q.shape[1] << "]";
-    user_check(t.strides[0] != 0 || t.shape[0] <= 1) << "argument " << arg << " has stride 0; outputs must not overlap";
-    user_check(reinterpret_cast<uintptr_t>(t.data) % dtype_size(t.dtype) == 0)
-        << "argument " << arg << " is not aligned to its element size";
-    for (const auto& [in_name, data] : inputs)
-        user_check(t.data != data) << "argument " << arg << " is the same memory as '" << in_name
-                                   << "'; pass a separate buffer";
-    for (const auto& [in_name, view] : fwd.tensors)
-        user_check(t.data != view.data) << "argument " << arg << " is the same memory as captured tensor '" << in_name
-                                        << "', which the backward reads; pass a separate buffer";
-    for (const auto& [other, u] : outputs)
-        user_check(t.data != u->data) << "argument " << arg << " and '" << other
-                                      << "' are the same memory; pass separate buffers";
+    // The gradients of the structural tensors (the other captured tensors':
+    // check_input_grad_args): an output like dq, of the tensor's shape and dtype.
+    auto check_structural_grad = [&](const std::string& name, DType dtype, const std::vector<int64_t>& shape,
+                                     const char* what, const std::string& shape_text) {
+        const auto it = g.grads.find(name);
+        if (it == g.grads.end()) return;
+        const TensorView& t = it->second;
+        const std::string arg = "grads['" + name + "']";
+        check_view(arg, t, static_cast<int>(shape.size()));
+        user_check(t.dtype == dtype) << "argument " << arg << " has dtype " << dtype_name(t.dtype) << "; the gradient of "
+                                     << what << " has its dtype, " << dtype_name(dtype);
+        user_check(t.shape == shape) << "argument " << arg << " has shape " << shape_str(t.shape) << " but must be "
+                                     << shape_text << " = " << shape_str(shape);
+        for (size_t d = 0; d < shape.size(); ++d)
+            user_check(t.strides[d] != 0 || t.shape[d] <= 1)
+                << "argument " << arg << " has stride 0" << (shape.size() > 1 ? " in dimension " + std::to_string(d) : "")
+                << "; outputs must not overlap";
+        user_check(reinterpret_cast<uintptr_t>(t.data) % dtype_size(t.dtype) == 0)
+            << "argument " << arg << " is not aligned to its element size";
+        for (const auto& [in_name, data] : inputs)
+            user_check(t.data != data) << "argument " << arg << " is the same memory as '" << in_name
+                                       << "'; pass a separate buffer";
+        for (const auto& [in_name, view] : fwd.tensors)
+            user_check(t.data != view.data) << "argument " << arg << " is the same memory as captured tensor '"
+                                            << in_name << "', which the backward reads; pass a separate buffer";
+        for (const auto& [other, u] : outputs)
+            user_check(t.data != u->data) << "argument " << arg << " and '" << other
+                                          << "' are the same memory; pass separate buffers";
+    };
+    if (spec.has_sinks())
+        check_structural_grad(spec.sinks_name(), spec.sinks_dtype(), {fwd.q.shape[1]}, "the sinks", "[Hq]");
+    if (spec.has_gate()) {
+        check_structural_grad(spec.gate_name(), spec.dtype(), fwd.o.shape, "the gate", "[B, Hq, Nq, Dv]");
+        // Each gate element reads one output element; a gate broadcast by stride 0 would sum.
+        const TensorView& gate = fwd.tensors.at(spec.gate_name());
+        if (g.grads.count(spec.gate_name()))
+            for (size_t d = 0; d < gate.shape.size(); ++d)
+                user_check(gate.strides[d] != 0 || gate.shape[d] <= 1)
+                    << "the gate tensor '" << spec.gate_name() << "' broadcasts (stride 0) in dimension " << d
+                    << ", and its gradient would be a sum over that dimension, which attnjit does not compute; "
+                       "pass a materialised gate (e.g. .contiguous()) to get its gradient";
+    }
 }
 
 }  // namespace attnjit

@@ -11,6 +11,7 @@
 #include <map>
 #include <optional>
 #include <set>
+#include <tuple>
 #include <vector>
 #include "runtime/device.h"
 #include "runtime/stream_buffer.h"
@@ -60,6 +61,7 @@ struct AttentionBackward::Impl {
     BackwardPath path = BackwardPath::two_pass;
     int sm_count = 0;  // of the GPU it runs on (0: compile only)
     bool sinks_grad_asked = false;  // CompileOptions.grads names the sinks: their gradient is required
+    bool gate_grad_asked = false;   // CompileOptions.grads names the gate (backward_stats writes it)
     std::vector<api::PreparedKernel> kernels;  // in launch order
     // Gradients of captured tensors and scalars (CompileOptions.grads), from backward_dq's plan.
     std::set<std::string> grads;
@@ -95,6 +97,8 @@ AttentionBackward::AttentionBackward(const AttentionSpec& spec, const CompileOpt
     // The sinks' gradient comes from backward_sink_grad, not from backward_dq's plan.
     CompileOptions opts = options;
     if (spec.has_sinks()) impl_->sinks_grad_asked = opts.grads.erase(spec.sinks_name()) > 0;
+    // The gate's gradient comes from backward_stats, which every gated backward runs first.
+    if (spec.has_gate()) impl_->gate_grad_asked = opts.grads.erase(spec.gate_name()) > 0;
     impl_->path = choose_path(spec, impl_->inputs, opts, target);
     if (target.on_device) impl_->sm_count = runtime::current_device().sm_count;
     if (!opts.grads.empty()) {
@@ -133,7 +137,8 @@ AttentionBackward::AttentionBackward(const AttentionSpec& spec, const CompileOpt
         add(KernelKind::backward_fused, options.tile);
         add(KernelKind::backward_dq_convert, std::nullopt);
     } else {
-        add(KernelKind::backward_dq, options.tile);  // first: it writes the per-row statistics
+        if (spec.has_gate()) add(KernelKind::backward_stats, std::nullopt);  // the gate's work first
+        add(KernelKind::backward_dq, options.tile);  // first (after a gate's backward_stats): it writes the per-row statistics
         add(KernelKind::backward_dkdv, options.tile);
     }
     // Attention sinks: their gradient, from LSE, O and dO alone (launched when asked for).
@@ -155,11 +160,16 @@ struct AttentionBackward::Impl::Launch {
 AttentionBackward::Impl::Launch AttentionBackward::Impl::check(const LaunchArgs& fwd, const GradArgs& grads_in) const {
     check_launch_args(spec, inputs, fwd);
     check_grad_args(spec, fwd, grads_in);
-    const std::string sinks_name = spec.has_sinks() ? spec.sinks_name() : std::string();
-    check_input_grad_args(fwd, grads_in, grad_outputs, sinks_name);
-    user_check(!sinks_grad_asked || grads_in.grads.count(sinks_name))
-        << "the gradient of the sinks '" << sinks_name << "' is missing: GradArgs::grads[\"" << sinks_name
-        << "\"] must be given (CompileOptions.grads names it)";
+    std::set<std::string> structural;
+    if (spec.has_sinks()) structural.insert(spec.sinks_name());
+    if (spec.has_gate()) structural.insert(spec.gate_name());
+    check_input_grad_args(fwd, grads_in, grad_outputs, structural);
+    for (const auto& [asked, name, what] :
+         {std::tuple{sinks_grad_asked, spec.sinks_name(), "sinks"}, std::tuple{gate_grad_asked, spec.gate_name(), "gate"}})
+        user_check(!asked || grads_in.grads.count(name))
+            << "the gradient of the " << what << " '" << name << "' is missing: GradArgs::grads[\"" << name
+            << "\"] must be given (CompileOptions.grads names it)";
+
     const auto& q = fwd.q.shape;
     // Gradients of captured tensors and scalars are written by backward_dq, which has no CTA
     // without a score element.
@@ -238,6 +248,13 @@ void AttentionBackward::operator()(const LaunchArgs& fwd, const GradArgs& grads_
     BackwardArgs block = api::backward_args(impl_->spec, fwd, grads, static_cast<float*>(stats.data()),
                                             static_cast<float*>(dq_accum.data()));
     block.dq_turns = static_cast<int*>(dq_turns.data());
+    // An output gate: backward_stats writes dO * sigmoid(gate) here for the later kernels
+    // (backward/args.h), O(B Hq Nq Dv) in the dtype of q.
+    std::optional<runtime::StreamBuffer> gated_d_o;
+    if (impl_->spec.has_gate()) {
+        gated_d_o.emplace(static_cast<size_t>(fwd.o.numel()) * dtype_size(fwd.o.dtype), cu_stream);
+        api::set_gate_args(block, impl_->spec, fwd, grads, gated_d_o->data());
+    }
     if (impl_->path == BackwardPath::fused_ordered) {
         // The rotated order of turns (no waiting once under way) needs all the key tiles
         // of a kv head resident at once: at most one per SM, and no more than query tiles.
@@ -328,9 +345,10 @@ double AttentionBackward::compile_seconds() const {
 bool AttentionBackward::deterministic() const { return impl_->path != BackwardPath::fused_any; }
 
 void check_input_grad_args(const LaunchArgs& fwd, const GradArgs& g,
-                           const std::vector<codegen::InputGradOutput>& outputs, const std::string& sinks) {
+                           const std::vector<codegen::InputGradOutput>& outputs,
+                           const std::set<std::string>& structural) {
     for (const auto& [name, view] : g.grads) {
-        if (!sinks.empty() && name == sinks) continue;
+        if (structural.count(name)) continue;
         bool asked = false;
         for (const auto& o : outputs) asked = asked || o.name == name;
         user_check(asked) << "GradArgs::grads has '" << name

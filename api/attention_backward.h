@@ -93,8 +93,9 @@ private:
 void check_grad_args(const AttentionSpec& spec, const LaunchArgs& fwd, const GradArgs& grads);
 
 // The checks of GradArgs::grads for a backward asked for `outputs` (backward_dq's plan).
-// sinks: the spec's sinks name, if any (its entry is check_grad_args's to check).
+// structural: the spec's sinks and gate names, if any (their entries are check_grad_args's to check).
 void check_input_grad_args(const LaunchArgs& fwd, const GradArgs& grads,
-                           const std::vector<codegen::InputGradOutput>& outputs, const std::string& sinks = {});
+                           const std::vector<codegen::InputGradOutput>& outputs,
+                           const std::set<std::string>& structural = {});
 
 }  // namespace attnjit

@@ -58,6 +58,8 @@ BackwardArgs backward_args(const AttentionSpec& spec, const LaunchArgs& fwd, con
     strides3(b.v_stride, fwd.v);
     strides3(b.o_stride, fwd.o);
     strides3(b.do_stride, g.d_o);
+    b.delta_d_o = g.d_o.data;  // without a gate (set_gate_args)
+    strides3(b.delta_do_stride, g.d_o);
     strides3(b.lse_stride, *fwd.lse);
     strides3(b.dq_stride, g.dq);
     strides3(b.dk_stride, g.dk);
@@ -70,6 +72,22 @@ BackwardArgs backward_args(const AttentionSpec& spec, const LaunchArgs& fwd, con
     b.group = b.q_heads / b.kv_heads;
     b.scale = static_cast<float>(spec.scale_or_default());
     return b;
+}
+
+void set_gate_args(BackwardArgs& b, const AttentionSpec& spec, const LaunchArgs& fwd, const GradArgs& g,
+                   void* gated_d_o) {
+    const TensorView& gate = fwd.tensors.at(spec.gate_name());
+    const auto& o = fwd.o.shape;
+    b.d_o = gated_d_o;  // contiguous [B, Hq, Nq, Dv]
+    b.do_stride[0] = o[1] * o[2] * o[3];
+    b.do_stride[1] = o[2] * o[3];
+    b.do_stride[2] = o[3];
+    b.gate = gate.data;
+    for (int d = 0; d < 4; ++d) b.gate_stride[d] = gate.strides[d];
+    const auto it = g.grads.find(spec.gate_name());
+    if (it == g.grads.end()) return;
+    b.d_gate = it->second.data;
+    for (int d = 0; d < 4; ++d) b.d_gate_stride[d] = it->second.strides[d];
 }
 
 std::optional<SinkGradArgs> sink_grad_args(const AttentionSpec& spec, const LaunchArgs& fwd, const GradArgs& g) {

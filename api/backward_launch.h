@@ -51,6 +51,12 @@ size_t grad_work_ticket_offset(int sites, int ctas);
 // their gradient (checked arguments); phase 0, partials still null. Its two launches:
 // phase 0 on sink_grad_grid (chunks, Hq), skipped when chunks == 0, into a workspace of
 // sink_grad_partials_bytes; phase 1 on (Hq).
+// An output gate (spec.gate()): d_o becomes `gated_d_o` (contiguous [B, Hq, Nq, Dv], written by
+// backward_stats), delta_d_o stays the caller's dO; gate and d_gate (if GradArgs::grads has
+// the gate's name) as backward/args.h says.
+void set_gate_args(BackwardArgs& block, const AttentionSpec& spec, const LaunchArgs& fwd, const GradArgs& grads,
+                   void* gated_d_o);
+
 std::optional<SinkGradArgs> sink_grad_args(const AttentionSpec& spec, const LaunchArgs& fwd, const GradArgs& grads);
 size_t sink_grad_partials_bytes(const SinkGradArgs& block);
 runtime::Dim3 sink_grad_grid(const SinkGradArgs& block);

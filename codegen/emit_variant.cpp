@@ -59,6 +59,7 @@ public:
             w_.line("static constexpr bool kHasSink = true;");
             w_.line(std::string("using SinkElement = ") + cuda_elem_type(plan_.spec.sinks_dtype()) + ";");
         }
+        if (plan_.output_gate) w_.line("static constexpr bool kHasOutputTransform = true;");
         if (plan_.grad_planes) w_.line("static constexpr bool kInputGradPlanes = true;");
         if (plan_.has_input_grads()) {
             w_.line("static constexpr bool kInputGrads = true;");
@@ -138,6 +139,17 @@ public:
             w_.line("// Attention sink logit of query head h: " + plan_.spec.sinks_name() + "[h].");
             w_.open("__device__ static float sink(const Params& p, int h)");
             w_.line("return attnjit::to_float(" + f + ".ptr[h * " + f + ".stride[0]]);");
+            w_.close();
+            w_.line();
+        }
+
+        if (plan_.output_gate) {
+            const std::string f = "p." + tensor_field(plan_.spec.gate_name());
+            w_.line("// The output gate: o * sigmoid(" + plan_.spec.gate_name() + "[b][h][q][d]).");
+            w_.open("__device__ static float transform_output(const Params& p, const Head& hd, const Row&, float o, int q, int d)");
+            w_.line("const float g = attnjit::to_float(" + f + ".ptr[hd.b * " + f + ".stride[0] + hd.h * " + f +
+                    ".stride[1] + q * " + f + ".stride[2] + d * " + f + ".stride[3]]);");
+            w_.line("return o / (1.f + __expf(-g));");
             w_.close();
             w_.line();
         }

@@ -103,6 +103,9 @@ struct KernelPlan {
     // backward_dkdv's ticket for its per-key sums. The one rule for the generated Params
     // and the host's packing.
     bool needs_grad_work() const { return grad_accum_outputs() > 0 || grad_key_sites() > 0; }
+    // Forward plans of a gated spec (spec.gate()): the Variant gets kHasOutputTransform and
+    // transform_output(p, hd, row, o, q, d) = o * sigmoid(gate[b][h][q][d]).
+    bool output_gate = false;
     // Attention sinks (spec.sinks()): the Variant gets kHasSink and sink(p, h).
     bool has_sinks() const { return spec.has_sinks(); }
     // head, row, then the element bindings of score_mod and of mask (each name once).

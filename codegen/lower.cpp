@@ -13,6 +13,7 @@
 #include "dsl/printer.h"
 #include "dsl/visitor.h"
 #include "support/debug.h"
+#include "support/error.h"
 
 namespace attnjit::codegen {
 namespace {
@@ -81,10 +82,20 @@ KernelPlan lower(const dsl::AttentionSpec& spec) {
 
 KernelPlan lower(const dsl::AttentionSpec& spec, SpecInputs inputs, KernelKind kind,
                  const std::set<std::string>& grads) {
+    // Its kernels are the next step of issue 9 (docs/score_convolution.md); refused until then
+    // rather than silently run without the convolution.
+    user_check(!spec.has_score_conv())
+        << "score_conv(\"" << spec.score_conv_name() << "\", " << spec.score_conv_rows() << ", "
+        << spec.score_conv_cols()
+        << ") is accepted by the spec and the fp64 reference, but no kernel implements the score convolution "
+           "yet; drop score_conv() to compile this spec";
     KernelPlan plan;
     plan.spec = spec;
     plan.inputs = std::move(inputs);
     plan.gradients = is_backward(kind);
+    // The backward takes the gate's gradient in backward_stats (backward/args.h), not through
+    // a hook.
+    plan.output_gate = spec.has_gate() && kind == KernelKind::forward;
     debug(1) << "lowering " << spec;
 
     dsl::Expr score_mod, mask;

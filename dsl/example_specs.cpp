@@ -34,6 +34,8 @@ std::vector<std::pair<std::string, AttentionSpec>> example_specs(DType dtype, in
         {"gqa", base(dtype, head_dim).heads(32, 8).mask(mods::causal())},
         {"sinks_sliding_window",
          base(dtype, head_dim).mask(mods::sliding_window(int_scalar("window"))).sinks("sinks", DType::f32)},
+        // AlphaFold's gated attention with a bias (out = sigmoid(gate) * O).
+        {"gated_bias", base(dtype, head_dim).score_mod(mods::bias(bias)).gate("gate")},
     };
 }
 

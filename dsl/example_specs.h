@@ -13,6 +13,8 @@
 //   gqa                     causal with 32 query heads over 8 key/value heads
 //   sinks_sliding_window    sliding_window(int_scalar "window") + attention sinks (sinks f32 [Hq]),
 //                           gpt-oss style
+//   gated_bias              bias(bias [B, Hq, Nq, Nk]) + an output gate (gate [B, Hq, Nq, Dv]):
+//                           out = sigmoid(gate) * O, AlphaFold style
 #pragma once
 
 #include <string>

@@ -564,7 +564,7 @@ TEST(GradArgs, SinksGradientByName) {
     // the sinks' entry it leaves to check_grad_args.
     g = valid_grads();
     g.grads["sinks"] = view(11, DType::f32, {Hq});
-    check_input_grad_args(c.args, g, {}, "sinks");
+    check_input_grad_args(c.args, g, {}, {"sinks"});
     const Case no_sinks = valid();
     EXPECT_USER_ERROR(check_input_grad_args(no_sinks.args, g, {}), "GradArgs::grads has 'sinks', which this");
 }

@@ -37,18 +37,23 @@ struct GradProblem {
     // Attention sinks (case.sinks): d sinks [Hq] in the sinks' dtype, poisoned like dq.
     HostTensor dsinks;
     runtime::DeviceTensor dev_dsinks;
+    // An output gate (case.gate): d gate, in the gate's layout, poisoned like dq.
+    HostTensor dgate;
+    runtime::DeviceTensor dev_dgate;
 
     bool has_sinks() const { return fwd.c.sinks.has_value(); }
     GradArgs grads() const {
         GradArgs g{dev_d_o.view, dev_dq.view, dev_dk.view, dev_dv.view};
         if (has_sinks()) g.grads["sinks"] = dev_dsinks.view;
+        if (fwd.c.gate) g.grads["gate"] = dev_dgate.view;
         return g;
     }
     void poison() {
         const std::pair<HostTensor*, runtime::DeviceTensor*> grads[] = {
-            {&dq, &dev_dq}, {&dk, &dev_dk}, {&dv, &dev_dv}, {&dsinks, &dev_dsinks}};
+            {&dq, &dev_dq}, {&dk, &dev_dk}, {&dv, &dev_dv}, {&dsinks, &dev_dsinks}, {&dgate, &dev_dgate}};
         for (const auto& [host, device] : grads) {
             if (host == &dsinks && !has_sinks()) continue;
+            if (host == &dgate && !fwd.c.gate) continue;
             reference::fill_poison(*host);
             device->buffer.upload(host->storage().data(), host->storage().size());
         }
@@ -59,6 +64,7 @@ struct GradProblem {
         runtime::from_device(dev_dk, dk);
         runtime::from_device(dev_dv, dv);
         if (has_sinks()) runtime::from_device(dev_dsinks, dsinks);
+        if (fwd.c.gate) runtime::from_device(dev_dgate, dgate);
     }
 };
 
@@ -66,7 +72,7 @@ struct GradProblem {
 HostTensor like(const HostTensor& t) { return HostTensor(t.dtype(), t.shape(), t.strides(), t.storage_offset()); }
 
 GradProblem make_grad_problem(const Case& c) {
-    GradProblem g{make_problem(c), {}, {}, {}, {}, {}, {}, {}, {}, {}, {}};
+    GradProblem g{make_problem(c), {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}};
     g.d_o = like(g.fwd.o);
     reference::fill_normal(g.d_o, c.seed() + 17);
     g.dq = like(g.fwd.in.q);
@@ -79,6 +85,10 @@ GradProblem make_grad_problem(const Case& c) {
     if (c.sinks) {
         g.dsinks = HostTensor(*c.sinks, {c.hq});
         g.dev_dsinks = runtime::to_device(g.dsinks);
+    }
+    if (c.gate) {
+        g.dgate = like(g.fwd.in.tensors.at("gate"));
+        g.dev_dgate = runtime::to_device(g.dgate);
     }
     return g;
 }
@@ -128,8 +138,10 @@ Check run_backward_case(const Case& c, Algo algo = Algo::fused_ordered) {
         g.poison();
         backward(p.args(), g.grads());
         g.download();
-        const reference::BackwardResult ref =
-            c.sinks ? reference::backward(p.spec, p.in, g.d_o, {"sinks"}) : reference::backward(p.spec, p.in, g.d_o);
+        std::set<std::string> wanted;
+        if (c.sinks) wanted.insert("sinks");
+        if (c.gate) wanted.insert("gate");
+        const reference::BackwardResult ref = reference::backward(p.spec, p.in, g.d_o, wanted);
 
         // The margins, for the log: max |error| / max |reference| per gradient.
         auto rel = [](const HostTensor& a, const reference::DoubleTensor& e) {
@@ -149,6 +161,11 @@ Check run_backward_case(const Case& c, Algo algo = Algo::fused_ordered) {
             const DType dt = *c.sinks == DType::f32 ? c.dtype : *c.sinks;
             std::printf("%s: d sinks max error / max |gradient| %.2e\n", name.c_str(), rel(g.dsinks, want));
             checks.push_back(check_gradient(name + " d sinks", g.dsinks, want, dt));
+        }
+        if (c.gate) {
+            const reference::DoubleTensor& want = ref.dtensors.at("gate");
+            std::printf("%s: d gate max error / max |gradient| %.2e\n", name.c_str(), rel(g.dgate, want));
+            checks.push_back(check_gradient(name + " d gate", g.dgate, want, c.dtype));
         }
         Check r;
         for (const Check& k : checks)
@@ -189,6 +206,18 @@ std::vector<Case> backward_matrix() {
     Case sinks_bnhd = with_sinks(make_case(Mod::AlibiCausal, DType::bf16, 64, {2, 4, 4, 100, 100}));
     sinks_bnhd.layout = Layout::BNHD;
     cases.push_back(sinks_bnhd);
+    // Output gate (d gate too): every dtype, both backwards (d64), two-pass only (d32 with a
+    // broadcast bias, as AlphaFold's pair bias; a document mask), a strided gate ([B, N, H,
+    // D]), with sinks and a score_mod, d256 (simt).
+    for (DType dt : {DType::bf16, DType::f16, DType::f32})
+        cases.push_back(with_gate(make_case(Mod::CausalBottomRight, dt, 64, {2, 4, 2, 129, 255})));
+    cases.push_back(with_gate(make_case(Mod::BiasBroadcast, DType::bf16, 32, {2, 8, 8, 200, 200})));
+    cases.push_back(with_gate(make_case(Mod::DocumentMask, DType::bf16, 128, {1, 4, 2, 129, 255})));
+    Case gate_bnhd = with_gate(make_case(Mod::Plain, DType::bf16, 64, {2, 4, 4, 100, 100}));
+    gate_bnhd.layout = Layout::BNHD;
+    cases.push_back(gate_bnhd);
+    cases.push_back(with_gate(with_sinks(make_case(Mod::Softcap, DType::bf16, 128, {1, 4, 2, 77, 300}))));
+    cases.push_back(with_gate(make_case(Mod::Plain, DType::bf16, 256, {1, 2, 2, 65, 100})));
     return cases;
 }
 
@@ -692,7 +721,7 @@ struct TensorGradRun {
 };
 
 GradProblem grad_problem_from(Problem p) {
-    GradProblem g{std::move(p), {}, {}, {}, {}, {}, {}, {}, {}};
+    GradProblem g{std::move(p), {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}};
     g.d_o = like(g.fwd.o);
     reference::fill_normal(g.d_o, g.fwd.c.seed() + 17);
     g.dq = like(g.fwd.in.q);

@@ -41,6 +41,7 @@ std::string Case::name() const {
     if (layout == Layout::BNHD) s << "_bnhd";
     if (!lse) s << "_nolse";
     if (sinks) s << "_sinks" << (*sinks == DType::f32 ? "" : dtype_name(*sinks));
+    if (gate) s << "_gate";
     return s.str();
 }
 
@@ -130,6 +131,7 @@ dsl::AttentionSpec make_spec(const Case& c) {
         break;
     }
     if (c.sinks) s.sinks("sinks", *c.sinks);
+    if (c.gate) s.gate("gate");
     return s;
 }
 
@@ -198,6 +200,11 @@ Problem make_problem(const Case& c, bool upload) {
         in.tensors.emplace("sinks", std::move(sinks));
     }
 
+    if (c.gate) {
+        HostTensor gate(c.dtype, {B, Hq, Nq, c.dv}, layout_strides(c.layout, B, Hq, Nq, c.dv));
+        reference::fill_normal(gate, seed + 8);
+        in.tensors.emplace("gate", std::move(gate));
+    }
     p.o = HostTensor(c.dtype, {B, Hq, Nq, c.dv}, layout_strides(c.layout, B, Hq, Nq, c.dv));
     reference::fill_poison(p.o);
     if (c.lse) {
@@ -400,6 +407,18 @@ std::vector<Case> forward_matrix() {
     Case no_lse = with_sinks(make_case(Mod::CausalBottomRight, DType::f16, 64, {1, 4, 4, 300, 255}));
     no_lse.lse = false;
     cases.push_back(no_lse);
+
+    // G. output gate: every dtype, ragged GQA, a pair-bias-like broadcast bias and a
+    // document mask (AlphaFold's mask bias), [B, N, H, D] (a strided gate), with sinks, d256.
+    for (DType dt : {DType::bf16, DType::f16, DType::f32})
+        cases.push_back(with_gate(make_case(Mod::Plain, dt, 64, {2, 4, 2, 129, 255})));
+    cases.push_back(with_gate(make_case(Mod::BiasBroadcast, DType::bf16, 32, {2, 8, 8, 200, 200})));
+    cases.push_back(with_gate(make_case(Mod::DocumentMask, DType::bf16, 128, {1, 4, 2, 129, 255})));
+    Case gate_bnhd = with_gate(make_case(Mod::CausalBottomRight, DType::bf16, 64, {2, 4, 2, 100, 100}));
+    gate_bnhd.layout = Layout::BNHD;
+    cases.push_back(gate_bnhd);
+    cases.push_back(with_gate(with_sinks(make_case(Mod::Softcap, DType::bf16, 128, {1, 4, 2, 77, 300}))));
+    cases.push_back(with_gate(make_case(Mod::Plain, DType::bf16, 256, {1, 2, 2, 65, 100})));
     return cases;
 }
 
@@ -418,6 +437,11 @@ Case make_case(Mod mod, DType dtype, int head_dim, Shape shape) {
 
 Case with_sinks(Case c, DType sinks_dtype) {
     c.sinks = sinks_dtype;
+    return c;
+}
+
+Case with_gate(Case c) {
+    c.gate = true;
     return c;
 }
 

@@ -62,6 +62,9 @@ struct Case {
     // Attention sinks of this dtype (tensor "sinks" [Hq], seeded values around the rows'
     // LSE so that they matter; with Hq >= 4 the last head's is -inf, no sink), or none.
     std::optional<DType> sinks;
+    // An output gate (tensor "gate" [B, Hq, Nq, Dv] of the case's dtype and layout, N(0, 1)
+    // logits): out = sigmoid(gate) * O; the backward also checks d gate.
+    bool gate = false;
 
     // A readable, unique, gtest-safe name: "bf16_d128_causal_br_b2_h4x2_q17_k255".
     std::string name() const;
@@ -111,6 +114,8 @@ Check check_output(const std::string& what, const HostTensor& actual,
 
 // A case with attention sinks of `sinks_dtype` (f32, f16, bf16).
 Case with_sinks(Case c, DType sinks_dtype = DType::f32);
+// A case with an output gate.
+Case with_gate(Case c);
 
 // Rows with no kept key (reference LSE = -inf) must be O = 0 exactly and LSE = -inf.
 // Returns the number of such rows through `rows` and fails naming the first bad one.

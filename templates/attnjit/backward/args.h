@@ -46,6 +46,20 @@ struct BackwardArgs {
     int kv_len;
     int group;    // q_heads / kv_heads: kv_head = head / group
     float scale;  // softmax scale applied to <q, k>
+    // Delta = rowsum(delta_d_o * o) per query row. Without an output gate delta_d_o is d_o.
+    // With one (spec.gate(name): out = sigmoid(gate) * O), o is the gated output, delta_d_o
+    // the gradient of the loss with respect to it, and d_o the gradient with respect to O,
+    // delta_d_o * sigmoid(gate): a [B, Hq, Nq, Dv] workspace that backward_stats writes
+    // (the one kernel that writes through d_o) before every other kernel reads it. Then
+    // Delta = rowsum(dO_gated * out) = rowsum(d_o * O), as the ungated backward needs.
+    const void* delta_d_o;
+    long long delta_do_stride[3];
+    // The gate's logits [B, Hq, Nq, Dv] (null: no gate) and their gradient (null: not asked
+    // for), both of the dtype of q; element strides (0: broadcast, gate only).
+    const void* gate;
+    void* d_gate;
+    long long gate_stride[4];
+    long long d_gate_stride[4];
 };
 
 }  // namespace attnjit

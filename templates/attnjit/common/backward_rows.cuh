@@ -50,9 +50,10 @@ __device__ __forceinline__ void backward_row_stats(const BackwardArgs& a, float*
                                                    int m0, int r0, int lane) {
     static_assert(kRows <= 32, "one row per lane");
     const E* o = static_cast<const E*>(a.o) + b * a.o_stride[0] + h * a.o_stride[1] + m0 * a.o_stride[2];
-    const E* d_o = static_cast<const E*>(a.d_o) + b * a.do_stride[0] + h * a.do_stride[1] + m0 * a.do_stride[2];
+    const E* d_o = static_cast<const E*>(a.delta_d_o) + b * a.delta_do_stride[0] + h * a.delta_do_stride[1] +
+                   m0 * a.delta_do_stride[2];
     float delta[kRows];
-    warp_row_dots<E, DV, kRows>(delta, o, a.o_stride[2], d_o, a.do_stride[2], r0, a.q_len - m0, lane);
+    warp_row_dots<E, DV, kRows>(delta, o, a.o_stride[2], d_o, a.delta_do_stride[2], r0, a.q_len - m0, lane);
     const long long plane = (long long)a.batch * a.q_heads * a.q_len;
     float* ws = a.stats + ((long long)b * a.q_heads + h) * a.q_len;
     if (lane < kRows) {
@@ -91,7 +92,28 @@ struct BackwardRows {
         return a.dq_accum + (((long long)b * a.q_heads + h) * a.q_len + q) * DQK;
     }
 
-    // backward_stats: the statistics of the tile's rows, and their dQ sums zeroed.
+    // With an output gate: d_o = delta_d_o * sigmoid(gate) (the workspace every later kernel
+    // reads) and d_gate = delta_d_o * o * (1 - sigmoid(gate)) (o being the gated output
+    // sigmoid(gate) * O), for the tile's rows.
+    __device__ __forceinline__ static void gate_rows(const BackwardArgs& a, int b, int h, int m0, int rows) {
+        const E* g = static_cast<const E*>(a.gate) + b * a.gate_stride[0] + h * a.gate_stride[1];
+        const E* dout = static_cast<const E*>(a.delta_d_o) + b * a.delta_do_stride[0] + h * a.delta_do_stride[1];
+        const E* o = static_cast<const E*>(a.o) + b * a.o_stride[0] + h * a.o_stride[1];
+        E* d_o = static_cast<E*>(const_cast<void*>(a.d_o)) + b * a.do_stride[0] + h * a.do_stride[1];
+        E* dg = static_cast<E*>(a.d_gate) + b * a.d_gate_stride[0] + h * a.d_gate_stride[1];
+        for (int i = threadIdx.x; i < rows * DV; i += kThreads) {
+            const int q = m0 + i / DV, d = i % DV;
+            const float sig = 1.f / (1.f + __expf(-to_float(g[q * a.gate_stride[2] + d * a.gate_stride[3]])));
+            const float up = to_float(dout[q * a.delta_do_stride[2] + d]);
+            d_o[q * a.do_stride[2] + d] = FromFloat<E>::cvt(up * sig);
+            if (a.d_gate != nullptr)
+                dg[q * a.d_gate_stride[2] + d * a.d_gate_stride[3]] =
+                    FromFloat<E>::cvt(up * to_float(o[q * a.o_stride[2] + d]) * (1.f - sig));
+        }
+    }
+
+    // backward_stats: the statistics of the tile's rows, their dQ sums zeroed (fused
+    // backward), and the gate's work (common to both backwards: it runs first).
     template <class Variant, class Params>
     __device__ __forceinline__ static void run_stats(const Params& p, unsigned char*) {
         const BackwardArgs& a = p.args;
@@ -99,6 +121,8 @@ struct BackwardRows {
         const int m0 = blockIdx.x * BM, h = blockIdx.y, b = blockIdx.z;
         backward_row_stats<E, DV, kWarpRows>(a, nullptr, nullptr, b, h, m0, warp * kWarpRows, lane);
         const int rows = (a.q_len - m0 < BM ? a.q_len - m0 : BM);
+        if (a.gate != nullptr) gate_rows(a, b, h, m0, rows);
+        if (a.dq_accum == nullptr) return;  // the two-pass backward
         Float4* z = reinterpret_cast<Float4*>(accum_row(a, b, h, m0));
         for (int i = threadIdx.x; i < rows * DQK / 4; i += kThreads) z[i] = Float4{0.f, 0.f, 0.f, 0.f};
     }

@@ -40,6 +40,9 @@ enum class ElemKind : int { f16 = 0, bf16 = 1, f32 = 2 };
 //    to the sums: two products fewer), backward_dq_convert (dQ from the sums). The
 //    additions go one CTA at a time per query tile in a fixed order (deterministic), or in
 //    any order (the fast backward, opt-in: run-to-run bits of dQ may differ).
+//  with an output gate (spec.gate), either sequence starts with backward_stats, which
+//    also writes dO * sigmoid(gate) for the later kernels and the gate's gradient
+//    (backward/args.h); the two-pass backward_dq recomputes the statistics it wrote.
 //  either sequence, for a spec with attention sinks whose gradient is asked for, then
 //    runs backward_sink_grad (twice: chunk sums, then per head: d sink_h = -sum_{b, i}
 //    exp(sink_h - LSE_i) * Delta_i, in a fixed order from LSE, O and dO; deterministic;
@@ -205,7 +208,9 @@ ATTNJIT_HD constexpr bool fused_backward_head_dims(int dqk, int dv) {
 ATTNJIT_HD constexpr const char* why_config_invalid(const KernelConfig& c) {
     const TileConfig& t = c.tile;
     if (c.kind != KernelKind::forward && !is_backward(c.kind)) return "unknown kernel kind";
-    const bool fast_backward = c.kind == KernelKind::backward_fused || is_backward_rows(c.kind);
+    // backward_stats also runs first in the two-pass backward of a gated spec (any dtype,
+    // any main loop: it has no tiles of its own).
+    const bool fast_backward = c.kind == KernelKind::backward_fused || c.kind == KernelKind::backward_dq_convert;
     if (fast_backward && c.mainloop != MainloopKind::sm80) return "the fast backward needs the sm80 main loop";
     if (!head_dim_supported(c.head_dim_qk) || !head_dim_supported(c.head_dim_v))
         return "unsupported head dim (32, 64, 96, 128 or 256)";
@@ -219,7 +224,8 @@ ATTNJIT_HD constexpr const char* why_config_invalid(const KernelConfig& c) {
         return nullptr;
     }
     if (is_backward_rows(c.kind)) {
-        if (c.elem == ElemKind::f32) return "the fast backward takes f16 or bf16 only";
+        if (c.elem == ElemKind::f32 && c.kind == KernelKind::backward_dq_convert)
+            return "the fast backward takes f16 or bf16 only";
         if (t.block_m % t.warps != 0 || t.block_m / t.warps > 32)
             return "backward row kernels: block_m a multiple of warps, at most 32 rows per warp";
     } else if (is_backward(c.kind) && c.mainloop == MainloopKind::sm80) {

@@ -93,11 +93,14 @@ struct Backward {
         block_sync();
         const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
         const E* o = static_cast<const E*>(a.o) + b * a.o_stride[0] + h * a.o_stride[1];
+        // Delta from delta_d_o (d_o itself unless there is an output gate: BackwardArgs).
+        const E* dd = static_cast<const E*>(a.delta_d_o) + b * a.delta_do_stride[0] + h * a.delta_do_stride[1];
         for (int r = warp; r < BM; r += W) {
             const int q = m0 + r;
             float acc = 0.f;
             if (q < a.q_len)
-                for (int d = lane; d < DV; d += 32) acc += t.d_o[r * kVP + d] * to_float(o[q * a.o_stride[2] + d]);
+                for (int d = lane; d < DV; d += 32)
+                    acc += to_float(dd[q * a.delta_do_stride[2] + d]) * to_float(o[q * a.o_stride[2] + d]);
             acc = WarpRowReduce::sum(acc);
             if (lane == 0) {
                 t.lse[r] = q < a.q_len ? a.lse[b * a.lse_stride[0] + h * a.lse_stride[1] + q * a.lse_stride[2]]
