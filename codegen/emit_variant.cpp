@@ -60,6 +60,10 @@ public:
             w_.line(std::string("using SinkElement = ") + cuda_elem_type(plan_.spec.sinks_dtype()) + ";");
         }
         if (plan_.output_gate) w_.line("static constexpr bool kHasOutputTransform = true;");
+        if (plan_.score_conv) {
+            w_.line("static constexpr int kScoreConvRows = " + std::to_string(plan_.spec.score_conv_rows()) + ";");
+            w_.line("static constexpr int kScoreConvCols = " + std::to_string(plan_.spec.score_conv_cols()) + ";");
+        }
         if (plan_.grad_planes) w_.line("static constexpr bool kInputGradPlanes = true;");
         if (plan_.has_input_grads()) {
             w_.line("static constexpr bool kInputGrads = true;");
@@ -150,6 +154,16 @@ public:
             w_.line("const float g = attnjit::to_float(" + f + ".ptr[hd.b * " + f + ".stride[0] + hd.h * " + f +
                     ".stride[1] + q * " + f + ".stride[2] + d * " + f + ".stride[3]]);");
             w_.line("return o / (1.f + __expf(-g));");
+            w_.close();
+            w_.line();
+        }
+
+        if (plan_.score_conv) {
+            const std::string f = "p." + tensor_field(plan_.spec.score_conv_name());
+            w_.line("// The score convolution's kernel: " + plan_.spec.score_conv_name() + "[h][a][b].");
+            w_.open("__device__ static float score_conv_weight(const Params& p, int h, int a, int b)");
+            w_.line("return attnjit::to_float(" + f + ".ptr[h * " + f + ".stride[0] + a * " + f + ".stride[1] + b * " + f +
+                    ".stride[2]]);");
             w_.close();
             w_.line();
         }

@@ -76,6 +76,7 @@ KernelConfig make_config(const dsl::AttentionSpec& spec, KernelKind kind, const 
             << " is not supported; supported head dims are 32, 64, 96, 128 and 256 (pad the head dimension up to "
                "the next one)";
     KernelConfig c = default_config(kind, elem_kind(spec.dtype()), spec.head_dim_qk(), spec.head_dim_v(), sm);
+    c.score_conv = spec.has_score_conv() && kind == KernelKind::forward;
     if (tile) c.tile = *tile;
     check_config(c, arch);
     return c;
@@ -92,7 +93,8 @@ std::ostream& operator<<(std::ostream& os, const TileConfig& t) {
 
 std::ostream& operator<<(std::ostream& os, const KernelConfig& c) {
     return os << kernel_kind_name(c.kind) << " " << mainloop_kind_name(c.mainloop) << " "
-              << elem_kind_name(c.elem) << " d" << c.head_dim_qk << "x" << c.head_dim_v << " " << c.tile;
+              << elem_kind_name(c.elem) << " d" << c.head_dim_qk << "x" << c.head_dim_v << " " << c.tile
+              << (c.score_conv ? " score_conv" : "");
 }
 
 }  // namespace attnjit
@@ -110,7 +112,7 @@ std::string config_id(const KernelConfig& c) {
     const TileConfig& t = c.tile;
     s << kernel_kind_info(c.kind).name_prefix << "_" << mainloop_kind_name(c.mainloop)
       << "_" << elem_kind_name(c.elem) << "_d" << c.head_dim_qk << "x" << c.head_dim_v << "_m" << t.block_m << "n"
-      << t.block_n << "w" << t.warps << "s" << t.stages;
+      << t.block_n << "w" << t.warps << "s" << t.stages << (c.score_conv ? "_conv" : "");
     return s.str();
 }
 

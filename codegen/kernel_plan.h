@@ -106,6 +106,9 @@ struct KernelPlan {
     // Forward plans of a gated spec (spec.gate()): the Variant gets kHasOutputTransform and
     // transform_output(p, hd, row, o, q, d) = o * sigmoid(gate[b][h][q][d]).
     bool output_gate = false;
+    // A score convolution (spec.score_conv(), forward plans only): mask is the causal mask
+    // it implies; the Variant gets kScoreConvRows / kScoreConvCols and score_conv_weight.
+    bool score_conv = false;
     // Attention sinks (spec.sinks()): the Variant gets kHasSink and sink(p, h).
     bool has_sinks() const { return spec.has_sinks(); }
     // head, row, then the element bindings of score_mod and of mask (each name once).

@@ -30,6 +30,6 @@ struct KernelSource {
 std::ostream& operator<<(std::ostream& os, const KernelSource& k);
 
 // Bumped whenever the generator changes what it emits for the same spec.
-inline constexpr int kGeneratorVersion = 3;
+inline constexpr int kGeneratorVersion = 4;
 
 }  // namespace attnjit::codegen

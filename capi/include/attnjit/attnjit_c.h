@@ -209,8 +209,9 @@ typedef struct attnjit_grad_args {
      * tensor's has its shape and dtype; stride 0 only where the captured tensor has stride 0
      * (that element receives the sum over the dimension; a real stride there gets each
      * index's own); a scalar's is a rank-0 f32 tensor. Attention sinks ("sinks" in the spec)
-     * are named here too: [Hq] in the sinks' dtype (optional: absent, they get no
-     * gradient). Added after dv: a struct_size that ends before them reads as none. */
+     * and an output gate ("gate" in the spec) are named here too: [Hq] in the sinks' dtype,
+     * [B, Hq, Nq, Dv] in the spec's dtype for the gate (no stride 0), each optional: absent,
+     * it gets no gradient. Added after dv: a struct_size that ends before them reads as none. */
     const char* const* input_grad_names;
     const attnjit_tensor* input_grads;
     int32_t num_input_grads;

@@ -94,6 +94,10 @@ struct KernelConfig {
     int head_dim_qk;
     int head_dim_v;
     TileConfig tile;
+    // Forward sm80 only: the score convolution's layout (Multi-Token Attention,
+    // sm80/score_conv.cuh): Q and K tiles with 16 halo rows, the staged S0 tile and the
+    // Toeplitz fragments of the kernel.
+    bool score_conv = false;
 };
 
 ATTNJIT_HD constexpr bool operator==(const TileConfig& a, const TileConfig& b) {
@@ -102,7 +106,7 @@ ATTNJIT_HD constexpr bool operator==(const TileConfig& a, const TileConfig& b) {
 ATTNJIT_HD constexpr bool operator!=(const TileConfig& a, const TileConfig& b) { return !(a == b); }
 ATTNJIT_HD constexpr bool operator==(const KernelConfig& a, const KernelConfig& b) {
     return a.kind == b.kind && a.mainloop == b.mainloop && a.elem == b.elem && a.head_dim_qk == b.head_dim_qk &&
-           a.head_dim_v == b.head_dim_v && a.tile == b.tile;
+           a.head_dim_v == b.head_dim_v && a.tile == b.tile && a.score_conv == b.score_conv;
 }
 ATTNJIT_HD constexpr bool operator!=(const KernelConfig& a, const KernelConfig& b) { return !(a == b); }
 
@@ -162,6 +166,10 @@ constexpr int kSimtRowPad = 4;
 // layout against this):
 //  forward sm80: scratch | Q [block_m x dqk] | K [stages][block_n x dqk] |
 //                V [stages][block_n x dv]       (XOR-swizzled, no padding)
+//  forward sm80 with score_conv: scratch | Q [(block_m + 16) x dqk] |
+//                K [stages][(block_n + 16) x dqk] | V [stages][block_n x dv] |
+//                S0 [(block_m + 16) x (block_n + 24)] f16 (row-major, unswizzled) |
+//                Toeplitz fragments [kMaxConvRows x 2 x 32 lanes x 8 bytes]
 //  forward simt: scratch | Q [block_m x (dqk+4)] | K [block_n x (dqk+4)] |
 //                V [block_n x dv] | P [warps x block_n]   (floats)
 //  backward simt (both kinds): scratch | Q [block_m x (dqk+1)] | dO [block_m x (dv+1)] |
@@ -174,6 +182,10 @@ constexpr int kSimtRowPad = 4;
 //  backward_fused sm80: backward_dkdv's | P, dS [block_m x block_n]
 //  backward_stats, backward_dq_convert, backward_sink_grad: none (the last one's
 //                block reduction uses one float per warp of static shared memory)
+// The score convolution's Toeplitz B fragments: up to 8 query taps x 2 k16 steps x 32
+// lanes x two 32-bit registers.
+constexpr int kScoreConvFragmentBytes = 8 * 2 * 32 * 8;
+
 ATTNJIT_HD constexpr int smem_bytes(const KernelConfig& c) {
     const TileConfig& t = c.tile;
     const int dqk = c.head_dim_qk, dv = c.head_dim_v;
@@ -191,6 +203,10 @@ ATTNJIT_HD constexpr int smem_bytes(const KernelConfig& c) {
     return c.mainloop == MainloopKind::simt
                ? scratch_bytes(t.warps) + 4 * (t.block_m * (dqk + kSimtRowPad) + t.block_n * (dqk + kSimtRowPad) +
                                                t.block_n * dv + t.warps * t.block_n)
+           : c.score_conv
+               ? scratch_bytes(t.warps) +
+                     elem_bytes(c.elem) * ((t.block_m + 16) * dqk + t.stages * ((t.block_n + 16) * dqk + t.block_n * dv)) +
+                     2 * (t.block_m + 16) * (t.block_n + 24) + kScoreConvFragmentBytes
                : scratch_bytes(t.warps) + elem_bytes(c.elem) * (t.block_m * dqk + t.stages * t.block_n * (dqk + dv));
 }
 
@@ -208,6 +224,10 @@ ATTNJIT_HD constexpr bool fused_backward_head_dims(int dqk, int dv) {
 ATTNJIT_HD constexpr const char* why_config_invalid(const KernelConfig& c) {
     const TileConfig& t = c.tile;
     if (c.kind != KernelKind::forward && !is_backward(c.kind)) return "unknown kernel kind";
+    if (c.score_conv && (c.kind != KernelKind::forward || c.mainloop != MainloopKind::sm80))
+        return "the score convolution runs in the sm80 forward only (f16 / bf16) for now";
+    if (c.score_conv && (t.block_n % 16 != 0 || t.block_m % 16 != 0))
+        return "the score convolution needs block_m and block_n multiples of 16";
     // backward_stats also runs first in the two-pass backward of a gated spec (any dtype,
     // any main loop: it has no tiles of its own).
     const bool fast_backward = c.kind == KernelKind::backward_fused || c.kind == KernelKind::backward_dq_convert;

@@ -55,6 +55,12 @@ struct VariantDefaults {
     //   template <class Tile> static void transform_score_tile(const Params&, const Head&, Tile&);
     // Tile is a ScoreTileView (common/score_hooks.cuh).
     static constexpr bool kHasScoreTileTransform = false;
+    // Score convolution (Multi-Token Attention): the kernel's query and key extents (0:
+    // none), and its weights theta[h][a][b], a < kScoreConvRows, b < kScoreConvCols:
+    //   static float score_conv_weight(const Params&, int h, int a, int b);
+    // The sm80 forward convolves the causally zero-masked scores (sm80/score_conv.cuh).
+    static constexpr int kScoreConvRows = 0;
+    static constexpr int kScoreConvCols = 0;
     // Extra operand streams loaded by the pipeline beside K and V, tile by tile (bias tiles).
     static constexpr int kExtraOperands = 0;
 };

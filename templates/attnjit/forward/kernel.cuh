@@ -22,8 +22,9 @@
 
 namespace attnjit {
 
+// kScoreConv_: the score convolution's layout (KernelConfig::score_conv).
 template <MainloopKind kMainloop_, class Element_, int kDqk_, int kDv_, int kBlockM_, int kBlockN_, int kWarps_,
-          int kStages_>
+          int kStages_, bool kScoreConv_ = false>
 struct ForwardTraits {
     using Element = Element_;
     static constexpr MainloopKind kMainloop = kMainloop_;
@@ -36,7 +37,7 @@ struct ForwardTraits {
     static constexpr int kThreads = kWarps * 32;
     static constexpr ElemKind kElem = ElemKindOf<Element>::value;
     static constexpr KernelConfig kConfig{KernelKind::forward, kMainloop, kElem, kDqk, kDv,
-                                          TileConfig{kBlockM, kBlockN, kWarps, kStages}};
+                                          TileConfig{kBlockM, kBlockN, kWarps, kStages}, kScoreConv_};
 
     static_assert(config_is_valid(kConfig), "kernel configuration rejected by why_config_invalid() in kernel_config.h");
 #ifdef __CUDA_ARCH__
@@ -46,7 +47,8 @@ struct ForwardTraits {
 
     using Mainloop = typename Select<kMainloop == MainloopKind::simt,
                                      simt::Mainloop<kDqk, kDv, kBlockM, kBlockN, kWarps>,
-                                     sm80::Mainloop<Element, kDqk, kDv, kBlockM, kBlockN, kWarps, kStages>>::type;
+                                     sm80::Mainloop<Element, kDqk, kDv, kBlockM, kBlockN, kWarps, kStages,
+                                                    kOrderAuto, kScoreConv_>>::type;
     static constexpr int kSmemBytes = Mainloop::kSmemBytes;
 };
 

@@ -77,6 +77,7 @@ struct Mainloop {
 
     template <class Variant, class Params>
     __device__ __forceinline__ static void run(const Params& p, unsigned char* smem) {
+        static_assert(Variant::kScoreConvRows == 0, "the simt loop has no score convolution (sm80/score_conv.cuh)");
         const ForwardArgs& a = p.args;
         const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
         const int nq = a.q_len, nk = a.kv_len;

@@ -9,10 +9,12 @@ namespace attnjit {
 namespace sm80 {
 
 // Copy rows [0, ROWS) x [0, D) of a row-major global tile (row stride `stride`
-// elements) into a swizzled shared tile; rows >= valid are zero-filled and not read.
-template <class E, int kThreads, int ROWS, int D>
+// elements) into a swizzled shared tile; rows >= valid are zero-filled and not read, and
+// with kClipFront so are rows < first (a tile that starts before the tensor: the score
+// convolution's halo rows).
+template <class E, int kThreads, int ROWS, int D, bool kClipFront = false>
 __device__ __forceinline__ void copy_tile(unsigned dst, const E* g, long long stride, int valid, const E* safe,
-                                      int tid) {
+                                      int tid, int first = 0) {
     constexpr int CPR = D / 8;
     constexpr int kChunks = ROWS * CPR;
     constexpr int kIters = (kChunks + kThreads - 1) / kThreads;
@@ -28,7 +30,7 @@ __device__ __forceinline__ void copy_tile(unsigned dst, const E* g, long long st
         for (int it = 0; it < kIters; ++it) {
             const int row = row0 + it * kRowStep;
             if (kChunks % kThreads == 0 || row < ROWS) {
-                const bool ok = row < valid;
+                const bool ok = (!kClipFront || row >= first) && row < valid;
                 ptx::cp_async_16(d0 + it * kRowStep * CPR * 16, ok ? src : safe, ok);
             }
             src += step;
@@ -39,7 +41,7 @@ __device__ __forceinline__ void copy_tile(unsigned dst, const E* g, long long st
             const int ch = it * kThreads + tid;
             if (kChunks % kThreads == 0 || ch < kChunks) {
                 const int row = ch / CPR, c = ch % CPR;
-                const bool ok = row < valid;
+                const bool ok = (!kClipFront || row >= first) && row < valid;
                 const E* src = ok ? g + row * stride + c * 8 : safe;
                 ptx::cp_async_16(dst + (row * CPR + swz_chunk<CPR>(c, row & 7)) * 16, src, ok);
             }

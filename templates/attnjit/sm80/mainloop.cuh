@@ -34,13 +34,16 @@
 #include "attnjit/sm80/copy.cuh"
 #include "attnjit/sm80/fragment.cuh"
 #include "attnjit/sm80/gemm.cuh"
+#include "attnjit/sm80/score_conv.cuh"
 #include "attnjit/sm80/swizzle.cuh"
 
 namespace attnjit {
 
 namespace sm80 {
 
-template <class E, int DQK, int DV, int BM, int BN, int W, int S, int kOrder = kOrderAuto>
+// kConv: the score convolution (sm80/score_conv.cuh): Q and K tiles carry halo rows, and
+// each S tile is computed extended, staged and convolved.
+template <class E, int DQK, int DV, int BM, int BN, int W, int S, int kOrder = kOrderAuto, bool kConv = false>
 struct Mainloop {
     static constexpr int kThreads = W * 32;
     static constexpr int kMF = BM / (16 * W);  // 16-row fragments per warp
@@ -51,14 +54,19 @@ struct Mainloop {
     static constexpr int kCprQ = DQK / 8;
     static constexpr int kCprV = DV / 8;
 
+    static constexpr int kQHalo = kConv ? 16 : 0;  // query rows above the tile (score_conv)
+    static constexpr int kKHalo = kConv ? 8 : 0;   // keys on each side of a K tile (score_conv)
     static constexpr int kQOff = scratch_bytes(W);
-    static constexpr int kKOff = kQOff + BM * DQK * 2;
-    static constexpr int kKStage = BN * DQK * 2;
+    static constexpr int kKOff = kQOff + (BM + kQHalo) * DQK * 2;
+    static constexpr int kKStage = (BN + 2 * kKHalo) * DQK * 2;
     static constexpr int kVOff = kKOff + S * kKStage;
     static constexpr int kVStage = BN * DV * 2;
-    static constexpr int kSmemBytes = kVOff + S * kVStage;
+    static constexpr int kS0Off = kVOff + S * kVStage;          // score_conv: S0, then the
+    static constexpr int kS0Bytes = kConv ? (BM + 16) * (BN + 24) * 2 : 0;  // Toeplitz fragments
+    static constexpr int kFragOff = kS0Off + kS0Bytes;
+    static constexpr int kSmemBytes = kFragOff + (kConv ? kScoreConvFragmentBytes : 0);
     static_assert(kSmemBytes == smem_bytes(KernelConfig{KernelKind::forward, MainloopKind::sm80, ElemKindOf<E>::value,
-                                                        DQK, DV, TileConfig{BM, BN, W, S}}),
+                                                        DQK, DV, TileConfig{BM, BN, W, S}, kConv}),
                   "sm80::Mainloop shared-memory layout disagrees with smem_bytes in common/kernel_config.h");
     static_assert(kMF >= 1 && BM % (16 * W) == 0, "block_m must be a multiple of 16 rows per warp");
     static_assert(BN % 16 == 0, "block_n must be a multiple of 16");
@@ -95,12 +103,18 @@ struct Mainloop {
         // ldmatrix row addresses of this lane (see sm80/gemm.cuh); all these rows have
         // (row & 7) == (lane & 7).
         const LaneChunks lq(lane >> 4, lane & 7), lk((lane >> 3) & 1, lane & 7), lv(lane >> 4, lane & 7);
-        const unsigned q_ld = q_s + (warp * 16 * kMF + (lane & 7) + ((lane >> 3) & 1) * 8) * kCprQ * 16;
+        const unsigned q_ld = q_s + (kQHalo + warp * 16 * kMF + (lane & 7) + ((lane >> 3) & 1) * 8) * kCprQ * 16;
         const unsigned k_ld = k_s + ((lane & 7) + (lane >> 4) * 8) * kCprQ * 16;
         const unsigned v_ld = v_s + ((lane & 7) + ((lane >> 3) & 1) * 8) * kCprV * 16;
 
         // Q first: its group is the oldest, so the first wait for K covers it.
-        load_tile<BM, DQK>(q_s, qg, a.q_stride[2], nq - m0, static_cast<const E*>(a.q), tid);
+        if constexpr (kConv) {  // with the 16 rows above the tile (none above row 0)
+            copy_tile<E, kThreads, BM + kQHalo, DQK, true>(q_s, qg - kQHalo * a.q_stride[2], a.q_stride[2],
+                                                           nq - m0 + kQHalo, static_cast<const E*>(a.q), tid,
+                                                           kQHalo - m0);
+        } else {
+            load_tile<BM, DQK>(q_s, qg, a.q_stride[2], nq - m0, static_cast<const E*>(a.q), tid);
+        }
         ptx::cp_async_commit();
 
         const typename Variant::Head hd = Variant::make_head(p, b, h, cta.kvh);
@@ -112,15 +126,28 @@ struct Mainloop {
         const ScoreHooks<Variant, Params, SLayout::kRows> hooks(p, hd, sl, m0, nq, nk, a.scale);
 
         auto issue_k = [&](int tile, int stage) {
-            if (tile >= 0)
+            if (tile < 0) return;
+            if constexpr (kConv) {  // keys [n0 - 8, n0 + BN + 8)
+                const int first = tile * BN - kKHalo;
+                copy_tile<E, kThreads, BN + 2 * kKHalo, DQK, true>(k_s + stage * kKStage, kg + (long long)first * ksn,
+                                                                   ksn, nk - first, kg, tid, -first);
+            } else {
                 load_tile<BN, DQK>(k_s + stage * kKStage, kg + (long long)tile * BN * ksn, ksn, nk - tile * BN, kg,
                                    tid);
+            }
         };
         auto issue_v = [&](int tile, int stage) {
             if (tile >= 0)
                 load_tile<BN, DV>(v_s + stage * kVStage, vg + (long long)tile * BN * vsn, vsn, nk - tile * BN, vg,
                                   tid);
         };
+
+        using Conv = ScoreConv<E, BM, BN, W, (kConv ? Variant::kScoreConvRows : 1), (kConv ? Variant::kScoreConvCols : 1)>;
+        static_assert(kConv == (Variant::kScoreConvRows > 0),
+                      "a Variant with a score convolution needs the main loop's kConv layout, and only it");
+        unsigned* const s0 = reinterpret_cast<unsigned*>(smem + kS0Off);
+        const uint2* const frags = reinterpret_cast<const uint2*>(smem + kFragOff);
+        if constexpr (kConv) Conv::template prepare<Variant>(p, h, reinterpret_cast<uint2*>(smem + kFragOff), s0);
 
         float o[kMF][kDT][4];
         OLayout::clear(o);
@@ -168,7 +195,27 @@ struct Mainloop {
 
             float s[kMF][kNT][4];
             SLayout::clear(s);
-            gemm_nt<E, kMF, kNT, kKQ, kCprQ, kCprQ>(s, q_ld, k_ld + slot * kKStage, lq, lk);  // S = Q K^T
+            if constexpr (kConv) {
+                // The extended S = Q K^T: this warp's rows, then its share of the halo rows'
+                // n8 pairs; staged as S0, then convolved.
+                const int i0 = m0 - kQHalo, j0 = tile * BN - kKHalo;
+                {
+                    float x[kMF][kNT + 2][4] = {};
+                    gemm_nt<E, kMF, kNT + 2, kKQ, kCprQ, kCprQ>(x, q_ld, k_ld + slot * kKStage, lq, lk);
+                    Conv::store_s0(s0, x, kQHalo + warp * 16 * kMF, 0, i0, j0, nk);
+                }
+                const unsigned q_halo_ld = q_s + ((lane & 7) + ((lane >> 3) & 1) * 8) * kCprQ * 16;
+                for (int np = warp; np < (kNT + 2) / 2; np += W) {
+                    float x[1][2][4] = {};
+                    gemm_nt<E, 1, 2, kKQ, kCprQ, kCprQ>(x, q_halo_ld, k_ld + slot * kKStage + np * 16 * kCprQ * 16, lq,
+                                                        lk);
+                    Conv::store_s0(s0, x, 0, 16 * np, i0, j0, nk);
+                }
+                block_sync();  // every warp's S0 rows (and the halo) are stored
+                Conv::convolve(s, sbase + kS0Off, frags);
+            } else {
+                gemm_nt<E, kMF, kNT, kKQ, kCprQ, kCprQ>(s, q_ld, k_ld + slot * kKStage, lq, lk);  // S = Q K^T
+            }
             hooks.template apply<BN>(p, hd, sl, s, tile * BN, cls);
 
             if constexpr (S == 1) {
