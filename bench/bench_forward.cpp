@@ -93,6 +93,18 @@ std::vector<Case> cases() {
         out.push_back({"sliding_window_1024", AttentionSpec(base).mask(mods::sliding_window(Expr(1024))), B, H, N, D,
                        (w * N - w * (w - 1) / 2) / (double(N) * N), nullptr});
     }
+    // Multi-Token Attention's score convolution (c 6 x 11) beside causal attention on the
+    // same shapes (D 128, H 16, B * N = 16384); both counted at causal density.
+    for (int N : {1024, 2048, 4096, 8192}) {
+        const int B = 16384 / N, H = 16, D = 128;
+        auto base = AttentionSpec().dtype(DType::bf16).head_dim(D);
+        out.push_back({"causal_h16", AttentionSpec(base).mask(mods::causal()), B, H, N, D, 0.5, nullptr});
+        out.push_back({"mta_conv_6x11", AttentionSpec(base).score_conv("theta", 6, 11), B, H, N, D, 0.5,
+                       [H](LaunchArgs& a, std::vector<runtime::DeviceTensor>& keep) {
+                           keep.push_back(random_device(DType::f32, {H, 6, 11}, 9));
+                           a.tensors["theta"] = keep.back().view;
+                       }});
+    }
     return out;
 }
 
