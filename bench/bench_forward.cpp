@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -33,6 +34,7 @@ struct Case {
     int B, H, N, D;
     double density;  // fraction of (i, j) pairs the mask keeps, for the FLOP count
     std::function<void(LaunchArgs&, std::vector<runtime::DeviceTensor>&)> extras;
+    std::optional<TileConfig> tile = std::nullopt;  // the default tile when unset
 };
 
 double now_s() {
@@ -144,13 +146,32 @@ void compile_timings(const std::string& gpu, const std::string& commit) {
 
 int main(int argc, char** argv) {
     const std::string commit = argc > 1 ? argv[1] : "unknown";
+    // `bench_forward COMMIT conv_tiles`: the score convolution's cases only, on each tile
+    // of kConvTiles (a tuning sweep; variant names carry the tile).
+    const bool conv_tiles = argc > 2 && std::string(argv[2]) == "conv_tiles";
     if (auto why = runtime::why_no_gpu()) {
         std::fprintf(stderr, "bench_forward needs a GPU: %s\n", why->c_str());
         return 77;
     }
     const std::string gpu = runtime::current_device().name;
-    compile_timings(gpu, commit);
+    if (!conv_tiles) compile_timings(gpu, commit);
+    std::vector<Case> todo;
     for (const Case& c : cases()) {
+        if (!conv_tiles) {
+            todo.push_back(c);
+            continue;
+        }
+        if (!c.spec.has_score_conv()) continue;
+        for (const TileConfig& t : {TileConfig{128, 128, 8, 1}, TileConfig{128, 128, 8, 2}, TileConfig{128, 64, 8, 1},
+                                    TileConfig{64, 128, 4, 2}, TileConfig{64, 64, 4, 2}}) {
+            Case tc = c;
+            tc.tile = t;
+            tc.variant += "_m" + std::to_string(t.block_m) + "n" + std::to_string(t.block_n) + "w" +
+                          std::to_string(t.warps) + "s" + std::to_string(t.stages);
+            todo.push_back(tc);
+        }
+    }
+    for (const Case& c : todo) {
         std::vector<runtime::DeviceTensor> keep;
         auto q = random_device(DType::bf16, {c.B, c.H, c.N, c.D}, 1);
         auto k = random_device(DType::bf16, {c.B, c.H, c.N, c.D}, 2);
@@ -162,9 +183,17 @@ int main(int argc, char** argv) {
         a.v = v.view;
         a.o = TensorView::contiguous(o.data(), DType::bf16, {c.B, c.H, c.N, c.D});
         if (c.extras) c.extras(a, keep);
-        Attention attn(c.spec);
-        double ms = time_ms([&] { attn(a); });
-        print_case(c, ms, attn.compile_seconds(), gpu, commit);
+        CompileOptions options;
+        options.tile = c.tile;
+        std::optional<Attention> attn;
+        try {
+            attn.emplace(c.spec, options);
+        } catch (const UserError& e) {  // a tile the sweep tries that does not fit
+            std::fprintf(stderr, "%s: %s\n", c.variant.c_str(), e.what());
+            continue;
+        }
+        double ms = time_ms([&] { (*attn)(a); });
+        print_case(c, ms, attn->compile_seconds(), gpu, commit);
     }
     return 0;
 }

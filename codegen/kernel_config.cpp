@@ -77,6 +77,7 @@ KernelConfig make_config(const dsl::AttentionSpec& spec, KernelKind kind, const 
                "the next one)";
     KernelConfig c = default_config(kind, elem_kind(spec.dtype()), spec.head_dim_qk(), spec.head_dim_v(), sm);
     c.score_conv = spec.has_score_conv() && kind == KernelKind::forward;
+    if (c.score_conv) c.tile = default_score_conv_tile(sm);
     if (tile) c.tile = *tile;
     check_config(c, arch);
     return c;

@@ -417,7 +417,7 @@ std::vector<Case> forward_matrix() {
     Case gate_bnhd = with_gate(make_case(Mod::CausalBottomRight, DType::bf16, 64, {2, 4, 2, 100, 100}));
     gate_bnhd.layout = Layout::BNHD;
     cases.push_back(gate_bnhd);
-    cases.push_back(with_gate(with_sinks(make_case(Mod::Softcap, DType::bf16, 128, {1, 4, 2, 77, 300}))));
+    cases.push_back(with_gate(with_sinks(make_case(Mod::Softcap, DType::bf16, 128, {1, 4, 2, 129, 255}))));
     cases.push_back(with_gate(make_case(Mod::Plain, DType::bf16, 256, {1, 2, 2, 65, 100})));
     return cases;
 }

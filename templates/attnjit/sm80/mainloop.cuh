@@ -199,17 +199,18 @@ struct Mainloop {
                 // The extended S = Q K^T: this warp's rows, then its share of the halo rows'
                 // n8 pairs; staged as S0, then convolved.
                 const int i0 = m0 - kQHalo, j0 = tile * BN - kKHalo;
+                const bool interior = j0 >= 0 && j0 + BN + 2 * kKHalo <= nk && j0 + BN + 2 * kKHalo - 1 <= i0;
                 {
                     float x[kMF][kNT + 2][4] = {};
                     gemm_nt<E, kMF, kNT + 2, kKQ, kCprQ, kCprQ>(x, q_ld, k_ld + slot * kKStage, lq, lk);
-                    Conv::store_s0(s0, x, kQHalo + warp * 16 * kMF, 0, i0, j0, nk);
+                    Conv::store_s0(s0, x, kQHalo + warp * 16 * kMF, 0, i0, j0, nk, interior);
                 }
                 const unsigned q_halo_ld = q_s + ((lane & 7) + ((lane >> 3) & 1) * 8) * kCprQ * 16;
                 for (int np = warp; np < (kNT + 2) / 2; np += W) {
                     float x[1][2][4] = {};
                     gemm_nt<E, 1, 2, kKQ, kCprQ, kCprQ>(x, q_halo_ld, k_ld + slot * kKStage + np * 16 * kCprQ * 16, lq,
                                                         lk);
-                    Conv::store_s0(s0, x, 0, 16 * np, i0, j0, nk);
+                    Conv::store_s0(s0, x, 0, 16 * np, i0, j0, nk, interior);
                 }
                 block_sync();  // every warp's S0 rows (and the halo) are stored
                 Conv::convolve(s, sbase + kS0Off, frags);

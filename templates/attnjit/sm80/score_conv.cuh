@@ -68,10 +68,23 @@ struct ScoreConv {
     // Stores an extended-score fragment (rows from ext row `row0`, n8 tiles from extended
     // key `col0`) as S0: <q_i', k_j'> where 0 <= j' <= i' and j' < nk, else 0. i0, j0: the
     // query and key of extended row / key 0 (m0 - 16, n0 - 8).
+    // interior: every extended key is in [0, nk) and at or below every extended row's
+    // diagonal (j0 >= 0, j0 + BN + 16 <= nk, j0 + BN + 15 <= i0): no test per element.
     template <int M, int N>
     __device__ __forceinline__ static void store_s0(unsigned* s0, const float (&x)[M][N][4], int row0, int col0, int i0,
-                                                    int j0, int nk) {
+                                                    int j0, int nk, bool interior) {
         const int lane = threadIdx.x & 31, g = lane >> 2, t4 = lane & 3;
+        if (interior) {
+#pragma unroll
+            for (int mf = 0; mf < M; ++mf)
+#pragma unroll
+                for (int nt = 0; nt < N; ++nt)
+#pragma unroll
+                    for (int hf = 0; hf < 2; ++hf)
+                        s0[((row0 + 16 * mf + g + 8 * hf) * kStride + col0 + 8 * nt + 2 * t4) / 2] =
+                            FromFloat<half_t>::pack2(x[mf][nt][2 * hf], x[mf][nt][2 * hf + 1]);
+            return;
+        }
 #pragma unroll
         for (int mf = 0; mf < M; ++mf)
 #pragma unroll
