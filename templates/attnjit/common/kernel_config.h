@@ -169,7 +169,7 @@ constexpr int kSimtRowPad = 4;
 //  forward sm80 with score_conv: scratch | Q [(block_m + 16) x dqk] |
 //                K [stages][(block_n + 16) x dqk] | V [stages][block_n x dv] |
 //                S0 [(block_m + 16) x (block_n + 24)] f16 (row-major, unswizzled) |
-//                Toeplitz fragments [kMaxConvRows x 2 x 32 lanes x 8 bytes]
+//                Toeplitz fragments [8 x 3 x 32 lanes x 4 bytes]
 //  forward simt: scratch | Q [block_m x (dqk+4)] | K [block_n x (dqk+4)] |
 //                V [block_n x dv] | P [warps x block_n]   (floats)
 //  backward simt (both kinds): scratch | Q [block_m x (dqk+1)] | dO [block_m x (dv+1)] |
@@ -182,9 +182,9 @@ constexpr int kSimtRowPad = 4;
 //  backward_fused sm80: backward_dkdv's | P, dS [block_m x block_n]
 //  backward_stats, backward_dq_convert, backward_sink_grad: none (the last one's
 //                block reduction uses one float per warp of static shared memory)
-// The score convolution's Toeplitz B fragments: up to 8 query taps x 2 k16 steps x 32
-// lanes x two 32-bit registers.
-constexpr int kScoreConvFragmentBytes = 8 * 2 * 32 * 8;
+// The score convolution's Toeplitz B fragments: up to 8 query taps x 3 k8 steps x 32
+// lanes x one 32-bit register.
+constexpr int kScoreConvFragmentBytes = 8 * 3 * 32 * 4;
 
 ATTNJIT_HD constexpr int smem_bytes(const KernelConfig& c) {
     const TileConfig& t = c.tile;

@@ -37,6 +37,9 @@ __device__ __forceinline__ void ldmatrix_x4(unsigned addr, unsigned& r0, unsigne
                  : "r"(addr)
                  : "memory");
 }
+__device__ __forceinline__ void ldmatrix_x2(unsigned addr, unsigned& r0, unsigned& r1) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0, %1}, [%2];" : "=r"(r0), "=r"(r1) : "r"(addr) : "memory");
+}
 __device__ __forceinline__ void ldmatrix_x4_trans(unsigned addr, unsigned& r0, unsigned& r1, unsigned& r2,
                                                   unsigned& r3) {
     asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];"
@@ -65,6 +68,13 @@ template <> struct Mma16816<bf16_t> {
             : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
     }
 };
+
+// d += a b, f16 inputs, m16n8k8 (a: 2 registers, b: 1).
+__device__ __forceinline__ void mma_16808_f16(float (&d)[4], unsigned a0, unsigned a1, unsigned b) {
+    asm("mma.sync.aligned.m16n8k8.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5}, {%6}, {%0,%1,%2,%3};"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a0), "r"(a1), "r"(b));
+}
 
 // p[0] += a, p[1] += b in global memory, atomically per element, no result (p 8-byte
 // aligned): one vector reduction on sm_90+, two scalar ones before.

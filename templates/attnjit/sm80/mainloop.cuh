@@ -146,8 +146,10 @@ struct Mainloop {
         static_assert(kConv == (Variant::kScoreConvRows > 0),
                       "a Variant with a score convolution needs the main loop's kConv layout, and only it");
         unsigned* const s0 = reinterpret_cast<unsigned*>(smem + kS0Off);
-        const uint2* const frags = reinterpret_cast<const uint2*>(smem + kFragOff);
-        if constexpr (kConv) Conv::template prepare<Variant>(p, h, reinterpret_cast<uint2*>(smem + kFragOff), s0);
+        const unsigned* const frags = reinterpret_cast<const unsigned*>(smem + kFragOff);
+        if constexpr (kConv) Conv::template prepare<Variant>(p, h, reinterpret_cast<unsigned*>(smem + kFragOff), s0);
+        int conv_prev = -2;                // the last tile convolved
+        uint4 carry[kConv ? Conv::kCarry : 1];  // its last 16 extended keys (Conv::take_carry)
 
         float o[kMF][kDT][4];
         OLayout::clear(o);
@@ -197,16 +199,23 @@ struct Mainloop {
             SLayout::clear(s);
             if constexpr (kConv) {
                 // The extended S = Q K^T: this warp's rows, then its share of the halo rows'
-                // n8 pairs; staged as S0, then convolved.
+                // n8 pairs; staged as S0, then convolved. After the tile before it, the
+                // first 16 extended keys are carried over (Conv::take_carry).
                 const int i0 = m0 - kQHalo, j0 = tile * BN - kKHalo;
                 const bool interior = j0 >= 0 && j0 + BN + 2 * kKHalo <= nk && j0 + BN + 2 * kKHalo - 1 <= i0;
-                {
+                const bool carried = tile == conv_prev + 1;
+                if (carried) {
+                    Conv::put_carry(s0, carry);
+                    float x[kMF][kNT][4] = {};
+                    gemm_nt<E, kMF, kNT, kKQ, kCprQ, kCprQ>(x, q_ld, k_ld + slot * kKStage + 16 * kCprQ * 16, lq, lk);
+                    Conv::store_s0(s0, x, kQHalo + warp * 16 * kMF, 16, i0, j0, nk, interior);
+                } else {
                     float x[kMF][kNT + 2][4] = {};
                     gemm_nt<E, kMF, kNT + 2, kKQ, kCprQ, kCprQ>(x, q_ld, k_ld + slot * kKStage, lq, lk);
                     Conv::store_s0(s0, x, kQHalo + warp * 16 * kMF, 0, i0, j0, nk, interior);
                 }
                 const unsigned q_halo_ld = q_s + ((lane & 7) + ((lane >> 3) & 1) * 8) * kCprQ * 16;
-                for (int np = warp; np < (kNT + 2) / 2; np += W) {
+                for (int np = warp + (carried ? 1 : 0); np < (kNT + 2) / 2; np += W) {
                     float x[1][2][4] = {};
                     gemm_nt<E, 1, 2, kKQ, kCprQ, kCprQ>(x, q_halo_ld, k_ld + slot * kKStage + np * 16 * kCprQ * 16, lq,
                                                         lk);
@@ -214,6 +223,8 @@ struct Mainloop {
                 }
                 block_sync();  // every warp's S0 rows (and the halo) are stored
                 Conv::convolve(s, sbase + kS0Off, frags);
+                Conv::take_carry(s0, carry);
+                conv_prev = tile;
             } else {
                 gemm_nt<E, kMF, kNT, kKQ, kCprQ, kCprQ>(s, q_ld, k_ld + slot * kKStage, lq, lk);  // S = Q K^T
             }

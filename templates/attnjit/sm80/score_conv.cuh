@@ -7,11 +7,10 @@
 //      shared memory (unscaled <q, k>: the convolution is linear, so the hooks scale C as
 //      they scale S; f16 keeps 11 bits of every score, bf16 would keep 8);
 //   3. convolves on the tensor cores: C = sum_a S0[rows shifted by a] T_a, where T_a is
-//      the banded Toeplitz matrix of theta[h][a][.]. An n8 output tile reads 32 extended
-//      keys (two k16 steps), and T_a restricted to them is the same for every tile, so
-//      its B fragments are built once per CTA (write_fragments). Each A fragment (16 rows
-//      x 16 keys of S0, one ldmatrix) serves output tile c (first k step) and c - 2
-//      (second).
+//      the banded Toeplitz matrix of theta[h][a][.]. An n8 output tile reads 24 extended
+//      keys (three k8 steps of mma m16n8k8), and T_a restricted to them is the same for
+//      every tile, so its B fragments are built once per CTA (prepare). Each A fragment
+//      (16 rows x 8 keys of S0, one ldmatrix.x2) serves three output tiles.
 // C then goes through the hooks (score_mod, the causal mask) and the online softmax like
 // any score tile. No N x N buffer is ever written to global memory.
 #pragma once
@@ -36,26 +35,24 @@ struct ScoreConv {
     static_assert(CK >= 1 && CK <= 15 && CK % 2 == 1, "score convolution: c_k must be odd, in [1, 15]");
     static_assert((kStride / 8) % 2 == 1, "an odd number of 16-byte chunks per S0 row: conflict-free ldmatrix");
 
-    // The Toeplitz B fragments (one uint2 per (a, k step, lane)) and the zero columns of
-    // S0; before the first block_sync of the main loop.
+    // The Toeplitz B fragments (one register per (a, k8 step, lane)) and the zero columns
+    // of S0; before the first block_sync of the main loop.
     template <class Variant, class Params>
-    __device__ __forceinline__ static void prepare(const Params& p, int h, uint2* frags, unsigned* s0) {
+    __device__ __forceinline__ static void prepare(const Params& p, int h, unsigned* frags, unsigned* s0) {
         const int tid = threadIdx.x;
         if (tid < 32) {
             const int g = tid >> 2, t4 = tid & 3;
 #pragma unroll
             for (int a = 0; a < CQ; ++a)
 #pragma unroll
-                for (int kk = 0; kk < 2; ++kk) {
-                    // B[k][n] = theta[h][a][b] for the key tap b that extended key 16 kk + k
-                    // is for output key n of an n8 tile (0 outside the kernel).
+                for (int kb = 0; kb < 3; ++kb) {
+                    // B[k][n] = theta[h][a][b] for the key tap b that extended key 8 kb + k
+                    // (from the output tile's first extended key) is for output key n.
                     auto w = [&](int k) {
-                        const int b = 16 * kk + k - g - kHaloKeys + kPk;
+                        const int b = 8 * kb + k - g - kHaloKeys + kPk;
                         return b >= 0 && b < CK ? Variant::score_conv_weight(p, h, a, b) : 0.f;
                     };
-                    frags[(2 * a + kk) * 32 + tid] =
-                        uint2{FromFloat<half_t>::pack2(w(2 * t4), w(2 * t4 + 1)),
-                              FromFloat<half_t>::pack2(w(2 * t4 + 8), w(2 * t4 + 9))};
+                    frags[(3 * a + kb) * 32 + tid] = FromFloat<half_t>::pack2(w(2 * t4), w(2 * t4 + 1));
                 }
         }
         for (int r = tid; r < BM + kHaloRows; r += W * 32) {
@@ -99,24 +96,53 @@ struct ScoreConv {
                 }
     }
 
+    // Consecutive KV tiles share 16 extended keys: tile t's keys [BN, BN + 16) are tile
+    // t + 1's [0, 16). take_carry reads them into registers after the convolution (S0 is not
+    // written again before the next tile's first block_sync), put_carry writes them back
+    // as the next tile's first keys (which no warp reads before the next block_sync), so
+    // the next tile multiplies only its BN new keys.
+    static constexpr int kThreads = W * 32;
+    static constexpr int kCarryChunks = (BM + kHaloRows) * 2;  // 16-byte chunks: 2 a row
+    static constexpr int kCarry = (kCarryChunks + kThreads - 1) / kThreads;
+    __device__ __forceinline__ static void take_carry(const unsigned* s0, uint4 (&carry)[kCarry]) {
+#pragma unroll
+        for (int i = 0; i < kCarry; ++i) {
+            const int c = threadIdx.x + i * kThreads;
+            if (kCarryChunks % kThreads == 0 || c < kCarryChunks)
+                carry[i] = *reinterpret_cast<const uint4*>(s0 + ((c >> 1) * kStride + BN + 8 * (c & 1)) / 2);
+        }
+    }
+    __device__ __forceinline__ static void put_carry(unsigned* s0, const uint4 (&carry)[kCarry]) {
+#pragma unroll
+        for (int i = 0; i < kCarry; ++i) {
+            const int c = threadIdx.x + i * kThreads;
+            if (kCarryChunks % kThreads == 0 || c < kCarryChunks)
+                *reinterpret_cast<uint4*>(s0 + ((c >> 1) * kStride + 8 * (c & 1)) / 2) = carry[i];
+        }
+    }
+
     // C = sum_a S0[rows shifted by a] T_a for this warp's rows (unscaled, like S = Q K^T).
-    __device__ __forceinline__ static void convolve(float (&c)[kMF][kNT][4], unsigned s0_s, const uint2* frags) {
+    // An n8 output tile nb reads extended keys [8 nb, 8 nb + 24) (p_k <= 7): three k8 steps,
+    // so the A fragment of keys [8 x, 8 x + 8) (one ldmatrix.x2) serves tiles x, x - 1 and
+    // x - 2.
+    __device__ __forceinline__ static void convolve(float (&c)[kMF][kNT][4], unsigned s0_s, const unsigned* frags) {
         const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-        const int a_row = (lane & 7) + ((lane >> 3) & 1) * 8, hi = lane >> 4;
 #pragma unroll
         for (int mf = 0; mf < kMF; ++mf)
 #pragma unroll
             for (int a = 0; a < CQ; ++a) {
-                const uint2 f0 = frags[(2 * a) * 32 + lane], f1 = frags[(2 * a + 1) * 32 + lane];
+                const unsigned f[3] = {frags[(3 * a) * 32 + lane], frags[(3 * a + 1) * 32 + lane],
+                                       frags[(3 * a + 2) * 32 + lane]};
                 // Output row i reads S0 row i - (c_q - 1) + a: extended row 16 + that.
-                const int row = kHaloRows + warp * 16 * kMF + 16 * mf - (CQ - 1) + a + a_row;
-                const unsigned base = s0_s + (row * kStride + 8 * hi) * 2;
+                const int row = kHaloRows + warp * 16 * kMF + 16 * mf - (CQ - 1) + a + (lane & 15);
+                const unsigned base = s0_s + row * kStride * 2;
 #pragma unroll
                 for (int x = 0; x < kNX; ++x) {
-                    unsigned af[4];
-                    ptx::ldmatrix_x4(base + x * 16, af[0], af[1], af[2], af[3]);
-                    if (x < kNT) ptx::Mma16816<half_t>::run(c[mf][x], af, f0.x, f0.y);
-                    if (x >= 2) ptx::Mma16816<half_t>::run(c[mf][x - 2], af, f1.x, f1.y);
+                    unsigned a0, a1;
+                    ptx::ldmatrix_x2(base + x * 16, a0, a1);
+#pragma unroll
+                    for (int kb = 0; kb < 3; ++kb)
+                        if (x - kb >= 0 && x - kb < kNT) ptx::mma_16808_f16(c[mf][x - kb], a0, a1, f[kb]);
                 }
             }
     }
