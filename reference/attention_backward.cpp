@@ -31,10 +31,23 @@ BackwardResult backward(const dsl::AttentionSpec& spec, const ForwardInputs& in,
         << ", " << Nq << ", " << Dv << "] like the output";
     user_check(d_o.dtype() == spec.dtype()) << "reference::backward: d_o has dtype " << dtype_name(d_o.dtype())
                                             << " but the spec's dtype is " << dtype_name(spec.dtype());
+    user_check(!spec.has_score_conv())
+        << "reference::backward: the score convolution's gradients are not implemented yet (forward only)";
     const codegen::ScoreModGradients grads = codegen::score_mod_gradients(spec, wanted);
 
     BackwardResult out;
     out.forward = forward(spec, in, threads);
+    // An output gate: the backward runs on the ungated O with dO * sigmoid(gate), and
+    // d gate = dOut * O * sigmoid(gate) (1 - sigmoid(gate)) (SEMANTICS.md section 5).
+    const HostTensor* gate = spec.has_gate() ? &in.tensors.at(spec.gate_name()) : nullptr;
+    const bool want_gate = gate != nullptr && wanted.count(spec.gate_name()) > 0;
+    ForwardResult ungated_result;
+    if (gate != nullptr) {
+        ForwardInputs plain = in;
+        plain.tensors.erase(spec.gate_name());
+        ungated_result = forward(dsl::AttentionSpec(spec).no_gate(), plain, threads);
+    }
+    const ForwardResult& ungated = gate != nullptr ? ungated_result : out.forward;
     out.delta = DoubleTensor({B, Hq, Nq});
     out.dq = DoubleTensor({B, Hq, Nq, Dqk});
     out.dk = DoubleTensor({B, Hkv, Nk, Dqk});
@@ -81,8 +94,17 @@ BackwardResult backward(const dsl::AttentionSpec& spec, const ForwardInputs& in,
                     env.kv_head = kvh;
                     env.q_idx = i;
                     const double* qi = &q.data[static_cast<size_t>(row * Dqk)];
-                    const double* oi = &out.forward.o.data[static_cast<size_t>(row * Dv)];
+                    const double* oi = &ungated.o.data[static_cast<size_t>(row * Dv)];
                     const double* doi = &dout.data[static_cast<size_t>(row * Dv)];
+                    if (gate != nullptr) {  // doi becomes dO of the ungated output
+                        for (int64_t d = 0; d < Dv; ++d) {
+                            const double sg = sigmoid(gate->get({b, h, i, d}));
+                            if (want_gate)
+                                mine.dtensors.at(spec.gate_name()).at({b, h, i, d}) += doi[d] * oi[d] * sg * (1 - sg);
+                            dov[static_cast<size_t>(d)] = doi[d] * sg;
+                        }
+                        doi = dov.data();
+                    }
                     double* dqi = &out.dq.data[static_cast<size_t>(row * Dqk)];
                     const double lse = out.forward.lse.data[static_cast<size_t>(row)];
                     double delta = 0;

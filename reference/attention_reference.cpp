@@ -7,6 +7,7 @@
 
 #include "dsl/interpreter.h"
 #include "reference/inputs.h"
+#include "reference/score_conv.h"
 #include "reference/parallel.h"
 #include "support/error.h"
 
@@ -73,7 +74,11 @@ ForwardResult forward(const dsl::AttentionSpec& spec, const ForwardInputs& in, i
             const double* qi = &q.data[static_cast<size_t>(row * Dqk)];
             const double* kb = &k.data[static_cast<size_t>((b * Hkv + kvh) * Nk * Dqk)];
             const double* vb = &v.data[static_cast<size_t>((b * Hkv + kvh) * Nk * Dv)];
-            row_scores(spec, env, qi, kb, Nk, Dqk, kept, sc, t);
+            if (spec.has_score_conv())
+                conv_row_scores(spec, env, in.tensors.at(spec.score_conv_name()), qi - i * Dqk, i, kb, Nq, Nk, Dqk, kept,
+                                sc, t);
+            else
+                row_scores(spec, env, qi, kb, Nk, Dqk, kept, sc, t);
             // Attention sinks: the sink logit joins the denominator and takes no value
             // (-inf: no sink).
             const double sink = sink_logit(spec, in, h);
@@ -106,6 +111,10 @@ ForwardResult forward(const dsl::AttentionSpec& spec, const ForwardInputs& in, i
                 double p = std::exp(t[j] - m) / l;
                 const double* vj = vb + j * Dv;
                 for (int64_t d = 0; d < Dv; ++d) o[d] += p * vj[d];
+            }
+            if (spec.has_gate()) {  // out = sigmoid(gate) * O
+                const HostTensor& g = in.tensors.at(spec.gate_name());
+                for (int64_t d = 0; d < Dv; ++d) o[d] *= sigmoid(g.get({b, h, i, d}));
             }
         }
     };

@@ -76,6 +76,22 @@ Dims check_inputs(const dsl::AttentionSpec& spec, const ForwardInputs& in, const
             << who << ": the sinks tensor '" << spec.sinks_name() << "' must have shape [Hq] = [" << Hq << "]";
     }
 
+    if (spec.has_gate()) {
+        const HostTensor& g = in.tensors.at(spec.gate_name());
+        const std::vector<int64_t> want{B, Hq, Nq, Dv};
+        user_check(g.shape() == want)
+            << who << ": the gate tensor '" << spec.gate_name() << "' is " << g.describe()
+            << "; it must be shaped like the output, [B, Hq, Nq, Dv] = [" << B << ", " << Hq << ", " << Nq << ", "
+            << Dv << "]";
+    }
+    if (spec.has_score_conv()) {
+        const HostTensor& th = in.tensors.at(spec.score_conv_name());
+        const std::vector<int64_t> want{Hq, spec.score_conv_rows(), spec.score_conv_cols()};
+        user_check(th.shape() == want)
+            << who << ": the score convolution's kernel '" << spec.score_conv_name() << "' is " << th.describe()
+            << "; it must be [Hq, c_q, c_k] = [" << Hq << ", " << spec.score_conv_rows() << ", "
+            << spec.score_conv_cols() << "]";
+    }
     x.B = B;
     x.Hq = Hq;
     x.Nq = Nq;

@@ -253,5 +253,49 @@ TEST(BackwardReference, BadGradientOutputIsAUserError) {
     EXPECT_THROW(backward(p.spec, p.in, p.d_o, {"ids"}), UserError);
 }
 
+// An output gate (out = sigmoid(gate) * O): dq, dk, dv and d gate by finite differences,
+// with ragged GQA, a score_mod and a mask, so dO * sigmoid(gate) reaches every path.
+TEST(BackwardReference, GateGradientsByFiniteDifferences) {
+    Problem p = make(2, 4, 2, 5, 7, 8, 6, 71);
+    p.spec.score_mod(mods::softcap(scalar("cap"))).mask(kv_idx() <= q_idx() + 2).gate("gate");
+    p.in.scalars["cap"] = 2.0;
+    HostTensor gate(DType::f32, {2, 4, 5, 6});
+    fill_normal(gate, 72, 0.0, 2.0);
+    p.in.tensors.emplace("gate", std::move(gate));
+    p.wanted = {"gate", "cap"};
+    check(p);
+}
+
+// The gated forward is sigmoid(gate) times the ungated one, element by element.
+TEST(ForwardReference, GateScalesTheOutput) {
+    Problem p = make(1, 2, 2, 4, 6, 8, 8, 81);
+    const ForwardResult plain = forward(p.spec, p.in);
+    HostTensor gate(DType::f32, {1, 2, 4, 8});
+    fill_normal(gate, 82, 0.0, 2.0);
+    p.spec.gate("g");
+    p.in.tensors.emplace("g", gate);
+    const ForwardResult gated = forward(p.spec, p.in);
+    int64_t n = 0;
+    gate.for_each_index([&](const int64_t* idx) {
+        const double want = plain.o.data[static_cast<size_t>(n)] / (1.0 + std::exp(-gate.get(idx)));
+        EXPECT_NEAR(gated.o.data[static_cast<size_t>(n)], want, 1e-12 * (1 + std::fabs(want)));
+        ++n;
+    });
+    EXPECT_EQ(gated.lse.data, plain.lse.data);  // LSE is the ungated softmax's
+}
+
+TEST(ForwardReference, GateOfTheWrongShapeIsAUserError) {
+    Problem p = make(1, 2, 2, 4, 6, 8, 8, 91);
+    p.spec.gate("g");
+    p.in.tensors.emplace("g", HostTensor(DType::f32, {1, 2, 4, 4}));
+    try {
+        forward(p.spec, p.in);
+        FAIL() << "no error";
+    } catch (const UserError& e) {
+        EXPECT_NE(std::string(e.what()).find("the gate tensor 'g' is"), std::string::npos) << e.what();
+        EXPECT_NE(std::string(e.what()).find("[B, Hq, Nq, Dv] = [1, 2, 4, 8]"), std::string::npos) << e.what();
+    }
+}
+
 }  // namespace
 }  // namespace attnjit::reference
