@@ -27,13 +27,14 @@ def compile(score_mod=None, mask=None, causal=False, scale=None, enable_gqa=Fals
     dQ with fp32 atomics where that exists (fp16 / bf16, head dims 64 and 128): faster, but
     dQ's bits may change from run to run. The kernel is compiled on the first call for each
     (dtype, head dims, device) and cached in the process (and on disk by attnjit).
-    The callable also takes sinks=: fn(q, k, v, sinks=t) (see attention()).
+    The callable also takes sinks=, gate= and score_conv=: fn(q, k, v, sinks=t, gate=g,
+    score_conv=theta) (see attention()).
     """
     return CompiledAttention(score_mod, mask, causal, scale, enable_gqa, return_lse, tile, deterministic)
 
 
 def attention(q, k, v, *, score_mod=None, mask=None, causal=False, scale=None, enable_gqa=False,
-              return_lse=False, sinks=None):
+              return_lse=False, sinks=None, gate=None, score_conv=None):
     """out = softmax(mask ? score_mod(scale * q k^T) : -inf) v, like torch SDPA / FlexAttention.
 
     q [B, Hq, Nq, Dqk], k [B, Hkv, Nk, Dqk], v [B, Hkv, Nk, Dv]: CUDA tensors of one dtype
@@ -48,11 +49,23 @@ def attention(q, k, v, *, score_mod=None, mask=None, causal=False, scale=None, e
     P_ij = exp(t_ij) / (exp(sinks[h]) + sum_j' exp(t_ij')); lse includes the sink, and a row
     with no kept key gives out = 0, lse = sinks[h]. When sinks.requires_grad, loss.backward()
     fills sinks.grad (deterministic).
+
+    gate: an output gate (AlphaFold's gated attention), logits g of q's dtype shaped like the
+    output [B, Hq, Nq, Dv] or broadcastable to it: out = sigmoid(g) * softmax(...) v, fused
+    into the kernel's epilogue; lse is the ungated softmax's. When g.requires_grad,
+    loss.backward() fills g.grad.
+
+    score_conv: Multi-Token Attention's key-query convolution, a kernel theta [Hq, c_q, c_k]
+    (float32, float16 or bfloat16; c_q <= 8, c_k odd <= 15) convolved over the causally
+    masked scores before softmax (docs/score_convolution.md); causal by definition, so
+    causal= and mask= are not needed (a mask is refused for now). Forward only for now
+    (fp16 / bf16): a call that needs gradients raises.
     """
     if _compiled._is_compiling():  # torch.compile (dynamo) is tracing this call: the torch ops
-        return _torch_ops.attention_compiled(q, k, v, score_mod, mask, causal, scale, enable_gqa, return_lse, sinks)
+        return _torch_ops.attention_compiled(q, k, v, score_mod, mask, causal, scale, enable_gqa, return_lse,
+                                             (sinks, gate, score_conv))
     fn = _cached(score_mod, mask, causal, scale, enable_gqa, return_lse)
-    return fn(q, k, v, sinks=sinks)
+    return fn(q, k, v, sinks=sinks, gate=gate, score_conv=score_conv)
 
 
 def _cached(score_mod, mask, causal, scale, enable_gqa, return_lse) -> CompiledAttention:
@@ -75,10 +88,13 @@ def _cached(score_mod, mask, causal, scale, enable_gqa, return_lse) -> CompiledA
 
 
 def spec_json(score_mod=None, mask=None, causal=False, scale=None, return_lse=False, *, dtype="bf16",
-              head_dim: int = 128, head_dim_v: int | None = None, sinks_dtype: str | None = None) -> str:
+              head_dim: int = 128, head_dim_v: int | None = None, sinks_dtype: str | None = None,
+              gate: bool = False, score_conv: tuple | None = None) -> str:
     """The JSON spec (docs/spec_format.md) of a score_mod / mask for one dtype and head dims,
-    without torch or a GPU: the text attnjit_spec_from_json reads."""
+    without torch or a GPU: the text attnjit_spec_from_json reads. gate: with an output
+    gate; score_conv: (c_q, c_k, kernel dtype) of a score convolution."""
     traced = trace(score_mod, mask, causal)
     return _spec_json.build(traced, dtype=dtype, head_dim_qk=head_dim,
                             head_dim_v=head_dim if head_dim_v is None else head_dim_v,
-                            scale=scale, return_lse=return_lse, sinks_dtype=sinks_dtype)
+                            scale=scale, return_lse=return_lse, sinks_dtype=sinks_dtype, gate=gate,
+                            score_conv=score_conv)

@@ -69,12 +69,12 @@ class Call:
     backward handle, the dtype code, the captured tensors (kept alive: the backward reads
     them again) and the scalar values, in the spec's order."""
 
-    __slots__ = ("backward", "code", "device", "tensors", "scalars", "grad_names", "grad_values", "sinks_name")
+    __slots__ = ("backward", "code", "device", "tensors", "scalars", "grad_names", "grad_values", "extra_names")
 
     def __init__(self, backward, code: int, device: int, tensors, scalars, grad_names=(), grad_values=(),
-                 sinks_name=None):
+                 extra_names=(None, None, None)):
         self.backward, self.code, self.device = backward, code, device
-        self.sinks_name = sinks_name  # the spec's name of the sinks tensor, if any
+        self.extra_names = extra_names  # the spec's names of the sinks, gate and score_conv tensors
         self.tensors, self.scalars = tensors, scalars
         # Captured tensors that require grad: their spec names and the tensors (inputs of
         # the autograd Function, in this order).
@@ -119,11 +119,11 @@ def attention_function():
 
         class AttentionFunction(torch.autograd.Function):
             @staticmethod
-            def forward(ctx, call, launch, q, k, v, sinks, *captured):  # captured: those that require grad
+            def forward(ctx, call, launch, q, k, v, sinks, gate, conv, *captured):  # captured: those needing grad
                 out, lse = launch()
-                # sinks too: the backward reads them again, and autograd's version check
-                # then refuses a sinks tensor changed in place before loss.backward()
-                ctx.save_for_backward(q, k, v, out, lse, sinks)
+                # the structural tensors too: the backward reads them again, and autograd's
+                # version check then refuses one changed in place before loss.backward()
+                ctx.save_for_backward(q, k, v, out, lse, sinks, gate, conv)
                 ctx.call = call
                 ctx.mark_non_differentiable(lse)
                 return out, lse
@@ -131,7 +131,7 @@ def attention_function():
             @staticmethod
             @torch.autograd.function.once_differentiable  # no double backward: say so, never give zeros
             def backward(ctx, d_out, _d_lse):  # LSE is not differentiable
-                q, k, v, out, lse, sinks = ctx.saved_tensors
+                q, k, v, out, lse, *extras = ctx.saved_tensors
                 d_o = d_out.contiguous() if d_out is not None else torch.zeros_like(out)
                 if d_o.data_ptr() % 16:  # a contiguous view at an odd offset: the kernels load 16 bytes
                     d_o = d_o.clone()
@@ -142,14 +142,15 @@ def attention_function():
                 needs = ctx.needs_input_grad
                 bufs = [grad_output(value) for value in call.grad_values]
                 input_grads = [(name, buf) for name, (buf, _) in zip(call.grad_names, bufs)]
-                d_sinks = None
-                if sinks is not None and needs[5]:  # by name, like a captured tensor's
-                    d_sinks = torch.empty(sinks.shape, dtype=sinks.dtype, device=sinks.device)
-                    input_grads.append((call.sinks_name, d_sinks))
+                d_extras = [None, None, None]  # sinks and gate: by name, like a captured tensor's
+                for i, x in enumerate(extras):
+                    if x is not None and needs[5 + i]:
+                        d_extras[i] = torch.empty(x.shape, dtype=x.dtype, device=x.device)
+                        input_grads.append((call.extra_names[i], d_extras[i]))
                 call.launch(q, k, v, out, lse, d_o, dq, dk, dv, input_grads)
-                captured = [g if needs[6 + i] else None for i, (_, g) in enumerate(bufs)]
+                captured = [g if needs[8 + i] else None for i, (_, g) in enumerate(bufs)]
                 return (None, None, dq if needs[2] else None, dk if needs[3] else None, dv if needs[4] else None,
-                        d_sinks, *captured)
+                        *d_extras, *captured)
 
         _Function = AttentionFunction
     return _Function

@@ -76,9 +76,35 @@ class _Variant:
         self.tensor_reads = [(t.slot.read, t.torch_dtype, 0 if t.zero_dim else t.rank, dtypes.CODES[t.dtype], t)
                              for t in traced.tensors]
         self.scalar_reads = [s.slot.read for s in traced.scalars]
-        # attention sinks: their name in the spec and their place among its (sorted) tensors
-        self.sinks_name = spec_json.sinks_name(traced)
-        self.sinks_index = sum(1 for t in traced.tensors if t.name < self.sinks_name)
+        # structural tensors (sinks, gate, score_conv): their names in the spec, which sorts
+        # them among the captured tensors
+        self.extra_names = tuple(spec_json.structural_name(traced, kind) for kind in spec_json.STRUCTURAL)
+        self.sinks_name = self.extra_names[0]
+        self.tensor_names = [t.name for t in traced.tensors]
+
+    def merge(self, tensors: list, values: list, extras) -> tuple:
+        """The launch's tensors and their values in the spec's (name) order: the captured
+        ones, and the structural tensors given (extras: sinks, gate, score_conv, or None)."""
+        if all(x is None for x in extras):
+            return tensors, values
+        rows = list(zip(self.tensor_names, tensors, values))
+        for name, x in zip(self.extra_names, extras):
+            if x is not None:
+                rows.append((name, (x.data_ptr(), dtypes.CODES[dtypes.name_of(x.dtype)], x.shape, x.stride()), x))
+        rows.sort(key=lambda r: r[0])
+        return [r[1] for r in rows], [r[2] for r in rows]
+
+    def expected(self, sig) -> list:
+        """(name, dtype, rank) of the spec's tensors for the structural signature sig."""
+        rows = [(t.name, t.dtype, t.rank) for t in self.traced.tensors]
+        sd, gate_dtype, conv = sig
+        if sd is not None:
+            rows.append((self.extra_names[0], sd, 1))
+        if gate_dtype is not None:
+            rows.append((self.extra_names[1], gate_dtype, 4))
+        if conv is not None:
+            rows.append((self.extra_names[2], conv[2], 3))
+        return sorted(rows)
 
 
 class CompiledAttention:
@@ -105,12 +131,14 @@ class CompiledAttention:
         return self._variant.traced
 
     def spec_json(self, dtype="bf16", head_dim: int = 128, head_dim_v: int | None = None,
-                  sinks_dtype: str | None = None) -> str:
+                  sinks_dtype: str | None = None, gate: bool = False, score_conv: tuple | None = None) -> str:
         """The JSON spec this callable compiles for one dtype and head dims (and, with
-        sinks_dtype, for calls that pass sinks= of that dtype)."""
+        sinks_dtype, gate or score_conv (c_q, c_k, dtype), for calls that pass sinks= of
+        that dtype, gate= or score_conv=)."""
         return spec_json.build(self.traced, dtype=dtype, head_dim_qk=head_dim,
                                head_dim_v=head_dim if head_dim_v is None else head_dim_v,
-                               scale=self.scale, return_lse=self.return_lse, sinks_dtype=sinks_dtype)
+                               scale=self.scale, return_lse=self.return_lse, sinks_dtype=sinks_dtype, gate=gate,
+                               score_conv=score_conv)
 
     def __repr__(self):
         t = self.traced
@@ -145,12 +173,13 @@ class CompiledAttention:
         return True
 
     # ---- the call -----------------------------------------------------------------------
-    def __call__(self, q, k, v, sinks=None):
+    def __call__(self, q, k, v, sinks=None, gate=None, score_conv=None):
+        extras = (sinks, gate, score_conv)
         if _is_compiling():  # torch.compile (dynamo) is tracing this call: the torch ops
-            return torch_ops.call_compiled(self, q, k, v, sinks)
-        return self._call(q, k, v, sinks)
+            return torch_ops.call_compiled(self, q, k, v, extras)
+        return self._call(q, k, v, extras)
 
-    def _call(self, q, k, v, sinks=None, op=None):
+    def _call(self, q, k, v, extras=(None, None, None), op=None):
         """The call; op = (variant, captured tensors, scalars, need_lse) when the torch op
         attnjit::attention runs it (below autograd, with the values the graph passed)."""
         if op is None:
@@ -174,10 +203,9 @@ class CompiledAttention:
                 and (Hq == Hkv or (self.enable_gqa and Hkv > 0 and Hq % Hkv == 0))
                 and qst[3] == 1 and kst[3] == 1 and vst[3] == 1 and Nk > 0):
             self._bad_arguments(q, k, v)
-        sd = None  # the sinks' dtype name
-        if sinks is not None:
-            sd = self._check_sinks(sinks, q, Hq, device)
-        training = q.requires_grad or k.requires_grad or v.requires_grad or (sinks is not None and sinks.requires_grad)
+        extras, sig = self._check_extras(extras, q, vs[3], device)
+        training = q.requires_grad or k.requires_grad or v.requires_grad or any(
+            x is not None and x.requires_grad for x in extras)
 
         tensors = []
         values = []  # the tensors themselves: a training call keeps them alive
@@ -190,7 +218,7 @@ class CompiledAttention:
                 if op is not None:
                     raise InternalError(f"attnjit::attention got captured tensor '{t.name}' as {value.dtype} rank "
                                         f"{value.dim()}, but its plan was traced for {torch_dtype} rank {ndim}")
-                return self._retrace_call(q, k, v, sinks)
+                return self._retrace_call(q, k, v, extras)
             if value.get_device() != device:
                 raise ArgumentError(f"captured tensor '{t.name}' ({t.slot.where}) is on "
                                     f"{value.device} but q is on {q.device}; move it to the same device")
@@ -201,36 +229,33 @@ class CompiledAttention:
             else:  # a 0-dim tensor is read as a rank-1 tensor of one element
                 tensors.append((value.data_ptr(), code, (1,), (1,)))
         scalars = [float(read()) for read in variant.scalar_reads] if op is None else [float(x) for x in op[2]]
-        if sd is not None:  # the sinks tensor takes its place among the spec's tensors
-            tensors.insert(variant.sinks_index, (sinks.data_ptr(), dtypes.CODES[sd], sinks.shape, sinks.stride()))
-            values.insert(variant.sinks_index, sinks)
+        tensors, values = variant.merge(tensors, values, extras)  # in the spec's order
         if op is not None:
-            return self._op_launch(variant, q, k, v, qs, ks, vs, qst, kst, vst, device, tensors, scalars, sd, op[3])
+            return self._op_launch(variant, q, k, v, qs, ks, vs, qst, kst, vst, device, tensors, scalars, sig, op[3])
         if (training or grad_by_name) and _torch().is_grad_enabled() and B and Nq and Hq:
             return self._call_training(variant, q, k, v, qs, ks, vs, qst, kst, vst, device, tensors, values, scalars,
-                                       grad_by_name, sinks, sd)
+                                       grad_by_name, extras, sig)
 
-        launcher = variant.launchers.get((dtype, Dqk, vs[3], device, get_ident(), sd))
+        launcher = variant.launchers.get((dtype, Dqk, vs[3], device, get_ident(), sig))
         if launcher is None:
-            launcher = self._make_launcher(variant, q, vs[3], device, sinks_dtype=sd)
+            launcher = self._make_launcher(variant, q, vs[3], device, sig=sig)
         if B == 0 or Nq == 0 or Hq == 0:
             out = q.new_empty((B, Hq, Nq, vs[3]))
             return (out, q.new_empty((B, Hq, Nq), dtype=_torch().float32)) if self.return_lse else out
         return launcher(q, k, v, qs, ks, vs, qst, kst, vst, device, tensors, scalars)
 
     # ---- the torch ops' implementations (torch_ops) -------------------------------------------
-    def _op_forward(self, variant, q, k, v, captured, scalars, sinks, need_lse: bool):
+    def _op_forward(self, variant, q, k, v, captured, scalars, extras, need_lse: bool):
         """attnjit::attention: (out, lse); lse is empty ([0]) unless need_lse."""
-        return self._call(q, k, v, sinks, (variant, captured, scalars, need_lse))
+        return self._call(q, k, v, extras, (variant, captured, scalars, need_lse))
 
-    def _op_launch(self, variant, q, k, v, qs, ks, vs, qst, kst, vst, device, tensors, scalars, sd, need_lse):
+    def _op_launch(self, variant, q, k, v, qs, ks, vs, qst, kst, vst, device, tensors, scalars, sig, need_lse):
         B, Hq, Nq = qs[0], qs[1], qs[2]
         torch = _torch()
-        key = (q.dtype, qs[3], vs[3], device, get_ident(), sd) + (("train",) if need_lse else ())
+        key = (q.dtype, qs[3], vs[3], device, get_ident(), sig) + (("train",) if need_lse else ())
         launcher = variant.launchers.get(key)
         if launcher is None:  # with need_lse, the training launcher: the kernel an eager training call runs
-            launcher = self._make_launcher(variant, q, vs[3], device, return_lse=True if need_lse else None,
-                                           sinks_dtype=sd)
+            launcher = self._make_launcher(variant, q, vs[3], device, return_lse=True if need_lse else None, sig=sig)
         if B == 0 or Nq == 0 or Hq == 0:
             out = q.new_empty((B, Hq, Nq, vs[3]))
         else:
@@ -239,10 +264,11 @@ class CompiledAttention:
             return out
         return out, q.new_empty((B, Hq, Nq) if need_lse else (0,), dtype=torch.float32)
 
-    def _op_backward(self, variant, d_out, q, k, v, out, lse, captured, scalars, sinks, captured_needs,
-                     sinks_needs):
+    def _op_backward(self, variant, d_out, q, k, v, out, lse, captured, scalars, extras, captured_needs,
+                     extras_needs):
         """attnjit::attention_backward: (dq, dk, dv, gradients of the captured tensors asked
-        for, in their order, then of sinks if asked for), as the eager backward computes them."""
+        for, in their order, then of the structural tensors (sinks, gate) asked for), as the
+        eager backward computes them."""
         torch = _torch()
         device = q.get_device()
         dq = torch.empty(q.shape, dtype=q.dtype, device=q.device)
@@ -255,13 +281,12 @@ class CompiledAttention:
                 results.append(g)
                 input_grads.append((t.name, g.reshape(1) if g.dim() == 0 else g))  # the kernels see [1]
                 grad_by_name[t.name] = value
-        sd = None
-        if sinks is not None:
-            sd = dtypes.name_of(sinks.dtype)
-            if sinks_needs:
-                d_sinks = torch.empty(sinks.shape, dtype=sinks.dtype, device=sinks.device)
-                results.append(d_sinks)
-                input_grads.append((variant.sinks_name, d_sinks))
+        extras, sig = self._check_extras(extras, q, v.shape[3], device)
+        for name, x, need in zip(variant.extra_names, extras, extras_needs):
+            if x is not None and need:
+                g = torch.empty(x.shape, dtype=x.dtype, device=x.device)
+                results.append(g)
+                input_grads.append((name, g))
         B, Hq, Nq = q.shape[0], q.shape[1], q.shape[2]
         if B == 0 or Hq == 0 or Nq == 0:  # nothing read: every gradient is zero
             for g in (dq, dk, dv, *results):
@@ -272,22 +297,20 @@ class CompiledAttention:
             values.append(value)
             tensors.append((value.data_ptr(), code, value.shape, value.stride()) if ndim else
                            (value.data_ptr(), code, (1,), (1,)))
-        if sd is not None:
-            tensors.insert(variant.sinks_index, (sinks.data_ptr(), dtypes.CODES[sd], sinks.shape, sinks.stride()))
-            values.insert(variant.sinks_index, sinks)
-        key = (q.dtype, q.shape[3], v.shape[3], device, get_ident(), sd, "train")
+        tensors, values = variant.merge(tensors, values, extras)
+        key = (q.dtype, q.shape[3], v.shape[3], device, get_ident(), sig, "train")
         launcher = variant.launchers.get(key)
         if launcher is None:
-            launcher = self._make_launcher(variant, q, v.shape[3], device, return_lse=True, sinks_dtype=sd)
+            launcher = self._make_launcher(variant, q, v.shape[3], device, return_lse=True, sig=sig)
         grads = tuple(sorted(grad_by_name))
-        backward_key = (q.dtype, q.shape[3], v.shape[3], device, grads, sd)
+        backward_key = (q.dtype, q.shape[3], v.shape[3], device, grads, sig)
         backward = variant.backwards.get(backward_key)
         if backward is None:
             backward = variant.backwards[backward_key] = autograd.backward_for(
                 launcher.kernel.spec.to_json(), device, None, self.deterministic, grads)
         call = autograd.Call(backward, dtypes.CODES[dtypes.name_of(q.dtype)], device,
                              [(value, *t) for value, t in zip(values, tensors)], scalars, grads,
-                             [grad_by_name[n] for n in grads], variant.sinks_name if sd is not None else None)
+                             [grad_by_name[n] for n in grads], variant.extra_names)
         d_o = d_out.contiguous()
         if d_o.data_ptr() % 16:  # a contiguous view at an odd offset: the kernels load 16 bytes
             d_o = d_o.clone()
@@ -295,22 +318,55 @@ class CompiledAttention:
         return dq, dk, dv, results
 
     @staticmethod
-    def _check_sinks(sinks, q, Hq: int, device: int) -> str:
-        """The sinks' dtype name, once sinks is a [Hq] float tensor on q's device."""
+    def _check_extras(extras, q, dv: int, device: int) -> tuple:
+        """(extras, sig): the structural tensors checked (a gate broadcastable to the output
+        is expanded to it; one that requires grad is then materialised, since its gradient
+        is per element), and the signature of the spec they need: (sinks dtype, gate dtype,
+        (c_q, c_k, dtype) of score_conv), None where absent."""
+        sinks, gate, conv = extras
+        if sinks is None and gate is None and conv is None:
+            return extras, (None, None, None)
         torch = _torch()
-        if not isinstance(sinks, torch.Tensor):
-            raise ArgumentError(f"sinks must be a torch.Tensor of shape [Hq], got {type(sinks).__name__}")
-        sd = dtypes.name_of(sinks.dtype)
-        if sd not in spec_json.SINK_DTYPES:
-            raise ArgumentError(f"sinks has dtype {sinks.dtype}; sink logits are float32, float16 or bfloat16")
-        if sinks.dim() != 1 or sinks.shape[0] != Hq:
-            raise ArgumentError(f"sinks has shape {tuple(sinks.shape)}; it must be [Hq] = [{Hq}]: one sink logit "
-                                "per query head")
-        if sinks.get_device() != device:
-            raise ArgumentError(f"sinks is on {sinks.device} but q is on {q.device}; move it to the same device")
-        return sd
+        B, Hq, Nq = q.shape[0], q.shape[1], q.shape[2]
+        for name, x in (("sinks", sinks), ("gate", gate), ("score_conv", conv)):
+            if x is None:
+                continue
+            if not isinstance(x, torch.Tensor):
+                raise ArgumentError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
+            if x.get_device() != device:
+                raise ArgumentError(f"{name} is on {x.device} but q is on {q.device}; move it to the same device")
+        sd = None
+        if sinks is not None:
+            sd = dtypes.name_of(sinks.dtype)
+            if sd not in spec_json.SINK_DTYPES:
+                raise ArgumentError(f"sinks has dtype {sinks.dtype}; sink logits are float32, float16 or bfloat16")
+            if sinks.dim() != 1 or sinks.shape[0] != Hq:
+                raise ArgumentError(f"sinks has shape {tuple(sinks.shape)}; it must be [Hq] = [{Hq}]: one sink logit "
+                                    "per query head")
+        gd = None
+        if gate is not None:
+            shape = (B, Hq, Nq, dv)
+            if gate.dtype is not q.dtype:
+                raise ArgumentError(f"gate has dtype {gate.dtype}; it must have q's dtype, {q.dtype}")
+            if tuple(gate.shape) != shape:
+                try:
+                    gate = gate.expand(shape)
+                except RuntimeError:
+                    raise ArgumentError(f"gate has shape {tuple(gate.shape)}; it must be the output's shape "
+                                        f"[B, Hq, Nq, Dv] = {list(shape)}, or broadcast to it") from None
+            if gate.requires_grad and 0 in gate.stride():
+                gate = gate.contiguous()  # autograd sums the gradient back over the broadcast dims
+            gd = dtypes.name_of(gate.dtype)
+        cs = None
+        if conv is not None:
+            cd = dtypes.name_of(conv.dtype)
+            if cd not in spec_json.SINK_DTYPES or conv.dim() != 3 or conv.shape[0] != Hq:
+                raise ArgumentError(f"score_conv is {conv.dtype} of shape {tuple(conv.shape)}; the convolution's "
+                                    f"kernel is a float32, float16 or bfloat16 tensor [Hq, c_q, c_k] with Hq = {Hq}")
+            cs = (int(conv.shape[1]), int(conv.shape[2]), cd)
+        return (sinks, gate, conv), (sd, gd, cs)
 
-    def _retrace_call(self, q, k, v, sinks=None):
+    def _retrace_call(self, q, k, v, extras=(None, None, None)):
         """A captured tensor changed dtype or rank: trace again (once) and call."""
         variant = self._current_variant()
         for t in variant.traced.tensors:
@@ -318,18 +374,18 @@ class CompiledAttention:
             if not (getattr(value, "dtype", None) is t.torch_dtype and hasattr(value, "data_ptr")):
                 raise ArgumentError(f"captured tensor '{t.name}' ({t.slot.where}) holds {value!r}; bind a "
                                     "CUDA torch tensor to it before calling")
-        return self(q, k, v, sinks)
+        return self(q, k, v, *extras)
 
     def _call_training(self, variant, q, k, v, qs, ks, vs, qst, kst, vst, device, tensors, values, scalars,
-                       grad_by_name, sinks, sd):
+                       grad_by_name, extras, sig):
         """The call with autograd: the forward with LSE, the backward kernels on loss.backward();
         grad_by_name: captured tensors that require grad (they get .grad too, as do sinks)."""
-        key = (q.dtype, q.shape[3], vs[3], device, get_ident(), sd, "train")
+        key = (q.dtype, q.shape[3], vs[3], device, get_ident(), sig, "train")
         launcher = variant.launchers.get(key)
         if launcher is None:
-            launcher = self._make_launcher(variant, q, vs[3], device, return_lse=True, sinks_dtype=sd)
+            launcher = self._make_launcher(variant, q, vs[3], device, return_lse=True, sig=sig)
         grads = tuple(sorted(grad_by_name))
-        backward_key = (q.dtype, q.shape[3], vs[3], device, grads, sd)
+        backward_key = (q.dtype, q.shape[3], vs[3], device, grads, sig)
         backward = variant.backwards.get(backward_key)
         if backward is None:
             # `tile` is the forward kernel's; the backward kernels take their own default tile.
@@ -339,14 +395,14 @@ class CompiledAttention:
         grad_values = [grad_by_name[n] for n in grads]
         call = autograd.Call(backward, dtypes.CODES[dtypes.name_of(q.dtype)], device,
                              [(value, *t) for value, t in zip(values, tensors)], scalars, grads, grad_values,
-                             variant.sinks_name if sd is not None else None)
+                             variant.extra_names)
         out, lse = autograd.attention_function().apply(
-            call, lambda: launcher(q, k, v, qs, ks, vs, qst, kst, vst, device, tensors, scalars), q, k, v, sinks,
+            call, lambda: launcher(q, k, v, qs, ks, vs, qst, kst, vst, device, tensors, scalars), q, k, v, *extras,
             *grad_values)
         return (out, lse) if self.return_lse else out
 
     def _make_launcher(self, variant, q, dv: int, device: int, return_lse: bool | None = None,
-                       sinks_dtype: str | None = None) -> Launcher:
+                       sig: tuple = (None, None, None)) -> Launcher:
         if device < 0:
             raise ArgumentError(f"q, k and v must be CUDA tensors, got {q.device}")
         dtype = dtypes.name_of(q.dtype)
@@ -355,21 +411,19 @@ class CompiledAttention:
         traced = variant.traced
         with_lse = self.return_lse if return_lse is None else return_lse
         text = spec_json.build(traced, dtype=dtype, head_dim_qk=q.shape[3], head_dim_v=dv,
-                               scale=self.scale, return_lse=with_lse, sinks_dtype=sinks_dtype)
+                               scale=self.scale, return_lse=with_lse, sinks_dtype=sig[0], gate=sig[1] is not None,
+                               score_conv=sig[2])
         kernel = kernel_for(text, device, self.tile)
         spec = kernel.spec
-        expected = [(t.name, t.dtype, t.rank) for t in traced.tensors]
-        ranks = [t.rank for t in traced.tensors]
-        if sinks_dtype is not None:
-            expected.insert(variant.sinks_index, (variant.sinks_name, sinks_dtype, 1))
-            ranks.insert(variant.sinks_index, 1)
+        expected = variant.expected(sig)
+        ranks = [rank for _, _, rank in expected]
         if spec.tensors() != expected or [n for n, _ in spec.scalars()] != [s.name for s in traced.scalars]:
             raise InternalError(f"the compiled spec reads {spec.tensors()} / {spec.scalars()} but the trace "
                                 f"captured {expected} / {[s.name for s in traced.scalars]}")
         launcher = Launcher(kernel, dtype=dtype, head_dim_v=dv, return_lse=with_lse,
                             tensor_ranks=ranks, num_scalars=len(traced.scalars))
         # one launcher per thread: its argument buffer is rewritten by every call
-        key = (q.dtype, q.shape[3], dv, device, get_ident(), sinks_dtype)
+        key = (q.dtype, q.shape[3], dv, device, get_ident(), sig)
         variant.launchers[key + ("train",) if return_lse is not None else key] = launcher
         return launcher
 

@@ -12,22 +12,34 @@ FORMAT = "attnjit.spec/1"
 SINK_DTYPES = ("f32", "f16", "bf16")
 
 
-def sinks_name(traced) -> str:
-    """The name the spec gives the sinks tensor: "sinks", unless the trace captures a
-    tensor or scalar of that name (then "sinks_1", ...)."""
+# The structural tensors a call may pass besides the captured ones, by keyword: attention
+# sinks [Hq], an output gate [B, Hq, Nq, Dv] and a score convolution's kernel [Hq, c_q, c_k].
+STRUCTURAL = ("sinks", "gate", "score_conv")
+
+
+def structural_name(traced, kind: str) -> str:
+    """The name the spec gives a structural tensor (kind: one of STRUCTURAL): the kind
+    itself, unless the trace captures a tensor or scalar of that name (then "sinks_1", ...)."""
     taken = {t.name for t in traced.tensors} | {s.name for s in traced.scalars}
-    name, n = "sinks", 0
+    name, n = kind, 0
     while name in taken:
         n += 1
-        name = f"sinks_{n}"
+        name = f"{kind}_{n}"
     return name
 
 
+def sinks_name(traced) -> str:
+    """The name the spec gives the sinks tensor (structural_name(traced, "sinks"))."""
+    return structural_name(traced, "sinks")
+
+
 def build(traced, *, dtype: str, head_dim_qk: int, head_dim_v: int, scale=None,
-          return_lse: bool = False, q_heads: int = 0, kv_heads: int = 0, sinks_dtype: str | None = None) -> str:
+          return_lse: bool = False, q_heads: int = 0, kv_heads: int = 0, sinks_dtype: str | None = None,
+          gate: bool = False, score_conv: tuple | None = None) -> str:
     """The spec of a trace for one dtype and head dims. Head counts stay 0 (taken from the
     tensors at launch) unless pinned. sinks_dtype ("f32", "f16", "bf16"): attention sinks,
-    a tensor [Hq] named sinks_name(traced)."""
+    a tensor [Hq] named sinks_name(traced). gate: an output gate, a tensor [B, Hq, Nq, Dv] of
+    the dtype. score_conv (c_q, c_k, dtype): a score convolution, its kernel [Hq, c_q, c_k]."""
     name = dtypes.name_of(dtype)
     if name not in dtypes.ATTENTION_DTYPES:
         raise SpecError(f"dtype {dtype!r}: q, k and v must be float16, bfloat16 or float32")
@@ -55,6 +67,16 @@ def build(traced, *, dtype: str, head_dim_qk: int, head_dim_v: int, scale=None,
         doc["tensors"][name] = {"dtype": sd, "rank": 1}
         doc["tensors"] = dict(sorted(doc["tensors"].items()))
         doc["sinks"] = name
+    if gate:
+        name = structural_name(traced, "gate")
+        doc["tensors"][name] = {"dtype": dtypes.name_of(dtype), "rank": 4}
+        doc["gate"] = name
+    if score_conv is not None:
+        c_q, c_k, cd = score_conv
+        name = structural_name(traced, "score_conv")
+        doc["tensors"][name] = {"dtype": dtypes.name_of(cd), "rank": 3}
+        doc["score_conv"] = {"tensor": name, "c_q": int(c_q), "c_k": int(c_k)}
+    doc["tensors"] = dict(sorted(doc["tensors"].items()))
     try:
         return json.dumps(doc, indent=2, allow_nan=False)
     except ValueError:

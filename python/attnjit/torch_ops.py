@@ -147,17 +147,17 @@ _plan_for_functions._dynamo_marked_constant = True
 
 # ---- what dynamo traces --------------------------------------------------------------------
 
-def call_compiled(fn, q, k, v, sinks):
-    """CompiledAttention.__call__ under torch.compile."""
-    return _call_plan(_plan_for_callable(fn._uid), q, k, v, sinks)
+def call_compiled(fn, q, k, v, extras):
+    """CompiledAttention.__call__ under torch.compile; extras: (sinks, gate, score_conv)."""
+    return _call_plan(_plan_for_callable(fn._uid), q, k, v, extras)
 
 
-def attention_compiled(q, k, v, score_mod, mask, causal, scale, enable_gqa, return_lse, sinks):
+def attention_compiled(q, k, v, score_mod, mask, causal, scale, enable_gqa, return_lse, extras):
     """attnjit.attention under torch.compile."""
-    return _call_plan(_plan_for_functions(score_mod, mask, causal, scale, enable_gqa, return_lse), q, k, v, sinks)
+    return _call_plan(_plan_for_functions(score_mod, mask, causal, scale, enable_gqa, return_lse), q, k, v, extras)
 
 
-def _call_plan(name, q, k, v, sinks):
+def _call_plan(name, q, k, v, extras):
     import torch
 
     p = getattr(_plans, name)
@@ -172,23 +172,27 @@ def _call_plan(name, q, k, v, sinks):
             raise InternalError("a traced int constant changed while torch.compile traced attnjit")
     captured = [read() for read in p.tensor_readers]
     scalars = [float(read()) for read in p.scalar_readers]
+    sinks, gate, conv = extras
     training = False
     if torch.is_grad_enabled():
-        training = q.requires_grad or k.requires_grad or v.requires_grad or (
-            sinks is not None and sinks.requires_grad)
+        training = q.requires_grad or k.requires_grad or v.requires_grad or any(
+            x is not None and x.requires_grad for x in extras)
         for t in captured:
             training = training or t.requires_grad
-    out, lse = torch.ops.attnjit.attention(q, k, v, captured, scalars, sinks, name, p.return_lse or training)
+        if gate is not None and gate.requires_grad:  # its gradient is per element: materialise a broadcast
+            gate = gate.expand(q.shape[0], q.shape[1], q.shape[2], v.shape[3]).contiguous()
+    out, lse = torch.ops.attnjit.attention(q, k, v, captured, scalars, sinks, gate, conv, name,
+                                           p.return_lse or training)
     return (out, lse) if p.return_lse else out
 
 
 # ---- the ops -------------------------------------------------------------------------------
 
-FORWARD_SCHEMA = ("(Tensor q, Tensor k, Tensor v, Tensor[] captured, float[] scalars, Tensor? sinks, str plan, "
-                  "bool need_lse) -> (Tensor, Tensor)")
+FORWARD_SCHEMA = ("(Tensor q, Tensor k, Tensor v, Tensor[] captured, float[] scalars, Tensor? sinks, Tensor? gate, "
+                  "Tensor? score_conv, str plan, bool need_lse) -> (Tensor, Tensor)")
 BACKWARD_SCHEMA = ("(Tensor d_out, Tensor q, Tensor k, Tensor v, Tensor out, Tensor lse, Tensor[] captured, "
-                   "float[] scalars, Tensor? sinks, str plan, bool[] captured_needs, bool sinks_needs) "
-                   "-> (Tensor, Tensor, Tensor, Tensor[])")
+                   "float[] scalars, Tensor? sinks, Tensor? gate, Tensor? score_conv, str plan, bool[] captured_needs, "
+                   "bool sinks_needs, bool gate_needs) -> (Tensor, Tensor, Tensor, Tensor[])")
 
 
 def install() -> bool:
@@ -219,13 +223,14 @@ def _define_ops(torch):
     Tensor = torch.Tensor
 
     @torch.library.custom_op("attnjit::attention", mutates_args=(), schema=FORWARD_SCHEMA)
-    def attention_op(q: Tensor, k: Tensor, v: Tensor, captured: list, scalars: list, sinks, plan: str,
-                     need_lse: bool):
+    def attention_op(q: Tensor, k: Tensor, v: Tensor, captured: list, scalars: list, sinks, gate, score_conv,
+                     plan: str, need_lse: bool):
         p = get_plan(plan)
-        return p.fn._op_forward(p.variant, q, k, v, list(captured), list(scalars), sinks, need_lse)
+        return p.fn._op_forward(p.variant, q, k, v, list(captured), list(scalars), (sinks, gate, score_conv),
+                                need_lse)
 
     @attention_op.register_fake
-    def _(q, k, v, captured, scalars, sinks, plan, need_lse):
+    def _(q, k, v, captured, scalars, sinks, gate, score_conv, plan, need_lse):
         # as the eager call allocates them: contiguous out [B, Hq, Nq, Dv] in q's dtype, lse fp32
         B, Hq, Nq = q.shape[0], q.shape[1], q.shape[2]
         out = q.new_empty((B, Hq, Nq, v.shape[3]))
@@ -234,47 +239,52 @@ def _define_ops(torch):
 
     @torch.library.custom_op("attnjit::attention_backward", mutates_args=(), schema=BACKWARD_SCHEMA)
     def attention_backward_op(d_out: Tensor, q: Tensor, k: Tensor, v: Tensor, out: Tensor, lse: Tensor,
-                              captured: list, scalars: list, sinks, plan: str, captured_needs: list,
-                              sinks_needs: bool):
+                              captured: list, scalars: list, sinks, gate, score_conv, plan: str, captured_needs: list,
+                              sinks_needs: bool, gate_needs: bool):
         p = get_plan(plan)
-        return p.fn._op_backward(p.variant, d_out, q, k, v, out, lse, list(captured), list(scalars), sinks,
-                                 list(captured_needs), sinks_needs)
+        return p.fn._op_backward(p.variant, d_out, q, k, v, out, lse, list(captured), list(scalars),
+                                 (sinks, gate, score_conv), list(captured_needs), (sinks_needs, gate_needs, False))
 
     @attention_backward_op.register_fake
-    def _(d_out, q, k, v, out, lse, captured, scalars, sinks, plan, captured_needs, sinks_needs):
+    def _(d_out, q, k, v, out, lse, captured, scalars, sinks, gate, score_conv, plan, captured_needs, sinks_needs,
+          gate_needs):
         grads = [t.new_empty(t.shape) for t, need in zip(captured, captured_needs) if need]
-        if sinks is not None and sinks_needs:
-            grads.append(sinks.new_empty(sinks.shape))
+        for x, need in ((sinks, sinks_needs), (gate, gate_needs)):
+            if x is not None and need:
+                grads.append(x.new_empty(x.shape))
         return q.new_empty(q.shape), k.new_empty(k.shape), v.new_empty(v.shape), grads
 
     def setup_context(ctx, inputs, output):
-        q, k, v, captured, scalars, sinks, plan, _need_lse = inputs
+        q, k, v, captured, scalars, sinks, gate, score_conv, plan, _need_lse = inputs
         out, lse = output
         ctx.mark_non_differentiable(lse)  # as in eager: lse carries no gradient
-        ctx.save_for_backward(q, k, v, out, lse, sinks, *captured)
+        ctx.save_for_backward(q, k, v, out, lse, sinks, gate, score_conv, *captured)
         ctx.attnjit_scalars = list(scalars)
         ctx.attnjit_plan = plan
 
     def backward(ctx, d_out, _d_lse):
-        q, k, v, out, lse, sinks, *captured = ctx.saved_tensors
+        q, k, v, out, lse, sinks, gate, score_conv, *captured = ctx.saved_tensors
         needs = ctx.needs_input_grad  # a list input (captured) has a list of flags
         captured_needs = needs[3] if isinstance(needs[3], (list, tuple)) else [bool(needs[3])] * len(captured)
         captured_needs = [bool(n) for n in captured_needs]
         sinks_needs = sinks is not None and bool(needs[5])
+        gate_needs = gate is not None and bool(needs[6])
         if d_out is None:
             d_out = torch.zeros_like(out)
         dq, dk, dv, grads = torch.ops.attnjit.attention_backward(
-            d_out, q, k, v, out, lse, captured, ctx.attnjit_scalars, sinks, ctx.attnjit_plan, captured_needs,
-            sinks_needs)
+            d_out, q, k, v, out, lse, captured, ctx.attnjit_scalars, sinks, gate, score_conv, ctx.attnjit_plan,
+            captured_needs, sinks_needs, gate_needs)
         at = 0
         captured_grads = []
         for need in captured_needs:
             captured_grads.append(grads[at] if need else None)
             at += 1 if need else 0
         d_sinks = grads[at] if sinks_needs else None
+        at += 1 if sinks_needs else 0
+        d_gate = grads[at] if gate_needs else None
         # the gradient's structure follows the inputs': a list for a list of tensors (also
         # when empty), one None for a (non-empty) list of floats
         return (dq if needs[0] else None, dk if needs[1] else None, dv if needs[2] else None, captured_grads,
-                None if ctx.attnjit_scalars else [], d_sinks, None, None)
+                None if ctx.attnjit_scalars else [], d_sinks, d_gate, None, None, None)
 
     attention_op.register_autograd(backward, setup_context=setup_context)

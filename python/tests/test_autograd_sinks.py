@@ -1,6 +1,7 @@
-"""The autograd Function's plumbing for attention sinks, on the CPU with torch (no GPU, no
-library): a fake backward launch stands in for the kernels, and the test checks which
-gradients are asked for and where they go. The numbers are test_torch_gpu.py's business."""
+"""The autograd Function's plumbing for the structural tensors (attention sinks, the output
+gate), on the CPU with torch (no GPU, no library): a fake backward launch stands in for the
+kernels, and the test checks which gradients are asked for and where they go. The numbers
+are test_torch_gpu.py's business."""
 import pytest
 
 torch = pytest.importorskip("torch", reason="PyTorch is not installed")
@@ -11,10 +12,11 @@ from attnjit import autograd  # noqa: E402
 class FakeCall:
     """Fills each gradient with a constant; records whether d sinks was asked for (by the
     sinks' name among the input gradients, as captured tensors' are)."""
-    grad_names, grad_values, sinks_name = (), (), "sinks"
+    grad_names, grad_values, extra_names = (), (), ("sinks", "gate", "score_conv")
 
     def __init__(self):
         self.asked_d_sinks = []
+        self.asked_d_gate = []
 
     def launch(self, q, k, v, out, lse, d_o, dq, dk, dv, input_grads=()):
         dq.fill_(1.0)
@@ -25,14 +27,33 @@ class FakeCall:
             assert d_sinks.shape == (2,) and d_sinks.is_contiguous()
             d_sinks.fill_(4.0)
         self.asked_d_sinks.append(d_sinks is not None)
+        d_gate = dict(input_grads).get("gate")
+        if d_gate is not None:
+            assert d_gate.shape == (1, 2, 3, 4) and d_gate.is_contiguous()
+            d_gate.fill_(5.0)
+        self.asked_d_gate.append(d_gate is not None)
 
 
-def run(sinks, qkv_grad=True):
+def run(sinks, qkv_grad=True, gate=None):
     q, k, v = (torch.randn(1, 2, 3, 4, requires_grad=qkv_grad) for _ in range(3))
     call = FakeCall()
     out, lse = autograd.attention_function().apply(
-        call, lambda: (torch.zeros(1, 2, 3, 4), torch.zeros(1, 2, 3)), q, k, v, sinks)
+        call, lambda: (torch.zeros(1, 2, 3, 4), torch.zeros(1, 2, 3)), q, k, v, sinks, gate, None)
     return call, (q, k, v), out, lse
+
+
+def test_a_gate_that_requires_grad_gets_its_own():
+    gate = torch.zeros(1, 2, 3, 4, requires_grad=True)
+    call, _, out, _ = run(None, gate=gate)
+    out.sum().backward()
+    assert call.asked_d_gate == [True] and call.asked_d_sinks == [False]
+    assert torch.equal(gate.grad, torch.full((1, 2, 3, 4), 5.0))
+
+
+def test_a_frozen_gate_asks_for_no_gradient():
+    call, _, out, _ = run(torch.zeros(2, requires_grad=True), gate=torch.zeros(1, 2, 3, 4))
+    out.sum().backward()
+    assert call.asked_d_gate == [False] and call.asked_d_sinks == [True]
 
 
 def test_sinks_that_require_grad_get_theirs():

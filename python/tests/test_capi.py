@@ -187,6 +187,27 @@ def test_sinks_spec_is_accepted_and_its_backward_compiles(sinks_dtype):
         attnjit.spec_json(sinks_dtype="i32")
 
 
+def test_gate_and_score_conv_specs_are_accepted():
+    # The structural tensors sort among the captured ones by name; the C API reads them back.
+    gate = P("bf16", 4)
+
+    def mod(score, b, h, q_idx, kv_idx):
+        return score + gate[b, h, q_idx, kv_idx]
+    text = attnjit.spec_json(mod, dtype="bf16", head_dim=64, return_lse=True, gate=True)
+    doc = json.loads(text)
+    assert doc["gate"] == "gate_1" and doc["tensors"]["gate_1"] == {"dtype": "bf16", "rank": 4}
+    spec = capi.Spec.from_json(text)
+    assert spec.tensors() == [("gate", "bf16", 4), ("gate_1", "bf16", 4)]
+    assert capi.Backward(spec, "sm_90a").handle  # the gate's backward compiles
+    conv = attnjit.spec_json(dtype="f16", head_dim=128, score_conv=(6, 11, "f32"))
+    assert json.loads(conv)["score_conv"] == {"tensor": "score_conv", "c_q": 6, "c_k": 11}
+    spec = capi.Spec.from_json(conv)
+    assert spec.tensors() == [("score_conv", "f32", 3)]
+    assert capi.Kernel(spec, "sm_90a").handle  # the convolution's forward compiles
+    with pytest.raises(SpecError, match="c_k"):
+        capi.Spec.from_json(attnjit.spec_json(dtype="f16", head_dim=128, score_conv=(6, 10, "f32")))
+
+
 def test_compile_options_reach_the_c_api():
     spec = capi.Spec.from_json(attnjit.spec_json())
     with pytest.raises(SpecError) as info:
