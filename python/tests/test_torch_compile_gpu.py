@@ -93,13 +93,14 @@ def test_opcheck_forward_and_backward():
     fn = attnjit.compile(mods.alibi(slopes), causal=True)
     name = torch_ops.plan_name(fn)
     q, k, v = qkv(requires_grad=True)
-    torch.library.opcheck(torch.ops.attnjit.attention.default, (q, k, v, [slopes], [], None, name, True))
+    torch.library.opcheck(torch.ops.attnjit.attention.default,
+                          (q, k, v, [slopes], [], None, None, None, name, True))
     with torch.no_grad():
-        out, lse = torch.ops.attnjit.attention(q, k, v, [slopes], [], None, name, True)
+        out, lse = torch.ops.attnjit.attention(q, k, v, [slopes], [], None, None, None, name, True)
     d_out = torch.randn_like(out)
     torch.library.opcheck(torch.ops.attnjit.attention_backward.default,
-                          (d_out, q.detach(), k.detach(), v.detach(), out, lse, [slopes.detach()], [], None, name,
-                           [True], False))
+                          (d_out, q.detach(), k.detach(), v.detach(), out, lse, [slopes.detach()], [], None, None,
+                           None, name, [True], False, False))
     # the op gives what the eager call gives
     assert_same(out, fn(q.detach(), k.detach(), v.detach()), "op vs eager out")
 
@@ -430,3 +431,25 @@ def test_compile_when_attnjit_was_imported_before_torch():
                                                                   os.environ.get("PYTHONPATH")) if p))
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
     assert result.returncode == 0 and result.stdout.strip().endswith("ok"), result.stderr[-3000:]
+
+
+def _gated_model(q, k, v, g):
+    return attnjit.attention(q, k, v, causal=True, gate=g)
+
+
+@needs_inductor
+def test_compile_fullgraph_with_a_gate_matches_eager():
+    # The output gate goes through the torch ops too, its gradient included.
+    q, k, v = qkv()
+    g = torch.randn(B, H, N, D, device=DEVICE, dtype=torch.bfloat16)
+    compiled = torch.compile(_gated_model, fullgraph=True)
+    qe, ke, ve, ge = leaves(q, k, v, g)
+    qc, kc, vc, gc = leaves(q, k, v, g)
+    w = torch.randn(B, H, N, D, device=DEVICE, dtype=torch.bfloat16)
+    out_e = _gated_model(qe, ke, ve, ge)
+    out_c = compiled(qc, kc, vc, gc)
+    assert_same(out_c, out_e, "gated out")
+    (out_e.float() * w).sum().backward()
+    (out_c.float() * w).sum().backward()
+    for a, b, which in ((qc, qe, "dq"), (vc, ve, "dv"), (gc, ge, "d gate")):
+        assert_same(a.grad, b.grad, which)
