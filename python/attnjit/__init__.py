@@ -14,6 +14,7 @@ from . import mods, ops
 from .api import attention, compile, spec_json
 from .capture import TensorPlaceholder
 from .compiled import CompiledAttention
+from .evoformer import evoformer_attention
 from .errors import (ArgumentError, AttnjitError, InternalError, LibraryNotFoundError,
                      RuntimeEnvironmentError, SpecError, UnsupportedTraceError)
 from .trace import trace
@@ -24,6 +25,6 @@ if "torch" in _sys.modules:  # register the torch ops now, before any torch.comp
     from . import torch_ops as _torch_ops
     _torch_ops.install()
 
-__all__ = ["attention", "compile", "spec_json", "trace", "mods", "ops", "CompiledAttention",
+__all__ = ["attention", "compile", "spec_json", "evoformer_attention", "trace", "mods", "ops", "CompiledAttention",
            "TensorPlaceholder", "AttnjitError", "SpecError", "ArgumentError", "UnsupportedTraceError",
            "RuntimeEnvironmentError", "LibraryNotFoundError", "InternalError"]
