@@ -33,6 +33,10 @@ DOC_SEED = 1234           # document lengths: random.Random(DOC_SEED + N)
 PAIR_BIAS_MAX_GIB = 4.0   # the [1, H, N, N] bias tensor must fit in this
 NAIVE_BYTES_PER_SCORE = 12  # naive's peak per score element (16-bit scores, fp32 softmax in/out)
 NAIVE_MAX_GIB = 40.0
+MTA_C = (6, 11)           # the MTA paper's kernel: c_q x c_k
+MTA_N = (1024, 2048, 4096, 8192)
+MSA_HEADS, MSA_DIM = 8, 32    # AlphaFold's Evoformer MSA attention
+MSA_S, MSA_N = (128, 512), (256, 768)  # MSA depth, residues
 
 # Variants: name -> (description, causal flag (the mask implies j <= i), D list, heads)
 VARIANTS = {
@@ -45,8 +49,12 @@ VARIANTS = {
     "pair_bias": "pair bias s + bias[0, h, i, j], bias [1, H, N, N] in the input dtype",
     "gqa": "grouped-query attention, Hq = 32, Hkv = 8",
     "gqa_causal": "grouped-query attention, Hq = 32, Hkv = 8, causal",
+    "mta_conv": f"Multi-Token Attention: score convolution {MTA_C[0]} x {MTA_C[1]} (theta [H, c_q, c_k]), causal",
+    "msa_row": "AlphaFold MSA row attention: + pair bias [1, H, N, N] + mask bias [S, 1, 1, N], output gate; B = S",
+    "msa_col": "AlphaFold MSA column attention: + mask bias [N_res, 1, 1, S], output gate; B = N_res, N = S",
 }
-CAUSAL_VARIANTS = {"causal", "alibi_causal", "softcap_causal", "gqa_causal"}
+MSA_VARIANTS = ("msa_row", "msa_col")
+CAUSAL_VARIANTS = {"causal", "alibi_causal", "softcap_causal", "gqa_causal", "mta_conv"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -153,6 +161,12 @@ def all_cases(dtypes=DTYPES, modes=("fwd",)) -> list[Case]:
             for variant in ("gqa", "gqa_causal"):
                 for N in VARIANT_N:
                     cases.append(Case(variant, dtype, TOKENS // N, 32, 8, N, 64, mode))
+            for N in MTA_N:
+                cases.append(Case("mta_conv", dtype, TOKENS // N, 16, 16, N, 128, mode))
+            for S in MSA_S:
+                for N in MSA_N:
+                    cases.append(Case("msa_row", dtype, S, MSA_HEADS, MSA_HEADS, N, MSA_DIM, mode))
+                    cases.append(Case("msa_col", dtype, N, MSA_HEADS, MSA_HEADS, S, MSA_DIM, mode))
     return cases
 
 
@@ -194,8 +208,13 @@ def runs(case: Case, impl: str) -> str | None:
         return "attnjit_fast differs from attnjit in the backward only"
     if impl == "sdpa_flash" and case.variant not in ("plain", "causal", "gqa", "gqa_causal"):
         return "SDPA's flash backend takes no mask, bias or score_mod (not emulated)"
-    if impl == "sdpa_cudnn" and case.variant not in ("plain", "causal", "gqa", "gqa_causal", "pair_bias"):
+    if impl == "sdpa_cudnn" and case.variant not in ("plain", "causal", "gqa", "gqa_causal", "pair_bias",
+                                                     *MSA_VARIANTS):
         return "SDPA's cuDNN backend: only is_causal and an additive attn_mask; this variant is not emulated"
+    if case.variant == "mta_conv" and impl == "flex":
+        return "FlexAttention's score_mod is pointwise: it cannot convolve the score matrix"
+    if case.variant == "mta_conv" and impl in ("attnjit", "attnjit_fast") and case.mode == "fwdbwd":
+        return "attnjit's score convolution has no backward yet"
     if impl == "naive" and case.naive_peak_gib() > NAIVE_MAX_GIB:
         return (f"naive would materialise {case.scores / 2**30:.1f} Gi scores "
                 f"(~{case.naive_peak_gib():.0f} GiB peak > {NAIVE_MAX_GIB:g} GiB)")

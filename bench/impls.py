@@ -21,7 +21,7 @@ import time
 import zlib
 from typing import Callable
 
-from cases import Case
+from cases import MTA_C, Case
 from mods import Variant, and_masks, attnjit_variant, causal_mask, inline_variant
 
 
@@ -84,17 +84,43 @@ def make_inputs(case: Case) -> Inputs:
         caps["doc"] = torch.tensor(doc_ids(case.B, case.N), dtype=torch.int32, device="cuda")
     if case.variant == "pair_bias":
         caps["bias"] = torch.randn(1, case.H, case.N, case.N, device="cuda", dtype=dt, generator=g)
-    if grad:  # the float captured tensors are trained too: every implementation gives their gradients
-        for name in ("slopes", "bias"):
+    if case.variant == "mta_conv":
+        c_q, c_k = MTA_C
+        theta = 0.3 * torch.randn(case.H, c_q, c_k, device="cuda", generator=g)
+        theta[:, c_q - 1, (c_k - 1) // 2] += 1.0  # near the identity (the paper's init), not equal to it
+        caps["theta"] = theta
+    if case.variant in ("msa_row", "msa_col"):
+        # AlphaFold: mask bias 1e9 (mask - 1) over keys (10% masked), gate logits like the output
+        keep = torch.rand(case.B, 1, 1, case.N, device="cuda", generator=g) > 0.1
+        caps["mask_bias"] = (1e9 * (keep.to(torch.float32) - 1)).to(dt)
+        caps["gate"] = torch.randn(case.B, case.H, case.N, case.D, device="cuda", dtype=dt, generator=g)
+        if case.variant == "msa_row":
+            caps["pair"] = torch.randn(1, case.H, case.N, case.N, device="cuda", dtype=dt, generator=g)
+    trained = ("slopes", "bias", "pair", "gate")  # the float captured tensors trained in fwdbwd
+    if grad:  # every implementation gives their gradients too
+        for name in trained:
             if name in caps:
                 caps[name].requires_grad_(True)
     inp = Inputs(q, k, v, caps, inline_variant(case.variant, caps),
-                 grad_caps=tuple(n for n in ("slopes", "bias") if n in caps and grad))
+                 grad_caps=tuple(n for n in trained if n in caps and grad))
     if grad:
         for t in (inp.q, inp.k, inp.v):
             t.requires_grad_(True)
         inp.dO = torch.randn(case.B, case.H, case.N, case.D, device="cuda", dtype=dt, generator=g)
     return inp
+
+
+def _gated(forward: Callable, inp: Inputs) -> Callable:
+    """forward, times sigmoid(gate) when the case has an output gate (for the implementations
+    that cannot fuse it)."""
+    gate = inp.caps.get("gate")
+    if gate is None:
+        return forward
+
+    def gated():
+        import torch
+        return forward() * torch.sigmoid(gate)
+    return gated
 
 
 def _with_backward(forward: Callable, inp: Inputs, mode: str) -> Callable:
@@ -138,9 +164,10 @@ def build_attnjit(case: Case, inp: Inputs, opts, deterministic: bool = True) -> 
     fn = attnjit.compile(score_mod=var.score_mod, mask=var.mask, causal=var.causal, **kw)
     setup = time.perf_counter() - t0
     q, k, v = inp.q, inp.k, inp.v
+    extras = {name: inp.caps[cap] for name, cap in (("gate", "gate"), ("score_conv", "theta")) if cap in inp.caps}
 
     def forward():
-        out = fn(q, k, v)
+        out = fn(q, k, v, **extras)
         if case.mode == "fwdbwd":
             o = out[0] if isinstance(out, (tuple, list)) else out
             if not o.requires_grad:
@@ -160,6 +187,10 @@ def build_sdpa(case: Case, inp: Inputs, opts, backend_name: str) -> Built:
         kw["enable_gqa"] = True
     if case.variant == "pair_bias":
         kw["attn_mask"] = inp.caps["bias"]  # [1, H, N, N], broadcast over the batch
+    elif case.variant in ("msa_row", "msa_col"):
+        caps = inp.caps
+        mask = caps["mask_bias"]  # [B, 1, 1, N]
+        kw["attn_mask"] = mask + caps["pair"] if "pair" in caps else mask  # a float mask (materialised sum)
     elif inp.variant.score_mod is not None or inp.variant.mask is not None:
         raise Skip("SDPA cannot express this variant without emulation")
     causal = inp.variant.causal
@@ -167,7 +198,7 @@ def build_sdpa(case: Case, inp: Inputs, opts, backend_name: str) -> Built:
 
     def forward():
         return F.scaled_dot_product_attention(q, k, v, is_causal=causal, **kw)
-    return Built(_with_backward(forward, inp, case.mode), ctx=lambda: sdpa_kernel(backend))
+    return Built(_with_backward(_gated(forward, inp), inp, case.mode), ctx=lambda: sdpa_kernel(backend))
 
 
 # ---------------------------------------------------------------- FlexAttention
@@ -209,7 +240,7 @@ def build_flex(case: Case, inp: Inputs, opts) -> Built:
 
     def forward():
         return flex(q, k, v, score_mod=sm, block_mask=block_mask, **kw)
-    return Built(_with_backward(forward, inp, case.mode), setup_s=setup,
+    return Built(_with_backward(_gated(forward, inp), inp, case.mode), setup_s=setup,
                  extra={"block_mask_s": round(setup, 4)})
 
 
@@ -226,6 +257,8 @@ def build_naive(case: Case, inp: Inputs, opts) -> Built:
     qi = torch.arange(N, device="cuda").view(1, 1, N, 1)
     kj = torch.arange(N, device="cuda").view(1, 1, 1, N)
     groups = case.H // case.Hkv
+    if case.variant == "mta_conv":
+        return Built(_with_backward(_naive_mta(q, k, v, inp.caps["theta"], scale), inp, case.mode))
 
     def forward():
         kk, vv = k, v
@@ -242,7 +275,29 @@ def build_naive(case: Case, inp: Inputs, opts) -> Built:
         p = torch.softmax(s, dim=-1, dtype=torch.float32)            # fp32 softmax
         del s
         return torch.matmul(p.to(dt), vv)
-    return Built(_with_backward(forward, inp, case.mode))
+    return Built(_with_backward(_gated(forward, inp), inp, case.mode))
+
+
+def _naive_mta(q, k, v, theta, scale):
+    """The MTA reference code's pre-softmax key-query convolution, as it writes it: scores in
+    the input dtype, zero above the diagonal, F.conv2d over the padded scores (groups = H),
+    -inf above the diagonal, fp32 softmax."""
+    import torch
+    import torch.nn.functional as F
+    H, N = q.shape[1], q.shape[2]
+    c_q, c_k = theta.shape[1], theta.shape[2]
+    future = torch.ones(N, N, dtype=torch.bool, device=q.device).triu(1)
+    weight = theta.to(q.dtype).unsqueeze(1)  # [H, 1, c_q, c_k]
+
+    def forward():
+        s = torch.matmul(q, k.transpose(-1, -2)).mul_(scale)
+        s = s.masked_fill(future, 0.0)
+        s = F.conv2d(F.pad(s, ((c_k - 1) // 2, (c_k - 1) // 2, c_q - 1, 0)), weight, groups=H)
+        s = s.masked_fill(future, -math.inf)
+        p = torch.softmax(s, dim=-1, dtype=torch.float32)
+        del s
+        return torch.matmul(p.to(q.dtype), v)
+    return forward
 
 
 BUILDERS = {

@@ -95,7 +95,23 @@ def inline_variant(variant: str, caps: dict) -> Variant:
         return Variant(mask=document_mask(caps["doc"]))
     if variant == "pair_bias":
         return Variant(score_mod=pair_bias(caps["bias"]))
+    if variant == "mta_conv":
+        return Variant()  # the convolution is structural: impls and reference apply caps["theta"]
+    if variant in ("msa_row", "msa_col"):
+        return Variant(score_mod=msa_biases(caps["mask_bias"], caps.get("pair")))
     raise ValueError(f"unknown variant {variant}")
+
+
+def msa_biases(mask_bias, pair=None):
+    """AlphaFold's MSA attention logits: + mask_bias[b, 0, 0, j] (+ pair[0, h, i, j])."""
+    if pair is None:
+        def mask_mod(score, b, h, q_idx, kv_idx):
+            return score + mask_bias[b, 0, 0, kv_idx]
+        return mask_mod
+
+    def msa_mod(score, b, h, q_idx, kv_idx):
+        return score + mask_bias[b, 0, 0, kv_idx] + pair[0, h, q_idx, kv_idx]
+    return msa_mod
 
 
 def attnjit_variant(variant: str, caps: dict, attnjit_mods, use_library: bool = True):

@@ -177,12 +177,40 @@ def reference_grad(q, k, v, dO, score_mod=None, mask=None, causal=False, scale=N
     return (dq, dk, dv) + tuple(d_captured)
 
 
+def conv_reference(q, k, v, theta):
+    """SEMANTICS.md section 3 in float64 for q, k, v [B, H, N, D] and theta [H, c_q, c_k],
+    one (batch, head) at a time (N x N scores of one head: 512 MiB at N 8192)."""
+    import torch
+    import torch.nn.functional as F
+    with torch.no_grad():
+        B, H, N, D = q.shape
+        c_q, c_k = theta.shape[1], theta.shape[2]
+        future = torch.ones(N, N, dtype=torch.bool, device=q.device).triu(1)
+        out = torch.empty(B, H, N, v.shape[-1], dtype=torch.float64, device=q.device)
+        for b in range(B):
+            for h in range(H):
+                s = (q[b, h].double() @ k[b, h].double().T) / math.sqrt(D)
+                s = s.masked_fill(future, 0.0)
+                s = F.pad(s, ((c_k - 1) // 2, (c_k - 1) // 2, c_q - 1, 0))[None, None]
+                c = F.conv2d(s, theta[h].double()[None, None])[0, 0].masked_fill(future, -math.inf)
+                out[b, h] = torch.softmax(c, dim=-1) @ v[b, h].double()
+                del s, c
+        return out
+
+
 def reference_of(case, inp):
     """The fp64 reference of a case's inputs (impls.Inputs), with the variant's mods
-    rebuilt over float64 copies of the small captured tensors (ALiBi slopes)."""
+    rebuilt over float64 copies of the small captured tensors (ALiBi slopes); an output
+    gate (caps["gate"]) multiplies by sigmoid(gate)."""
     from mods import inline_variant
+    import torch
+    if case.variant == "mta_conv":
+        return conv_reference(inp.q.detach(), inp.k.detach(), inp.v.detach(), inp.caps["theta"])
     var = inline_variant(case.variant, upcast_caps(inp.caps))
-    return reference(inp.q.detach(), inp.k.detach(), inp.v.detach(), var.score_mod, var.mask, var.causal)
+    out = reference(inp.q.detach(), inp.k.detach(), inp.v.detach(), var.score_mod, var.mask, var.causal)
+    if "gate" in inp.caps:
+        out.mul_(torch.sigmoid(inp.caps["gate"].detach().double()))
+    return out
 
 
 def reference_grads_of(case, inp):
@@ -191,9 +219,19 @@ def reference_grads_of(case, inp):
     from mods import inline_variant
     import torch
     caps = upcast_caps(inp.caps)
-    leaves, summed = [], {}
+    leaves, summed, d_gate = [], {}, None
+    dO = inp.dO
+    if "gate" in inp.caps:
+        # out = sigmoid(g) O: the attention's backward takes dO sigmoid(g); d g = dO O s (1 - s)
+        sg = torch.sigmoid(inp.caps["gate"].detach().double())
+        o = reference_of(case, inp) / sg
+        d_gate = inp.dO.double() * o * sg * (1 - sg)
+        dO = inp.dO.double() * sg
+        del o
     for name in inp.grad_caps:
-        if case.variant == "pair_bias" and name == "bias":
+        if name == "gate":
+            continue
+        if (case.variant, name) in (("pair_bias", "bias"), ("msa_row", "pair")):
             # s + bias[0, h, i, j]: d bias[0, :, rows] = dt of the rows summed over the batch
             d = torch.zeros(inp.caps[name].shape, dtype=torch.float64, device=inp.q.device)
             summed[name] = d
@@ -203,11 +241,12 @@ def reference_grads_of(case, inp):
     var = inline_variant(case.variant, caps)
 
     def add_bias_rows(i0, i1, dt):
-        if "bias" in summed:
-            summed["bias"][0, :, i0:i1] += dt.sum(dim=0)
-    grads = reference_grad(inp.q, inp.k, inp.v, inp.dO, var.score_mod, var.mask, var.causal, captured=leaves,
+        for d in summed.values():
+            d[0, :, i0:i1] += dt.sum(dim=0)
+    grads = reference_grad(inp.q, inp.k, inp.v, dO, var.score_mod, var.mask, var.causal, captured=leaves,
                            on_block_dt=add_bias_rows if summed else None)
-    by_leaf = dict(zip([n for n in inp.grad_caps if n not in summed], grads[3:]))
+    by_leaf = dict(zip([n for n in inp.grad_caps if n not in summed and n != "gate"], grads[3:]))
+    by_leaf["gate"] = d_gate
     return tuple(grads[:3]) + tuple(summed[n] if n in summed else by_leaf[n] for n in inp.grad_caps)
 
 

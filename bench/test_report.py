@@ -187,7 +187,12 @@ def test_later_rows_replace_earlier(tmp_path):
 # ---------------------------------------------------------------- the case list
 def test_case_list():
     cs = C.all_cases()
-    assert len(cs) == 118
+    assert len(cs) == 142  # per dtype: 59 before, 4 mta_conv, 4 msa_row, 4 msa_col
+    mta = [c for c in cs if c.variant == "mta_conv" and c.dtype == "bf16"]
+    assert [(c.B, c.N) for c in mta] == [(16, 1024), (8, 2048), (4, 4096), (2, 8192)] and all(c.causal for c in mta)
+    assert C.runs(mta[0], "flex") and not C.runs(mta[0], "attnjit") and not C.runs(mta[0], "naive")
+    msa = {(c.variant, c.B, c.N) for c in cs if c.variant.startswith("msa") and c.dtype == "bf16"}
+    assert ("msa_row", 512, 768) in msa and ("msa_col", 768, 512) in msa and len(msa) == 8
     plain = [c for c in cs if c.variant == "plain" and c.dtype == "bf16"]
     assert {(c.D, c.H) for c in plain} == {(64, 32), (128, 16)}
     assert all(c.B * c.N == 16384 and c.H * c.D == 2048 for c in plain)
