@@ -1,5 +1,7 @@
 #include "codegen/emit_variant.h"
 
+#include <vector>
+
 #include "codegen/cuda_emitter.h"
 #include "codegen/params_layout.h"
 #include "dsl/printer.h"
@@ -37,6 +39,16 @@ public:
         return (plan_.has_score_mod() && uses_float_min_max(plan_.score_mod)) ||
                (plan_.has_mask() && uses_float_min_max(plan_.mask)) ||
                (plan_.has_score_grad() && uses_float_min_max(plan_.d_score));
+    }
+
+    // The float value of a structural tensor's element (sinks, gate, score_conv): the
+    // indices times the strides the launcher packed.
+    static std::string element_read(const std::string& name, const std::vector<std::string>& index) {
+        const std::string f = "p." + tensor_field(name);
+        std::string offset;
+        for (size_t d = 0; d < index.size(); ++d)
+            offset += (d ? " + " : "") + index[d] + " * " + f + ".stride[" + std::to_string(d) + "]";
+        return "attnjit::to_float(" + f + ".ptr[" + offset + "])";
     }
 
     void fields(const Bindings& bs) {
@@ -139,31 +151,26 @@ public:
         w_.line();
 
         if (plan_.has_sinks()) {
-            const std::string f = "p." + tensor_field(plan_.spec.sinks_name());
             w_.line("// Attention sink logit of query head h: " + plan_.spec.sinks_name() + "[h].");
             w_.open("__device__ static float sink(const Params& p, int h)");
-            w_.line("return attnjit::to_float(" + f + ".ptr[h * " + f + ".stride[0]]);");
+            w_.line("return " + element_read(plan_.spec.sinks_name(), {"h"}) + ";");
             w_.close();
             w_.line();
         }
 
         if (plan_.output_gate) {
-            const std::string f = "p." + tensor_field(plan_.spec.gate_name());
             w_.line("// The output gate: o * sigmoid(" + plan_.spec.gate_name() + "[b][h][q][d]).");
             w_.open("__device__ static float transform_output(const Params& p, const Head& hd, const Row&, float o, int q, int d)");
-            w_.line("const float g = attnjit::to_float(" + f + ".ptr[hd.b * " + f + ".stride[0] + hd.h * " + f +
-                    ".stride[1] + q * " + f + ".stride[2] + d * " + f + ".stride[3]]);");
+            w_.line("const float g = " + element_read(plan_.spec.gate_name(), {"hd.b", "hd.h", "q", "d"}) + ";");
             w_.line("return o / (1.f + __expf(-g));");
             w_.close();
             w_.line();
         }
 
         if (plan_.score_conv) {
-            const std::string f = "p." + tensor_field(plan_.spec.score_conv_name());
             w_.line("// The score convolution's kernel: " + plan_.spec.score_conv_name() + "[h][a][b].");
             w_.open("__device__ static float score_conv_weight(const Params& p, int h, int a, int b)");
-            w_.line("return attnjit::to_float(" + f + ".ptr[h * " + f + ".stride[0] + a * " + f + ".stride[1] + b * " + f +
-                    ".stride[2]]);");
+            w_.line("return " + element_read(plan_.spec.score_conv_name(), {"h", "a", "b"}) + ";");
             w_.close();
             w_.line();
         }

@@ -206,18 +206,8 @@ std::vector<Case> backward_matrix() {
     Case sinks_bnhd = with_sinks(make_case(Mod::AlibiCausal, DType::bf16, 64, {2, 4, 4, 100, 100}));
     sinks_bnhd.layout = Layout::BNHD;
     cases.push_back(sinks_bnhd);
-    // Output gate (d gate too): every dtype, both backwards (d64), two-pass only (d32 with a
-    // broadcast bias, as AlphaFold's pair bias; a document mask), a strided gate ([B, N, H,
-    // D]), with sinks and a score_mod, d256 (simt).
-    for (DType dt : {DType::bf16, DType::f16, DType::f32})
-        cases.push_back(with_gate(make_case(Mod::CausalBottomRight, dt, 64, {2, 4, 2, 129, 255})));
-    cases.push_back(with_gate(make_case(Mod::BiasBroadcast, DType::bf16, 32, {2, 8, 8, 200, 200})));
-    cases.push_back(with_gate(make_case(Mod::DocumentMask, DType::bf16, 128, {1, 4, 2, 129, 255})));
-    Case gate_bnhd = with_gate(make_case(Mod::Plain, DType::bf16, 64, {2, 4, 4, 100, 100}));
-    gate_bnhd.layout = Layout::BNHD;
-    cases.push_back(gate_bnhd);
-    cases.push_back(with_gate(with_sinks(make_case(Mod::Softcap, DType::bf16, 128, {1, 4, 2, 77, 300}))));
-    cases.push_back(with_gate(make_case(Mod::Plain, DType::bf16, 256, {1, 2, 2, 65, 100})));
+    // Output gate (d gate too): gpu_test_support.h's gate_cases().
+    for (const Case& c : gate_cases()) cases.push_back(c);
     return cases;
 }
 

@@ -408,15 +408,20 @@ std::vector<Case> forward_matrix() {
     no_lse.lse = false;
     cases.push_back(no_lse);
 
-    // G. output gate: every dtype, ragged GQA, a pair-bias-like broadcast bias and a
-    // document mask (AlphaFold's mask bias), [B, N, H, D] (a strided gate), with sinks, d256.
+    // G. output gate.
+    for (const Case& c : gate_cases()) cases.push_back(c);
+    return cases;
+}
+
+std::vector<Case> gate_cases() {
+    std::vector<Case> cases;
     for (DType dt : {DType::bf16, DType::f16, DType::f32})
-        cases.push_back(with_gate(make_case(Mod::Plain, dt, 64, {2, 4, 2, 129, 255})));
+        cases.push_back(with_gate(make_case(Mod::CausalBottomRight, dt, 64, {2, 4, 2, 129, 255})));
     cases.push_back(with_gate(make_case(Mod::BiasBroadcast, DType::bf16, 32, {2, 8, 8, 200, 200})));
     cases.push_back(with_gate(make_case(Mod::DocumentMask, DType::bf16, 128, {1, 4, 2, 129, 255})));
-    Case gate_bnhd = with_gate(make_case(Mod::CausalBottomRight, DType::bf16, 64, {2, 4, 2, 100, 100}));
-    gate_bnhd.layout = Layout::BNHD;
-    cases.push_back(gate_bnhd);
+    Case bnhd = with_gate(make_case(Mod::Plain, DType::bf16, 64, {2, 4, 4, 100, 100}));
+    bnhd.layout = Layout::BNHD;
+    cases.push_back(bnhd);
     cases.push_back(with_gate(with_sinks(make_case(Mod::Softcap, DType::bf16, 128, {1, 4, 2, 129, 255}))));
     cases.push_back(with_gate(make_case(Mod::Plain, DType::bf16, 256, {1, 2, 2, 65, 100})));
     return cases;

@@ -116,6 +116,10 @@ Check check_output(const std::string& what, const HostTensor& actual,
 Case with_sinks(Case c, DType sinks_dtype = DType::f32);
 // A case with an output gate.
 Case with_gate(Case c);
+// The gate cases of the forward and backward matrices: every dtype, both backwards (d64),
+// two-pass only (d32 with a broadcast bias, as AlphaFold's pair bias; a document mask), a
+// strided gate ([B, N, H, D]), with sinks and a score_mod, d256 (simt).
+std::vector<Case> gate_cases();
 
 // Rows with no kept key (reference LSE = -inf) must be O = 0 exactly and LSE = -inf.
 // Returns the number of such rows through `rows` and fails naming the first bad one.
