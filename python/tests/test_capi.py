@@ -265,3 +265,4 @@ def test_launch_arguments_pass_every_c_check_with_a_fake_torch():
     assert out.returncode == 0, out.stdout + out.stderr
     lines = out.stdout.split("\n")
     assert "ok expanded bias" in lines and "ok rebinding" in lines and "ok empty" in lines and "ok sinks" in lines
+    assert "ok head dim 40" in lines and "ok head dims 8 x 72 (f32)" in lines
