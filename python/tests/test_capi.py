@@ -209,7 +209,7 @@ def test_parse_error_is_a_spec_error_with_line_and_column():
 
 def test_invalid_specs_are_spec_errors():
     for text, fragment in [
-        (attnjit.spec_json(head_dim=48), "head dim 48"),
+        (attnjit.spec_json(head_dim=44), "head dim 44"),
         (attnjit.spec_json().replace('"scalars": {}', '"scalars": {"unused": "float"}'), "unused"),
         (attnjit.spec_json(scale=-0.5), "negative scale"),
         ("{", "invalid JSON"),
