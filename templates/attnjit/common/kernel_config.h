@@ -286,13 +286,13 @@ ATTNJIT_HD constexpr const char* why_config_invalid(const KernelConfig& c) {
                         : "backward_dq sm80: block_n must be a multiple of 16, at most 128";
         if (t.stages != 2) return "backward sm80: stages must be 2";
         if (c.kind == KernelKind::backward_fused) {  // sm80/backward_fused.cuh's warp grids
+            if (!fused_backward_head_dims(c.head_dim_qk, c.head_dim_v))
+                return "backward_fused: head dims 40..64 or 104..128 (others run the two-pass backward)";
             if (t.warps != 8) return "backward_fused: 8 warps";
             if (t.block_m != 32 && t.block_m != 64 &&
                 !(t.block_m == 128 && tile_head_dim(c.head_dim_qk) == 64 && tile_head_dim(c.head_dim_v) == 64))
-                return "backward_fused: block_m 32 or 64 (or 128 with head dims up to 64)";
+                return "backward_fused: block_m 32 or 64 (or 128 with head dims 40 to 64)";
             if (t.block_n != 64 && t.block_n != 128) return "backward_fused: block_n 64 or 128";
-            if (!fused_backward_head_dims(c.head_dim_qk, c.head_dim_v))
-                return "backward_fused: head dims 40..64 or 104..128 (others run the two-pass backward)";
         }
     } else if (is_backward(c.kind)) {
         if (c.mainloop != MainloopKind::simt) return "unknown backward main loop";
