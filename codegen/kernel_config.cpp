@@ -70,11 +70,12 @@ void check_config(const KernelConfig& c, const std::string& arch) {
 KernelConfig make_config(const dsl::AttentionSpec& spec, KernelKind kind, const std::string& arch,
                          const std::optional<TileConfig>& tile) {
     const int sm = supported_sm_version(arch);
+    // Other head dims than 32, 64, 96, 128, 256 run those kernels' tiles padded (kernel_config.h).
     for (int d : {spec.head_dim_qk(), spec.head_dim_v()})
         user_check(head_dim_supported(d))
             << "AttentionSpec.head_dims(" << spec.head_dim_qk() << ", " << spec.head_dim_v() << "): head dim " << d
-            << " is not supported; supported head dims are 32, 64, 96, 128 and 256 (pad the head dimension up to "
-               "the next one)";
+            << " is not supported; supported head dims are the multiples of " << kHeadDimStep << " from "
+            << kMinHeadDim << " to " << kMaxHeadDim << " (pad the head dimension up to the next one)";
     KernelConfig c = default_config(kind, elem_kind(spec.dtype()), spec.head_dim_qk(), spec.head_dim_v(), sm);
     c.score_conv = spec.has_score_conv() && kind == KernelKind::forward;
     if (c.score_conv) c.tile = default_score_conv_tile(sm);
@@ -93,9 +94,11 @@ std::ostream& operator<<(std::ostream& os, const TileConfig& t) {
 }
 
 std::ostream& operator<<(std::ostream& os, const KernelConfig& c) {
-    return os << kernel_kind_name(c.kind) << " " << mainloop_kind_name(c.mainloop) << " "
-              << elem_kind_name(c.elem) << " d" << c.head_dim_qk << "x" << c.head_dim_v << " " << c.tile
-              << (c.score_conv ? " score_conv" : "");
+    os << kernel_kind_name(c.kind) << " " << mainloop_kind_name(c.mainloop) << " " << elem_kind_name(c.elem) << " d"
+       << c.head_dim_qk << "x" << c.head_dim_v << " ";
+    const int tq = tile_head_dim(c.head_dim_qk), tv = tile_head_dim(c.head_dim_v);
+    if (head_dims_padded(c)) os << "(tiles d" << tq << "x" << tv << ") ";
+    return os << c.tile << (c.score_conv ? " score_conv" : "");
 }
 
 }  // namespace attnjit

@@ -51,6 +51,7 @@ std::string config_id(const KernelConfig& c);
 namespace attnjit {  // beside the types, for argument-dependent lookup
 // "block_m=128 block_n=64 warps=4 stages=2"
 std::ostream& operator<<(std::ostream& os, const TileConfig& t);
-// "forward sm80 bf16 d128x128 block_m=128 block_n=64 warps=4 stages=2"
+// "forward sm80 bf16 d128x128 block_m=128 block_n=64 warps=4 stages=2"; at padded head dims
+// "forward sm80 bf16 d40x40 (tiles d64x64) block_m=128 ..."
 std::ostream& operator<<(std::ostream& os, const KernelConfig& c);
 }  // namespace attnjit

@@ -26,7 +26,8 @@ public:
 
     // Element type of Q, K, V and O: f16, bf16 or f32.
     AttentionSpec& dtype(DType d);
-    // Head dims of Q/K and of V/O (each 32, 64, 96, 128 or 256).
+    // Head dims of Q/K and of V/O (each a multiple of 8 from 8 to 256; the kernels pad other
+    // than 32, 64, 96, 128, 256 internally: templates/attnjit/common/kernel_config.h).
     AttentionSpec& head_dim(int d);
     AttentionSpec& head_dims(int dqk, int dv);
     // Query and key/value heads; 0 means "taken from the tensors at launch".

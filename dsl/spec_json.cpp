@@ -472,7 +472,7 @@ private:
             spec.head_dim(d);
             return "/head_dim";
         }
-        if (!qk && !v) fail("", "missing \"head_dim\" (or \"head_dim_qk\" and \"head_dim_v\"): 32, 64, 96, 128 or 256");
+        if (!qk && !v) fail("", "missing \"head_dim\" (or \"head_dim_qk\" and \"head_dim_v\"): a multiple of 8 from 8 to 256");
         if (!qk || !v)
             fail_key(qk ? "/head_dim_qk" : "/head_dim_v",
                      std::string(qk ? "\"head_dim_qk\" is given without \"head_dim_v\"" : "\"head_dim_v\" is given without \"head_dim_qk\"") +

@@ -74,7 +74,7 @@ int main(int argc, char** argv) {
     app.add_option("--dtype", dtype, "Q/K/V element type of an example: f16, bf16, f32")
         ->capture_default_str()
         ->excludes(file_opt);
-    app.add_option("--head-dim", head_dim, "head dim of Q/K and V of an example: 32, 64, 96, 128, 256")
+    app.add_option("--head-dim", head_dim, "head dim of Q/K and V of an example: a multiple of 8 from 8 to 256")
         ->capture_default_str()
         ->excludes(file_opt);
     app.add_option("--tile", tile, "block_m,block_n,warps,stages (default: the default tile for --arch)");

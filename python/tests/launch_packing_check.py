@@ -120,7 +120,10 @@ rejected("cpu tensor", attnjit.ArgumentError, "CUDA", attnjit.compile(), fake_to
 rejected("head dim not contiguous", attnjit.ArgumentError, "contiguous", attnjit.compile(),
          fake_torch.Tensor(q.shape, q.dtype, strides=(4096, 1024, 128, 2)), k, v)
 rejected("3-D q", attnjit.ArgumentError, "4-D", attnjit.compile(), torch.empty(2, 3, 64, dtype=torch.float16), k, v)
-rejected("unsupported head dim (C)", attnjit.SpecError, "head dim 48", attnjit.compile(), *qkv(torch.float16, D=48))
+rejected("unsupported head dim (C)", attnjit.SpecError, "head dim 44", attnjit.compile(), *qkv(torch.float32, D=44))
+# Head dims between the tile sizes compile (tiles padded inside) and pass every check.
+reaches_the_launch("head dim 40", attnjit.compile(), *qkv(torch.bfloat16, D=40))
+reaches_the_launch("head dims 8 x 72 (f32)", attnjit.compile(), *qkv(torch.float32, D=8, Dv=72))
 rejected("float64", attnjit.ArgumentError, "float16, bfloat16 or float32", attnjit.compile(), *qkv(torch.float64))
 rejected("no keys", attnjit.ArgumentError, "length 0", attnjit.compile(), *qkv(torch.float16, Nk=0))
 

@@ -230,7 +230,7 @@ def test_parse_error_is_a_spec_error_with_line_and_column():
 
 def test_invalid_specs_are_spec_errors():
     for text, fragment in [
-        (attnjit.spec_json(head_dim=48), "head dim 48"),
+        (attnjit.spec_json(head_dim=44), "head dim 44"),
         (attnjit.spec_json().replace('"scalars": {}', '"scalars": {"unused": "float"}'), "unused"),
         (attnjit.spec_json(scale=-0.5), "negative scale"),
         ("{", "invalid JSON"),
@@ -286,3 +286,4 @@ def test_launch_arguments_pass_every_c_check_with_a_fake_torch():
     assert out.returncode == 0, out.stdout + out.stderr
     lines = out.stdout.split("\n")
     assert "ok expanded bias" in lines and "ok rebinding" in lines and "ok empty" in lines and "ok sinks" in lines
+    assert "ok head dim 40" in lines and "ok head dims 8 x 72 (f32)" in lines

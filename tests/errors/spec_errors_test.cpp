@@ -16,9 +16,11 @@ namespace {
 using dsl::AttentionSpec;
 
 TEST(SpecErrors, UnsupportedHeadDim) {
-    // The spec itself is fine; no kernel has head dim 80, which the kernel's config says.
-    EXPECT_NO_THROW(AttentionSpec().head_dim(80).validate());
-    EXPECT_USER_ERROR(testing::forward_source(AttentionSpec().head_dim(80)), "head dim 80 is not supported");
+    // The spec itself is fine; no kernel has head dim 84 (not a multiple of 8), which the
+    // kernel's config says, naming what is supported.
+    EXPECT_NO_THROW(AttentionSpec().head_dim(84).validate());
+    EXPECT_USER_ERROR(testing::forward_source(AttentionSpec().head_dim(84)), "head dim 84 is not supported");
+    EXPECT_USER_ERROR(testing::forward_source(AttentionSpec().head_dim(84)), "multiples of 8 from 8 to 256");
     EXPECT_USER_ERROR(AttentionSpec().head_dim(0).validate(), "head dim 0 is not positive");
 }
 
@@ -96,7 +98,7 @@ TEST(SpecErrors, FacadeRejectsTooManyWarps) {
 TEST(SpecErrors, FacadeValidatesTheSpecFirst) {
     CompileOptions o;
     o.arch = "sm_80";
-    EXPECT_USER_ERROR(Attention(AttentionSpec().head_dim(48), o), "head dim 48");
+    EXPECT_USER_ERROR(Attention(AttentionSpec().head_dim(44), o), "head dim 44");
 }
 
 }  // namespace

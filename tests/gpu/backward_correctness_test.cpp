@@ -25,6 +25,7 @@
 #include "reference/attention_backward.h"
 #include "support/exceptions.h"
 #include "tests/gpu/gpu_test_support.h"
+#include "tests/gpu/head_dim_cases.h"
 
 namespace attnjit::gputest {
 namespace {
@@ -100,9 +101,10 @@ Check check_gradient(const std::string& what, const HostTensor& actual, const re
     return check_output(what, actual, expected, reference::gradient_tolerance(dt, g_max));
 }
 
-// Where backward_fused runs (kernel_config.h): fp16 / bf16, head dims 64 and 128.
+// Where backward_fused runs (kernel_config.h): fp16 / bf16, head dims 40 to 64 and 104 to
+// 128 (tiles of 64 and 128).
 bool fused_backward_exists(const Case& c) {
-    auto dim_ok = [](int d) { return d == 64 || d == 128; };
+    auto dim_ok = [](int d) { return (d >= 40 && d <= 64) || (d >= 104 && d <= 128); };
     return c.dtype != DType::f32 && dim_ok(c.dqk) && dim_ok(c.dv);
 }
 
@@ -242,14 +244,18 @@ TEST_P(Backward, MatchesReference) {
 
 INSTANTIATE_TEST_SUITE_P(Matrix, Backward, ::testing::ValuesIn(backward_matrix()),
                          [](const ::testing::TestParamInfo<Case>& info) { return info.param.name(); });
+// Head dims between the tile sizes (tests/gpu/head_dim_cases.cpp).
+INSTANTIATE_TEST_SUITE_P(HeadDims, Backward, ::testing::ValuesIn(padded_head_dim_backward_cases()),
+                         [](const ::testing::TestParamInfo<Case>& info) { return info.param.name(); });
 
-// The cases the fused backward exists for.
-std::vector<Case> fused_backward_matrix() {
+// The cases of `all` the fused backward exists for.
+std::vector<Case> fused_backward_cases(const std::vector<Case>& all) {
     std::vector<Case> cases;
-    for (const Case& c : backward_matrix())
+    for (const Case& c : all)
         if (fused_backward_exists(c)) cases.push_back(c);
     return cases;
 }
+std::vector<Case> fused_backward_matrix() { return fused_backward_cases(backward_matrix()); }
 
 class FastBackward : public ::testing::TestWithParam<Case> {};
 
@@ -260,6 +266,9 @@ TEST_P(FastBackward, MatchesReference) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Matrix, FastBackward, ::testing::ValuesIn(fused_backward_matrix()),
+                         [](const ::testing::TestParamInfo<Case>& info) { return info.param.name(); });
+INSTANTIATE_TEST_SUITE_P(HeadDims, FastBackward,
+                         ::testing::ValuesIn(fused_backward_cases(padded_head_dim_backward_cases())),
                          [](const ::testing::TestParamInfo<Case>& info) { return info.param.name(); });
 
 // Where the fused backward exists, the two-pass one still runs when asked for.
@@ -272,6 +281,9 @@ TEST_P(TwoPassBackward, MatchesReference) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Matrix, TwoPassBackward, ::testing::ValuesIn(fused_backward_matrix()),
+                         [](const ::testing::TestParamInfo<Case>& info) { return info.param.name(); });
+INSTANTIATE_TEST_SUITE_P(HeadDims, TwoPassBackward,
+                         ::testing::ValuesIn(fused_backward_cases(padded_head_dim_backward_cases())),
                          [](const ::testing::TestParamInfo<Case>& info) { return info.param.name(); });
 
 // Where the fused backward does not exist (f32, head dims 32, 96, 256) the two-pass one runs.

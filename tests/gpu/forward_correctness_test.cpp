@@ -15,6 +15,7 @@
 //     bottom-right causal at the same dims.
 //  D. the [B, N, H, D] layout (Q, K, V and O through strides, no copy).
 //  E. no LSE requested.
+// HeadDims/*: head dims between the tile sizes (8 to 200; tests/gpu/head_dim_cases.cpp).
 // FullyMasked: rows with no kept key (O = 0 exactly, LSE = -inf, never NaN).
 #include <gtest/gtest.h>
 
@@ -23,6 +24,7 @@
 #include <sstream>
 
 #include "tests/gpu/gpu_test_support.h"
+#include "tests/gpu/head_dim_cases.h"
 
 namespace attnjit::gputest {
 namespace {
@@ -36,6 +38,10 @@ TEST_P(Forward, MatchesReference) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Matrix, Forward, ::testing::ValuesIn(forward_matrix()),
+                         [](const ::testing::TestParamInfo<Case>& info) { return info.param.name(); });
+
+// Head dims between the tile sizes (tests/gpu/head_dim_cases.cpp).
+INSTANTIATE_TEST_SUITE_P(HeadDims, Forward, ::testing::ValuesIn(padded_head_dim_forward_cases()),
                          [](const ::testing::TestParamInfo<Case>& info) { return info.param.name(); });
 
 // The matrix promises: every modifier meets every length with bf16 D = 128, and every
@@ -61,6 +67,31 @@ TEST(ForwardMatrix, CoversEveryLengthForEveryModifier) {
             for (int d : {64, 128})
                 EXPECT_TRUE(dt_dim.count({static_cast<int>(dt), d}))
                     << mod_name(m) << " never runs in " << dtype_name(dt) << " D=" << d;
+    }
+}
+
+// Needs no GPU: the head-dim cases cover the dims asked for (8 to 200, each in bf16 forward
+// and backward; f16 and f32 too), with ragged lengths, GQA and Dqk != Dv, and build on the host.
+TEST(HeadDimCases, CoverTheDimsAndBuildOnTheHost) {
+    for (const auto& cases : {padded_head_dim_forward_cases(), padded_head_dim_backward_cases()}) {
+        std::set<int> bf16_dims;
+        std::set<DType> dtypes;
+        bool gqa = false, uneven = false, ragged = false;
+        for (const Case& c : cases) {
+            if (c.dtype == DType::bf16) bf16_dims.insert(c.dqk);
+            dtypes.insert(c.dtype);
+            gqa = gqa || (c.hkv > 1 && c.hkv < c.hq);
+            uneven = uneven || c.dqk != c.dv;
+            ragged = ragged || (c.nq % 16 != 0 && c.nk % 16 != 0);
+            auto tile = [](int d) { return d == 32 || d == 64 || d == 96 || d == 128 || d == 256; };
+            EXPECT_TRUE(!tile(c.dqk) || !tile(c.dv)) << c.name() << ": no padded head dim";
+            const Problem p = make_problem(c, false);
+            EXPECT_EQ(p.in.q.size(3), c.dqk) << c.name();
+            EXPECT_EQ(p.in.v.size(3), c.dv) << c.name();
+        }
+        for (int d : {8, 16, 24, 40, 72, 80, 136, 200}) EXPECT_TRUE(bf16_dims.count(d)) << "bf16 d" << d;
+        EXPECT_EQ(dtypes, (std::set<DType>{DType::f16, DType::bf16, DType::f32}));
+        EXPECT_TRUE(gqa && uneven && ragged);
     }
 }
 

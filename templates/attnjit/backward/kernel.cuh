@@ -29,6 +29,8 @@
 
 namespace attnjit {
 
+// kDqk_, kDv_: the real head dims. The sm80 kinds pad their tiles (tile_head_dim); the simt
+// backward, BackwardRows and BackwardSinkGrad work element by element at the real dims.
 template <KernelKind kKind_, MainloopKind kMainloop_, class Element_, int kDqk_, int kDv_, int kBlockM_,
           int kBlockN_, int kWarps_, int kStages_>
 struct BackwardTraits {

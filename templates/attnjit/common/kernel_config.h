@@ -131,8 +131,27 @@ ATTNJIT_HD constexpr const char* mainloop_kind_name(MainloopKind m) {
 
 constexpr int kOperandAlignBytes = 16;
 
+// Head dims (of Q/K and of V, independently): every multiple of 8 from 8 to 256. A
+// KernelConfig holds the real ones (the tensors' last dimension); the tiled kernels compute
+// at the tile head dim (below) with the columns past the real dim zero-filled on load and
+// never stored. Multiples of 8 keep every row a whole number of 16-byte chunks for 16-bit
+// types (the sm80 loops' cp.async) and of 4-float chunks for f32.
+constexpr int kMinHeadDim = 8, kMaxHeadDim = 256, kHeadDimStep = 8;
 ATTNJIT_HD constexpr bool head_dim_supported(int d) {
-    return d == 32 || d == 64 || d == 96 || d == 128 || d == 256;
+    return d >= kMinHeadDim && d <= kMaxHeadDim && d % kHeadDimStep == 0;
+}
+// The head dim the tiles are built for: the next of 32, 64, 96, 128, 256 at or above d.
+ATTNJIT_HD constexpr int tile_head_dim(int d) {
+    return d <= 32 ? 32 : d <= 64 ? 64 : d <= 96 ? 96 : d <= 128 ? 128 : 256;
+}
+
+// Whether the kernel computes at padded tile head dims: the tiled kinds (the sm80 loops, the
+// simt forward) at a real head dim that is not a tile head dim. The simt backward and the
+// per-row kinds work element by element at the real dims.
+ATTNJIT_HD constexpr bool head_dims_padded(const KernelConfig& c) {
+    const bool tiled = c.kind == KernelKind::forward || (c.mainloop == MainloopKind::sm80 && !is_backward_rows(c.kind) &&
+                                                         c.kind != KernelKind::backward_sink_grad);
+    return tiled && (tile_head_dim(c.head_dim_qk) != c.head_dim_qk || tile_head_dim(c.head_dim_v) != c.head_dim_v);
 }
 
 ATTNJIT_HD constexpr int ceil_div(int a, int b) { return (a + b - 1) / b; }
@@ -163,7 +182,8 @@ ATTNJIT_HD constexpr int scratch_bytes(int warps) { return ceil_div(16 * warps, 
 constexpr int kSimtRowPad = 4;
 
 // Dynamic shared memory of a configuration, exactly (each main loop static_asserts its
-// layout against this):
+// layout against this). dqk, dv below are the tile head dims (tile_head_dim), except in the
+// simt backward, which works element by element at the real ones:
 //  forward sm80: scratch | Q [block_m x dqk] | K [stages][block_n x dqk] |
 //                V [stages][block_n x dv]       (XOR-swizzled, no padding)
 //  forward sm80 with score_conv: scratch | Q [(block_m + 16) x dqk] |
@@ -188,7 +208,7 @@ constexpr int kScoreConvFragmentBytes = 8 * 3 * 32 * 4;
 
 ATTNJIT_HD constexpr int smem_bytes(const KernelConfig& c) {
     const TileConfig& t = c.tile;
-    const int dqk = c.head_dim_qk, dv = c.head_dim_v;
+    const int dqk = tile_head_dim(c.head_dim_qk), dv = tile_head_dim(c.head_dim_v);
     if (is_backward_rows(c.kind) || c.kind == KernelKind::backward_sink_grad) return 0;
     if (is_backward(c.kind) && c.mainloop == MainloopKind::sm80)
         return owns_keys(c.kind)
@@ -197,8 +217,8 @@ ATTNJIT_HD constexpr int smem_bytes(const KernelConfig& c) {
                          (c.kind == KernelKind::backward_fused ? 2 * elem_bytes(c.elem) * t.block_n * t.block_m : 0)
                    : scratch_bytes(t.warps) + elem_bytes(c.elem) * (t.block_m + 2 * t.block_n) * (dqk + dv) +
                          2 * 4 * t.block_m;
-    if (is_backward(c.kind))
-        return scratch_bytes(t.warps) + 4 * ((t.block_m + t.block_n) * (dqk + 1 + dv + 1) +
+    if (is_backward(c.kind))  // simt: element by element, at the real head dims (no padding)
+        return scratch_bytes(t.warps) + 4 * ((t.block_m + t.block_n) * (c.head_dim_qk + 1 + c.head_dim_v + 1) +
                                              2 * t.block_m * (t.block_n + 1) + 2 * t.block_m);
     return c.mainloop == MainloopKind::simt
                ? scratch_bytes(t.warps) + 4 * (t.block_m * (dqk + kSimtRowPad) + t.block_n * (dqk + kSimtRowPad) +
@@ -214,10 +234,11 @@ ATTNJIT_HD constexpr int threads(const KernelConfig& c) { return c.tile.warps * 
 
 // ---- validity ---------------------------------------------------------------------------
 
-// The head dims backward_fused's warp grids split evenly (sm80/backward_fused.cuh); other
-// head dims run the two-pass backward.
+// The head dims backward_fused's warp grids split evenly (sm80/backward_fused.cuh): tile
+// head dims 64 or 128 (real ones 40..64, 104..128); other head dims run the two-pass backward.
 ATTNJIT_HD constexpr bool fused_backward_head_dims(int dqk, int dv) {
-    return (dqk == 64 || dqk == 128) && (dv == 64 || dv == 128);
+    const int tq = tile_head_dim(dqk), tv = tile_head_dim(dv);
+    return (tq == 64 || tq == 128) && (tv == 64 || tv == 128);
 }
 
 // Null when the configuration is valid on some GPU; otherwise the reason, in English.
@@ -233,7 +254,7 @@ ATTNJIT_HD constexpr const char* why_config_invalid(const KernelConfig& c) {
     const bool fast_backward = c.kind == KernelKind::backward_fused || c.kind == KernelKind::backward_dq_convert;
     if (fast_backward && c.mainloop != MainloopKind::sm80) return "the fast backward needs the sm80 main loop";
     if (!head_dim_supported(c.head_dim_qk) || !head_dim_supported(c.head_dim_v))
-        return "unsupported head dim (32, 64, 96, 128 or 256)";
+        return "unsupported head dim (a multiple of 8 from 8 to 256)";
     if (t.warps <= 0 || t.warps > 16) return "warps must be in [1, 16]";
     if (t.block_m <= 0 || t.block_n <= 0) return "block sizes must be positive";
     if (c.kind == KernelKind::backward_sink_grad) {
@@ -254,7 +275,7 @@ ATTNJIT_HD constexpr const char* why_config_invalid(const KernelConfig& c) {
         const bool dkdv = owns_keys(c.kind);
         const int own = dkdv ? t.block_n : t.block_m, streamed = dkdv ? t.block_m : t.block_n;
         if (c.elem == ElemKind::f32) return "the sm80 backward takes f16 or bf16 only";
-        if (c.head_dim_qk > 128 || c.head_dim_v > 128) return "the sm80 backward takes head dims up to 128 (256 runs on simt)";
+        if (c.head_dim_qk > 128 || c.head_dim_v > 128) return "the sm80 backward takes head dims up to 128 (136 to 256 run on simt)";
         if (own % (16 * t.warps) != 0 && c.kind != KernelKind::backward_fused)
             return dkdv ? "backward_dkdv sm80: block_n must be a multiple of 16 keys per warp"
                         : "backward_dq sm80: block_m must be a multiple of 16 rows per warp";
@@ -265,12 +286,13 @@ ATTNJIT_HD constexpr const char* why_config_invalid(const KernelConfig& c) {
                         : "backward_dq sm80: block_n must be a multiple of 16, at most 128";
         if (t.stages != 2) return "backward sm80: stages must be 2";
         if (c.kind == KernelKind::backward_fused) {  // sm80/backward_fused.cuh's warp grids
-            if (t.warps != 8) return "backward_fused: 8 warps";
-            if (t.block_m != 32 && t.block_m != 64 && !(t.block_m == 128 && c.head_dim_qk == 64 && c.head_dim_v == 64))
-                return "backward_fused: block_m 32 or 64 (or 128 with head dims 64)";
-            if (t.block_n != 64 && t.block_n != 128) return "backward_fused: block_n 64 or 128";
             if (!fused_backward_head_dims(c.head_dim_qk, c.head_dim_v))
-                return "backward_fused: head dims 64 or 128 (others run the two-pass backward)";
+                return "backward_fused: head dims 40..64 or 104..128 (others run the two-pass backward)";
+            if (t.warps != 8) return "backward_fused: 8 warps";
+            if (t.block_m != 32 && t.block_m != 64 &&
+                !(t.block_m == 128 && tile_head_dim(c.head_dim_qk) == 64 && tile_head_dim(c.head_dim_v) == 64))
+                return "backward_fused: block_m 32 or 64 (or 128 with head dims 40 to 64)";
+            if (t.block_n != 64 && t.block_n != 128) return "backward_fused: block_n 64 or 128";
         }
     } else if (is_backward(c.kind)) {
         if (c.mainloop != MainloopKind::simt) return "unknown backward main loop";

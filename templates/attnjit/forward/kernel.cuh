@@ -22,6 +22,7 @@
 
 namespace attnjit {
 
+// kDqk_, kDv_: the real head dims (the main loops pad their tiles: tile_head_dim).
 // kScoreConv_: the score convolution's layout (KernelConfig::score_conv).
 template <MainloopKind kMainloop_, class Element_, int kDqk_, int kDv_, int kBlockM_, int kBlockN_, int kWarps_,
           int kStages_, bool kScoreConv_ = false>

@@ -2,7 +2,8 @@
 // kRPW) of the CTA tile and computes them one at a time; every row is spread over the 32
 // lanes of the warp (WarpRowReduce):
 //   SimtScoreRow<kJ>: the scores of the current row slot r, key offset lane + 32 jj in sv[jj];
-//   SimtAccLayout<kRPW, kC>: the output accumulator, column lane + 32 c of row slot r in o[r][c].
+//   SimtAccLayout<kRPW, kC, kCols>: the output accumulator, column lane + 32 c of row slot r in
+//     o[r][c]; store_row writes the columns < kCols (a real head dim below the tile's).
 #pragma once
 
 #include "attnjit/common/row_reduce.cuh"
@@ -33,7 +34,7 @@ struct SimtScoreRow {
     }
 };
 
-template <int kRPW, int kC>
+template <int kRPW, int kC, int kCols = 32 * kC>
 struct SimtAccLayout {
     using Frag = float[kRPW][kC];
     using RowReduce = WarpRowReduce;
@@ -66,7 +67,9 @@ struct SimtAccLayout {
     template <class E, class Fn>
     __device__ __forceinline__ void store_row(E* lane_row, Frag& f, int r, const Fn& fn) const {
 #pragma unroll
-        for (int c = 0; c < kC; ++c) lane_row[32 * c] = FromFloat<E>::cvt(fn(f[r][c], lane + 32 * c));
+        for (int c = 0; c < kC; ++c)
+            if (kCols == 32 * kC || lane + 32 * c < kCols)
+                lane_row[32 * c] = FromFloat<E>::cvt(fn(f[r][c], lane + 32 * c));
     }
 };
 

@@ -29,8 +29,11 @@
 namespace attnjit {
 namespace simt {
 
-template <int DQK, int DV, int BM, int BN, int W>
+// kDqkReal, kDvReal: the real head dims; the tiles use DQK, DV (tile_head_dim), with the
+// columns past the real dims zero-filled on load and not stored (as in sm80/mainloop.cuh).
+template <int kDqkReal, int kDvReal, int BM, int BN, int W>
 struct Mainloop {
+    static constexpr int DQK = tile_head_dim(kDqkReal), DV = tile_head_dim(kDvReal);
     static constexpr int kThreads = W * 32;
     static constexpr int kRPW = BM / W;
     static constexpr int kJ = BN / 32;
@@ -42,8 +45,8 @@ struct Mainloop {
     static constexpr int kVOff = kKOff + BN * kQP * 4;
     static constexpr int kPOff = kVOff + BN * DV * 4;
     static constexpr int kSmemBytes = kPOff + W * BN * 4;
-    static_assert(kSmemBytes == smem_bytes(KernelConfig{KernelKind::forward, MainloopKind::simt, ElemKind::f32, DQK,
-                                                        DV, TileConfig{BM, BN, W, 1}}),
+    static_assert(kSmemBytes == smem_bytes(KernelConfig{KernelKind::forward, MainloopKind::simt, ElemKind::f32, kDqkReal,
+                                                        kDvReal, TileConfig{BM, BN, W, 1}}),
                   "simt::Mainloop shared-memory layout disagrees with smem_bytes in common/kernel_config.h");
     static_assert(BM % W == 0, "fp32: block_m must be a multiple of warps");
     static_assert(BN % 32 == 0, "fp32: block_n must be a multiple of 32");
@@ -55,9 +58,10 @@ struct Mainloop {
     static constexpr int kMaxExtraOperands = 0;                 // no extra operand streams yet
 
     using SRow = SimtScoreRow<kJ>;          // the scores of one row, then its P
-    using OLayout = SimtAccLayout<kRPW, kC>;  // O accumulator
+    using OLayout = SimtAccLayout<kRPW, kC, kDvReal>;  // O accumulator (stores the real columns)
 
-    template <int ROWS, int D, int PITCH>
+    // Columns >= kCols (the real head dim) are zero-filled and not read.
+    template <int ROWS, int D, int PITCH, int kCols>
     __device__ __forceinline__ static void load_tile(unsigned dst, const float* g, long long stride, int valid,
                                                      const float* safe, int tid) {
         constexpr int CPR = D / 4;
@@ -68,7 +72,7 @@ struct Mainloop {
             const int ch = it * kThreads + tid;
             if (kChunks % kThreads == 0 || ch < kChunks) {
                 const int row = ch / CPR, c = ch % CPR;
-                const bool ok = row < valid;
+                const bool ok = row < valid && (kCols == D || c < kCols / 4);
                 const float* src = ok ? g + row * stride + c * 4 : safe;
                 ptx::cp_async_16(dst + (row * PITCH + c * 4) * 4, src, ok);
             }
@@ -92,7 +96,7 @@ struct Mainloop {
         const float* vs = reinterpret_cast<const float*>(smem + kVOff);
         float* ps = reinterpret_cast<float*>(smem + kPOff) + warp * BN;
 
-        load_tile<BM, DQK, kQP>(sbase + kQOff, qg, a.q_stride[2], nq - m0, static_cast<const float*>(a.q), tid);
+        load_tile<BM, DQK, kQP, kDqkReal>(sbase + kQOff, qg, a.q_stride[2], nq - m0, static_cast<const float*>(a.q), tid);
         ptx::cp_async_commit();
 
         const typename Variant::Head hd = Variant::make_head(p, b, h, cta.kvh);
@@ -112,8 +116,8 @@ struct Mainloop {
         for (int tile = cursor.advance(p, hd, ctx, cls); tile >= 0; tile = cursor.advance(p, hd, ctx, cls)) {
             block_sync();  // everyone is done with the previous K, V
             const int k0 = tile * BN;
-            load_tile<BN, DQK, kQP>(sbase + kKOff, kg + (long long)k0 * ksn, ksn, nk - k0, kg, tid);
-            load_tile<BN, DV, DV>(sbase + kVOff, vg + (long long)k0 * vsn, vsn, nk - k0, vg, tid);
+            load_tile<BN, DQK, kQP, kDqkReal>(sbase + kKOff, kg + (long long)k0 * ksn, ksn, nk - k0, kg, tid);
+            load_tile<BN, DV, DV, kDvReal>(sbase + kVOff, vg + (long long)k0 * vsn, vsn, nk - k0, vg, tid);
             ptx::cp_async_commit();
             ptx::cp_async_wait<0>();
             block_sync();

@@ -34,8 +34,10 @@
 namespace attnjit {
 namespace sm80 {
 
-template <class E, int DQK, int DV, int BM, int BN, int W>
+template <class E, int kDqkReal, int kDvReal, int BM, int BN, int W>
 struct BackwardDkdv {
+    // Tiles at the tile head dims; columns past the real ones zero-filled on load, not stored.
+    static constexpr int DQK = tile_head_dim(kDqkReal), DV = tile_head_dim(kDvReal);
     static constexpr int kThreads = W * 32;
     static constexpr int kMF = BN / (16 * W);  // 16-row key fragments per warp
     static constexpr int kNT = BM / 8;         // n8 tiles (queries) of S^T per fragment
@@ -51,7 +53,7 @@ struct BackwardDkdv {
     static constexpr int kSmemBytes = kStatOff + 2 * kStatStage;
     static_assert(kSmemBytes == smem_bytes(KernelConfig{KernelKind::backward_dkdv,
                                                         MainloopKind::sm80,
-                                                        ElemKindOf<E>::value, DQK, DV, TileConfig{BM, BN, W, 2}}),
+                                                        ElemKindOf<E>::value, kDqkReal, kDvReal, TileConfig{BM, BN, W, 2}}),
                   "sm80::BackwardDkdv shared-memory layout disagrees with smem_bytes in common/kernel_config.h");
     static_assert(kMF >= 1 && BN % (16 * W) == 0, "block_n must be a multiple of 16 keys per warp");
     static_assert(BM % 16 == 0, "block_m must be a multiple of 16");
@@ -62,8 +64,8 @@ struct BackwardDkdv {
     static constexpr int kMaxExtraOperands = 0;
 
     using SLayout = MmaCLayout<kMF, kNT>;       // S^T, P^T, dP^T, dS^T
-    using KLayout = MmaCLayout<kMF, DQK / 8>;   // dK
-    using VLayout = MmaCLayout<kMF, DV / 8>;    // dV
+    using KLayout = MmaCLayout<kMF, DQK / 8, 1, kDqkReal>;  // dK (stores the real columns)
+    using VLayout = MmaCLayout<kMF, DV / 8, 1, kDvReal>;    // dV
 
     template <class Variant, class Params>
     __device__ __forceinline__ static void run_dkdv(const Params& p, unsigned char* smem) {
@@ -79,14 +81,12 @@ struct BackwardDkdv {
 
         const unsigned sbase = ptx::smem_addr(smem);
         const unsigned k_s = sbase + kKOff, v_s = sbase + kVOff, q_s = sbase + kQOff, stat_s = sbase + kStatOff;
-        copy_tile<E, kThreads, BN, DQK>(k_s,
-                                        static_cast<const E*>(a.k) + b * a.k_stride[0] + kvh * a.k_stride[1] +
-                                            n0 * a.k_stride[2],
-                                        a.k_stride[2], nk - n0, static_cast<const E*>(a.k), tid);
-        copy_tile<E, kThreads, BN, DV>(v_s,
-                                       static_cast<const E*>(a.v) + b * a.v_stride[0] + kvh * a.v_stride[1] +
-                                           n0 * a.v_stride[2],
-                                       a.v_stride[2], nk - n0, static_cast<const E*>(a.v), tid);
+        copy_tile<E, kThreads, BN, DQK, false, kDqkReal>(
+            k_s, static_cast<const E*>(a.k) + b * a.k_stride[0] + kvh * a.k_stride[1] + n0 * a.k_stride[2],
+            a.k_stride[2], nk - n0, static_cast<const E*>(a.k), tid);
+        copy_tile<E, kThreads, BN, DV, false, kDvReal>(
+            v_s, static_cast<const E*>(a.v) + b * a.v_stride[0] + kvh * a.v_stride[1] + n0 * a.v_stride[2],
+            a.v_stride[2], nk - n0, static_cast<const E*>(a.v), tid);
         ptx::cp_async_commit();
 
         BlockCtx ctx{reinterpret_cast<long long*>(smem), tid, kThreads};
@@ -95,9 +95,11 @@ struct BackwardDkdv {
             if (st.h >= 0) {
                 const unsigned dst = q_s + stage * kQStage;
                 const int valid = nq - st.m0;
-                copy_tile<E, kThreads, BM, DQK>(dst, qh + st.h * a.q_stride[1] + st.m0 * qsn, qsn, valid, qh, tid);
-                copy_tile<E, kThreads, BM, DV>(dst + kDoInStage, doh + st.h * a.do_stride[1] + st.m0 * dosn, dosn,
-                                               valid, doh, tid);
+                copy_tile<E, kThreads, BM, DQK, false, kDqkReal>(dst, qh + st.h * a.q_stride[1] + st.m0 * qsn, qsn,
+                                                                 valid, qh, tid);
+                copy_tile<E, kThreads, BM, DV, false, kDvReal>(dst + kDoInStage,
+                                                               doh + st.h * a.do_stride[1] + st.m0 * dosn, dosn, valid,
+                                                               doh, tid);
                 const float* ws = a.stats + ((long long)b * a.q_heads + st.h) * nq + st.m0;
                 for (int i = tid; i < 2 * BM; i += kThreads) {
                     const int r = i < BM ? i : i - BM;

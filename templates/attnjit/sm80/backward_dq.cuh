@@ -32,8 +32,10 @@
 namespace attnjit {
 namespace sm80 {
 
-template <class E, int DQK, int DV, int BM, int BN, int W>
+template <class E, int kDqkReal, int kDvReal, int BM, int BN, int W>
 struct BackwardDq {
+    // Tiles at the tile head dims; columns past the real ones zero-filled on load, not stored.
+    static constexpr int DQK = tile_head_dim(kDqkReal), DV = tile_head_dim(kDvReal);
     static constexpr int kThreads = W * 32;
     static constexpr int kMF = BM / (16 * W);  // 16-row query fragments per warp
     static constexpr int kNT = BN / 8;         // n8 tiles of S per fragment
@@ -48,7 +50,7 @@ struct BackwardDq {
     static constexpr int kDeltaOff = kLseOff + BM * 4;
     static constexpr int kSmemBytes = kDeltaOff + BM * 4;
     static_assert(kSmemBytes == smem_bytes(KernelConfig{KernelKind::backward_dq, MainloopKind::sm80,
-                                                        ElemKindOf<E>::value, DQK, DV, TileConfig{BM, BN, W, 2}}),
+                                                        ElemKindOf<E>::value, kDqkReal, kDvReal, TileConfig{BM, BN, W, 2}}),
                   "sm80::BackwardDq shared-memory layout disagrees with smem_bytes in common/kernel_config.h");
     static_assert(kMF >= 1 && BM % (16 * W) == 0, "block_m must be a multiple of 16 rows per warp");
     static_assert(BN % 16 == 0, "block_n must be a multiple of 16");
@@ -59,7 +61,7 @@ struct BackwardDq {
     static constexpr int kMaxExtraOperands = 0;
 
     using SLayout = MmaCLayout<kMF, kNT>;         // S, P, dP, dS
-    using DLayout = MmaCLayout<kMF, DQK / 8>;     // dQ
+    using DLayout = MmaCLayout<kMF, DQK / 8, 1, kDqkReal>;  // dQ (stores the real columns)
     static constexpr int kRows = SLayout::kRows;  // row slots per thread
 
     template <class Variant, class Params>
@@ -76,8 +78,10 @@ struct BackwardDq {
 
         const unsigned sbase = ptx::smem_addr(smem);
         const unsigned q_s = sbase + kQOff, do_s = sbase + kDoOff, kv_s = sbase + kKvOff;
-        copy_tile<E, kThreads, BM, DQK>(q_s, qg, a.q_stride[2], nq - m0, static_cast<const E*>(a.q), tid);
-        copy_tile<E, kThreads, BM, DV>(do_s, dog, a.do_stride[2], nq - m0, static_cast<const E*>(a.d_o), tid);
+        copy_tile<E, kThreads, BM, DQK, false, kDqkReal>(q_s, qg, a.q_stride[2], nq - m0, static_cast<const E*>(a.q),
+                                                         tid);
+        copy_tile<E, kThreads, BM, DV, false, kDvReal>(do_s, dog, a.do_stride[2], nq - m0,
+                                                       static_cast<const E*>(a.d_o), tid);
         ptx::cp_async_commit();
 
         const typename Variant::Head hd = Variant::make_head(p, b, h, kvh);
@@ -87,9 +91,10 @@ struct BackwardDq {
         auto issue = [&](int tile, int stage) {
             if (tile >= 0) {
                 const unsigned dst = kv_s + stage * kKvStage;
-                copy_tile<E, kThreads, BN, DQK>(dst, kg + (long long)tile * BN * ksn, ksn, nk - tile * BN, kg, tid);
-                copy_tile<E, kThreads, BN, DV>(dst + kVInStage, vg + (long long)tile * BN * vsn, vsn, nk - tile * BN,
-                                               vg, tid);
+                copy_tile<E, kThreads, BN, DQK, false, kDqkReal>(dst, kg + (long long)tile * BN * ksn, ksn,
+                                                                 nk - tile * BN, kg, tid);
+                copy_tile<E, kThreads, BN, DV, false, kDvReal>(dst + kVInStage, vg + (long long)tile * BN * vsn, vsn,
+                                                               nk - tile * BN, vg, tid);
             }
         };
         TileClass cls;
@@ -99,7 +104,7 @@ struct BackwardDq {
 
         float* lse2_s = reinterpret_cast<float*>(smem + kLseOff);
         float* delta_s = reinterpret_cast<float*>(smem + kDeltaOff);
-        backward_row_stats<E, DV, 16 * kMF>(a, lse2_s, delta_s, b, h, m0, warp * 16 * kMF, lane);
+        backward_row_stats<E, kDvReal, 16 * kMF>(a, lse2_s, delta_s, b, h, m0, warp * 16 * kMF, lane);
         warp_sync();
 
         const SLayout sl;

@@ -48,11 +48,13 @@ struct ColumnWindow {
         : bytes((first >> 3) * 128), lc(hi, r7 ^ (first & 7)) {}
 };
 
-template <class E, int DQK, int DV, int BM, int BN, int W>
+template <class E, int kDqkReal, int kDvReal, int BM, int BN, int W>
 struct BackwardFused {
+    // Tiles at the tile head dims; columns past the real ones zero-filled on load, not stored.
+    static constexpr int DQK = tile_head_dim(kDqkReal), DV = tile_head_dim(kDvReal);
     static constexpr int kThreads = W * 32;
     static_assert(W == 8, "backward_fused: 8 warps");
-    static_assert((DQK == 64 || DQK == 128) && (DV == 64 || DV == 128), "backward_fused: head dims 64 or 128");
+    static_assert((DQK == 64 || DQK == 128) && (DV == 64 || DV == 128), "backward_fused: tile head dims 64 or 128");
     static_assert((BM == 32 || BM == 64 || (BM == 128 && DQK == 64 && DV == 64)) && (BN == 64 || BN == 128),
                   "backward_fused: block_m 32 or 64 (128 with head dims 64), block_n 64 or 128");
 
@@ -74,7 +76,7 @@ struct BackwardFused {
     static constexpr int kDsOff = kPOff + BM * BN * 2;
     static constexpr int kSmemBytes = kDsOff + BM * BN * 2;
     static_assert(kSmemBytes == smem_bytes(KernelConfig{KernelKind::backward_fused, MainloopKind::sm80,
-                                                        ElemKindOf<E>::value, DQK, DV, TileConfig{BM, BN, W, 2}}),
+                                                        ElemKindOf<E>::value, kDqkReal, kDvReal, TileConfig{BM, BN, W, 2}}),
                   "sm80::BackwardFused shared-memory layout disagrees with smem_bytes in common/kernel_config.h");
 
     static constexpr const char* kName = "sm80 backward";
@@ -83,9 +85,9 @@ struct BackwardFused {
     static constexpr int kMaxExtraOperands = 0;
 
     using SLayout = MmaCLayout<kMFS, kNTS, 4>;  // S, P, dP, dS
-    using KLayout = MmaCLayout<kMFK, kNTK, 2>;  // dK
-    using VLayout = MmaCLayout<kMFK, kNTV, 2>;  // dV
-    using QLayout = MmaCLayout<kMFQ, kNTQ, 4>;  // dQ_partial
+    using KLayout = MmaCLayout<kMFK, kNTK, 2, kDqkReal>;  // dK (stores the real columns)
+    using VLayout = MmaCLayout<kMFK, kNTV, 2, kDvReal>;   // dV
+    using QLayout = MmaCLayout<kMFQ, kNTQ, 4, kDqkReal>;  // dQ_partial
     static constexpr int kRows = SLayout::kRows;
 
     // A C fragment of S's layout, packed, into a swizzled [BM x BN] tile.
@@ -104,19 +106,21 @@ struct BackwardFused {
             }
     }
 
-    // dQ_partial rows < Nq added to the fp32 sums of head h.
+    // dQ_partial rows < Nq added to the fp32 sums of head h: [Nq x kDqkReal], the real
+    // columns only (backward_dq_convert reads them at the real head dim).
     __device__ __forceinline__ static void add_dq(const BackwardArgs& a, const float (&dq)[kMFQ][kNTQ][4], int b,
                                                   int h, int m0) {
         const QLayout ql;
-        float* base = a.dq_accum + ((long long)b * a.q_heads + h) * a.q_len * DQK + ql.lane_col();
+        float* base = a.dq_accum + ((long long)b * a.q_heads + h) * a.q_len * kDqkReal + ql.lane_col();
 #pragma unroll
         for (int r = 0; r < QLayout::kRows; ++r) {
             const int q = m0 + ql.row(r);
             if (q < a.q_len)
 #pragma unroll
                 for (int nt = 0; nt < kNTQ; ++nt)
-                    ptx::red_add_f32x2(base + (long long)q * DQK + 8 * nt, dq[r >> 1][nt][2 * (r & 1)],
-                                       dq[r >> 1][nt][2 * (r & 1) + 1]);
+                    if (QLayout::stored(nt))
+                        ptx::red_add_f32x2(base + (long long)q * kDqkReal + 8 * nt, dq[r >> 1][nt][2 * (r & 1)],
+                                           dq[r >> 1][nt][2 * (r & 1) + 1]);
         }
     }
 
@@ -137,14 +141,12 @@ struct BackwardFused {
         const unsigned sbase = ptx::smem_addr(smem);
         const unsigned k_s = sbase + kKOff, v_s = sbase + kVOff, q_s = sbase + kQOff, stat_s = sbase + kStatOff;
         const unsigned p_s = sbase + kPOff, ds_s = sbase + kDsOff;
-        copy_tile<E, kThreads, BN, DQK>(k_s,
-                                        static_cast<const E*>(a.k) + b * a.k_stride[0] + kvh * a.k_stride[1] +
-                                            n0 * a.k_stride[2],
-                                        a.k_stride[2], nk - n0, static_cast<const E*>(a.k), tid);
-        copy_tile<E, kThreads, BN, DV>(v_s,
-                                       static_cast<const E*>(a.v) + b * a.v_stride[0] + kvh * a.v_stride[1] +
-                                           n0 * a.v_stride[2],
-                                       a.v_stride[2], nk - n0, static_cast<const E*>(a.v), tid);
+        copy_tile<E, kThreads, BN, DQK, false, kDqkReal>(
+            k_s, static_cast<const E*>(a.k) + b * a.k_stride[0] + kvh * a.k_stride[1] + n0 * a.k_stride[2],
+            a.k_stride[2], nk - n0, static_cast<const E*>(a.k), tid);
+        copy_tile<E, kThreads, BN, DV, false, kDvReal>(
+            v_s, static_cast<const E*>(a.v) + b * a.v_stride[0] + kvh * a.v_stride[1] + n0 * a.v_stride[2],
+            a.v_stride[2], nk - n0, static_cast<const E*>(a.v), tid);
         ptx::cp_async_commit();
 
         BlockCtx ctx{reinterpret_cast<long long*>(smem), tid, kThreads};
@@ -156,9 +158,11 @@ struct BackwardFused {
             if (st.h >= 0) {
                 const unsigned dst = q_s + stage * kQStage;
                 const int valid = nq - st.m0;
-                copy_tile<E, kThreads, BM, DQK>(dst, qh + st.h * a.q_stride[1] + st.m0 * qsn, qsn, valid, qh, tid);
-                copy_tile<E, kThreads, BM, DV>(dst + kDoInStage, doh + st.h * a.do_stride[1] + st.m0 * dosn, dosn,
-                                               valid, doh, tid);
+                copy_tile<E, kThreads, BM, DQK, false, kDqkReal>(dst, qh + st.h * a.q_stride[1] + st.m0 * qsn, qsn,
+                                                                 valid, qh, tid);
+                copy_tile<E, kThreads, BM, DV, false, kDvReal>(dst + kDoInStage,
+                                                               doh + st.h * a.do_stride[1] + st.m0 * dosn, dosn, valid,
+                                                               doh, tid);
                 const float* ws = a.stats + ((long long)b * a.q_heads + st.h) * nq + st.m0;
                 for (int i = tid; i < 2 * BM; i += kThreads) {
                     const int r = i < BM ? i : i - BM;

@@ -8,7 +8,9 @@
 //   col  8 nt + 2 t4 + (e & 1)
 // so a row is spread over the 4 lanes of a quad (QuadRowReduce), in pairs (e, e + 1).
 // With kWarpsN > 1 the warps form a grid, kWarpsN warps across: warp w owns rows from
-// (w / kWarpsN) * 16 * kMF and columns from (w % kWarpsN) * 8 * kNT.
+// (w / kWarpsN) * 16 * kMF and columns from (w % kWarpsN) * 8 * kNT. kCols (a multiple of
+// 8, at most kWarpsN * 8 * kNT): the columns store_row writes (a real head dim below the
+// tile's; the columns past it are padding).
 #pragma once
 
 #include "attnjit/common/ptx.cuh"
@@ -18,9 +20,10 @@
 namespace attnjit {
 namespace sm80 {
 
-template <int kMF_, int kNT_, int kWarpsN = 1>
+template <int kMF_, int kNT_, int kWarpsN = 1, int kCols = kWarpsN * 8 * kNT_>
 struct MmaCLayout {
     static constexpr int kMF = kMF_, kNT = kNT_;
+    static_assert(kCols % 8 == 0 && kCols <= kWarpsN * 8 * kNT, "kCols: a multiple of 8 within the tile");
     using Frag = float[kMF][kNT][4];
     using RowReduce = QuadRowReduce;
     static constexpr int kRows = 2 * kMF;  // row slots per thread
@@ -38,6 +41,10 @@ struct MmaCLayout {
 
     __device__ __forceinline__ int row(int r) const { return row0() + 16 * (r >> 1) + 8 * (r & 1); }
     __device__ __forceinline__ int col(int nt, int e) const { return 8 * nt + col0() + (e & 1); }
+    // Whether n8 tile nt holds real columns (< kCols); warp-uniform.
+    __device__ __forceinline__ static bool stored(int nt) {
+        return kCols == kWarpsN * 8 * kNT || (threadIdx.x >> 5) % kWarpsN * 8 * kNT + 8 * nt < kCols;
+    }
     __device__ __forceinline__ bool row_leader() const { return col0() == 0; }
 
     __device__ __forceinline__ static void clear(Frag& f) {
@@ -83,13 +90,14 @@ struct MmaCLayout {
     __device__ __forceinline__ int lane_col() const { return col0(); }
 
     // Row slot r to global memory: lane_row[col - lane_col()] = E(fn(v, col)) for the
-    // thread's columns col, one 32-bit store per pair (col, col + 1).
+    // thread's columns col < kCols, one 32-bit store per pair (col, col + 1).
     template <class E, class Fn>
     __device__ __forceinline__ void store_row(E* lane_row, Frag& f, int r, const Fn& fn) const {
 #pragma unroll
         for (int nt = 0; nt < kNT; ++nt)
-            ptx::st_global_b32(lane_row + 8 * nt, FromFloat<E>::pack2(fn(f[r >> 1][nt][2 * (r & 1)], col(nt, 0)),
-                                                                      fn(f[r >> 1][nt][2 * (r & 1) + 1], col(nt, 1))));
+            if (stored(nt))
+                ptx::st_global_b32(lane_row + 8 * nt, FromFloat<E>::pack2(fn(f[r >> 1][nt][2 * (r & 1)], col(nt, 0)),
+                                                                          fn(f[r >> 1][nt][2 * (r & 1) + 1], col(nt, 1))));
     }
 };
 

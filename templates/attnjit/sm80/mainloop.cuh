@@ -43,8 +43,13 @@ namespace sm80 {
 
 // kConv: the score convolution (sm80/score_conv.cuh): Q and K tiles carry halo rows, and
 // each S tile is computed extended, staged and convolved.
-template <class E, int DQK, int DV, int BM, int BN, int W, int S, int kOrder = kOrderAuto, bool kConv = false>
+// kDqkReal, kDvReal: the real head dims; the tiles use DQK, DV (tile_head_dim), with the
+// columns past the real dims zero-filled on load (they add nothing to Q K^T, and give O
+// columns of zeros) and not stored.
+template <class E, int kDqkReal, int kDvReal, int BM, int BN, int W, int S, int kOrder = kOrderAuto,
+          bool kConv = false>
 struct Mainloop {
+    static constexpr int DQK = tile_head_dim(kDqkReal), DV = tile_head_dim(kDvReal);
     static constexpr int kThreads = W * 32;
     static constexpr int kMF = BM / (16 * W);  // 16-row fragments per warp
     static constexpr int kNT = BN / 8;         // n8 tiles of S per fragment
@@ -66,7 +71,7 @@ struct Mainloop {
     static constexpr int kFragOff = kS0Off + kS0Bytes;
     static constexpr int kSmemBytes = kFragOff + (kConv ? kScoreConvFragmentBytes : 0);
     static_assert(kSmemBytes == smem_bytes(KernelConfig{KernelKind::forward, MainloopKind::sm80, ElemKindOf<E>::value,
-                                                        DQK, DV, TileConfig{BM, BN, W, S}, kConv}),
+                                                        kDqkReal, kDvReal, TileConfig{BM, BN, W, S}, kConv}),
                   "sm80::Mainloop shared-memory layout disagrees with smem_bytes in common/kernel_config.h");
     static_assert(kMF >= 1 && BM % (16 * W) == 0, "block_m must be a multiple of 16 rows per warp");
     static_assert(BN % 16 == 0, "block_n must be a multiple of 16");
@@ -80,12 +85,12 @@ struct Mainloop {
     static constexpr int kMaxExtraOperands = 0;                 // no extra operand streams yet
 
     using SLayout = MmaCLayout<kMF, kNT>;  // S = Q K^T, then P
-    using OLayout = MmaCLayout<kMF, kDT>;  // O accumulator
+    using OLayout = MmaCLayout<kMF, kDT, 1, kDvReal>;  // O accumulator (stores the real columns)
 
-    template <int ROWS, int D>
+    template <int ROWS, int D, int kCols>
     __device__ __forceinline__ static void load_tile(unsigned dst, const E* g, long long stride, int valid,
                                                      const E* safe, int tid) {
-        copy_tile<E, kThreads, ROWS, D>(dst, g, stride, valid, safe, tid);
+        copy_tile<E, kThreads, ROWS, D, false, kCols>(dst, g, stride, valid, safe, tid);
     }
 
     template <class Variant, class Params>
@@ -109,11 +114,11 @@ struct Mainloop {
 
         // Q first: its group is the oldest, so the first wait for K covers it.
         if constexpr (kConv) {  // with the 16 rows above the tile (none above row 0)
-            copy_tile<E, kThreads, BM + kQHalo, DQK, true>(q_s, qg - kQHalo * a.q_stride[2], a.q_stride[2],
-                                                           nq - m0 + kQHalo, static_cast<const E*>(a.q), tid,
-                                                           kQHalo - m0);
+            copy_tile<E, kThreads, BM + kQHalo, DQK, true, kDqkReal>(q_s, qg - kQHalo * a.q_stride[2], a.q_stride[2],
+                                                                     nq - m0 + kQHalo, static_cast<const E*>(a.q), tid,
+                                                                     kQHalo - m0);
         } else {
-            load_tile<BM, DQK>(q_s, qg, a.q_stride[2], nq - m0, static_cast<const E*>(a.q), tid);
+            load_tile<BM, DQK, kDqkReal>(q_s, qg, a.q_stride[2], nq - m0, static_cast<const E*>(a.q), tid);
         }
         ptx::cp_async_commit();
 
@@ -129,17 +134,17 @@ struct Mainloop {
             if (tile < 0) return;
             if constexpr (kConv) {  // keys [n0 - 8, n0 + BN + 8)
                 const int first = tile * BN - kKHalo;
-                copy_tile<E, kThreads, BN + 2 * kKHalo, DQK, true>(k_s + stage * kKStage, kg + (long long)first * ksn,
-                                                                   ksn, nk - first, kg, tid, -first);
+                copy_tile<E, kThreads, BN + 2 * kKHalo, DQK, true, kDqkReal>(
+                    k_s + stage * kKStage, kg + (long long)first * ksn, ksn, nk - first, kg, tid, -first);
             } else {
-                load_tile<BN, DQK>(k_s + stage * kKStage, kg + (long long)tile * BN * ksn, ksn, nk - tile * BN, kg,
-                                   tid);
+                load_tile<BN, DQK, kDqkReal>(k_s + stage * kKStage, kg + (long long)tile * BN * ksn, ksn,
+                                             nk - tile * BN, kg, tid);
             }
         };
         auto issue_v = [&](int tile, int stage) {
             if (tile >= 0)
-                load_tile<BN, DV>(v_s + stage * kVStage, vg + (long long)tile * BN * vsn, vsn, nk - tile * BN, vg,
-                                  tid);
+                load_tile<BN, DV, kDvReal>(v_s + stage * kVStage, vg + (long long)tile * BN * vsn, vsn,
+                                           nk - tile * BN, vg, tid);
         };
 
         using Conv = ScoreConv<E, BM, BN, W, (kConv ? Variant::kScoreConvRows : 1), (kConv ? Variant::kScoreConvCols : 1)>;

@@ -1,0 +1,114 @@
+// Head dims between the tile sizes (padded inside the kernels: kernel_config.h) compile with
+// NVRTC: the forward and every backward kind that exists at d 8, 16, 40, 72, 200 for bf16
+// (sm80 loops; d200 the simt backward) and f32 (simt), Dqk != Dv, on sm_80 and on the
+// 99 KiB sm_86; with sinks, a gate, a document mask and the score convolution.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <mutex>
+#include <thread>
+
+#include "codegen/generate.h"
+#include "codegen/kernel_config.h"
+#include "dsl/example_specs.h"
+#include "runtime/compiler.h"
+#include "runtime/cuda_api.h"
+
+namespace attnjit::codegen {
+namespace {
+
+struct Job {
+    std::string what;
+    KernelSource source;
+    std::string arch;
+};
+
+// The kinds a spec's backward runs (the fused three where backward_fused exists), plus
+// the forward.
+std::vector<KernelKind> kinds_for(const dsl::AttentionSpec& spec) {
+    std::vector<KernelKind> kinds = {KernelKind::forward, KernelKind::backward_dq, KernelKind::backward_dkdv,
+                                     KernelKind::backward_stats};
+    if (spec.dtype() != DType::f32 && fused_backward_head_dims(spec.head_dim_qk(), spec.head_dim_v())) {
+        kinds.push_back(KernelKind::backward_fused);
+        kinds.push_back(KernelKind::backward_dq_convert);
+    }
+    if (spec.has_sinks()) kinds.push_back(KernelKind::backward_sink_grad);
+    return kinds;
+}
+
+void add(std::vector<Job>& jobs, const dsl::AttentionSpec& spec, const std::string& what, const char* arch,
+         const std::vector<KernelKind>& kinds) {
+    for (KernelKind kind : kinds)
+        jobs.push_back({what + " " + kernel_kind_name(kind) + " " + arch,
+                        generate(spec, make_config(spec, kind, arch), arch), arch});
+}
+
+std::vector<std::string> compile_all(const std::vector<Job>& jobs) {
+    std::vector<std::string> failures;
+    std::mutex m;
+    std::atomic<size_t> next{0};
+    auto worker = [&] {
+        for (size_t i; (i = next++) < jobs.size();) {
+            try {
+                if (runtime::compile_kernel(jobs[i].source, jobs[i].arch).cubin.empty())
+                    throw std::runtime_error("empty cubin");
+            } catch (const std::exception& e) {
+                std::lock_guard<std::mutex> lock(m);
+                failures.push_back(jobs[i].what + ": " + e.what());
+            }
+        }
+    };
+    const unsigned n = std::max(1u, std::min<unsigned>(std::thread::hardware_concurrency(), 16));
+    std::vector<std::thread> threads;
+    for (unsigned t = 0; t < n; ++t) threads.emplace_back(worker);
+    for (auto& t : threads) t.join();
+    return failures;
+}
+
+std::string dims_name(int dqk, int dv) { return "d" + std::to_string(dqk) + "x" + std::to_string(dv); }
+
+TEST(PaddedHeadDimsCompile, ForwardAndBackwardBf16AndF32) {
+    if (auto why = runtime::why_no_libnvrtc()) GTEST_SKIP() << *why;
+    std::vector<Job> jobs;
+    for (DType dt : {DType::bf16, DType::f32})
+        for (int d : {8, 16, 40, 72, 200}) {
+            const dsl::AttentionSpec spec = dsl::example_spec("causal", dt, d);
+            add(jobs, spec, std::string("causal ") + dtype_name(dt) + " " + dims_name(d, d), "sm_80", kinds_for(spec));
+        }
+    ASSERT_EQ(jobs.size(), 2u * 5u * 4u + 2u);  // the fused pair at d40 (bf16) only
+    for (const auto& f : compile_all(jobs)) ADD_FAILURE() << f;
+}
+
+TEST(PaddedHeadDimsCompile, UnevenDimsAndSmallSharedMemory) {
+    if (auto why = runtime::why_no_libnvrtc()) GTEST_SKIP() << *why;
+    std::vector<Job> jobs;
+    for (auto [dqk, dv] : {std::pair{40, 72}, std::pair{200, 16}, std::pair{24, 112}}) {
+        dsl::AttentionSpec spec = dsl::example_spec("causal", DType::f16, 64);
+        spec.head_dims(dqk, dv);
+        add(jobs, spec, "causal f16 " + dims_name(dqk, dv), "sm_80", kinds_for(spec));
+    }
+    dsl::AttentionSpec f32 = dsl::example_spec("plain", DType::f32, 64);
+    add(jobs, f32.head_dims(8, 72), "plain f32 d8x72", "sm_80", kinds_for(f32));
+    for (int d : {72, 200}) {  // the 99 KiB tiles
+        const dsl::AttentionSpec spec = dsl::example_spec("causal", DType::bf16, d);
+        add(jobs, spec, "causal bf16 " + dims_name(d, d), "sm_86", kinds_for(spec));
+    }
+    for (const auto& f : compile_all(jobs)) ADD_FAILURE() << f;
+}
+
+TEST(PaddedHeadDimsCompile, StructuralFeatures) {
+    if (auto why = runtime::why_no_libnvrtc()) GTEST_SKIP() << *why;
+    std::vector<Job> jobs;
+    const dsl::AttentionSpec sinks = dsl::example_spec("sinks_sliding_window", DType::bf16, 24);
+    add(jobs, sinks, "sinks bf16 d24", "sm_90a", kinds_for(sinks));
+    const dsl::AttentionSpec gated = dsl::example_spec("gated_bias", DType::bf16, 80);
+    add(jobs, gated, "gated_bias bf16 d80", "sm_90a", {KernelKind::forward, KernelKind::backward_stats});
+    const dsl::AttentionSpec doc = dsl::example_spec("document", DType::f16, 16);
+    add(jobs, doc, "document f16 d16", "sm_90a", {KernelKind::forward});
+    dsl::AttentionSpec conv = dsl::AttentionSpec().dtype(DType::bf16).head_dim(40).return_lse();
+    add(jobs, conv.score_conv("theta", 6, 11), "score_conv bf16 d40", "sm_90a", {KernelKind::forward});
+    for (const auto& f : compile_all(jobs)) ADD_FAILURE() << f;
+}
+
+}  // namespace
+}  // namespace attnjit::codegen
