@@ -34,8 +34,8 @@ std::ostream& operator<<(std::ostream& os, const CompiledKernel& k);
 // a new field, an encoding) and you MUST bump this; the golden test in
 // tests/runtime/compiled_kernel_test.cpp fails until you do. The disk cache keeps each
 // version in its own directory, so old entries are simply never read.
-// Version 2 added `key`; version 3 `config`.
-inline constexpr int kCompiledKernelFormatVersion = 3;
+// Version 2 added `key`; version 3 `config`; version 4 its score_conv field.
+inline constexpr int kCompiledKernelFormatVersion = 4;
 
 // Layout: "ATTNJITK" | u32 version | u64 payload size | 64 hex chars sha256(payload) |
 // payload. Payload: the fields above in declaration order; strings as u64 length +

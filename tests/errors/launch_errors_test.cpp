@@ -549,7 +549,7 @@ TEST(GradArgs, SinksGradientByName) {
     g.grads["sinks"] = view(11, DType::f32, {Hq - 1});
     EXPECT_USER_ERROR(check_grad_args(c.spec, c.args, g), "grads['sinks'] has shape [3] but must be [Hq] = [4]");
     g.grads["sinks"] = view(11, DType::f16, {Hq});
-    EXPECT_USER_ERROR(check_grad_args(c.spec, c.args, g), "has dtype f16; the gradient of the sinks has their dtype, f32");
+    EXPECT_USER_ERROR(check_grad_args(c.spec, c.args, g), "has dtype f16; the gradient of the sinks has its dtype, f32");
     g.grads["sinks"] = view(11, DType::f32, {Hq});
     g.grads["sinks"].strides = {0};
     EXPECT_USER_ERROR(check_grad_args(c.spec, c.args, g), "grads['sinks'] has stride 0");

@@ -102,10 +102,10 @@ TEST(CompiledKernelSerialization, CorruptionIsDetectedAndNamed) {
 // jitify2's serialization goldens, in one line: the bytes of a fixed kernel must not
 // change unless the format version does.
 TEST(CompiledKernelSerialization, FormatIsFrozenForThisVersion) {
-    ASSERT_EQ(kCompiledKernelFormatVersion, 3)
+    ASSERT_EQ(kCompiledKernelFormatVersion, 4)
         << "format version changed: update the golden hash below to the new value";
     EXPECT_EQ(sha256_hex(serialize(sample())),
-              "e2384644b08b802699e1d37167ad265975775a5f19c8bfb415ba564381cf04f4")
+              "382b8787902d7e868f0c3b5c3e424672a7099ec55befeaae5d0d37c8cd89e0e3")
         << "The serialized form of CompiledKernel changed. If that was intended, bump "
            "kCompiledKernelFormatVersion in runtime/compiled_kernel.h (old cache entries "
            "must not be read with the new layout) and update this golden hash.";
