@@ -745,7 +745,7 @@ def test_bad_tensors_raise():
     with pytest.raises(attnjit.ArgumentError, match="aligned"):
         fn(unaligned, k, v)
     with pytest.raises(attnjit.SpecError, match="head dim"):
-        fn(*make_qkv(1, 2, 2, 16, 16, 48, torch.float16))
+        fn(*make_qkv(1, 2, 2, 16, 16, 44, torch.float16))  # not a multiple of 8
     bias = torch.randn(1, 4, 16, 16)  # on the CPU
     with pytest.raises(attnjit.ArgumentError, match="captured tensor 'bias'"):
         attnjit.compile(mods.bias(bias))(q, k, v)
