@@ -7,6 +7,7 @@
 #include "dsl/interpreter.h"
 #include "reference/inputs.h"
 #include "reference/parallel.h"
+#include "reference/score_conv.h"
 #include "support/error.h"
 
 namespace attnjit::reference {
@@ -31,8 +32,6 @@ BackwardResult backward(const dsl::AttentionSpec& spec, const ForwardInputs& in,
         << ", " << Nq << ", " << Dv << "] like the output";
     user_check(d_o.dtype() == spec.dtype()) << "reference::backward: d_o has dtype " << dtype_name(d_o.dtype())
                                             << " but the spec's dtype is " << dtype_name(spec.dtype());
-    user_check(!spec.has_score_conv())
-        << "reference::backward: the score convolution's gradients are not implemented yet (forward only)";
     const codegen::ScoreModGradients grads = codegen::score_mod_gradients(spec, wanted);
 
     BackwardResult out;
@@ -48,6 +47,27 @@ BackwardResult backward(const dsl::AttentionSpec& spec, const ForwardInputs& in,
         ungated_result = forward(dsl::AttentionSpec(spec).no_gate(), plain, threads);
     }
     const ForwardResult& ungated = gate != nullptr ? ungated_result : out.forward;
+    if (spec.has_score_conv()) {
+        // Its own pass (the taps read across rows): dO of the ungated output, d gate here.
+        for (const auto& name : wanted)
+            user_check(name == spec.score_conv_name() || (gate != nullptr && name == spec.gate_name()))
+                << "reference::backward: with a score convolution, the gradients of '" << name
+                << "' are not implemented (only q, k, v, the convolution's kernel and the gate)";
+        DoubleTensor dout = to_double(d_o);
+        if (gate != nullptr) {
+            DoubleTensor dg(gate->shape());
+            for (int64_t n = 0; n < dout.numel(); ++n) {
+                const int64_t d = n % Dv, i = (n / Dv) % Nq, h = (n / (Dv * Nq)) % Hq, b = n / (Dv * Nq * Hq);
+                const double sg = sigmoid(gate->get({b, h, i, d}));
+                dg.data[static_cast<size_t>(n)] = dout.data[static_cast<size_t>(n)] *
+                                                  ungated.o.data[static_cast<size_t>(n)] * sg * (1 - sg);
+                dout.data[static_cast<size_t>(n)] *= sg;
+            }
+            if (want_gate) out.dtensors[spec.gate_name()] = std::move(dg);
+        }
+        conv_backward(spec, in, ungated, dout, wanted.count(spec.score_conv_name()) > 0, out);
+        return out;
+    }
     out.delta = DoubleTensor({B, Hq, Nq});
     out.dq = DoubleTensor({B, Hq, Nq, Dqk});
     out.dk = DoubleTensor({B, Hkv, Nk, Dqk});

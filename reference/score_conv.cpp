@@ -1,5 +1,11 @@
 #include "reference/score_conv.h"
 
+#include <cmath>
+#include <limits>
+
+#include "codegen/autodiff.h"
+#include "reference/attention_backward.h"
+#include "reference/inputs.h"
 #include "support/error.h"
 
 namespace attnjit::reference {
@@ -57,6 +63,112 @@ void conv_row_scores(const dsl::AttentionSpec& spec, dsl::Env& env, const HostTe
             t[j] = sum;
         }
     }
+}
+
+void conv_backward(const dsl::AttentionSpec& spec, const ForwardInputs& in, const ForwardResult& fwd,
+                   const DoubleTensor& d_o, bool want_theta, BackwardResult& out) {
+    const int64_t B = in.q.size(0), Hq = in.q.size(1), Nq = in.q.size(2), Dqk = in.q.size(3);
+    const int64_t Hkv = in.k.size(1), Nk = in.k.size(2), Dv = in.v.size(3);
+    const int64_t cq = spec.score_conv_rows(), ck = spec.score_conv_cols(), pk = (ck - 1) / 2;
+    const double scale = spec.scale_or_default();
+    const HostTensor& theta = in.tensors.at(spec.score_conv_name());
+    const DoubleTensor q = to_double(in.q), k = to_double(in.k), v = to_double(in.v);
+    const codegen::ScoreModGradients grads = codegen::score_mod_gradients(spec, {});
+    const dsl::Expr& mask = spec.mask();
+    out.delta = DoubleTensor({B, Hq, Nq});
+    out.dq = DoubleTensor({B, Hq, Nq, Dqk});
+    out.dk = DoubleTensor({B, Hkv, Nk, Dqk});
+    out.dv = DoubleTensor({B, Hkv, Nk, Dv});
+    DoubleTensor dtheta({Hq, cq, ck});
+    dsl::Env env;
+    env.scalars = in.scalars;
+    env.load = CapturedReader{&in.tensors};
+    env.q_len = Nq;
+    env.kv_len = Nk;
+    auto at = [Nk](int64_t i, int64_t j) { return static_cast<size_t>(i * Nk + j); };
+    std::vector<double> s0(static_cast<size_t>(Nq * Nk)), dc(s0.size()), ds0(s0.size());
+    std::vector<char> m(s0.size()), kept(s0.size());
+    std::vector<double> c_row, t_row;
+    std::vector<char> kept_row;
+    for (int64_t b = 0; b < B; ++b)
+        for (int64_t h = 0; h < Hq; ++h) {
+            const int64_t kvh = h / (Hq / Hkv);
+            env.b = b;
+            env.h = h;
+            env.kv_head = kvh;
+            const double* qb = &q.data[static_cast<size_t>((b * Hq + h) * Nq * Dqk)];
+            const double* kb = &k.data[static_cast<size_t>((b * Hkv + kvh) * Nk * Dqk)];
+            const double* vb = &v.data[static_cast<size_t>((b * Hkv + kvh) * Nk * Dv)];
+            double* dkb = &out.dk.data[static_cast<size_t>((b * Hkv + kvh) * Nk * Dqk)];
+            double* dvb = &out.dv.data[static_cast<size_t>((b * Hkv + kvh) * Nk * Dv)];
+            // S0 and the mask of the whole head (the taps read across rows).
+            for (int64_t i = 0; i < Nq; ++i)
+                for (int64_t j = 0; j < Nk; ++j) {
+                    env.q_idx = i;
+                    env.kv_idx = j;
+                    m[at(i, j)] = !mask.defined() || dsl::interpret_bool(mask, env);
+                    double dot = 0;
+                    for (int64_t d = 0; d < Dqk; ++d) dot += qb[i * Dqk + d] * kb[j * Dqk + d];
+                    s0[at(i, j)] = m[at(i, j)] && j <= i ? scale * dot : 0.0;
+                }
+            // Row by row: P from C and the forward's LSE, then dC.
+            for (int64_t i = 0; i < Nq; ++i) {
+                const int64_t row = (b * Hq + h) * Nq + i;
+                const double* doi = &d_o.data[static_cast<size_t>(row * Dv)];
+                const double* oi = &fwd.o.data[static_cast<size_t>(row * Dv)];
+                double delta = 0;
+                for (int64_t d = 0; d < Dv; ++d) delta += doi[d] * oi[d];
+                out.delta.data[static_cast<size_t>(row)] = delta;
+                const double lse = fwd.lse.data[static_cast<size_t>(row)];
+                env.q_idx = i;
+                conv_row_scores(spec, env, theta, qb, i, kb, Nq, Nk, Dqk, kept_row, c_row, t_row);
+                for (int64_t j = 0; j < Nk; ++j) {
+                    dc[at(i, j)] = 0;
+                    if (!kept_row[j] || lse == -std::numeric_limits<double>::infinity() ||
+                        t_row[j] == -std::numeric_limits<double>::infinity())
+                        continue;
+                    const double p = std::exp(t_row[j] - lse);
+                    double dp = 0;
+                    for (int64_t d = 0; d < Dv; ++d) {
+                        dp += doi[d] * vb[j * Dv + d];
+                        dvb[j * Dv + d] += p * doi[d];
+                    }
+                    env.kv_idx = j;
+                    env.score = c_row[j];
+                    dc[at(i, j)] = p * (dp - delta) * dsl::interpret_float(grads.d_score, env);
+                }
+            }
+            // The transposed convolution, tap by tap (the forward's taps, read backwards).
+            std::fill(ds0.begin(), ds0.end(), 0.0);
+            for (int64_t i = 0; i < Nq; ++i)
+                for (int64_t j = 0; j < Nk; ++j) {
+                    const double g = dc[at(i, j)];
+                    if (g == 0) continue;
+                    for (int64_t a = 0; a < cq; ++a) {
+                        const int64_t ii = i - (cq - 1) + a;
+                        if (ii < 0 || !m[at(ii, j)]) continue;  // mask(i', j)
+                        for (int64_t bb = 0; bb < ck; ++bb) {
+                            const int64_t jj = j - pk + bb;
+                            if (jj < 0 || jj >= Nk || !m[at(i, jj)]) continue;  // mask(i, j')
+                            const double w = theta.get({h, a, bb});
+                            ds0[at(ii, jj)] += w * g;
+                            dtheta.at({h, a, bb}) += g * s0[at(ii, jj)];
+                        }
+                    }
+                }
+            for (int64_t i = 0; i < Nq; ++i) {
+                double* dqi = &out.dq.data[static_cast<size_t>(((b * Hq + h) * Nq + i) * Dqk)];
+                for (int64_t j = 0; j <= std::min(i, Nk - 1); ++j) {
+                    if (!m[at(i, j)]) continue;  // dS = dS0 where keep0
+                    const double ds = scale * ds0[at(i, j)];
+                    for (int64_t d = 0; d < Dqk; ++d) {
+                        dqi[d] += ds * kb[j * Dqk + d];
+                        dkb[j * Dqk + d] += ds * qb[i * Dqk + d];
+                    }
+                }
+            }
+        }
+    if (want_theta) out.dtensors[spec.score_conv_name()] = std::move(dtheta);
 }
 
 }  // namespace attnjit::reference

@@ -7,6 +7,7 @@
 
 #include "dsl/attention_spec.h"
 #include "dsl/interpreter.h"
+#include "reference/attention_reference.h"
 #include "reference/host_tensor.h"
 
 namespace attnjit::reference {
@@ -21,5 +22,17 @@ namespace attnjit::reference {
 void conv_row_scores(const dsl::AttentionSpec& spec, dsl::Env& env, const HostTensor& theta, const double* qb,
                      int64_t i, const double* kb, int64_t nq, int64_t nk, int64_t dqk, std::vector<char>& kept,
                      std::vector<double>& c, std::vector<double>& t);
+
+// The score convolution's backward (conv_row_scores' C, then SEMANTICS.md section 3's
+// transposed convolution), for query heads whose forward is `fwd` (O ungated, LSE):
+//   dT = P (dP - Delta), dC = dT * d score_mod / d s (at C),
+//   dS0[i', j'] = sum over the taps (i, j) that read (i', j') of theta[h][a][b] dC[i, j],
+//   dS = dS0 where keep0, dq = scale dS K, dk = scale dS^T Q (summed over a GQA group),
+//   dv = P^T dO, d theta[h][a][b] = sum dC[i, j] S0[i', j'] (over the taps, b and i, j).
+// d_o: the gradient of the ungated output, [B, Hq, Nq, Dv]. Fills out.delta, dq, dk, dv
+// and, when want_theta, out.dtensors[theta's name] (in a fixed order).
+struct BackwardResult;
+void conv_backward(const dsl::AttentionSpec& spec, const ForwardInputs& in, const ForwardResult& fwd,
+                   const DoubleTensor& d_o, bool want_theta, BackwardResult& out);
 
 }  // namespace attnjit::reference

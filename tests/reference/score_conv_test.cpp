@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include "dsl/dsl.h"
+#include "reference/attention_backward.h"
 #include "reference/attention_reference.h"
 #include "support/exceptions.h"
 
@@ -119,6 +120,65 @@ TEST(ScoreConvReference, KernelOfTheWrongShapeIsAUserError) {
     } catch (const UserError& e) {
         EXPECT_NE(std::string(e.what()).find("must be [Hq, c_q, c_k] = [2, 3, 5]"), std::string::npos) << e.what();
     }
+}
+
+// The convolution's backward against central differences of the forward: loss = sum(O *
+// dO), every element of q, k, v, theta and the gate; f32 inputs (the reference is then
+// nearly exact), GQA, Nq != Nk, a softcap after the convolution and a document mask.
+TEST(ScoreConvReference, GradientsByFiniteDifferences) {
+    const int64_t B = 1, Hq = 2, Hkv = 1, Nq = 7, Nk = 9, D = 3;
+    ForwardInputs in{HostTensor(DType::f32, {B, Hq, Nq, D}), HostTensor(DType::f32, {B, Hkv, Nk, D}),
+                     HostTensor(DType::f32, {B, Hkv, Nk, D}), {}, {}};
+    fill_normal(in.q, 41);
+    fill_normal(in.k, 42);
+    fill_normal(in.v, 43);
+    HostTensor theta(DType::f32, {Hq, 3, 3}), gate(DType::f32, {B, Hq, Nq, D}), q_doc(DType::i32, {B, Nq}),
+        kv_doc(DType::i32, {B, Nk}), d_o(DType::f32, {B, Hq, Nq, D});
+    fill_normal(theta, 44, 0.0, 0.5);
+    fill_normal(gate, 45);
+    fill_normal(d_o, 46);
+    for (int64_t i = 0; i < Nq; ++i) q_doc.set({0, i}, i < 4 ? 0.0 : 1.0);
+    for (int64_t j = 0; j < Nk; ++j) kv_doc.set({0, j}, j < 4 ? 0.0 : 1.0);
+    in.tensors.emplace("theta", theta);
+    in.tensors.emplace("gate", gate);
+    in.tensors.emplace("q_doc", q_doc);
+    in.tensors.emplace("kv_doc", kv_doc);
+    in.scalars["cap"] = 2.0;
+    const Tensor qd("q_doc", DType::i32, 2), kd("kv_doc", DType::i32, 2);
+    const auto spec = AttentionSpec()
+                          .dtype(DType::f32)
+                          .head_dim(D)
+                          .score_conv("theta", 3, 3)
+                          .gate("gate")
+                          .score_mod(mods::softcap(scalar("cap")))
+                          .mask(qd(batch(), q_idx()) == kd(batch(), kv_idx()));
+    const BackwardResult g = backward(spec, in, d_o, {"theta", "gate"});
+    const DoubleTensor dout = to_double(d_o);
+    auto loss = [&] {
+        const ForwardResult f = forward(spec, in, 1);
+        double l = 0;
+        for (size_t n = 0; n < f.o.data.size(); ++n) l += f.o.data[n] * dout.data[n];
+        return l;
+    };
+    auto expect_grad = [&](const DoubleTensor& grad, HostTensor& t, const char* what) {
+        ASSERT_EQ(grad.shape, t.shape()) << what;
+        int64_t n = 0;
+        t.for_each_index([&](const int64_t* idx) {
+            const double x = t.get(idx), h = 1e-3 * std::max(1.0, std::fabs(x));
+            t.set(idx, x + h);
+            const double up_x = t.get(idx), up = loss();
+            t.set(idx, x - h);
+            const double down_x = t.get(idx), down = loss();
+            t.set(idx, x);
+            const double fd = (up - down) / (up_x - down_x), a = grad.data[static_cast<size_t>(n++)];
+            EXPECT_NEAR(a, fd, 2e-5 + 2e-4 * std::fabs(fd)) << what << " element " << n - 1;
+        });
+    };
+    expect_grad(g.dq, in.q, "dq");
+    expect_grad(g.dk, in.k, "dk");
+    expect_grad(g.dv, in.v, "dv");
+    expect_grad(g.dtensors.at("theta"), in.tensors.at("theta"), "d theta");
+    expect_grad(g.dtensors.at("gate"), in.tensors.at("gate"), "d gate");
 }
 
 }  // namespace
