@@ -10,11 +10,11 @@
 //   d sink_h    -= exp(sink_h - LSE_i) Delta_i   (attention sinks, when the sinks tensor is wanted;
 //                                                 its score_mod reads, if any, add as above)
 //
-// A score convolution (spec.score_conv) runs reference/score_conv.h's conv_backward
-// instead (gradients of q, k, v, the kernel and a gate; others are a UserError), and an
-// output gate turns dO into dO * sigmoid(gate) with d gate = dO O sigmoid (1 - sigmoid).
 // with the derivatives from codegen/autodiff.h (itself checked against finite
-// differences), evaluated by the interpreter. dK and dV sum over the query heads of a
+// differences), evaluated by the interpreter. An output gate turns dO into
+// dO * sigmoid(gate), with d gate = dO O sigmoid (1 - sigmoid) (O ungated). A score
+// convolution (spec.score_conv) runs reference/score_conv.h's conv_backward instead
+// (gradients of q, k, v, the kernel and a gate; others are a UserError). dK and dV sum over the query heads of a
 // group (GQA). A row with no kept key has zero gradients. Accumulation is in a fixed order
 // for a given thread count (captured-tensor gradients: per-worker partials summed in order).
 //
