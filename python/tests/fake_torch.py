@@ -67,6 +67,10 @@ class Tensor:
         return Tensor(shape, dtype or self.dtype, device=self._device)
 
     def expand(self, *shape):
+        if len(shape) == 1 and isinstance(shape[0], (tuple, list)):  # expand((B, H, N, D)) as torch takes it
+            shape = tuple(shape[0])
+        if len(shape) != len(self.shape) or any(old not in (1, new) for old, new in zip(self.shape, shape)):
+            raise RuntimeError(f"expand {tuple(self.shape)} to {shape}")
         strides = tuple(0 if old == 1 and new != 1 else s for old, new, s in zip(self.shape, shape, self._strides))
         return Tensor(shape, self.dtype, strides, self._device, self._address)
 
@@ -75,6 +79,50 @@ class Tensor:
         shape[a], shape[b] = shape[b], shape[a]
         strides[a], strides[b] = strides[b], strides[a]
         return Tensor(shape, self.dtype, strides, self._device, self._address)
+
+
+    def view(self, *shape):
+        """torch's view: the strides of the new shape (ATen's computeStride), or RuntimeError
+        when no strides express it."""
+        if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+            shape = tuple(shape[0])
+        old_shape, old_strides = tuple(self.shape), self._strides
+        numel = 1
+        for d in old_shape:
+            numel *= d
+        if numel == 0 or not old_shape:
+            return Tensor(shape, self.dtype, _contiguous(shape), self._device, self._address)
+        strides = [0] * len(shape)
+        view_d = len(shape) - 1
+        chunk_base = old_strides[-1]
+        tensor_numel = view_numel = 1
+        for tensor_d in range(len(old_shape) - 1, -1, -1):
+            tensor_numel *= old_shape[tensor_d]
+            if tensor_d == 0 or (old_shape[tensor_d - 1] != 1
+                                 and old_strides[tensor_d - 1] != tensor_numel * chunk_base):
+                while view_d >= 0 and (view_numel < tensor_numel or shape[view_d] == 1):
+                    strides[view_d] = view_numel * chunk_base
+                    view_numel *= shape[view_d]
+                    view_d -= 1
+                if view_numel != tensor_numel:
+                    raise RuntimeError(f"view {shape} of a tensor {old_shape} with strides {old_strides}")
+                if tensor_d > 0:
+                    chunk_base = old_strides[tensor_d - 1]
+                    tensor_numel = view_numel = 1
+        if view_d != -1:
+            raise RuntimeError(f"view {shape} of a tensor {old_shape}")
+        return Tensor(shape, self.dtype, strides, self._device, self._address)
+
+    def __getitem__(self, index):
+        if not isinstance(index, int) or not 0 <= index < self.shape[0]:
+            raise NotImplementedError(f"fake_torch: only t[i] with 0 <= i < {self.shape[0]}, got {index!r}")
+        return Tensor(self.shape[1:], self.dtype, self._strides[1:], self._device,
+                      self._address + index * self._strides[0] * self.dtype.itemsize)
+
+    def contiguous(self):
+        if self._strides == _contiguous(self.shape):
+            return self
+        return Tensor(self.shape, self.dtype, device=self._device)
 
 
 def empty(*shape, dtype=float32, device=0):

@@ -107,6 +107,60 @@ reaches_the_launch("sinks after a retrace", lambda q, k, v: shifted(q, k, v, sin
 assert len(shifted._variants) == 2 and '"sinks": "sinks"' in compiled_for[-1], compiled_for[-1]
 print("ok sinks")
 
+# The output gate: a [B, Hq, Nq, Dv] tensor of q's dtype, any strides (stride 0 broadcasts),
+# named "gate" among the captured tensors ("gate_1" beside a captured tensor named "gate").
+gate_bhnd = torch.empty(2, 4, 17, 64, dtype=torch.bfloat16)
+reaches_the_launch("gate", lambda q, k, v: attnjit.compile(causal=True)(q, k, v, gate=gate_bhnd), *qkv(torch.bfloat16))
+reaches_the_launch("gate in [B, N, H, D] storage", lambda q, k, v: attnjit.attention(
+    q, k, v, gate=torch.empty(B, N, H, 64, dtype=torch.float16).transpose(1, 2)), *qkv(torch.float16, Nq=N, Nk=N))
+reaches_the_launch("broadcast gate [1, H, 1, Dv] (stride 0)", lambda q, k, v: attnjit.attention(
+    q, k, v, gate=torch.empty(1, 4, 1, 128, dtype=torch.float32)), *qkv(torch.float32, D=64, Dv=128))
+gate = torch.empty(B, H, N, N, dtype=torch.float16)  # a captured tensor named "gate"
+reaches_the_launch("gate + sinks beside a captured tensor named gate", lambda q, k, v: attnjit.attention(
+    q, k, v, score_mod=lambda s, b, h, qi, kv: s + gate[b, h, qi, kv], sinks=sink_logits,
+    gate=torch.empty(B, H, N, 64, dtype=torch.float16), enable_gqa=True), *qkv(torch.float16, Hkv=2, Nq=N, Nk=N))
+assert '"gate": "gate_1"' in compiled_for[-1] and '"sinks": "sinks"' in compiled_for[-1], compiled_for[-1]
+rejected("gate of the wrong shape", attnjit.ArgumentError, "or broadcast to it",
+         lambda q, k, v: attnjit.attention(q, k, v, gate=torch.empty(2, 4, 16, 64, dtype=torch.float16)),
+         *qkv(torch.float16))
+rejected("gate of another dtype", attnjit.ArgumentError, "q's dtype",
+         lambda q, k, v: attnjit.attention(q, k, v, gate=torch.empty(2, 4, 17, 64, dtype=torch.float32)),
+         *qkv(torch.float16))
+rejected("gate not a tensor", attnjit.ArgumentError, "torch.Tensor",
+         lambda q, k, v: attnjit.attention(q, k, v, gate=1.0), *qkv(torch.float16))
+print("ok gate")
+
+# evoformer_attention: [B, S, N, H, c] tensors viewed through strides (one launch when B and S
+# merge, else per batch row: the first launch is the one checked here), biases as captured tensors.
+
+
+def msa(B, S, N, H, c, dt, Nk=None):
+    q = torch.empty(B, S, N, H, c, dtype=dt)
+    kv = [torch.empty(B, S, Nk or N, H, c, dtype=dt) for _ in range(2)]
+    return q, kv[0], kv[1], torch.empty(B, S, N, H, c, dtype=dt)
+
+
+def evoformer(name, q, k, v, biases, gate):
+    reaches_the_launch(name, lambda q, k, v: attnjit.evoformer_attention(q, k, v, biases, gate=gate), q, k, v)
+
+
+for Bm, c, dt in ((1, 32, torch.bfloat16), (2, 64, torch.float16)):
+    q, k, v, g = msa(Bm, 3, 50, 4, c, dt)
+    evoformer(f"evoformer row B {Bm} c {c}", q, k, v,
+              [torch.empty(Bm, 3, 1, 1, 50, dtype=dt), torch.empty(Bm, 1, 4, 50, 50, dtype=dt)], g)
+q, k, v, g = msa(2, 3, 50, 4, 32, torch.bfloat16)
+evoformer("evoformer flat B 2, shared f32 pair bias", q, k, v,
+          [torch.empty(2, 3, 1, 1, 50, dtype=torch.float32), torch.empty(1, 1, 4, 50, 50, dtype=torch.float32)], g)
+evoformer("evoformer broadcast gate, no biases", q, k, v, [], torch.empty(1, 1, 50, 4, 32, dtype=torch.bfloat16))
+q, k, v, g = msa(2, 40, 9, 4, 32, torch.float16)
+evoformer("evoformer column through transposes", *(t.transpose(1, 2) for t in (q, k, v)),
+          [torch.empty(2, 9, 1, 1, 40, dtype=torch.float16)], g.transpose(1, 2))
+q, k, v, g = msa(1, 3, 50, 4, 32, torch.bfloat16)
+rejected("evoformer bias of the wrong extent", attnjit.ArgumentError, "broadcastable",
+         lambda q, k, v: attnjit.evoformer_attention(q, k, v, [torch.empty(1, 3, 4, 50, 49, dtype=torch.bfloat16)]),
+         q, k, v)
+print("ok evoformer")
+
 small_bias = torch.empty(B, H, 8, 8, dtype=torch.bfloat16)
 rejected("captured tensor too small (C bounds check)", attnjit.ArgumentError, "bias",
          attnjit.compile(mods.bias(small_bias)), *qkv(torch.bfloat16, Nq=N, Nk=N))

@@ -208,6 +208,27 @@ def test_gate_and_score_conv_specs_are_accepted():
         capi.Spec.from_json(attnjit.spec_json(dtype="f16", head_dim=128, score_conv=(6, 10, "f32")))
 
 
+def test_evoformer_callables_specs_and_backwards_compile():
+    # evoformer_attention's score_mod: a mask bias read per (batch row, key), a pair bias
+    # read at batch 0 (summed over the MSA rows by the backward), the output gate.
+    from attnjit import evoformer
+    pattern = ((True, False, False, True), (False, True, True, True))
+    fn, _ = evoformer._callable(pattern, ("bf16", "f32"))
+    assert fn.traced.score_mod == "score + t0[b, 0, 0, kv_idx] + t1[0, h, q_idx, kv_idx]"
+    text = fn.spec_json("bf16", 32, gate=True)
+    doc = json.loads(text)
+    assert doc["gate"] == "gate" and doc["tensors"] == {"gate": {"dtype": "bf16", "rank": 4},
+                                                        "t0": {"dtype": "bf16", "rank": 4},
+                                                        "t1": {"dtype": "f32", "rank": 4}}
+    spec = capi.Spec.from_json(fn.spec_json("bf16", 64, gate=True).replace('"return_lse": false',
+                                                                           '"return_lse": true'))
+    for grads in ((), ("t1",), ("t0", "t1"), ("gate", "t1")):
+        assert capi.Backward(spec, "sm_90a", grads=grads).handle, grads
+    assert evoformer._callable(pattern, ("bf16", "f32"))[0] is fn  # cached
+    none, _ = evoformer._callable((), ())
+    assert none.traced.score_mod is None  # no biases: plain attention (with the gate)
+
+
 def test_compile_options_reach_the_c_api():
     spec = capi.Spec.from_json(attnjit.spec_json())
     with pytest.raises(SpecError) as info:
@@ -287,3 +308,5 @@ def test_launch_arguments_pass_every_c_check_with_a_fake_torch():
     lines = out.stdout.split("\n")
     assert "ok expanded bias" in lines and "ok rebinding" in lines and "ok empty" in lines and "ok sinks" in lines
     assert "ok head dim 40" in lines and "ok head dims 8 x 72 (f32)" in lines
+    assert "ok gate" in lines and "ok gate + sinks beside a captured tensor named gate" in lines
+    assert "ok evoformer" in lines and "ok evoformer column through transposes" in lines
