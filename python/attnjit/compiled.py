@@ -354,8 +354,11 @@ class CompiledAttention:
                 except RuntimeError:
                     raise ArgumentError(f"gate has shape {tuple(gate.shape)}; it must be the output's shape "
                                         f"[B, Hq, Nq, Dv] = {list(shape)}, or broadcast to it") from None
-            if gate.requires_grad and 0 in gate.stride():
-                gate = gate.contiguous()  # autograd sums the gradient back over the broadcast dims
+            if gate.requires_grad and 0 in gate.stride() and torch.is_grad_enabled():
+                # its gradient is per element (the backward refuses a stride-0 gate whose
+                # gradient is asked for): materialise it inside the autograd graph, which
+                # then sums the gradient back over the broadcast dims (ExpandBackward)
+                gate = gate.contiguous()
             gd = dtypes.name_of(gate.dtype)
         cs = None
         if conv is not None:

@@ -12,8 +12,8 @@ if not torch.cuda.is_available():
 import attnjit  # noqa: E402
 from attnjit.errors import AttnjitError  # noqa: E402
 from library_or_skip import load_library_or_skip  # noqa: E402
-from test_torch_gpu import (DEVICE, DTYPES, check, check_grad, check_lse, make_qkv,  # noqa: E402
-                            reference)
+from test_torch_gpu import (DEVICE, DTYPES, GRAD_TOLERANCE, SUMMED_GRAD_TOLERANCE, check, check_grad,  # noqa: E402
+                            check_lse, make_qkv, reference)
 
 load_library_or_skip()
 
@@ -23,10 +23,19 @@ def _seed():
     torch.manual_seed(4321)
 
 
-def gated_reference(q, k, v, g, causal=False):
+def gated_reference(q, k, v, g, causal=False, score=None):
     keep = (lambda b, h, i, j: j <= i) if causal else None
-    out, lse = reference(q, k, v, keep=keep)
+    out, lse = reference(q, k, v, score=score, keep=keep)
     return torch.sigmoid(g.double()) * out, lse
+
+
+def check_tensor_grad(got, ref, tolerance, what):
+    """A captured tensor's gradient against the float64 one (test_torch_gpu's bound)."""
+    assert got is not None and got.shape == ref.shape, f"{what}: {None if got is None else tuple(got.shape)}"
+    err = (got.double() - ref).abs()
+    bound = tolerance * ref.abs().max().clamp_min(1e-6) + tolerance * ref.abs()
+    assert torch.isfinite(got.double()).all() and (err <= bound).all(), \
+        f"{what}: max error {err.max().item():.3g} (max |ref| {ref.abs().max().item():.3g})"
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: str(d).replace("torch.", ""))
@@ -44,6 +53,65 @@ def test_gate_forward_and_gradients(dtype):
     (r * d_out.double()).sum().backward()
     for grad, leaf, which in zip((q.grad, k.grad, v.grad, g.grad), leaves, ("dq", "dk", "dv", "d gate")):
         check_grad(grad, leaf.grad, dtype, f"{which} {dtype}")
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: str(d).replace("torch.", ""))
+@pytest.mark.parametrize("broadcast", [False, True], ids=["bias", "broadcast_bias"])
+def test_gate_with_a_captured_bias_all_gradients(dtype, broadcast):
+    # A compiled callable with a captured additive bias, the gate passed at the call: q, k, v,
+    # the gate and the bias all get gradients from one backward. The broadcast case reads a
+    # [1, Hq, Nq, Nk] bias expanded over the batch (stride 0): its gradient is the batch sum.
+    B, Hq, Hkv, Nq, Nk, D = 2, 4, 2, 77, 130, 64
+    q, k, v = (t.requires_grad_() for t in make_qkv(B, Hq, Hkv, Nq, Nk, D, dtype))
+    g = (2 * torch.randn(B, Hq, Nq, D, device=DEVICE)).to(dtype).requires_grad_()
+    leaf = torch.randn(1 if broadcast else B, Hq, Nq, Nk, device=DEVICE).to(dtype).requires_grad_()
+    bias = leaf.expand(B, Hq, Nq, Nk)
+
+    def biased(score, b, h, q_idx, kv_idx):
+        return score + bias[b, h, q_idx, kv_idx]
+    fn = attnjit.compile(biased, causal=True, enable_gqa=True)
+    out = fn(q, k, v, gate=g)
+    d_out = torch.randn_like(out)
+    (out * d_out).sum().backward()
+    leaves = [t.detach().double().requires_grad_() for t in (q, k, v, g, leaf)]
+    bias_d = leaves[4].expand(B, Hq, Nq, Nk)
+    r, _ = gated_reference(*leaves[:4], causal=True, score=lambda s, b, h, i, j: s + bias_d[b, h, i, j])
+    check(out, r.detach(), dtype, f"gated biased out {dtype}")
+    (r * d_out.double()).sum().backward()
+    for grad, ref, which in zip((q.grad, k.grad, v.grad, g.grad), leaves, ("dq", "dk", "dv", "d gate")):
+        check_grad(grad, ref.grad, dtype, f"{which} {dtype} (gate + bias)")
+    assert leaf.grad.dtype == dtype
+    tolerance = (SUMMED_GRAD_TOLERANCE if broadcast else GRAD_TOLERANCE)[dtype]
+    check_tensor_grad(leaf.grad, leaves[4].grad, tolerance, f"d bias {dtype} (gate + bias)")
+
+
+def test_gate_gradients_are_deterministic():
+    q, k, v = (t.requires_grad_() for t in make_qkv(1, 4, 4, 200, 200, 64, torch.bfloat16))
+    g = torch.randn(1, 4, 200, 64, device=DEVICE, dtype=torch.bfloat16).requires_grad_()
+    fn = attnjit.compile(causal=True)
+    runs = []
+    for _ in range(2):
+        for t in (q, k, v, g):
+            t.grad = None
+        fn(q, k, v, gate=g).float().square().sum().backward()
+        runs.append([t.grad.clone() for t in (q, k, v, g)])
+    for a, b in zip(*runs):
+        assert torch.equal(a, b), "two backward passes with a gate differ"
+
+
+def test_frozen_broadcast_gate_with_trained_qkv():
+    # The gate needs no gradient: it stays broadcast (stride 0) through the backward.
+    dtype = torch.float16
+    q, k, v = (t.requires_grad_() for t in make_qkv(2, 2, 2, 64, 64, 32, dtype))
+    g = torch.randn(1, 2, 1, 32, device=DEVICE).to(dtype)
+    out = attnjit.attention(q, k, v, gate=g)
+    d_out = torch.randn_like(out)
+    out.backward(d_out)
+    leaves = [t.detach().double().requires_grad_() for t in (q, k, v)]
+    r, _ = gated_reference(*leaves, g.expand(2, 2, 64, 32))
+    (r * d_out.double()).sum().backward()
+    for grad, ref, which in zip((q.grad, k.grad, v.grad), leaves, "qkv"):
+        check_grad(grad, ref.grad, dtype, f"d{which} with a frozen broadcast gate")
 
 
 def test_broadcast_gate_gets_the_summed_gradient():
@@ -77,6 +145,10 @@ def test_bad_gates_raise():
         attnjit.attention(q, k, v, gate=torch.zeros(1, 2, 16, 64, device=DEVICE))
     with pytest.raises(AttnjitError, match="broadcast to it"):
         attnjit.attention(q, k, v, gate=torch.zeros(1, 2, 15, 64, device=DEVICE, dtype=torch.bfloat16))
+    with pytest.raises(AttnjitError, match="gate must be a torch.Tensor"):
+        attnjit.attention(q, k, v, gate=[0.0])
+    with pytest.raises(AttnjitError, match="gate is on cpu"):
+        attnjit.attention(q, k, v, gate=torch.zeros(1, 2, 16, 64, dtype=torch.bfloat16))
 
 
 def conv_reference(q, k, v, theta):

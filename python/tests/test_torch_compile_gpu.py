@@ -453,3 +453,43 @@ def test_compile_fullgraph_with_a_gate_matches_eager():
     (out_c.float() * w).sum().backward()
     for a, b, which in ((qc, qe, "dq"), (vc, ve, "dv"), (gc, ge, "d gate")):
         assert_same(a.grad, b.grad, which)
+
+
+GATE_BIAS = torch.randn(1, H, N, N, device=DEVICE, dtype=torch.bfloat16).requires_grad_()  # read at batch 0
+
+
+def _gate_bias_mod(score, b, h, q_idx, kv_idx):
+    return score + GATE_BIAS[0, h, q_idx, kv_idx]
+
+
+GATED_BIASED = attnjit.compile(_gate_bias_mod, enable_gqa=True)
+
+
+def _gated_biased_model(q, k, v, g):
+    return GATED_BIASED(q, k, v, gate=g)
+
+
+@needs_inductor
+def test_compile_fullgraph_broadcast_gate_and_captured_bias_gradients_match_eager():
+    # A compiled callable with a captured pair bias and a gate broadcast over the batch and the
+    # rows ([1, H, 1, D]): both require grad. The gate is materialised inside the graph and its
+    # gradient summed back by autograd (eager) or the compiled graph (its own reduction: equal
+    # within rounding); q, k, v and the bias (summed over the batch by attnjit) are bit-equal.
+    q, k, v = qkv(Hkv=HKV)
+    g = torch.randn(1, H, 1, D, device=DEVICE, dtype=torch.bfloat16)
+    w = torch.randn(B, H, N, D, device=DEVICE, dtype=torch.bfloat16)
+    compiled = torch.compile(_gated_biased_model, fullgraph=True)
+    grads = []
+    for model in (_gated_biased_model, compiled):
+        GATE_BIAS.grad = None
+        leaves_ = leaves(q, k, v, g)
+        out = model(*leaves_)
+        assert out.shape == (B, H, N, D)
+        (out.float() * w).sum().backward()
+        grads.append((out.detach(), *(t.grad for t in leaves_), GATE_BIAS.grad.clone()))
+    (out_e, dq_e, dk_e, dv_e, dg_e, db_e), (out_c, dq_c, dk_c, dv_c, dg_c, db_c) = grads
+    assert_same(out_c, out_e, "gated biased out")
+    for a, b, which in ((dq_c, dq_e, "dq"), (dk_c, dk_e, "dk"), (dv_c, dv_e, "dv"), (db_c, db_e, "d bias")):
+        assert_same(a, b, which)
+    assert dg_c.shape == g.shape
+    torch.testing.assert_close(dg_c.float(), dg_e.float(), atol=2e-2 * dg_e.float().abs().max().item(), rtol=2e-2)
