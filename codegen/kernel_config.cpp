@@ -53,7 +53,9 @@ int supported_sm_version(const std::string& arch) {
 void check_config(const KernelConfig& c, const std::string& arch) {
     const int sm = supported_sm_version(arch);
     if (const char* why = why_config_invalid_on(c, sm)) {
-        const KernelConfig d = default_config(c.kind, c.elem, c.head_dim_qk, c.head_dim_v, sm);
+        KernelConfig d = default_config(c.kind, c.elem, c.head_dim_qk, c.head_dim_v, sm);
+        d.score_conv = c.score_conv;
+        if (c.score_conv) d.tile = default_score_conv_tile(sm, c.head_dim_qk, c.head_dim_v);
         std::ostringstream fix;
         if (why_config_invalid_on(d, sm) == nullptr && d.tile != c.tile)
             fix << "; pick another tile (templates/attnjit/common/kernel_config.h lists the rules) or leave it unset to "
@@ -78,7 +80,7 @@ KernelConfig make_config(const dsl::AttentionSpec& spec, KernelKind kind, const 
             << kMinHeadDim << " to " << kMaxHeadDim << " (pad the head dimension up to the next one)";
     KernelConfig c = default_config(kind, elem_kind(spec.dtype()), spec.head_dim_qk(), spec.head_dim_v(), sm);
     c.score_conv = spec.has_score_conv() && kind == KernelKind::forward;
-    if (c.score_conv) c.tile = default_score_conv_tile(sm);
+    if (c.score_conv) c.tile = default_score_conv_tile(sm, c.head_dim_qk, c.head_dim_v);
     if (tile) c.tile = *tile;
     check_config(c, arch);
     return c;

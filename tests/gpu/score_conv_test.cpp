@@ -1,6 +1,6 @@
 // The score convolution (Multi-Token Attention, SEMANTICS.md section 3) in the sm80 forward
 // against the fp64 reference: kernel sizes 1x1, 3x3, 6x11 (the paper's) and 8x15 (the
-// largest), head dims 64 and 128, f16 and bf16, ragged lengths (not multiples of the
+// largest), head dims 32, 40 (padded), 64, 96, 128 and 256, f16 and bf16, ragged lengths (not multiples of the
 // tiles, halos across tile edges, a query tile starting at row 0), GQA, Nq != Nk, a
 // score_mod after the convolution, an output gate and sinks on top. Outputs are poisoned
 // before the launch; NaN and unwritten elements fail.
@@ -51,6 +51,7 @@ std::vector<ConvCase> conv_cases() {
         add({DType::bf16, 128, cq, ck, 2, 4, 2, 300, 300});
         add({DType::f16, 64, cq, ck, 1, 4, 4, 129, 129});
     }
+    for (int d : {32, 40, 96, 256}) add({DType::bf16, d, 6, 11, 1, 2, 2, 200, 200});  // other head dims, d40 padded
     add({DType::bf16, 128, 6, 11, 1, 2, 2, 1, 1});
     add({DType::bf16, 128, 6, 11, 1, 2, 1, 17, 17});
     add({DType::bf16, 64, 6, 11, 1, 4, 1, 1000, 1000});

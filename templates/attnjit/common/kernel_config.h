@@ -367,9 +367,11 @@ ATTNJIT_HD constexpr TileConfig default_tile(KernelKind kind, MainloopKind m, in
 
 // The score convolution's forward tile: 128 x 128 with 8 warps, one stage (the fastest of
 // six tiles on the H100 at N 1024-8192, bench/results/2026-11-23-h100-mta-tiles.md: the
-// halo is 1/8 of the tile each way); 64 x 64 where shared memory is 99 KiB.
-ATTNJIT_HD constexpr TileConfig default_score_conv_tile(int sm) {
-    return max_dynamic_smem_bytes(sm) < 128 * 1024 ? TileConfig{64, 64, 4, 1} : TileConfig{128, 128, 8, 1};
+// halo is 1/8 of the tile each way); 64 x 64 where shared memory is 99 KiB or a head dim
+// is over 128 (the extended Q and K tiles of d256 need 254 KiB at 128 x 128).
+ATTNJIT_HD constexpr TileConfig default_score_conv_tile(int sm, int dqk, int dv) {
+    return max_dynamic_smem_bytes(sm) < 128 * 1024 || dqk > 128 || dv > 128 ? TileConfig{64, 64, 4, 1}
+                                                                             : TileConfig{128, 128, 8, 1};
 }
 
 ATTNJIT_HD constexpr KernelConfig default_config(KernelKind kind, ElemKind e, int dqk, int dv, int sm) {
