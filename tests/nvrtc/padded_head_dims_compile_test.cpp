@@ -4,24 +4,17 @@
 // 99 KiB sm_86; with sinks, a gate, a document mask and the score convolution.
 #include <gtest/gtest.h>
 
-#include <atomic>
-#include <mutex>
-#include <thread>
-
 #include "codegen/generate.h"
 #include "codegen/kernel_config.h"
 #include "dsl/example_specs.h"
 #include "runtime/compiler.h"
 #include "runtime/cuda_api.h"
+#include "tests/nvrtc/compile_jobs.h"
 
 namespace attnjit::codegen {
 namespace {
 
-struct Job {
-    std::string what;
-    KernelSource source;
-    std::string arch;
-};
+using Job = CompileJob;
 
 // The kinds a spec's backward runs (the fused three where backward_fused exists), plus
 // the forward.
@@ -43,27 +36,6 @@ void add(std::vector<Job>& jobs, const dsl::AttentionSpec& spec, const std::stri
                         generate(spec, make_config(spec, kind, arch), arch), arch});
 }
 
-std::vector<std::string> compile_all(const std::vector<Job>& jobs) {
-    std::vector<std::string> failures;
-    std::mutex m;
-    std::atomic<size_t> next{0};
-    auto worker = [&] {
-        for (size_t i; (i = next++) < jobs.size();) {
-            try {
-                if (runtime::compile_kernel(jobs[i].source, jobs[i].arch).cubin.empty())
-                    throw std::runtime_error("empty cubin");
-            } catch (const std::exception& e) {
-                std::lock_guard<std::mutex> lock(m);
-                failures.push_back(jobs[i].what + ": " + e.what());
-            }
-        }
-    };
-    const unsigned n = std::max(1u, std::min<unsigned>(std::thread::hardware_concurrency(), 16));
-    std::vector<std::thread> threads;
-    for (unsigned t = 0; t < n; ++t) threads.emplace_back(worker);
-    for (auto& t : threads) t.join();
-    return failures;
-}
 
 std::string dims_name(int dqk, int dv) { return "d" + std::to_string(dqk) + "x" + std::to_string(dv); }
 

@@ -5,10 +5,6 @@
 // arch matrix compiles on all cores (NVRTC takes a second or two per kernel).
 #include <gtest/gtest.h>
 
-#include <atomic>
-#include <mutex>
-#include <thread>
-
 #include "dsl/example_specs.h"
 #include "dsl/mods.h"
 #include "dsl/vars.h"
@@ -16,6 +12,7 @@
 #include "codegen/kernel_config.h"
 #include "runtime/compiler.h"
 #include "runtime/cuda_api.h"
+#include "tests/nvrtc/compile_jobs.h"
 
 namespace attnjit::codegen {
 namespace {
@@ -24,34 +21,7 @@ using dsl::example_names;
 using dsl::example_specs;
 using dsl::modifier_specs;
 
-struct Job {
-    std::string what;
-    KernelSource source;
-    std::string arch;
-};
-
-// Compiles every job on hardware_concurrency threads; returns the failures' messages.
-std::vector<std::string> compile_all(const std::vector<Job>& jobs) {
-    std::vector<std::string> failures;
-    std::mutex m;
-    std::atomic<size_t> next{0};
-    auto worker = [&] {
-        for (size_t i; (i = next++) < jobs.size();) {
-            try {
-                runtime::CompiledKernel k = runtime::compile_kernel(jobs[i].source, jobs[i].arch);
-                if (k.cubin.empty()) throw std::runtime_error("empty cubin");
-            } catch (const std::exception& e) {
-                std::lock_guard<std::mutex> lock(m);
-                failures.push_back(jobs[i].what + ": " + e.what());
-            }
-        }
-    };
-    const unsigned n = std::max(1u, std::min<unsigned>(std::thread::hardware_concurrency(), 16));
-    std::vector<std::thread> threads;
-    for (unsigned t = 0; t < n; ++t) threads.emplace_back(worker);
-    for (auto& t : threads) t.join();
-    return failures;
-}
+using Job = CompileJob;
 
 using SpecFactory = std::vector<std::pair<std::string, dsl::AttentionSpec>> (*)(DType, int);
 
