@@ -53,15 +53,56 @@ def _keep(mask, causal, bi, hi, qi, kj):
     return keep
 
 
-def reference(q, k, v, score_mod=None, mask=None, causal=False, scale=None, chunk_scores=CHUNK_SCORES):
+def reference(q, k, v, score_mod=None, mask=None, causal=False, scale=None, chunk_scores=CHUNK_SCORES,
+              score_conv=None, gate=None):
     """q [B, Hq, Nq, D], k/v [B, Hkv, Nk, D] -> float64 [B, Hq, Nq, Dv]. Never builds an
-    autograd graph, whatever requires grad."""
+    autograd graph, whatever requires grad.
+
+    score_conv: theta [Hq, c_q, c_k] (c_k odd), the score convolution of SEMANTICS.md
+    section 3 with the mask rule of docs/score_convolution.md (causal by definition):
+    S0 = s where keep0 = (j <= i and mask), else 0; C[i, j] = sum_{a, b} theta[h, a, b]
+    S0[i - (c_q - 1) + a, j - (c_k - 1) / 2 + b] [mask(i, j') and mask(i', j)]; score_mod
+    applies to C; -inf where not keep0. gate: [B, Hq, Nq, Dv] (broadcastable), out =
+    sigmoid(gate) * O."""
     import torch
     with torch.no_grad():
-        return _reference(q, k, v, score_mod, mask, causal, scale, chunk_scores)
+        out = _reference(q, k, v, score_mod, mask, causal or score_conv is not None, scale, chunk_scores, score_conv)
+        if gate is not None:
+            out.mul_(torch.sigmoid(gate.detach().double()))
+        return out
 
 
-def _reference(q, k, v, score_mod, mask, causal, scale, chunk_scores):
+def _conv_scores(q64, kt, theta, mask, scale, bi, hi, kj, i0, i1):
+    """C of query rows [i0, i1) (all batches and heads): the scores of the c_q - 1 rows
+    above are recomputed (the halo), each of the c_q x c_k taps is one shifted slice of the
+    zero-padded S0 (out-of-range rows and keys read 0)."""
+    import torch
+    import torch.nn.functional as F
+    B, Hq, Nk = q64.shape[0], q64.shape[1], kt.shape[-1]
+    c_q, c_k = theta.shape[1], theta.shape[2]
+    p_k, h0, rows = (c_k - 1) // 2, max(0, i0 - (c_q - 1)), i1 - i0
+    pad_top = (c_q - 1) - (i0 - h0)  # rows above row 0 of the sequence
+    qh = torch.arange(h0, i1, device=q64.device).view(1, 1, i1 - h0, 1)
+    full = (B, Hq, i1 - h0, Nk)
+    m = None if mask is None else mask(bi, hi, qh, kj).expand(full)
+    keep0 = (kj <= qh).expand(full) if m is None else m & (kj <= qh)
+    s0 = torch.matmul(q64[:, :, h0:i1], kt).mul_(scale).masked_fill_(~keep0, 0.0)
+    s0 = F.pad(s0, (p_k, p_k, pad_top, 0))
+    if m is not None:  # mask(i', j) of the halo rows and mask(i, j') of the rows, padded
+        m_rows = F.pad(m[:, :, i0 - h0:], (p_k, p_k))
+        m_halo = F.pad(m, (0, 0, pad_top, 0))
+    th = theta.detach().double()
+    c = torch.zeros(B, Hq, rows, Nk, dtype=torch.float64, device=q64.device)
+    for a in range(c_q):
+        for b in range(c_k):
+            tap = s0[:, :, a:a + rows, b:b + Nk]
+            if m is not None:
+                tap = tap * (m_rows[:, :, :, b:b + Nk] & m_halo[:, :, a:a + rows])
+            c.add_(tap * th[:, a, b].view(1, Hq, 1, 1))
+    return c
+
+
+def _reference(q, k, v, score_mod, mask, causal, scale, chunk_scores, score_conv=None):
     import torch
     B, Hq, Nq, D = q.shape
     Hkv, Nk = k.shape[1], k.shape[2]
@@ -80,7 +121,10 @@ def _reference(q, k, v, score_mod, mask, causal, scale, chunk_scores):
     for i0 in range(0, Nq, rows):
         i1 = min(Nq, i0 + rows)
         qi = torch.arange(i0, i1, device=dev).view(1, 1, i1 - i0, 1)
-        s = torch.matmul(q64[:, :, i0:i1], kt).mul_(scale)
+        if score_conv is None:
+            s = torch.matmul(q64[:, :, i0:i1], kt).mul_(scale)
+        else:
+            s = _conv_scores(q64, kt, score_conv, mask, scale, bi, hi, kj, i0, i1)
         if score_mod is not None:
             s = score_mod(s, bi, hi, qi, kj).to(torch.float64).expand(B, Hq, i1 - i0, Nk)
         keep = _keep(mask, causal, bi, hi, qi, kj)

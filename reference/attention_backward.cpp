@@ -5,6 +5,8 @@
 
 #include "codegen/autodiff.h"
 #include "dsl/interpreter.h"
+#include "reference/gate.h"
+#include "reference/grad_partials.h"
 #include "reference/inputs.h"
 #include "reference/parallel.h"
 #include "reference/score_conv.h"
@@ -15,81 +17,27 @@ namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
-// One worker's share of the captured-tensor and scalar gradients (reads cross rows).
-struct Partials {
-    std::map<std::string, DoubleTensor> dtensors;
-    std::map<std::string, double> dscalars;
-};
-
-}  // namespace
-
-BackwardResult backward(const dsl::AttentionSpec& spec, const ForwardInputs& in, const HostTensor& d_o,
-                        const std::set<std::string>& wanted, int threads) {
-    const Dims x = check_inputs(spec, in, "reference::backward");
-    const int64_t B = x.B, Hq = x.Hq, Nq = x.Nq, Dqk = x.Dqk, Hkv = x.Hkv, Nk = x.Nk, Dv = x.Dv;
-    user_check(d_o.rank() == 4 && d_o.size(0) == B && d_o.size(1) == Hq && d_o.size(2) == Nq && d_o.size(3) == Dv)
-        << "reference::backward: d_o is " << d_o.describe() << "; it must be [B, Hq, Nq, Dv] = [" << B << ", " << Hq
-        << ", " << Nq << ", " << Dv << "] like the output";
-    user_check(d_o.dtype() == spec.dtype()) << "reference::backward: d_o has dtype " << dtype_name(d_o.dtype())
-                                            << " but the spec's dtype is " << dtype_name(spec.dtype());
-    const codegen::ScoreModGradients grads = codegen::score_mod_gradients(spec, wanted);
-
-    BackwardResult out;
-    out.forward = forward(spec, in, threads);
-    // An output gate: the backward runs on the ungated O with dO * sigmoid(gate), and
-    // d gate = dOut * O * sigmoid(gate) (1 - sigmoid(gate)) (SEMANTICS.md section 5).
-    const HostTensor* gate = spec.has_gate() ? &in.tensors.at(spec.gate_name()) : nullptr;
-    const bool want_gate = gate != nullptr && wanted.count(spec.gate_name()) > 0;
-    ForwardResult ungated_result;
-    if (gate != nullptr) {
-        ForwardInputs plain = in;
-        plain.tensors.erase(spec.gate_name());
-        ungated_result = forward(dsl::AttentionSpec(spec).no_gate(), plain, threads);
-    }
-    const ForwardResult& ungated = gate != nullptr ? ungated_result : out.forward;
-    if (spec.has_score_conv()) {
-        // Its own pass (the taps read across rows): dO of the ungated output, d gate here.
-        for (const auto& name : wanted)
-            user_check(name == spec.score_conv_name() || (gate != nullptr && name == spec.gate_name()))
-                << "reference::backward: with a score convolution, the gradients of '" << name
-                << "' are not implemented (only q, k, v, the convolution's kernel and the gate)";
-        DoubleTensor dout = to_double(d_o);
-        if (gate != nullptr) {
-            DoubleTensor dg(gate->shape());
-            for (int64_t n = 0; n < dout.numel(); ++n) {
-                const int64_t d = n % Dv, i = (n / Dv) % Nq, h = (n / (Dv * Nq)) % Hq, b = n / (Dv * Nq * Hq);
-                const double sg = sigmoid(gate->get({b, h, i, d}));
-                dg.data[static_cast<size_t>(n)] = dout.data[static_cast<size_t>(n)] *
-                                                  ungated.o.data[static_cast<size_t>(n)] * sg * (1 - sg);
-                dout.data[static_cast<size_t>(n)] *= sg;
-            }
-            if (want_gate) out.dtensors[spec.gate_name()] = std::move(dg);
-        }
-        conv_backward(spec, in, ungated, dout, wanted.count(spec.score_conv_name()) > 0, out);
-        return out;
-    }
+// SEMANTICS.md section 2 row by row, from the ungated forward `fwd` and dO of the ungated
+// output. Workers own whole (b, kv head) groups: dK and dV of a group, dQ of its rows.
+void plain_backward(const dsl::AttentionSpec& spec, const ForwardInputs& in, const ForwardResult& fwd,
+                    const DoubleTensor& dout, const codegen::ScoreModGradients& grads,
+                    const std::set<std::string>& wanted, int threads, BackwardResult& out) {
+    const int64_t B = in.q.size(0), Hq = in.q.size(1), Nq = in.q.size(2), Dqk = in.q.size(3);
+    const int64_t Hkv = in.k.size(1), Nk = in.k.size(2), Dv = in.v.size(3);
     out.delta = DoubleTensor({B, Hq, Nq});
     out.dq = DoubleTensor({B, Hq, Nq, Dqk});
     out.dk = DoubleTensor({B, Hkv, Nk, Dqk});
     out.dv = DoubleTensor({B, Hkv, Nk, Dv});
-    const DoubleTensor q = to_double(in.q), k = to_double(in.k), v = to_double(in.v), dout = to_double(d_o);
+    const DoubleTensor q = to_double(in.q), k = to_double(in.k), v = to_double(in.v);
     const double scale = spec.scale_or_default();
     const int64_t group = Hq / Hkv;
     const CapturedReader reader{&in.tensors};
     // Attention sinks: d sink_h = -sum_{b, i} exp(sink_h - LSE_i) Delta_i, when asked for.
     const bool want_sinks = spec.has_sinks() && wanted.count(spec.sinks_name()) > 0;
 
-    Partials zero;
-    for (const auto& name : wanted) {
-        auto t = in.tensors.find(name);
-        if (t != in.tensors.end()) zero.dtensors.emplace(name, DoubleTensor(t->second.shape()));
-        else zero.dscalars[name] = 0.0;
-    }
-
-    // Workers own whole (b, kv head) groups: dK and dV of a group, dQ of its rows.
     const int64_t groups = B * Hkv;
     const int workers = worker_count(groups, threads, 1);
-    std::vector<Partials> partials(static_cast<size_t>(workers), zero);
+    std::vector<Partials> partials(static_cast<size_t>(workers), zero_partials(in, wanted));
     parallel_ranges(groups, workers, [&](int worker, int64_t begin, int64_t end) {
         Partials& mine = partials[static_cast<size_t>(worker)];
         dsl::Env env;
@@ -99,7 +47,6 @@ BackwardResult backward(const dsl::AttentionSpec& spec, const ForwardInputs& in,
         env.kv_len = Nk;
         std::vector<double> s, t;
         std::vector<char> kept;
-        std::vector<double> dov(static_cast<size_t>(Dv));
         for (int64_t g = begin; g < end; ++g) {
             const int64_t b = g / Hkv, kvh = g % Hkv;
             const double* kb = &k.data[static_cast<size_t>(g * Nk * Dqk)];
@@ -114,19 +61,10 @@ BackwardResult backward(const dsl::AttentionSpec& spec, const ForwardInputs& in,
                     env.kv_head = kvh;
                     env.q_idx = i;
                     const double* qi = &q.data[static_cast<size_t>(row * Dqk)];
-                    const double* oi = &ungated.o.data[static_cast<size_t>(row * Dv)];
+                    const double* oi = &fwd.o.data[static_cast<size_t>(row * Dv)];
                     const double* doi = &dout.data[static_cast<size_t>(row * Dv)];
-                    if (gate != nullptr) {  // doi becomes dO of the ungated output
-                        for (int64_t d = 0; d < Dv; ++d) {
-                            const double sg = sigmoid(gate->get({b, h, i, d}));
-                            if (want_gate)
-                                mine.dtensors.at(spec.gate_name()).at({b, h, i, d}) += doi[d] * oi[d] * sg * (1 - sg);
-                            dov[static_cast<size_t>(d)] = doi[d] * sg;
-                        }
-                        doi = dov.data();
-                    }
                     double* dqi = &out.dq.data[static_cast<size_t>(row * Dqk)];
-                    const double lse = out.forward.lse.data[static_cast<size_t>(row)];
+                    const double lse = fwd.lse.data[static_cast<size_t>(row)];
                     double delta = 0;
                     for (int64_t d = 0; d < Dv; ++d) delta += doi[d] * oi[d];
                     out.delta.data[static_cast<size_t>(row)] = delta;
@@ -156,35 +94,50 @@ BackwardResult backward(const dsl::AttentionSpec& spec, const ForwardInputs& in,
                             dqi[d] += scale * ds * kj[d];
                             dkj[d] += scale * ds * qi[d];
                         }
-                        for (const auto& site : grads.tensors) {
-                            const auto& load = *site.read.as<dsl::TensorLoad>();
-                            internal_check(load.indices.size() <= 8) << "reference::backward: rank over 8";
-                            long long index[8];
-                            for (size_t r = 0; r < load.indices.size(); ++r)
-                                index[r] = dsl::interpret_int(load.indices[r], env);
-                            int64_t element[8];
-                            const int rank = static_cast<int>(load.indices.size());
-                            reader.element(site.tensor, index, rank, element);
-                            DoubleTensor& dtensor = mine.dtensors.at(site.tensor);
-                            dtensor.data[static_cast<size_t>(dtensor.offset_of(element))] +=
-                                dt * dsl::interpret_float(site.partial, env);
-                        }
-                        for (const auto& sc : grads.scalars)
-                            mine.dscalars.at(sc.scalar) += dt * dsl::interpret_float(sc.partial, env);
+                        add_score_mod_grads(grads, reader, env, dt, mine);
                     }
                 }
         }
     });
+    merge_partials(partials, out);
+}
 
-    // Fixed order: worker 0 first.
-    out.dtensors = std::move(partials[0].dtensors);
-    out.dscalars = std::move(partials[0].dscalars);
-    for (size_t w = 1; w < partials.size(); ++w) {
-        for (auto& [name, part] : partials[w].dtensors) {
-            auto& total = out.dtensors.at(name).data;
-            for (size_t n = 0; n < total.size(); ++n) total[n] += part.data[n];
-        }
-        for (const auto& [name, value] : partials[w].dscalars) out.dscalars.at(name) += value;
+}  // namespace
+
+BackwardResult backward(const dsl::AttentionSpec& spec, const ForwardInputs& in, const HostTensor& d_o,
+                        const std::set<std::string>& wanted, int threads) {
+    const Dims x = check_inputs(spec, in, "reference::backward");
+    const int64_t B = x.B, Hq = x.Hq, Nq = x.Nq, Dv = x.Dv;
+    user_check(d_o.rank() == 4 && d_o.size(0) == B && d_o.size(1) == Hq && d_o.size(2) == Nq && d_o.size(3) == Dv)
+        << "reference::backward: d_o is " << d_o.describe() << "; it must be [B, Hq, Nq, Dv] = [" << B << ", " << Hq
+        << ", " << Nq << ", " << Dv << "] like the output";
+    user_check(d_o.dtype() == spec.dtype()) << "reference::backward: d_o has dtype " << dtype_name(d_o.dtype())
+                                            << " but the spec's dtype is " << dtype_name(spec.dtype());
+    const codegen::ScoreModGradients grads = codegen::score_mod_gradients(spec, wanted);
+
+    BackwardResult out;
+    out.forward = forward(spec, in, threads);
+    DoubleTensor dout = to_double(d_o);
+    // An output gate: the attention's backward runs on the ungated O with dO * sigmoid(g),
+    // and d g = dOut O sigmoid(g) (1 - sigmoid(g)) (SEMANTICS.md section 5).
+    ForwardResult ungated_result;
+    DoubleTensor d_gate;
+    if (spec.has_gate()) {
+        const dsl::AttentionSpec ungated_spec = dsl::AttentionSpec(spec).no_gate();
+        ForwardInputs plain = in;
+        if (!ungated_spec.tensors().count(spec.gate_name()))  // unless score_mod or mask reads it too
+            plain.tensors.erase(spec.gate_name());
+        ungated_result = forward(ungated_spec, plain, threads);
+        d_gate = gate_backward(in.tensors.at(spec.gate_name()), ungated_result.o, dout);
+    }
+    const ForwardResult& ungated = spec.has_gate() ? ungated_result : out.forward;
+    if (spec.has_score_conv())
+        conv_backward(spec, in, ungated, dout, grads, wanted, threads, out);
+    else
+        plain_backward(spec, in, ungated, dout, grads, wanted, threads, out);
+    if (spec.has_gate() && wanted.count(spec.gate_name())) {  // adds to what score_mod's reads gave
+        auto& total = out.dtensors.at(spec.gate_name()).data;
+        for (size_t n = 0; n < total.size(); ++n) total[n] += d_gate.data[n];
     }
     return out;
 }

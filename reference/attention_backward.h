@@ -11,12 +11,14 @@
 //                                                 its score_mod reads, if any, add as above)
 //
 // with the derivatives from codegen/autodiff.h (itself checked against finite
-// differences), evaluated by the interpreter. An output gate turns dO into
-// dO * sigmoid(gate), with d gate = dO O sigmoid (1 - sigmoid) (O ungated). A score
-// convolution (spec.score_conv) runs reference/score_conv.h's conv_backward instead
-// (gradients of q, k, v, the kernel and a gate; others are a UserError). dK and dV sum over the query heads of a
-// group (GQA). A row with no kept key has zero gradients. Accumulation is in a fixed order
-// for a given thread count (captured-tensor gradients: per-worker partials summed in order).
+// differences), evaluated by the interpreter. An output gate (reference/gate.h) turns dO
+// into dO * sigmoid(gate) for the ungated O, with d gate = dO O sigmoid (1 - sigmoid)
+// (summed over a broadcast dimension of extent 1). A score convolution (spec.score_conv)
+// runs reference/score_conv.h's conv_backward instead: dS0 is the transposed convolution
+// of dC = dT * d score_mod / d s (at C), d theta the taps' sum of dC * S0, and score_mod's
+// captured tensors and scalars take dT at C's position, as above. dK and dV sum over the
+// query heads of a group (GQA). A row with no kept key has zero gradients. Accumulation is
+// in a fixed order for a given thread count (per-worker partials summed in worker order).
 //
 //   reference::BackwardResult g = reference::backward(spec, in, d_o, {"bias", "cap"});
 //   g.dq, g.dk, g.dv, g.dtensors.at("bias"), g.dscalars.at("cap")

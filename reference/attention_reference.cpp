@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "dsl/interpreter.h"
+#include "reference/gate.h"
 #include "reference/inputs.h"
 #include "reference/score_conv.h"
 #include "reference/parallel.h"
@@ -114,7 +115,7 @@ ForwardResult forward(const dsl::AttentionSpec& spec, const ForwardInputs& in, i
             }
             if (spec.has_gate()) {  // out = sigmoid(gate) * O
                 const HostTensor& g = in.tensors.at(spec.gate_name());
-                for (int64_t d = 0; d < Dv; ++d) o[d] *= sigmoid(g.get({b, h, i, d}));
+                for (int64_t d = 0; d < Dv; ++d) o[d] *= gate_factor(g, b, h, i, d);
             }
         }
     };

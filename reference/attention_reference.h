@@ -61,6 +61,18 @@ struct ForwardResult {
 //   m = max(sink, max t_j), LSE_i = m + log(exp(sink - m) + sum_j exp(t_j - m)), O_i as above;
 //   a row with nothing left gets O_i = 0 and LSE_i = sink. A sink of -inf is no sink; NaN
 //   or +inf gives NaN.
+// With an output gate (spec.gate(name), reference/gate.h): O_i is multiplied elementwise by
+//   sigmoid(tensors[name][b][h][i][d]); LSE is the ungated softmax's. The gate is
+//   [B, Hq, Nq, Dv]; a dimension of extent 1 and stride 0 broadcasts.
+// With a score convolution (spec.score_conv(name, c_q, c_k), reference/score_conv.h),
+//   theta = tensors[name] [Hq, c_q, c_k], p_k = (c_k - 1) / 2, per (b, h), on absolute
+//   positions (top-left causal, Nq != Nk allowed):
+//     keep0(i, j) = j <= i && mask(i, j)
+//     S0[i', j']  = s_i'j' where keep0, else 0 (and 0 outside [0, Nq) x [0, Nk))
+//     C[i, j]     = sum_{a < c_q, b < c_k} theta[h][a][b] S0[i', j'] [mask(i, j') && mask(i', j)],
+//                   i' = i - (c_q - 1) + a, j' = j - p_k + b
+//   and the row is the one above with keep_j = keep0(i, j) and t_j = score_mod(C[i, j]).
+//   The [.] keeps every tap inside the mask (a document mask: per document, zero padding).
 // A score_mod giving +inf or NaN yields NaN (a kernel would too).
 // Rows are split over `threads` threads (0: std::thread::hardware_concurrency()).
 ForwardResult forward(const dsl::AttentionSpec& spec, const ForwardInputs& in, int threads = 0);

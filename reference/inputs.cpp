@@ -4,6 +4,7 @@
 #include <limits>
 #include <sstream>
 
+#include "reference/gate.h"
 #include "support/error.h"
 
 namespace attnjit::reference {
@@ -76,14 +77,7 @@ Dims check_inputs(const dsl::AttentionSpec& spec, const ForwardInputs& in, const
             << who << ": the sinks tensor '" << spec.sinks_name() << "' must have shape [Hq] = [" << Hq << "]";
     }
 
-    if (spec.has_gate()) {
-        const HostTensor& g = in.tensors.at(spec.gate_name());
-        const std::vector<int64_t> want{B, Hq, Nq, Dv};
-        user_check(g.shape() == want)
-            << who << ": the gate tensor '" << spec.gate_name() << "' is " << g.describe()
-            << "; it must be shaped like the output, [B, Hq, Nq, Dv] = [" << B << ", " << Hq << ", " << Nq << ", "
-            << Dv << "]";
-    }
+    if (spec.has_gate()) check_gate_shape(who, spec.gate_name(), in.tensors.at(spec.gate_name()), B, Hq, Nq, Dv);
     if (spec.has_score_conv()) {
         const HostTensor& th = in.tensors.at(spec.score_conv_name());
         const std::vector<int64_t> want{Hq, spec.score_conv_rows(), spec.score_conv_cols()};

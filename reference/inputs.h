@@ -21,9 +21,6 @@ struct Dims {
 // Validates the spec and the inputs (UserError starting with `who`) and returns the sizes.
 Dims check_inputs(const dsl::AttentionSpec& spec, const ForwardInputs& in, const char* who);
 
-// 1 / (1 + exp(-x)), the output gate's factor.
-inline double sigmoid(double x) { return 1.0 / (1.0 + std::exp(-x)); }
-
 // The sink logit of query head h (attention sinks), -inf without sinks (no sink).
 double sink_logit(const dsl::AttentionSpec& spec, const ForwardInputs& in, int64_t h);
 

@@ -3,10 +3,14 @@
 #pragma once
 
 #include <cstdint>
+#include <set>
+#include <string>
 #include <vector>
 
+#include "codegen/autodiff.h"
 #include "dsl/attention_spec.h"
 #include "dsl/interpreter.h"
+#include "reference/attention_backward.h"
 #include "reference/attention_reference.h"
 #include "reference/host_tensor.h"
 
@@ -24,15 +28,19 @@ void conv_row_scores(const dsl::AttentionSpec& spec, dsl::Env& env, const HostTe
                      std::vector<double>& c, std::vector<double>& t);
 
 // The score convolution's backward (conv_row_scores' C, then SEMANTICS.md section 3's
-// transposed convolution), for query heads whose forward is `fwd` (O ungated, LSE):
+// transposed convolution), for a forward `fwd` of O ungated and its LSE:
 //   dT = P (dP - Delta), dC = dT * d score_mod / d s (at C),
-//   dS0[i', j'] = sum over the taps (i, j) that read (i', j') of theta[h][a][b] dC[i, j],
+//   dS0[i', j'] = sum over the taps (i, j) that read (i', j') of theta[h][a][b] dC[i, j]
+//                 * [mask(i, j') && mask(i', j)],
 //   dS = dS0 where keep0, dq = scale dS K, dk = scale dS^T Q (summed over a GQA group),
-//   dv = P^T dO, d theta[h][a][b] = sum dC[i, j] S0[i', j'] (over the taps, b and i, j).
-// d_o: the gradient of the ungated output, [B, Hq, Nq, Dv]. Fills out.delta, dq, dk, dv
-// and, when want_theta, out.dtensors[theta's name] (in a fixed order).
-struct BackwardResult;
+//   dv = P^T dO, d theta[h][a][b] = sum over b, i, j of dC[i, j] S0[i', j'] * (the same [.]),
+//   d tensor / d scalar read by score_mod: dT[i, j] * partial at (i, j, score C[i, j]),
+//   d sink_h = -sum exp(sink_h - LSE_i) Delta_i.
+// d_o: dO of the ungated output, [B, Hq, Nq, Dv]. Fills out.delta, dq, dk, dv and
+// out.dtensors / dscalars for the names in `wanted` (the gate's own term is the caller's).
+// Workers own (b, kv head) groups; the partial sums are added in worker order.
 void conv_backward(const dsl::AttentionSpec& spec, const ForwardInputs& in, const ForwardResult& fwd,
-                   const DoubleTensor& d_o, bool want_theta, BackwardResult& out);
+                   const DoubleTensor& d_o, const codegen::ScoreModGradients& grads,
+                   const std::set<std::string>& wanted, int threads, BackwardResult& out);
 
 }  // namespace attnjit::reference
