@@ -40,11 +40,7 @@ void plain_backward(const dsl::AttentionSpec& spec, const ForwardInputs& in, con
     std::vector<Partials> partials(static_cast<size_t>(workers), zero_partials(in, wanted));
     parallel_ranges(groups, workers, [&](int worker, int64_t begin, int64_t end) {
         Partials& mine = partials[static_cast<size_t>(worker)];
-        dsl::Env env;
-        env.scalars = in.scalars;
-        env.load = reader;
-        env.q_len = Nq;
-        env.kv_len = Nk;
+        dsl::Env env = reference_env(in, Nq, Nk);
         std::vector<double> s, t;
         std::vector<char> kept;
         for (int64_t g = begin; g < end; ++g) {

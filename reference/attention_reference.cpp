@@ -58,11 +58,7 @@ ForwardResult forward(const dsl::AttentionSpec& spec, const ForwardInputs& in, i
     const int64_t rows = B * Hq * Nq;
 
     auto run_rows = [&](int64_t begin, int64_t end) {
-        dsl::Env env;
-        env.scalars = in.scalars;
-        env.load = CapturedReader{&in.tensors};
-        env.q_len = Nq;
-        env.kv_len = Nk;
+        dsl::Env env = reference_env(in, Nq, Nk);
         std::vector<double> sc, t;
         std::vector<char> kept;
         for (int64_t row = begin; row < end; ++row) {

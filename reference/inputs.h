@@ -33,6 +33,17 @@ struct CapturedReader {
     void element(const std::string& name, const long long* index, int rank, int64_t* out) const;
 };
 
+// The interpreter's environment of one worker: the inputs' scalars, their captured
+// tensors (bounds-checked reads) and the lengths; the indices are the caller's to set.
+inline dsl::Env reference_env(const ForwardInputs& in, int64_t nq, int64_t nk) {
+    dsl::Env env;
+    env.scalars = in.scalars;
+    env.load = CapturedReader{&in.tensors};
+    env.q_len = nq;
+    env.kv_len = nk;
+    return env;
+}
+
 // One row's scores, env holding b, h, kv_head and q_idx: kept[j] = mask (true without one)
 // and, for kept j, s[j] = scale * <q_i, k_j> and t[j] = score_mod(s[j]) (s[j] without one).
 // qi: Dqk doubles; kb: the row's keys, Nk x Dqk. Vectors are resized to Nk.

@@ -97,11 +97,7 @@ void conv_backward(const dsl::AttentionSpec& spec, const ForwardInputs& in, cons
     parallel_ranges(groups, workers, [&](int worker, int64_t begin, int64_t end) {
         Partials& mine = partials[static_cast<size_t>(worker)];
         DoubleTensor* dtheta = want_theta ? &mine.dtensors.at(theta_name) : nullptr;
-        dsl::Env env;
-        env.scalars = in.scalars;
-        env.load = reader;
-        env.q_len = Nq;
-        env.kv_len = Nk;
+        dsl::Env env = reference_env(in, Nq, Nk);
         std::vector<double> s0(static_cast<size_t>(Nq * Nk)), dc(s0.size()), ds0(s0.size());
         std::vector<char> m(s0.size());
         std::vector<double> c_row, t_row;

@@ -34,16 +34,26 @@ Problem gated(const HostTensor& gate) {
     return p;
 }
 
+// The backward with a strided gate `g` (a) and with the same values materialised (e).
+struct StridedAndMaterialised {
+    Problem p;
+    BackwardResult a, e;
+};
+StridedAndMaterialised run_both(const HostTensor& g) {
+    Problem p = gated(g);
+    Problem full = gated(expanded(g));
+    BackwardResult a = backward(p.spec, p.in, p.d_o, p.wanted);
+    BackwardResult e = backward(full.spec, full.in, full.d_o, full.wanted);
+    EXPECT_EQ(a.forward.o.data, e.forward.o.data);
+    return {std::move(p), std::move(a), std::move(e)};
+}
+
 // [1, H, N, D] with stride 0 over the batch: every batch row reads one gate, whose
 // gradient is the sum of the rows' (finite differences move the shared element).
 TEST(GateReference, BroadcastOverTheBatchSumsItsGradient) {
     HostTensor g(DType::f32, {1, H, N, D}, {0, N * D, D, 1});
     fill_normal(g, 202, 0.0, 2.0);
-    Problem p = gated(g);
-    Problem full = gated(expanded(g));
-    const BackwardResult a = backward(p.spec, p.in, p.d_o, p.wanted);
-    const BackwardResult e = backward(full.spec, full.in, full.d_o, full.wanted);
-    EXPECT_EQ(a.forward.o.data, e.forward.o.data);
+    auto [p, a, e] = run_both(g);
     EXPECT_EQ(a.dq.data, e.dq.data);
     const DoubleTensor& dg = a.dtensors.at("g");
     ASSERT_EQ(dg.shape, (std::vector<int64_t>{1, H, N, D}));
@@ -62,11 +72,7 @@ TEST(GateReference, BroadcastOverTheBatchSumsItsGradient) {
 TEST(GateReference, FullExtentStrideZeroIsPerElement) {
     HostTensor g(DType::f32, {B, H, N, D}, {0, N * D, D, 1});
     fill_normal(g, 203, 0.0, 2.0);
-    Problem p = gated(g);
-    Problem full = gated(expanded(g));
-    const BackwardResult a = backward(p.spec, p.in, p.d_o, p.wanted);
-    const BackwardResult e = backward(full.spec, full.in, full.d_o, full.wanted);
-    EXPECT_EQ(a.forward.o.data, e.forward.o.data);
+    const auto [p, a, e] = run_both(g);
     EXPECT_EQ(a.dtensors.at("g").data, e.dtensors.at("g").data);
 }
 
