@@ -23,6 +23,7 @@ namespace sm80 {
 
 template <class E, int BM, int BN, int W, int CQ, int CK>
 struct ScoreConv {
+    static constexpr int kThreads = W * 32;
     static constexpr int kHaloRows = 16;      // query rows above the tile
     static constexpr int kHaloKeys = 8;       // keys on each side
     static constexpr int kPk = (CK - 1) / 2;  // key taps on each side of the key
@@ -30,7 +31,6 @@ struct ScoreConv {
     static constexpr int kNT = BN / 8;        // n8 output tiles
     static constexpr int kNX = kNT + 2;       // n8 tiles of the extended score tile
     static constexpr int kStride = BN + 24;   // halfs per S0 row: BN + 16 keys, 8 zeros
-    static constexpr int kS0Bytes = (BM + kHaloRows) * kStride * 2;
     static_assert(CQ >= 1 && CQ <= 8, "score convolution: c_q must be in [1, 8]");
     static_assert(CK >= 1 && CK <= 15 && CK % 2 == 1, "score convolution: c_k must be odd, in [1, 15]");
     static_assert((kStride / 8) % 2 == 1, "an odd number of 16-byte chunks per S0 row: conflict-free ldmatrix");
@@ -55,7 +55,7 @@ struct ScoreConv {
                     frags[(3 * a + kb) * 32 + tid] = FromFloat<half_t>::pack2(w(2 * t4), w(2 * t4 + 1));
                 }
         }
-        for (int r = tid; r < BM + kHaloRows; r += W * 32) {
+        for (int r = tid; r < BM + kHaloRows; r += kThreads) {
             unsigned* z = s0 + (r * kStride + BN + 2 * kHaloKeys) / 2;
 #pragma unroll
             for (int i = 0; i < 4; ++i) z[i] = 0u;
@@ -101,7 +101,6 @@ struct ScoreConv {
     // written again before the next tile's first block_sync), put_carry writes them back
     // as the next tile's first keys (which no warp reads before the next block_sync), so
     // the next tile multiplies only its BN new keys.
-    static constexpr int kThreads = W * 32;
     static constexpr int kCarryChunks = (BM + kHaloRows) * 2;  // 16-byte chunks: 2 a row
     static constexpr int kCarry = (kCarryChunks + kThreads - 1) / kThreads;
     __device__ __forceinline__ static void take_carry(const unsigned* s0, uint4 (&carry)[kCarry]) {
