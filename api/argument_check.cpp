@@ -274,6 +274,10 @@ void check_grad_args(const AttentionSpec& spec, const LaunchArgs& fwd, const Gra
                     << ", and its gradient would be a sum over that dimension, which attnjit does not compute; "
                        "pass a materialised gate (e.g. .contiguous()) to get its gradient";
     }
+    if (spec.has_score_conv())
+        check_structural_grad(spec.score_conv_name(), spec.score_conv_dtype(),
+                              {fwd.q.shape[1], spec.score_conv_rows(), spec.score_conv_cols()},
+                              "the score convolution's kernel", "[Hq, c_q, c_k]");
 }
 
 }  // namespace attnjit

@@ -39,6 +39,19 @@ BackwardPath choose_path(const AttentionSpec& spec, const codegen::SpecInputs& i
                          const api::Target& target) {
     const KernelConfig c = default_config(KernelKind::backward_fused, codegen::elem_kind(spec.dtype()),
                                           spec.head_dim_qk(), spec.head_dim_v(), codegen::sm_version(target.arch));
+    if (spec.has_score_conv()) {
+        // Only backward_fused has the convolution (sm80/score_conv_backward.cuh).
+        user_check(options.grads.empty())
+            << "the backward of a score convolution computes dq, dk, dv, the kernel's gradient (and the sinks' and "
+               "the gate's), but no gradients of captured tensors or scalars yet; leave them out of "
+               "CompileOptions.grads (asked for: "
+            << *options.grads.begin() << ")";
+        user_check(c.mainloop == MainloopKind::sm80 && fused_backward_head_dims(spec.head_dim_qk(), spec.head_dim_v()))
+            << "the backward of a score convolution runs for f16 / bf16 with head dims 40 to 64 or 104 to 128 (got "
+            << dtype_name(spec.dtype()) << ", head dims " << spec.head_dim_qk() << " x " << spec.head_dim_v()
+            << "); train with such head dims, or without score_conv()";
+        return options.deterministic ? BackwardPath::fused_ordered : BackwardPath::fused_any;
+    }
     if (c.mainloop != MainloopKind::sm80 || !config_is_valid(c)) return BackwardPath::two_pass;
     if (!options.grads.empty()) return BackwardPath::two_pass;  // backward_dq computes the input gradients
     if (!options.deterministic) return BackwardPath::fused_any;
@@ -62,6 +75,7 @@ struct AttentionBackward::Impl {
     int sm_count = 0;  // of the GPU it runs on (0: compile only)
     bool sinks_grad_asked = false;  // CompileOptions.grads names the sinks: their gradient is required
     bool gate_grad_asked = false;   // CompileOptions.grads names the gate (backward_stats writes it)
+    bool conv_grad_asked = false;   // CompileOptions.grads names the score convolution's kernel
     std::vector<api::PreparedKernel> kernels;  // in launch order
     // Gradients of captured tensors and scalars (CompileOptions.grads), from backward_dq's plan.
     std::set<std::string> grads;
@@ -99,6 +113,8 @@ AttentionBackward::AttentionBackward(const AttentionSpec& spec, const CompileOpt
     if (spec.has_sinks()) impl_->sinks_grad_asked = opts.grads.erase(spec.sinks_name()) > 0;
     // The gate's gradient comes from backward_stats, which every gated backward runs first.
     if (spec.has_gate()) impl_->gate_grad_asked = opts.grads.erase(spec.gate_name()) > 0;
+    // The score convolution's kernel gradient: backward_fused's sums, added by backward_dq_convert.
+    if (spec.has_score_conv()) impl_->conv_grad_asked = opts.grads.erase(spec.score_conv_name()) > 0;
     impl_->path = choose_path(spec, impl_->inputs, opts, target);
     if (target.on_device) impl_->sm_count = runtime::current_device().sm_count;
     if (!opts.grads.empty()) {
@@ -163,9 +179,11 @@ AttentionBackward::Impl::Launch AttentionBackward::Impl::check(const LaunchArgs&
     std::set<std::string> structural;
     if (spec.has_sinks()) structural.insert(spec.sinks_name());
     if (spec.has_gate()) structural.insert(spec.gate_name());
+    if (spec.has_score_conv()) structural.insert(spec.score_conv_name());
     check_input_grad_args(fwd, grads_in, grad_outputs, structural);
     for (const auto& [asked, name, what] :
-         {std::tuple{sinks_grad_asked, spec.sinks_name(), "sinks"}, std::tuple{gate_grad_asked, spec.gate_name(), "gate"}})
+         {std::tuple{sinks_grad_asked, spec.sinks_name(), "sinks"}, std::tuple{gate_grad_asked, spec.gate_name(), "gate"},
+          std::tuple{conv_grad_asked, spec.score_conv_name(), "score convolution's kernel"}})
         user_check(!asked || grads_in.grads.count(name))
             << "the gradient of the " << what << " '" << name << "' is missing: GradArgs::grads[\"" << name
             << "\"] must be given (CompileOptions.grads names it)";
@@ -229,7 +247,26 @@ void AttentionBackward::operator()(const LaunchArgs& fwd, const GradArgs& grads_
                 kernel.launch(api::sink_grad_grid(*sinks), api::sink_grad_params(kernel.layout, *sinks, fwd), stream);
         }
     };
+    // The score convolution's kernel gradient, when given: backward_fused's per-(batch, head,
+    // key tile) sums in a zeroed workspace, added by backward_dq_convert (which also runs
+    // with no rows or no batch, to write zeros).
+    const auto conv_grad = impl_->spec.has_score_conv() ? grads.grads.find(impl_->spec.score_conv_name())
+                                                        : grads.grads.end();
+    const bool conv_grad_given = conv_grad != grads.grads.end();
+    auto set_conv_grad_args = [&](BackwardArgs& b, float* partials, int key_tiles) {
+        b.d_score_conv = conv_grad->second.data;
+        for (int d = 0; d < 3; ++d) b.d_score_conv_stride[d] = conv_grad->second.strides[d];
+        b.score_conv_partials = partials;
+        b.score_conv_key_tiles = key_tiles;
+    };
     if (q[0] == 0 || q[1] == 0) {  // no batch or no heads: nothing else to write
+        if (conv_grad_given && q[1] > 0) {
+            BackwardArgs block = api::backward_args(impl_->spec, fwd, grads, nullptr, nullptr);
+            set_conv_grad_args(block, nullptr, 0);
+            const api::PreparedKernel& kernel = impl_->kernel(KernelKind::backward_dq_convert);
+            kernel.launch(runtime::Dim3{1u, static_cast<unsigned>(q[1]), 1u},
+                          api::backward_params(kernel.layout, block, fwd, nullptr, nullptr, &l.planes), stream);
+        }
         launch_sink_grad();
         return;
     }
@@ -254,6 +291,16 @@ void AttentionBackward::operator()(const LaunchArgs& fwd, const GradArgs& grads_
     if (impl_->spec.has_gate()) {
         gated_d_o.emplace(static_cast<size_t>(fwd.o.numel()) * dtype_size(fwd.o.dtype), cu_stream);
         api::set_gate_args(block, impl_->spec, fwd, grads, gated_d_o->data());
+    }
+    std::optional<runtime::StreamBuffer> conv_partials;  // O(B Hq Nk / block_n c_q c_k) f32
+    if (conv_grad_given) {
+        const int key_tiles =
+            ceil_div(static_cast<int>(k[2]), impl_->kernel(KernelKind::backward_fused).config.tile.block_n);
+        const size_t bytes = sizeof(float) * static_cast<size_t>(q[0] * q[1]) * static_cast<size_t>(key_tiles) *
+                             static_cast<size_t>(impl_->spec.score_conv_rows() * impl_->spec.score_conv_cols());
+        conv_partials.emplace(bytes, cu_stream);
+        conv_partials->zero(0, bytes);
+        set_conv_grad_args(block, static_cast<float*>(conv_partials->data()), key_tiles);
     }
     if (impl_->path == BackwardPath::fused_ordered) {
         // The rotated order of turns (no waiting once under way) needs all the key tiles
@@ -312,9 +359,13 @@ void AttentionBackward::operator()(const LaunchArgs& fwd, const GradArgs& grads_
         if (kernel.config.kind == KernelKind::backward_sink_grad) continue;  // below
         // Kernels over query rows have nothing to do when Nq == 0; dK and dV are written
         // (zeros) even then.
-        if ((owns_keys(kernel.config.kind) ? k[2] : q[2]) == 0) continue;
+        runtime::Dim3 grid = api::backward_grid(kernel.config, fwd);
+        if ((owns_keys(kernel.config.kind) ? k[2] : q[2]) == 0) {
+            if (!(conv_grad_given && kernel.config.kind == KernelKind::backward_dq_convert)) continue;
+            grid.x = 1;  // dtheta's sums (zeros) with no rows
+        }
         const bool with_grads = !kernel.grads.empty();
-        kernel.launch(api::backward_grid(kernel.config, fwd),
+        kernel.launch(grid,
                       api::backward_params(kernel.layout, block, fwd, with_grads ? &grads : nullptr,
                                            with_grads && impl_->grad_work ? &work : nullptr, &planes),
                       stream);

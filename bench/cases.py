@@ -213,8 +213,6 @@ def runs(case: Case, impl: str) -> str | None:
         return "SDPA's cuDNN backend: only is_causal and an additive attn_mask; this variant is not emulated"
     if case.variant == "mta_conv" and impl == "flex":
         return "FlexAttention's score_mod is pointwise: it cannot convolve the score matrix"
-    if case.variant == "mta_conv" and impl in ("attnjit", "attnjit_fast") and case.mode == "fwdbwd":
-        return "attnjit's score convolution has no backward yet"
     if impl == "naive" and case.naive_peak_gib() > NAIVE_MAX_GIB:
         return (f"naive would materialise {case.scores / 2**30:.1f} Gi scores "
                 f"(~{case.naive_peak_gib():.0f} GiB peak > {NAIVE_MAX_GIB:g} GiB)")

@@ -96,7 +96,7 @@ def make_inputs(case: Case) -> Inputs:
         caps["gate"] = torch.randn(case.B, case.H, case.N, case.D, device="cuda", dtype=dt, generator=g)
         if case.variant == "msa_row":
             caps["pair"] = torch.randn(1, case.H, case.N, case.N, device="cuda", dtype=dt, generator=g)
-    trained = ("slopes", "bias", "pair", "gate")  # the float captured tensors trained in fwdbwd
+    trained = ("slopes", "bias", "pair", "gate", "theta")  # the float captured tensors trained in fwdbwd
     if grad:  # every implementation gives their gradients too
         for name in trained:
             if name in caps:

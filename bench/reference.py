@@ -242,6 +242,32 @@ def conv_reference(q, k, v, theta):
         return out
 
 
+def conv_reference_grad(q, k, v, theta, dO):
+    """fp64 gradients (dq, dk, dv, dtheta) of sum(conv_reference(q, k, v, theta) * dO), by
+    autograd, one (batch, head) at a time (H == Hkv)."""
+    import torch
+    import torch.nn.functional as F
+    B, H, N, D = q.shape
+    c_q, c_k = theta.shape[1], theta.shape[2]
+    future = torch.ones(N, N, dtype=torch.bool, device=q.device).triu(1)
+    grads = [torch.empty(t.shape, dtype=torch.float64, device=q.device) for t in (q, k, v)]
+    dtheta = torch.zeros(theta.shape, dtype=torch.float64, device=q.device)
+    for b in range(B):
+        for h in range(H):
+            with torch.enable_grad():
+                qh, kh, vh, th = (t.detach().double().requires_grad_(True) for t in (q[b, h], k[b, h], v[b, h], theta[h]))
+                s = ((qh @ kh.T) / math.sqrt(D)).masked_fill(future, 0.0)
+                s = F.pad(s, ((c_k - 1) // 2, (c_k - 1) // 2, c_q - 1, 0))[None, None]
+                c = F.conv2d(s, th[None, None])[0, 0].masked_fill(future, -math.inf)
+                out = torch.softmax(c, dim=-1) @ vh
+                got = torch.autograd.grad(out, (qh, kh, vh, th), dO[b, h].double())
+            for g, d in zip(grads, got[:3]):
+                g[b, h] = d
+            dtheta[h] += got[3]
+            del s, c, out, got
+    return tuple(grads) + (dtheta,)
+
+
 def reference_of(case, inp):
     """The fp64 reference of a case's inputs (impls.Inputs), with the variant's mods
     rebuilt over float64 copies of the small captured tensors (ALiBi slopes); an output
@@ -262,6 +288,8 @@ def reference_grads_of(case, inp):
     those of the captured tensors in inp.grad_caps (in its order), through float64 leaves."""
     from mods import inline_variant
     import torch
+    if case.variant == "mta_conv":  # q, k, v, then theta (the one captured tensor trained)
+        return conv_reference_grad(inp.q, inp.k, inp.v, inp.caps["theta"], inp.dO)
     caps = upcast_caps(inp.caps)
     leaves, summed, d_gate = [], {}, None
     dO = inp.dO

@@ -109,3 +109,26 @@ def test_gate_scales_the_output_and_broadcasts():
     plain = reference(q, k, v, causal=True)
     torch.testing.assert_close(reference(q, k, v, causal=True, gate=gate),
                                plain * torch.sigmoid(gate.double()), rtol=0, atol=0)
+
+
+def test_conv_reference_grad_matches_finite_differences():
+    """conv_reference_grad (the harness's fwdbwd reference of mta_conv) against central
+    differences of sum(conv_reference * dO), for an element of q, k, v and theta each."""
+    from reference import conv_reference_grad
+    g = torch.Generator().manual_seed(7)
+    q, k, v = (torch.randn(1, 2, 9, 4, generator=g, dtype=torch.float64) for _ in range(3))
+    theta = torch.randn(2, 3, 5, generator=g, dtype=torch.float64)
+    dO = torch.randn(1, 2, 9, 4, generator=g, dtype=torch.float64)
+    grads = conv_reference_grad(q, k, v, theta, dO)
+    for which, t, idx in ((0, q, (0, 1, 5, 2)), (1, k, (0, 0, 3, 1)), (2, v, (0, 1, 7, 3)), (3, theta, (1, 2, 1))):
+        eps = 1e-6
+        plus, minus = t.clone(), t.clone()
+        plus[idx] += eps
+        minus[idx] -= eps
+        args = [q, k, v, theta]
+        f = []
+        for x in (plus, minus):
+            args[which] = x
+            f.append(float((conv_reference(*args) * dO).sum()))
+        fd = (f[0] - f[1]) / (2 * eps)
+        assert abs(float(grads[which][idx]) - fd) <= 1e-6 + 1e-6 * abs(fd), (which, float(grads[which][idx]), fd)

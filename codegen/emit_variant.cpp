@@ -75,6 +75,7 @@ public:
         if (plan_.score_conv) {
             w_.line("static constexpr int kScoreConvRows = " + std::to_string(plan_.spec.score_conv_rows()) + ";");
             w_.line("static constexpr int kScoreConvCols = " + std::to_string(plan_.spec.score_conv_cols()) + ";");
+            w_.line(std::string("using ScoreConvElement = ") + cuda_elem_type(plan_.spec.score_conv_dtype()) + ";");
         }
         if (plan_.grad_planes) w_.line("static constexpr bool kInputGradPlanes = true;");
         if (plan_.has_input_grads()) {

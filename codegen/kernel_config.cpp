@@ -55,7 +55,7 @@ void check_config(const KernelConfig& c, const std::string& arch) {
     if (const char* why = why_config_invalid_on(c, sm)) {
         KernelConfig d = default_config(c.kind, c.elem, c.head_dim_qk, c.head_dim_v, sm);
         d.score_conv = c.score_conv;
-        if (c.score_conv) d.tile = default_score_conv_tile(sm, c.head_dim_qk, c.head_dim_v);
+        if (c.score_conv) d.tile = default_score_conv_tile(sm, c.head_dim_qk, c.head_dim_v, c.kind);
         std::ostringstream fix;
         if (why_config_invalid_on(d, sm) == nullptr && d.tile != c.tile)
             fix << "; pick another tile (templates/attnjit/common/kernel_config.h lists the rules) or leave it unset to "
@@ -79,8 +79,8 @@ KernelConfig make_config(const dsl::AttentionSpec& spec, KernelKind kind, const 
             << " is not supported; supported head dims are the multiples of " << kHeadDimStep << " from "
             << kMinHeadDim << " to " << kMaxHeadDim << " (pad the head dimension up to the next one)";
     KernelConfig c = default_config(kind, elem_kind(spec.dtype()), spec.head_dim_qk(), spec.head_dim_v(), sm);
-    c.score_conv = spec.has_score_conv() && kind == KernelKind::forward;
-    if (c.score_conv) c.tile = default_score_conv_tile(sm, c.head_dim_qk, c.head_dim_v);
+    c.score_conv = spec.has_score_conv() && (kind == KernelKind::forward || kind == KernelKind::backward_fused);
+    if (c.score_conv) c.tile = default_score_conv_tile(sm, c.head_dim_qk, c.head_dim_v, kind);
     if (tile) c.tile = *tile;
     check_config(c, arch);
     return c;

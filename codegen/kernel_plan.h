@@ -106,7 +106,7 @@ struct KernelPlan {
     // Forward plans of a gated spec (spec.gate()): the Variant gets kHasOutputTransform and
     // transform_output(p, hd, row, o, q, d) = o * sigmoid(gate[b][h][q][d]).
     bool output_gate = false;
-    // A score convolution (spec.score_conv(), forward plans only): mask is the causal mask
+    // A score convolution (spec.score_conv(); forward and backward plans): mask is the causal mask
     // it implies; the Variant gets kScoreConvRows / kScoreConvCols and score_conv_weight.
     bool score_conv = false;
     // Attention sinks (spec.sinks()): the Variant gets kHasSink and sink(p, h).

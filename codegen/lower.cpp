@@ -89,9 +89,12 @@ KernelPlan lower(const dsl::AttentionSpec& spec, SpecInputs inputs, KernelKind k
         const std::string call = "score_conv(\"" + spec.score_conv_name() + "\", " +
                                  std::to_string(spec.score_conv_rows()) + ", " + std::to_string(spec.score_conv_cols()) +
                                  ")";
-        user_check(kind == KernelKind::forward)
-            << call << ": the backward of the score convolution is not implemented yet (forward only); train "
-                       "without score_conv() or use the reference implementation for now";
+        // The backward runs backward_stats, backward_fused (the convolution's products) and
+        // backward_dq_convert (dtheta's sums); not the two-pass kernels.
+        user_check(kind != KernelKind::backward_dq && kind != KernelKind::backward_dkdv)
+            << call << ": the two-pass backward (backward_dq, backward_dkdv) has no score convolution; its backward "
+                       "is backward_fused's (AttentionBackward chooses it), which computes no gradients of captured "
+                       "tensors or scalars yet: leave them out of CompileOptions.grads";
         user_check(!spec.mask().defined())
             << call << " with a mask is not implemented yet: the convolution is causal by itself (drop the mask; "
                        "document masks come next)";

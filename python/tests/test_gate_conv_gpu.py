@@ -189,5 +189,26 @@ def test_score_conv_compiled_callable_and_its_refusals():
     check(fn(q, k, v, score_conv=theta), conv_reference(q, k, v, theta)[0], torch.bfloat16, "compiled score_conv")
     with pytest.raises(AttnjitError, match="c_k"):
         fn(q, k, v, score_conv=torch.randn(2, 6, 10, device=DEVICE))
-    with pytest.raises(AttnjitError, match="backward of the score convolution is not implemented yet"):
-        attnjit.attention(q.requires_grad_(), k, v, score_conv=theta)
+    with pytest.raises(AttnjitError, match="head dims 40 to 64 or 104 to 128"):
+        q32, k32, v32 = make_qkv(1, 2, 2, 64, 64, 32, torch.bfloat16)
+        attnjit.attention(q32.requires_grad_(), k32, v32, score_conv=theta)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=["float16", "bfloat16"])
+@pytest.mark.parametrize("c", [(3, 3), (6, 11)], ids=lambda c: f"{c[0]}x{c[1]}")
+def test_score_conv_gradients(dtype, c):
+    """dq, dk, dv and d theta (autograd through attnjit's backward) against float64 autograd
+    of conv_reference; d theta, a sum over every score, at the summed gradients' bound."""
+    q, k, v = (t.requires_grad_() for t in make_qkv(2, 4, 4, 150, 150, 64, dtype))
+    theta = 0.3 * torch.randn(4, c[0], c[1], device=DEVICE)
+    theta[:, c[0] - 1, (c[1] - 1) // 2] += 1.0
+    theta.requires_grad_()
+    out = attnjit.attention(q, k, v, score_conv=theta)
+    d_out = torch.randn_like(out)
+    out.backward(d_out)
+    leaves = [t.detach().double().requires_grad_() for t in (q, k, v, theta)]
+    r, _ = conv_reference(*leaves)
+    (r * d_out.double()).sum().backward()
+    for grad, leaf, which in zip((q.grad, k.grad, v.grad), leaves, ("dq", "dk", "dv")):
+        check_grad(grad, leaf.grad, dtype, f"score_conv {c} {which} {dtype}")
+    check_tensor_grad(theta.grad, leaves[3].grad, SUMMED_GRAD_TOLERANCE[dtype], f"score_conv {c} d theta {dtype}")

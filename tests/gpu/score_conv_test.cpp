@@ -5,9 +5,7 @@
 // score_mod after the convolution, an output gate and sinks on top. Outputs are poisoned
 // before the launch; NaN and unwritten elements fail.
 //
-// S0 is staged in f16 (11 bits a score, sm80/score_conv.cuh; the MTA reference code runs
-// the whole convolution in bf16, 8 bits), so LSE is held to kScoreConvLseTolerance rather
-// than the plain kernels' 1e-3; O keeps the dtype's tolerance.
+// LSE is held to kScoreConvLseTolerance (score_conv_cases.h); O to the dtype's tolerance.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -17,32 +15,10 @@
 #include "dsl/dsl.h"
 #include "dsl/mods.h"
 #include "tests/common/expect_error.h"
-#include "tests/gpu/gpu_test_support.h"
+#include "tests/gpu/score_conv_cases.h"
 
 namespace attnjit::gputest {
 namespace {
-
-constexpr reference::Tolerance kScoreConvLseTolerance{5e-3, 1e-4};
-
-struct ConvCase {
-    DType dtype = DType::bf16;
-    int d = 128;
-    int cq = 6, ck = 11;
-    int batch = 1, hq = 4, hkv = 4, nq = 1, nk = 1;
-    bool softcap = false, gate = false, sinks = false;
-
-    std::string name() const {
-        std::ostringstream s;
-        s << dtype_name(dtype) << "_d" << d << "_c" << cq << "x" << ck << "_b" << batch << "_h" << hq << "x" << hkv
-          << "_q" << nq << "_k" << nk << (softcap ? "_softcap" : "") << (gate ? "_gate" : "") << (sinks ? "_sinks" : "");
-        return s.str();
-    }
-    uint64_t seed() const {
-        uint64_t h = 0xcbf29ce484222325ULL;
-        for (unsigned char ch : name()) h = (h ^ ch) * 0x100000001b3ULL;
-        return h;
-    }
-};
 
 std::vector<ConvCase> conv_cases() {
     std::vector<ConvCase> cases;
@@ -64,72 +40,6 @@ std::vector<ConvCase> conv_cases() {
     gated.gate = gated.sinks = true;
     add(gated);
     return cases;
-}
-
-dsl::AttentionSpec conv_spec(const ConvCase& c) {
-    dsl::AttentionSpec s;
-    s.dtype(c.dtype).head_dim(c.d).return_lse().score_conv("theta", c.cq, c.ck);
-    if (c.softcap) s.score_mod(dsl::mods::softcap(dsl::scalar("cap")));
-    if (c.gate) s.gate("gate");
-    if (c.sinks) s.sinks("sinks");
-    return s;
-}
-
-// Inputs: N(0, 1) Q, K, V; theta N(0, 0.3) plus 1 at the identity tap, so the result is
-// neither plain causal attention nor noise.
-reference::ForwardInputs conv_inputs(const ConvCase& c) {
-    const uint64_t seed = c.seed();
-    reference::ForwardInputs in{HostTensor(c.dtype, {c.batch, c.hq, c.nq, c.d}),
-                                HostTensor(c.dtype, {c.batch, c.hkv, c.nk, c.d}),
-                                HostTensor(c.dtype, {c.batch, c.hkv, c.nk, c.d}), {}, {}};
-    reference::fill_normal(in.q, seed + 1);
-    reference::fill_normal(in.k, seed + 2);
-    reference::fill_normal(in.v, seed + 3);
-    HostTensor theta(DType::f32, {c.hq, c.cq, c.ck});
-    reference::fill_normal(theta, seed + 4, 0.0, 0.3);
-    for (int64_t h = 0; h < c.hq; ++h)
-        theta.set({h, c.cq - 1, (c.ck - 1) / 2}, theta.get({h, c.cq - 1, (c.ck - 1) / 2}) + 1.0);
-    in.tensors.emplace("theta", std::move(theta));
-    if (c.softcap) in.scalars["cap"] = 3.0;
-    if (c.gate) {
-        HostTensor g(c.dtype, {c.batch, c.hq, c.nq, c.d});
-        reference::fill_normal(g, seed + 5);
-        in.tensors.emplace("gate", std::move(g));
-    }
-    if (c.sinks) {
-        HostTensor s(DType::f32, {c.hq});
-        reference::fill_normal(s, seed + 6, 2.0, 1.0);
-        in.tensors.emplace("sinks", std::move(s));
-    }
-    return in;
-}
-
-struct ConvRun {
-    HostTensor o, lse;
-};
-
-ConvRun run_on_gpu(const dsl::AttentionSpec& spec, const reference::ForwardInputs& in) {
-    const auto& q = in.q.shape();
-    ConvRun r{HostTensor(in.q.dtype(), {q[0], q[1], q[2], in.v.shape()[3]}), HostTensor(DType::f32, {q[0], q[1], q[2]})};
-    reference::fill_poison(r.o);
-    reference::fill_poison(r.lse);
-    const auto dq = runtime::to_device(in.q), dk = runtime::to_device(in.k), dv = runtime::to_device(in.v);
-    const auto d_o = runtime::to_device(r.o), d_lse = runtime::to_device(r.lse);
-    std::map<std::string, runtime::DeviceTensor> tensors;
-    LaunchArgs a;
-    a.q = dq.view;
-    a.k = dk.view;
-    a.v = dv.view;
-    a.o = d_o.view;
-    a.lse = d_lse.view;
-    for (const auto& [name, t] : in.tensors) a.tensors[name] = tensors.emplace(name, runtime::to_device(t)).first->second.view;
-    a.scalars = in.scalars;
-    Attention attn(spec);
-    attn(a);
-    runtime::synchronize("cuCtxSynchronize after the score convolution forward");
-    runtime::from_device(d_o, r.o);
-    runtime::from_device(d_lse, r.lse);
-    return r;
 }
 
 class ScoreConvForward : public ::testing::TestWithParam<ConvCase> {};
@@ -156,10 +66,7 @@ TEST(ScoreConvForward, IdentityKernelIsCausalAttention) {
     ATTNJIT_SKIP_WITHOUT_GPU();
     ConvCase c{DType::bf16, 128, 6, 11, 2, 4, 2, 333, 333};
     reference::ForwardInputs in = conv_inputs(c);
-    HostTensor& theta = in.tensors.at("theta");
-    for (int64_t h = 0; h < c.hq; ++h)
-        for (int a = 0; a < c.cq; ++a)
-            for (int b = 0; b < c.ck; ++b) theta.set({h, a, b}, a == c.cq - 1 && b == (c.ck - 1) / 2 ? 1.0 : 0.0);
+    set_identity_kernel(in, c);
     const ConvRun conv = run_on_gpu(conv_spec(c), in);
     reference::ForwardInputs plain_in{in.q, in.k, in.v, {}, {}};
     const dsl::AttentionSpec causal =
@@ -181,8 +88,15 @@ TEST(ScoreConvForward, UnsupportedCombinationsAreRefused) {
     EXPECT_USER_ERROR(Attention(dsl::AttentionSpec(base).mask(dsl::mods::causal()), sm90),
                       "with a mask is not implemented yet");
     EXPECT_USER_ERROR(Attention(dsl::AttentionSpec(base).dtype(DType::f32), sm90),
-                      "the score convolution runs in the sm80 forward only");
-    EXPECT_USER_ERROR(AttentionBackward(base, sm90), "backward of the score convolution is not implemented yet");
+                      "the score convolution runs in the sm80 forward and backward_fused only");
+    // The backward: no gradients of captured tensors yet, head dims of backward_fused only.
+    CompileOptions with_grads = sm90;
+    with_grads.grads = {"cap"};
+    EXPECT_USER_ERROR(AttentionBackward(dsl::AttentionSpec(base).score_mod(dsl::mods::softcap(dsl::scalar("cap"))),
+                                        with_grads),
+                      "no gradients of captured tensors or scalars yet");
+    EXPECT_USER_ERROR(AttentionBackward(dsl::AttentionSpec(base).head_dim(32), sm90),
+                      "the backward of a score convolution runs for f16 / bf16 with head dims 40 to 64 or 104 to 128");
 }
 
 }  // namespace

@@ -60,6 +60,15 @@ struct BackwardArgs {
     void* d_gate;
     long long gate_stride[4];
     long long d_gate_stride[4];
+    // The score convolution's kernel gradient (spec.score_conv(name, c_q, c_k)): null, or
+    // d_score_conv [Hq, c_q, c_k] in the kernel's dtype (element strides), written by
+    // backward_dq_convert from score_conv_partials [B, Hq, key tiles, c_q * c_k] (f32,
+    // zeroed before the launch), the per-CTA sums of backward_fused, added over the batch
+    // and the key tiles in order.
+    void* d_score_conv;
+    long long d_score_conv_stride[3];
+    float* score_conv_partials;
+    int score_conv_key_tiles;
 };
 
 }  // namespace attnjit

@@ -9,7 +9,8 @@
 //   simt::Backward<...>       every element type, fp32 FFMA, both kinds (simt/backward.cuh)
 //   sm80::BackwardDq<...>     fp16 / bf16, mma.sync, head dims up to 128
 //   sm80::BackwardDkdv<...>   (sm80/backward_dq.cuh, sm80/backward_dkdv.cuh)
-//   sm80::BackwardFused<...>  backward_fused (sm80/backward_fused.cuh)
+//   sm80::BackwardFused<...>  backward_fused (sm80/backward_fused.cuh; with kScoreConv, the
+//                             score convolution's backward, sm80/score_conv_backward.cuh)
 //   BackwardRows<...>         backward_stats, backward_dq_convert (common/backward_rows.cuh)
 //   BackwardSinkGrad<...>     backward_sink_grad, two launches (common/backward_sink_grad.cuh)
 // Each has run_dkdv or run_dq, kThreads, kSmemBytes and the capability flags
@@ -32,13 +33,13 @@ namespace attnjit {
 // kDqk_, kDv_: the real head dims. The sm80 kinds pad their tiles (tile_head_dim); the simt
 // backward, BackwardRows and BackwardSinkGrad work element by element at the real dims.
 template <KernelKind kKind_, MainloopKind kMainloop_, class Element_, int kDqk_, int kDv_, int kBlockM_,
-          int kBlockN_, int kWarps_, int kStages_>
+          int kBlockN_, int kWarps_, int kStages_, bool kScoreConv_ = false>
 struct BackwardTraits {
     using Element = Element_;
     static constexpr MainloopKind kMainloop = kMainloop_;
     static constexpr int kThreads = kWarps_ * 32;
     static constexpr KernelConfig kConfig{kKind_, kMainloop, ElemKindOf<Element>::value, kDqk_,
-                                          kDv_, TileConfig{kBlockM_, kBlockN_, kWarps_, kStages_}};
+                                          kDv_, TileConfig{kBlockM_, kBlockN_, kWarps_, kStages_}, kScoreConv_};
 
     static_assert(config_is_valid(kConfig), "kernel configuration rejected by why_config_invalid() in kernel_config.h");
 #ifdef __CUDA_ARCH__
@@ -52,7 +53,7 @@ struct BackwardTraits {
         is_backward_rows(kKind_), BackwardRows<Element, kDqk_, kDv_, kBlockM_, kWarps_>,
         typename Select<kMainloop == MainloopKind::sm80,
                         typename Select<kKind_ == KernelKind::backward_fused,
-                                        sm80::BackwardFused<Element, kDqk_, kDv_, kBlockM_, kBlockN_, kWarps_>,
+                                        sm80::BackwardFused<Element, kDqk_, kDv_, kBlockM_, kBlockN_, kWarps_, kScoreConv_>,
                                         typename Select<owns_keys(kKind_),
                                                         sm80::BackwardDkdv<Element, kDqk_, kDv_, kBlockM_, kBlockN_,
                                                                            kWarps_>,
@@ -69,8 +70,8 @@ template <MainloopKind M, class E, int Dqk, int Dv, int BM, int BN, int W, int S
 using BackwardDqTraits = BackwardTraits<KernelKind::backward_dq, M, E, Dqk, Dv, BM, BN, W, S>;
 template <MainloopKind M, class E, int Dqk, int Dv, int BM, int BN, int W, int S>
 using BackwardStatsTraits = BackwardTraits<KernelKind::backward_stats, M, E, Dqk, Dv, BM, BN, W, S>;
-template <MainloopKind M, class E, int Dqk, int Dv, int BM, int BN, int W, int S>
-using BackwardFusedTraits = BackwardTraits<KernelKind::backward_fused, M, E, Dqk, Dv, BM, BN, W, S>;
+template <MainloopKind M, class E, int Dqk, int Dv, int BM, int BN, int W, int S, bool kScoreConv = false>
+using BackwardFusedTraits = BackwardTraits<KernelKind::backward_fused, M, E, Dqk, Dv, BM, BN, W, S, kScoreConv>;
 template <MainloopKind M, class E, int Dqk, int Dv, int BM, int BN, int W, int S>
 using BackwardDqConvertTraits = BackwardTraits<KernelKind::backward_dq_convert, M, E, Dqk, Dv, BM, BN, W, S>;
 

@@ -132,6 +132,10 @@ struct BackwardRows {
     __device__ __forceinline__ static void run_dq_convert(const Params& p, unsigned char*) {
         const BackwardArgs& a = p.args;
         const int m0 = blockIdx.x * BM, h = blockIdx.y, b = blockIdx.z;
+        if constexpr (Variant::kScoreConvRows > 0) {
+            if (blockIdx.x == 0 && b == 0) sum_score_conv_grad<Variant>(a, h);
+            if (b >= a.batch) return;  // launched for dtheta alone (no batch)
+        }
         const int rows = (a.q_len - m0 < BM ? a.q_len - m0 : BM);
         const Float4* src = reinterpret_cast<const Float4*>(accum_row(a, b, h, m0));
         E* dq = static_cast<E*>(a.dq) + b * a.dq_stride[0] + h * a.dq_stride[1] + m0 * a.dq_stride[2];
@@ -141,6 +145,27 @@ struct BackwardRows {
             unsigned* out = reinterpret_cast<unsigned*>(dq + r * a.dq_stride[2] + c);
             out[0] = FromFloat<E>::pack2(a.scale * v.x, a.scale * v.y);
             out[1] = FromFloat<E>::pack2(a.scale * v.z, a.scale * v.w);
+        }
+    }
+
+private:
+    // The score convolution's dtheta for head h: the per-(batch, key tile) sums of
+    // backward_fused added in that order, times the softmax scale (the fused loop's dC is
+    // the gradient of the scaled scores).
+    template <class Variant>
+    __device__ __forceinline__ static void sum_score_conv_grad(const BackwardArgs& a, int h) {
+        constexpr int kTaps = Variant::kScoreConvRows * Variant::kScoreConvCols;
+        if (a.d_score_conv == nullptr) return;
+        for (int e = threadIdx.x; e < kTaps; e += kThreads) {
+            float s = 0.f;
+            for (int b = 0; b < a.batch; ++b) {
+                const float* part = a.score_conv_partials + ((long long)b * a.q_heads + h) * a.score_conv_key_tiles * kTaps;
+                for (int t = 0; t < a.score_conv_key_tiles; ++t) s += part[t * kTaps + e];
+            }
+            const int ta = e / Variant::kScoreConvCols, tb = e - ta * Variant::kScoreConvCols;
+            using T = typename Variant::ScoreConvElement;
+            static_cast<T*>(a.d_score_conv)[h * a.d_score_conv_stride[0] + ta * a.d_score_conv_stride[1] +
+                                            tb * a.d_score_conv_stride[2]] = FromFloat<T>::cvt(a.scale * s);
         }
     }
 };

@@ -94,9 +94,9 @@ struct KernelConfig {
     int head_dim_qk;
     int head_dim_v;
     TileConfig tile;
-    // Forward sm80 only: the score convolution's layout (Multi-Token Attention,
-    // sm80/score_conv.cuh): Q and K tiles with 16 halo rows, the staged S0 tile and the
-    // Toeplitz fragments of the kernel.
+    // Forward sm80 and backward_fused only: the score convolution's layout (Multi-Token
+    // Attention, sm80/score_conv.cuh, sm80/score_conv_backward.cuh): operand tiles with
+    // halo rows, the staged S0 (and dC) tiles and the Toeplitz fragments of the kernel.
     bool score_conv = false;
 };
 
@@ -200,6 +200,11 @@ constexpr int kSimtRowPad = 4;
 //  backward_dq sm80: scratch | Q, dO [block_m x (dqk + dv)] | [2 stages] K, V
 //                [block_n x (dqk + dv)] | LSE, Delta [block_m] (f32)   (XOR-swizzled)
 //  backward_fused sm80: backward_dkdv's | P, dS [block_m x block_n]
+//  backward_fused sm80 with score_conv: scratch | K [(block_n + 32) x dqk] |
+//                V [(block_n + 16) x dv] | [2 stages] Q [(block_m + 32) x dqk],
+//                dO [(block_m + 16) x dv] | [2 stages] LSE, Delta [block_m + 16] (f32) |
+//                P, dS [block_m x block_n] | S0 [(block_m + 32) x (block_n + 40)] f16 |
+//                dC [(block_m + 16) x (block_n + 24)] f16 | 2 x Toeplitz fragments
 //  backward_stats, backward_dq_convert, backward_sink_grad: none (the last one's
 //                block reduction uses one float per warp of static shared memory)
 // The score convolution's Toeplitz B fragments: up to 8 query taps x 3 k8 steps x 32
@@ -210,6 +215,14 @@ ATTNJIT_HD constexpr int smem_bytes(const KernelConfig& c) {
     const TileConfig& t = c.tile;
     const int dqk = tile_head_dim(c.head_dim_qk), dv = tile_head_dim(c.head_dim_v);
     if (is_backward_rows(c.kind) || c.kind == KernelKind::backward_sink_grad) return 0;
+    if (c.kind == KernelKind::backward_fused && c.score_conv) {
+        const int bm = t.block_m, bn = t.block_n;
+        return scratch_bytes(t.warps) +
+               elem_bytes(c.elem) * ((bn + 32) * dqk + (bn + 16) * dv + 2 * ((bm + 32) * dqk + (bm + 16) * dv) +
+                                     2 * bm * bn) +
+               2 * 2 * 4 * (bm + 16) + 2 * ((bm + 32) * (bn + 40) + (bm + 16) * (bn + 24)) +
+               2 * kScoreConvFragmentBytes;
+    }
     if (is_backward(c.kind) && c.mainloop == MainloopKind::sm80)
         return owns_keys(c.kind)
                    ? scratch_bytes(t.warps) + elem_bytes(c.elem) * (t.block_n + 2 * t.block_m) * (dqk + dv) +
@@ -245,10 +258,13 @@ ATTNJIT_HD constexpr bool fused_backward_head_dims(int dqk, int dv) {
 ATTNJIT_HD constexpr const char* why_config_invalid(const KernelConfig& c) {
     const TileConfig& t = c.tile;
     if (c.kind != KernelKind::forward && !is_backward(c.kind)) return "unknown kernel kind";
-    if (c.score_conv && (c.kind != KernelKind::forward || c.mainloop != MainloopKind::sm80))
-        return "the score convolution runs in the sm80 forward only (f16 / bf16) for now";
+    if (c.score_conv && ((c.kind != KernelKind::forward && c.kind != KernelKind::backward_fused) ||
+                         c.mainloop != MainloopKind::sm80))
+        return "the score convolution runs in the sm80 forward and backward_fused only (f16 / bf16) for now";
     if (c.score_conv && (t.block_n % 16 != 0 || t.block_m % 16 != 0))
         return "the score convolution needs block_m and block_n multiples of 16";
+    if (c.score_conv && c.kind == KernelKind::backward_fused && (t.block_n != 64 || t.block_m % 32 != 0))
+        return "the score convolution's backward: block_n 64, block_m 32 or 64 (sm80/score_conv_backward.cuh)";
     // backward_stats also runs first in the two-pass backward of a gated spec (any dtype,
     // any main loop: it has no tiles of its own).
     const bool fast_backward = c.kind == KernelKind::backward_fused || c.kind == KernelKind::backward_dq_convert;
@@ -369,7 +385,11 @@ ATTNJIT_HD constexpr TileConfig default_tile(KernelKind kind, MainloopKind m, in
 // six tiles on the H100 at N 1024-8192, bench/results/2026-11-23-h100-mta-tiles.md: the
 // halo is 1/8 of the tile each way); 64 x 64 where shared memory is 99 KiB or a head dim
 // is over 128 (the extended Q and K tiles of d256 need 254 KiB at 128 x 128).
-ATTNJIT_HD constexpr TileConfig default_score_conv_tile(int sm, int dqk, int dv) {
+// The backward (backward_fused): 64 x 64 with 8 warps (the halos are recomputed per step:
+// 96 x 96 products of Q K^T for a 64 x 64 tile), 32 x 64 where shared memory is 99 KiB.
+ATTNJIT_HD constexpr TileConfig default_score_conv_tile(int sm, int dqk, int dv, KernelKind kind = KernelKind::forward) {
+    if (kind == KernelKind::backward_fused)
+        return max_dynamic_smem_bytes(sm) < 128 * 1024 ? TileConfig{32, 64, 8, 2} : TileConfig{64, 64, 8, 2};
     return max_dynamic_smem_bytes(sm) < 128 * 1024 || dqk > 128 || dv > 128 ? TileConfig{64, 64, 4, 1}
                                                                              : TileConfig{128, 128, 8, 1};
 }

@@ -33,6 +33,7 @@
 #include "attnjit/sm80/copy.cuh"
 #include "attnjit/sm80/fragment.cuh"
 #include "attnjit/sm80/gemm.cuh"
+#include "attnjit/sm80/score_conv_backward.cuh"
 
 namespace attnjit {
 namespace sm80 {
@@ -48,7 +49,9 @@ struct ColumnWindow {
         : bytes((first >> 3) * 128), lc(hi, r7 ^ (first & 7)) {}
 };
 
-template <class E, int kDqkReal, int kDvReal, int BM, int BN, int W>
+// kConv: the score convolution (sm80/score_conv_backward.cuh): K, V, Q, dO and the
+// statistics carry halo rows, and each step's P and dS come from the extended products.
+template <class E, int kDqkReal, int kDvReal, int BM, int BN, int W, bool kConv = false>
 struct BackwardFused {
     // Tiles at the tile head dims; columns past the real ones zero-filled on load, not stored.
     static constexpr int DQK = tile_head_dim(kDqkReal), DV = tile_head_dim(kDvReal);
@@ -65,18 +68,28 @@ struct BackwardFused {
     static constexpr int kMFQ = BM / 32, kNTQ = DQK / 32;
     static constexpr int kCprQ = DQK / 8, kCprV = DV / 8, kCprP = BN / 8;
 
+    // Rows of each operand tile, and where the core tile's rows start in it (score_conv:
+    // the halos of ScoreConvBackward).
+    using ConvLayout = ScoreConvBackward<E, BM, BN, W, 1, 1, DQK, DV>;
+    static constexpr int kKRows = kConv ? ConvLayout::kKRows : BN, kKCore = kConv ? ConvLayout::kKCore : 0;
+    static constexpr int kVRows = kConv ? ConvLayout::kVRows : BN;
+    static constexpr int kQRows = kConv ? ConvLayout::kQRows : BM, kQCore = kConv ? ConvLayout::kQCore : 0;
+    static constexpr int kDoRows = kConv ? ConvLayout::kDoRows : BM;  // also the statistics' rows
+
     static constexpr int kKOff = scratch_bytes(W);
-    static constexpr int kVOff = kKOff + BN * DQK * 2;
-    static constexpr int kQOff = kVOff + BN * DV * 2;
-    static constexpr int kDoInStage = BM * DQK * 2;
-    static constexpr int kQStage = BM * (DQK + DV) * 2;
+    static constexpr int kVOff = kKOff + kKRows * DQK * 2;
+    static constexpr int kQOff = kVOff + kVRows * DV * 2;
+    static constexpr int kDoInStage = kQRows * DQK * 2;
+    static constexpr int kQStage = kQRows * DQK * 2 + kDoRows * DV * 2;
     static constexpr int kStatOff = kQOff + 2 * kQStage;
-    static constexpr int kStatStage = 2 * BM * 4;  // LSE2 [BM] | Delta [BM]
+    static constexpr int kStatStage = 2 * kDoRows * 4;  // LSE2 [kDoRows] | Delta [kDoRows]
     static constexpr int kPOff = kStatOff + 2 * kStatStage;
     static constexpr int kDsOff = kPOff + BM * BN * 2;
-    static constexpr int kSmemBytes = kDsOff + BM * BN * 2;
+    static constexpr int kConvOff = kDsOff + BM * BN * 2;  // score_conv: S0 | dC | fragments
+    static constexpr int kSmemBytes = kConvOff + (kConv ? ConvLayout::kBytes : 0);
     static_assert(kSmemBytes == smem_bytes(KernelConfig{KernelKind::backward_fused, MainloopKind::sm80,
-                                                        ElemKindOf<E>::value, kDqkReal, kDvReal, TileConfig{BM, BN, W, 2}}),
+                                                        ElemKindOf<E>::value, kDqkReal, kDvReal, TileConfig{BM, BN, W, 2},
+                                                        kConv}),
                   "sm80::BackwardFused shared-memory layout disagrees with smem_bytes in common/kernel_config.h");
 
     static constexpr const char* kName = "sm80 backward";
@@ -141,12 +154,17 @@ struct BackwardFused {
         const unsigned sbase = ptx::smem_addr(smem);
         const unsigned k_s = sbase + kKOff, v_s = sbase + kVOff, q_s = sbase + kQOff, stat_s = sbase + kStatOff;
         const unsigned p_s = sbase + kPOff, ds_s = sbase + kDsOff;
-        copy_tile<E, kThreads, BN, DQK, false, kDqkReal>(
-            k_s, static_cast<const E*>(a.k) + b * a.k_stride[0] + kvh * a.k_stride[1] + n0 * a.k_stride[2],
-            a.k_stride[2], nk - n0, static_cast<const E*>(a.k), tid);
-        copy_tile<E, kThreads, BN, DV, false, kDvReal>(
-            v_s, static_cast<const E*>(a.v) + b * a.v_stride[0] + kvh * a.v_stride[1] + n0 * a.v_stride[2],
-            a.v_stride[2], nk - n0, static_cast<const E*>(a.v), tid);
+        {
+            const E* kh = static_cast<const E*>(a.k) + b * a.k_stride[0] + kvh * a.k_stride[1];
+            const E* vh = static_cast<const E*>(a.v) + b * a.v_stride[0] + kvh * a.v_stride[1];
+            const int k_first = n0 - kKCore, v_first = n0 - (kVRows - BN) / 2;  // halo rows: zeros outside [0, nk)
+            copy_tile<E, kThreads, kKRows, DQK, kConv, kDqkReal>(k_s, kh + k_first * a.k_stride[2], a.k_stride[2],
+                                                                  nk - k_first, static_cast<const E*>(a.k), tid,
+                                                                  -k_first);
+            copy_tile<E, kThreads, kVRows, DV, kConv, kDvReal>(v_s, vh + v_first * a.v_stride[2], a.v_stride[2],
+                                                                nk - v_first, static_cast<const E*>(a.v), tid,
+                                                                -v_first);
+        }
         ptx::cp_async_commit();
 
         BlockCtx ctx{reinterpret_cast<long long*>(smem), tid, kThreads};
@@ -157,18 +175,18 @@ struct BackwardFused {
         auto issue = [&](const QueryStep& st, int stage) {
             if (st.h >= 0) {
                 const unsigned dst = q_s + stage * kQStage;
-                const int valid = nq - st.m0;
-                copy_tile<E, kThreads, BM, DQK, false, kDqkReal>(dst, qh + st.h * a.q_stride[1] + st.m0 * qsn, qsn,
-                                                                 valid, qh, tid);
-                copy_tile<E, kThreads, BM, DV, false, kDvReal>(dst + kDoInStage,
-                                                               doh + st.h * a.do_stride[1] + st.m0 * dosn, dosn, valid,
-                                                               doh, tid);
+                const int valid = nq - st.m0, q_first = st.m0 - kQCore;  // halo rows: zeros outside [0, nq)
+                copy_tile<E, kThreads, kQRows, DQK, kConv, kDqkReal>(dst, qh + st.h * a.q_stride[1] + q_first * qsn,
+                                                                      qsn, nq - q_first, qh, tid, -q_first);
+                copy_tile<E, kThreads, kDoRows, DV, false, kDvReal>(dst + kDoInStage,
+                                                                    doh + st.h * a.do_stride[1] + st.m0 * dosn, dosn,
+                                                                    valid, doh, tid);
                 const float* ws = a.stats + ((long long)b * a.q_heads + st.h) * nq + st.m0;
-                for (int i = tid; i < 2 * BM; i += kThreads) {
-                    const int r = i < BM ? i : i - BM;
+                for (int i = tid; i < 2 * kDoRows; i += kThreads) {
+                    const int r = i < kDoRows ? i : i - kDoRows;
                     const bool ok = r < valid;
-                    ptx::cp_async_4(stat_s + stage * kStatStage + i * 4, ok ? ws + (i < BM ? 0 : plane) + r : a.stats,
-                                    ok);
+                    ptx::cp_async_4(stat_s + stage * kStatStage + i * 4,
+                                    ok ? ws + (i < kDoRows ? 0 : plane) + r : a.stats, ok);
                 }
             }
         };
@@ -187,11 +205,11 @@ struct BackwardFused {
         const int kv_frag = (warp >> 1) * kMFK;
         const ColumnWindow wv((warp & 1) * kNTV, a_hi, r7), wk((warp & 1) * kNTK, a_hi, r7);
         const unsigned do_t = q_s + kDoInStage + a_row * kCprV * 16 + wv.bytes;
-        const unsigned q_t = q_s + a_row * kCprQ * 16 + wk.bytes;
+        const unsigned q_t = q_s + (kQCore + a_row) * kCprQ * 16 + wk.bytes;
         // dQ_partial = dS K: A rows of the warp's queries, its quarter of the columns of K.
         const ColumnWindow wq((warp & 3) * kNTQ, a_hi, r7);
         const unsigned ds_nn = ds_s + ((warp >> 2) * 16 * kMFQ + a_row) * kCprP * 16;
-        const unsigned k_nn = k_s + a_row * kCprQ * 16 + wq.bytes;
+        const unsigned k_nn = k_s + (kKCore + a_row) * kCprQ * 16 + wq.bytes;
         const float* stats = reinterpret_cast<const float*>(smem + kStatOff);
 
         const SLayout sl;
@@ -200,6 +218,28 @@ struct BackwardFused {
         VLayout::clear(dv);
         typename Variant::Head hd = Variant::make_head(p, b, kvh * a.group, kvh);
         int hd_h = kvh * a.group;
+        // score_conv: its products (sm80/score_conv_backward.cuh); dtheta's sums when asked for.
+        using Conv = ScoreConvBackward<E, BM, BN, W, (kConv ? Variant::kScoreConvRows : 1),
+                                       (kConv ? Variant::kScoreConvCols : 1), DQK, DV>;
+        static_assert(kConv == (Variant::kScoreConvRows > 0),
+                      "a Variant with a score convolution needs backward_fused's kConv layout, and only it");
+        unsigned* const s0 = reinterpret_cast<unsigned*>(smem + kConvOff);
+        unsigned* const dc = reinterpret_cast<unsigned*>(smem + kConvOff + Conv::kS0Bytes);
+        unsigned* const frags = reinterpret_cast<unsigned*>(smem + kConvOff + Conv::kS0Bytes + Conv::kDcBytes);
+        const unsigned s0_s = sbase + kConvOff, dc_s = s0_s + Conv::kS0Bytes;
+        const bool want_dtheta = kConv && a.score_conv_partials != nullptr;
+        typename Conv::ThetaAcc theta_acc;
+        auto flush_dtheta = [&](int h) {  // every thread; P and dS are free
+            Conv::flush_dtheta(theta_acc, reinterpret_cast<float*>(smem + kPOff),
+                               a.score_conv_partials + (((long long)b * a.q_heads + h) * key_tiles + key_tile) *
+                                                           Variant::kScoreConvRows * Variant::kScoreConvCols);
+        };
+        if constexpr (kConv) {
+            Conv::template build_fragments<Variant>(p, hd_h, frags);
+            for (int t = 0; t < Conv::kTapRows; ++t)
+                for (int n = 0; n < 4; ++n)
+                    for (int e = 0; e < 4; ++e) theta_acc[t][n][e] = 0.f;
+        }
         const bool edge = n0 + BN > nk;
         int* published = nullptr;  // ordered: the turn counter of the last step, to publish
         int published_value = 0;
@@ -211,18 +251,34 @@ struct BackwardFused {
             issue(next, stage ^ 1);
             ptx::cp_async_commit();
             if (cur.h != hd_h) {
+                if constexpr (kConv) {  // the last step's products are done: new fragments
+                    if (want_dtheta) flush_dtheta(hd_h);
+                    Conv::template build_fragments<Variant>(p, cur.h, frags);
+                }
                 hd = Variant::make_head(p, b, cur.h, kvh);
                 hd_h = cur.h;
             }
 
             const unsigned so = stage * kQStage;
-            {
+            if constexpr (kConv) {
+                Conv::s0_products(q_s + so, k_s, s0, cur.m0, n0, nq, nk);
+                block_sync();  // S0 (and new fragments) complete
+                const BackwardScores<Variant, Params> scores{p, hd, a.scale, a.scale * kLog2e, false};
+                Conv::template dc_products<Variant>(scores, hd, s0_s, frags, q_s + so + kDoInStage, v_s,
+                                                    stats + stage * 2 * kDoRows, dc, p_s, cur.m0, n0, nq, nk);
+                block_sync();  // dC complete
+                float ds[kMFS][kNTS][4];
+                SLayout::clear(ds);
+                Conv::transposed_products(ds, dc_s, frags, (warp >> 2) * 16 * kMFS, (warp & 3) * kNTS, cur.m0, n0,
+                                          nq, nk);
+                store_tile(ds, ds_s, warp, lane);
+            } else {
                 float s[kMFS][kNTS][4], dp[kMFS][kNTS][4];
                 SLayout::clear(s);
                 SLayout::clear(dp);
                 gemm_nt<E, kMFS, kNTS, DQK / 16, kCprQ, kCprQ>(s, q_nt + so, k_nt, la, lb);
                 gemm_nt<E, kMFS, kNTS, DV / 16, kCprV, kCprV>(dp, do_nt + so, v_nt, la, lb);
-                const float* lse2_s = stats + stage * 2 * BM;
+                const float* lse2_s = stats + stage * 2 * kDoRows;
                 int qc[kRows];
                 typename Variant::Row rw[kRows];
                 float lse2[kRows], delta[kRows];
@@ -232,7 +288,7 @@ struct BackwardFused {
                     qc[r] = q < nq ? q : nq - 1;
                     rw[r] = Variant::make_row(p, hd, qc[r]);
                     lse2[r] = q < nq ? lse2_s[row] : -neg_inf();  // padding rows: P = 0
-                    delta[r] = lse2_s[BM + row];
+                    delta[r] = lse2_s[kDoRows + row];
                 }
                 const BackwardScores<Variant, Params> scores{p, hd, a.scale, a.scale * kLog2e,
                                                              Variant::kHasMask && cur.cls == TileClass::kPartial};
@@ -262,6 +318,9 @@ struct BackwardFused {
                 load_a_trans<E, kMFK, BM / 16, kCprP>(pt, ds_s, kv_frag, lane);
                 gemm_rn<E, kMFK, kNTK, BM / 16, kCprQ>(dk, pt, q_t + so, wk.lc);
             }
+            if constexpr (kConv) {
+                if (want_dtheta) Conv::accumulate_dtheta(theta_acc, dc_s, s0_s);
+            }
             {
                 float dq[kMFQ][kNTQ][4];
                 QLayout::clear(dq);
@@ -284,6 +343,12 @@ struct BackwardFused {
         if (published) {
             block_sync();
             if (tid == 0) ptx::st_release_gpu(published, published_value);
+        }
+        if constexpr (kConv) {
+            if (want_dtheta) {
+                block_sync();  // every warp is done with P and dS
+                flush_dtheta(hd_h);
+            }
         }
 
         const KLayout kl;

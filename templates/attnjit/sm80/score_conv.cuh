@@ -21,6 +21,57 @@
 namespace attnjit {
 namespace sm80 {
 
+// The banded Toeplitz B fragments of a convolution along the keys, one register per
+// (query tap a, k8 step kb, lane): an n8 output tile reads a 24-key window of the
+// convolved tile (three k8 steps), and B[k][n] = weight(a, tap) for the key tap that
+// window key 8 kb + k is for output key n (weight 0 where the tap is outside [0, c_k)).
+// tap_of(window_key, n) gives that tap. Built by warp 0.
+template <int CQ, int CK, class TapOf, class Weight>
+__device__ __forceinline__ void build_toeplitz(unsigned* frags, TapOf tap_of, Weight weight) {
+    const int tid = threadIdx.x;
+    if (tid < 32) {
+        const int g = tid >> 2, t4 = tid & 3;
+#pragma unroll
+        for (int a = 0; a < CQ; ++a)
+#pragma unroll
+            for (int kb = 0; kb < 3; ++kb) {
+                auto w = [&](int k) {
+                    const int b = tap_of(8 * kb + k, g);
+                    return b >= 0 && b < CK ? weight(a, b) : 0.f;
+                };
+                frags[(3 * a + kb) * 32 + tid] = FromFloat<half_t>::pack2(w(2 * t4), w(2 * t4 + 1));
+            }
+    }
+}
+
+// c[mf][t] += sum_a A_a T_a on the tensor cores (mma m16n8k8, f16): A_a is the f16 tile in
+// shared memory (kStride halfs a row, unswizzled: an odd number of 16-byte chunks a row
+// keeps ldmatrix conflict-free) at rows row0 + a + 16 mf .. + 15, T_a the Toeplitz
+// fragments frags[3 a + kb] (build_toeplitz). Output n8 tile x0 + t reads the tile's key
+// chunks x0 + t .. x0 + t + 2, so the A fragment of one chunk (one ldmatrix.x2) serves
+// three output tiles.
+template <int kStride, int CQ, int MF, int NT>
+__device__ __forceinline__ void toeplitz_products(float (&c)[MF][NT][4], unsigned tile_s, int row0,
+                                                  const unsigned* frags, int x0) {
+    const int lane = threadIdx.x & 31;
+#pragma unroll
+    for (int mf = 0; mf < MF; ++mf)
+#pragma unroll
+        for (int a = 0; a < CQ; ++a) {
+            const unsigned f[3] = {frags[(3 * a) * 32 + lane], frags[(3 * a + 1) * 32 + lane],
+                                   frags[(3 * a + 2) * 32 + lane]};
+            const unsigned base = tile_s + (row0 + 16 * mf + a + (lane & 15)) * kStride * 2 + x0 * 16;
+#pragma unroll
+            for (int x = 0; x < NT + 2; ++x) {
+                unsigned a0, a1;
+                ptx::ldmatrix_x2(base + x * 16, a0, a1);
+#pragma unroll
+                for (int kb = 0; kb < 3; ++kb)
+                    if (x - kb >= 0 && x - kb < NT) ptx::mma_16808_f16(c[mf][x - kb], a0, a1, f[kb]);
+            }
+        }
+}
+
 template <class E, int BM, int BN, int W, int CQ, int CK>
 struct ScoreConv {
     static constexpr int kThreads = W * 32;
@@ -29,7 +80,6 @@ struct ScoreConv {
     static constexpr int kPk = (CK - 1) / 2;  // key taps on each side of the key
     static constexpr int kMF = BM / (16 * W);
     static constexpr int kNT = BN / 8;        // n8 output tiles
-    static constexpr int kNX = kNT + 2;       // n8 tiles of the extended score tile
     static constexpr int kStride = BN + 24;   // halfs per S0 row: BN + 16 keys, 8 zeros
     static_assert(CQ >= 1 && CQ <= 8, "score convolution: c_q must be in [1, 8]");
     static_assert(CK >= 1 && CK <= 15 && CK % 2 == 1, "score convolution: c_k must be odd, in [1, 15]");
@@ -39,22 +89,12 @@ struct ScoreConv {
     // of S0; before the first block_sync of the main loop.
     template <class Variant, class Params>
     __device__ __forceinline__ static void prepare(const Params& p, int h, unsigned* frags, unsigned* s0) {
+        // B[k][n] = theta[h][a][b] for the key tap b that extended key 8 kb + k (from the
+        // output tile's first extended key) is for output key n.
+        build_toeplitz<CQ, CK>(
+            frags, [](int key, int n) { return key - n - kHaloKeys + kPk; },
+            [&](int a, int b) { return Variant::score_conv_weight(p, h, a, b); });
         const int tid = threadIdx.x;
-        if (tid < 32) {
-            const int g = tid >> 2, t4 = tid & 3;
-#pragma unroll
-            for (int a = 0; a < CQ; ++a)
-#pragma unroll
-                for (int kb = 0; kb < 3; ++kb) {
-                    // B[k][n] = theta[h][a][b] for the key tap b that extended key 8 kb + k
-                    // (from the output tile's first extended key) is for output key n.
-                    auto w = [&](int k) {
-                        const int b = 8 * kb + k - g - kHaloKeys + kPk;
-                        return b >= 0 && b < CK ? Variant::score_conv_weight(p, h, a, b) : 0.f;
-                    };
-                    frags[(3 * a + kb) * 32 + tid] = FromFloat<half_t>::pack2(w(2 * t4), w(2 * t4 + 1));
-                }
-        }
         for (int r = tid; r < BM + kHaloRows; r += kThreads) {
             unsigned* z = s0 + (r * kStride + BN + 2 * kHaloKeys) / 2;
 #pragma unroll
@@ -125,25 +165,9 @@ struct ScoreConv {
     // so the A fragment of keys [8 x, 8 x + 8) (one ldmatrix.x2) serves tiles x, x - 1 and
     // x - 2.
     __device__ __forceinline__ static void convolve(float (&c)[kMF][kNT][4], unsigned s0_s, const unsigned* frags) {
-        const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-#pragma unroll
-        for (int mf = 0; mf < kMF; ++mf)
-#pragma unroll
-            for (int a = 0; a < CQ; ++a) {
-                const unsigned f[3] = {frags[(3 * a) * 32 + lane], frags[(3 * a + 1) * 32 + lane],
-                                       frags[(3 * a + 2) * 32 + lane]};
-                // Output row i reads S0 row i - (c_q - 1) + a: extended row 16 + that.
-                const int row = kHaloRows + warp * 16 * kMF + 16 * mf - (CQ - 1) + a + (lane & 15);
-                const unsigned base = s0_s + row * kStride * 2;
-#pragma unroll
-                for (int x = 0; x < kNX; ++x) {
-                    unsigned a0, a1;
-                    ptx::ldmatrix_x2(base + x * 16, a0, a1);
-#pragma unroll
-                    for (int kb = 0; kb < 3; ++kb)
-                        if (x - kb >= 0 && x - kb < kNT) ptx::mma_16808_f16(c[mf][x - kb], a0, a1, f[kb]);
-                }
-            }
+        // Output row i reads S0 row i - (c_q - 1) + a: extended row 16 + that.
+        const int warp = threadIdx.x >> 5;
+        toeplitz_products<kStride, CQ>(c, s0_s, kHaloRows + warp * 16 * kMF - (CQ - 1), frags, 0);
     }
 };
 

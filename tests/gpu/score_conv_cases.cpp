@@ -1,0 +1,90 @@
+#include "tests/gpu/score_conv_cases.h"
+
+#include <sstream>
+
+#include "dsl/dsl.h"
+#include "dsl/mods.h"
+
+namespace attnjit::gputest {
+
+std::string ConvCase::name() const {
+    std::ostringstream s;
+    s << dtype_name(dtype) << "_d" << d << "_c" << cq << "x" << ck << "_b" << batch << "_h" << hq << "x" << hkv
+      << "_q" << nq << "_k" << nk << (softcap ? "_softcap" : "") << (gate ? "_gate" : "") << (sinks ? "_sinks" : "");
+    return s.str();
+}
+
+uint64_t ConvCase::seed() const {
+    uint64_t h = 0xcbf29ce484222325ULL;
+    for (unsigned char ch : name()) h = (h ^ ch) * 0x100000001b3ULL;
+    return h;
+}
+
+dsl::AttentionSpec conv_spec(const ConvCase& c) {
+    dsl::AttentionSpec s;
+    s.dtype(c.dtype).head_dim(c.d).return_lse().score_conv("theta", c.cq, c.ck);
+    if (c.softcap) s.score_mod(dsl::mods::softcap(dsl::scalar("cap")));
+    if (c.gate) s.gate("gate");
+    if (c.sinks) s.sinks("sinks");
+    return s;
+}
+
+reference::ForwardInputs conv_inputs(const ConvCase& c) {
+    const uint64_t seed = c.seed();
+    reference::ForwardInputs in{HostTensor(c.dtype, {c.batch, c.hq, c.nq, c.d}),
+                                HostTensor(c.dtype, {c.batch, c.hkv, c.nk, c.d}),
+                                HostTensor(c.dtype, {c.batch, c.hkv, c.nk, c.d}), {}, {}};
+    reference::fill_normal(in.q, seed + 1);
+    reference::fill_normal(in.k, seed + 2);
+    reference::fill_normal(in.v, seed + 3);
+    HostTensor theta(DType::f32, {c.hq, c.cq, c.ck});
+    reference::fill_normal(theta, seed + 4, 0.0, 0.3);
+    for (int64_t h = 0; h < c.hq; ++h)
+        theta.set({h, c.cq - 1, (c.ck - 1) / 2}, theta.get({h, c.cq - 1, (c.ck - 1) / 2}) + 1.0);
+    in.tensors.emplace("theta", std::move(theta));
+    if (c.softcap) in.scalars["cap"] = 3.0;
+    if (c.gate) {
+        HostTensor g(c.dtype, {c.batch, c.hq, c.nq, c.d});
+        reference::fill_normal(g, seed + 5);
+        in.tensors.emplace("gate", std::move(g));
+    }
+    if (c.sinks) {
+        HostTensor s(DType::f32, {c.hq});
+        reference::fill_normal(s, seed + 6, 2.0, 1.0);
+        in.tensors.emplace("sinks", std::move(s));
+    }
+    return in;
+}
+
+ConvRun run_on_gpu(const dsl::AttentionSpec& spec, const reference::ForwardInputs& in) {
+    const auto& q = in.q.shape();
+    ConvRun r{HostTensor(in.q.dtype(), {q[0], q[1], q[2], in.v.shape()[3]}), HostTensor(DType::f32, {q[0], q[1], q[2]})};
+    reference::fill_poison(r.o);
+    reference::fill_poison(r.lse);
+    const auto dq = runtime::to_device(in.q), dk = runtime::to_device(in.k), dv = runtime::to_device(in.v);
+    const auto d_o = runtime::to_device(r.o), d_lse = runtime::to_device(r.lse);
+    std::map<std::string, runtime::DeviceTensor> tensors;
+    LaunchArgs a;
+    a.q = dq.view;
+    a.k = dk.view;
+    a.v = dv.view;
+    a.o = d_o.view;
+    a.lse = d_lse.view;
+    for (const auto& [name, t] : in.tensors) a.tensors[name] = tensors.emplace(name, runtime::to_device(t)).first->second.view;
+    a.scalars = in.scalars;
+    Attention attn(spec);
+    attn(a);
+    runtime::synchronize("cuCtxSynchronize after the score convolution forward");
+    runtime::from_device(d_o, r.o);
+    runtime::from_device(d_lse, r.lse);
+    return r;
+}
+
+void set_identity_kernel(reference::ForwardInputs& in, const ConvCase& c) {
+    HostTensor& theta = in.tensors.at("theta");
+    for (int64_t h = 0; h < c.hq; ++h)
+        for (int a = 0; a < c.cq; ++a)
+            for (int b = 0; b < c.ck; ++b) theta.set({h, a, b}, a == c.cq - 1 && b == (c.ck - 1) / 2 ? 1.0 : 0.0);
+}
+
+}  // namespace attnjit::gputest
