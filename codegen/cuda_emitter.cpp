@@ -6,6 +6,7 @@
 #include <cstring>
 #include <sstream>
 
+#include "codegen/bias_tile.h"
 #include "dsl/visitor.h"
 #include "support/error.h"
 
@@ -170,6 +171,8 @@ private:
     }
 
     Text load(const TensorLoad& t) {
+        if (!names_.bias_tile_tensor.empty() && t.name == names_.bias_tile_tensor && reads_bias_tile(t))
+            return {names_.bias_tile_value, kPrimary};
         std::vector<std::string> idx;
         for (const auto& i : t.indices) idx.push_back(wrap(i, binary_prec(BinaryOp::Mul)));
         const char* conv = t.type == Type::Float ? "to_float" : t.type == Type::Int ? "to_int" : "to_bool";

@@ -34,6 +34,9 @@ namespace attnjit::codegen {
 
 struct EmitNames {
     std::map<std::string, std::string> temps;  // dsl::Temp name -> C expression
+    // score_mod's bias tile (codegen/bias_tile.h): reads of this tensor at [..., q_idx,
+    // kv_idx] are the hook argument bias_tile_value instead of a memory read.
+    std::string bias_tile_tensor, bias_tile_value;
 };
 
 std::string emit_expr(const dsl::Expr& e, const EmitNames& names = {});

@@ -51,6 +51,27 @@ public:
         return "attnjit::to_float(" + f + ".ptr[" + offset + "])";
     }
 
+    // Where a (batch, head)'s bias tile starts, and its (q, k) strides.
+    void bias_tile_hook() {
+        const BiasTile& bt = *plan_.bias_tile;
+        std::vector<std::string> idx;
+        for (const auto& i : bt.leading) {
+            const std::string text = emit_expr(i, names_);
+            idx.push_back(i.as<dsl::Const>() || i.as<dsl::Var>() ? text : "(" + text + ")");
+        }
+        const std::string f = "p." + tensor_field(bt.tensor);
+        const size_t n = bt.leading.size();
+        std::string lead;
+        for (const auto& i : bt.leading) lead += dsl::to_string(i) + ", ";
+        w_.line("// score_mod's bias tile: " + bt.tensor + "[" + lead + "q_idx, kv_idx] (common/bias_tile.cuh).");
+        w_.open(std::string("__device__ static attnjit::BiasTileRef<BiasTileElement> bias_tile(const Params& p, const "
+                            "Head& hd)"));
+        w_.line("return {" + f + ".ptr + (" + tensor_offset(bt.tensor, idx) + "), " + f + ".stride[" +
+                std::to_string(n) + "], " + f + ".stride[" + std::to_string(n + 1) + "]};");
+        w_.close();
+        w_.line();
+    }
+
     void fields(const Bindings& bs) {
         for (const auto& b : bs)
             w_.line(std::string(cuda_type(b.value.type())) + " " + b.name + ";  // " + dsl_text(b.value));
@@ -72,6 +93,10 @@ public:
             w_.line(std::string("using SinkElement = ") + cuda_elem_type(plan_.spec.sinks_dtype()) + ";");
         }
         if (plan_.output_gate) w_.line("static constexpr bool kHasOutputTransform = true;");
+        if (plan_.bias_tile) {
+            w_.line("static constexpr bool kHasBiasTile = true;");
+            w_.line(std::string("using BiasTileElement = ") + cuda_elem_type(plan_.bias_tile->dtype) + ";");
+        }
         if (plan_.score_conv) {
             w_.line("static constexpr int kScoreConvRows = " + std::to_string(plan_.spec.score_conv_rows()) + ";");
             w_.line("static constexpr int kScoreConvCols = " + std::to_string(plan_.spec.score_conv_cols()) + ";");
@@ -129,12 +154,23 @@ public:
         w_.close();
         w_.line();
 
-        w_.open("__device__ static float score_mod(const Params& p, const Head& hd, const Row& r, float s, int q, int k)");
+        if (plan_.bias_tile) bias_tile_hook();
+        w_.open(std::string("__device__ static float score_mod(const Params& p, const Head& hd, const Row& r, float s, "
+                            "int q, int k") +
+                (plan_.bias_tile ? ", float tile_bias)" : ")"));
+        // The bias tile's reads are the argument tile_bias (common/bias_tile.cuh).
+        const EmitNames saved = names_;
+        if (plan_.bias_tile) {
+            names_.bias_tile_tensor = plan_.bias_tile->tensor;
+            names_.bias_tile_value = "tile_bias";
+        }
         bindings(plan_.score_bindings, "", true);
         if (has_sm) {
             w_.line("// " + dsl_text(plan_.score_mod));
             w_.line("return " + emit_expr(plan_.score_mod, names_) + ";");
-        } else {
+        }
+        names_ = saved;
+        if (!has_sm) {
             w_.line("return s;  // no score_mod");
         }
         w_.close();

@@ -43,7 +43,8 @@ void entry(SourceWriter& w, const KernelKindInfo& kind, const KernelConfig& c, D
     w.line(std::string("using Traits = ") + kind.traits + "<attnjit::MainloopKind::" + mainloop_kind_name(c.mainloop) +
            ", " + cuda_elem_type(dtype) + ", " + std::to_string(c.head_dim_qk) + ", " + std::to_string(c.head_dim_v) +
            ", " + std::to_string(t.block_m) + ", " + std::to_string(t.block_n) + ", " + std::to_string(t.warps) +
-           ", " + std::to_string(t.stages) + (c.score_conv ? ", true" : "") + ">;");
+           ", " + std::to_string(t.stages) +
+           (c.bias_tile ? ", false, true" : c.score_conv ? ", true" : "") + ">;");
     w.line();
     w.line("extern \"C\" __global__ void __launch_bounds__(Traits::kThreads)");
     w.open(std::string(kind.entry) + "(const __grid_constant__ Params p)");

@@ -4,6 +4,7 @@
 #include <sstream>
 #include <vector>
 
+#include "codegen/bias_tile.h"
 #include "codegen/kernel_kinds.h"
 #include "support/error.h"
 
@@ -55,6 +56,7 @@ void check_config(const KernelConfig& c, const std::string& arch) {
     if (const char* why = why_config_invalid_on(c, sm)) {
         KernelConfig d = default_config(c.kind, c.elem, c.head_dim_qk, c.head_dim_v, sm);
         d.score_conv = c.score_conv;
+        d.bias_tile = c.bias_tile && d.tile.block_n % 32 == 0;
         if (c.score_conv) d.tile = default_score_conv_tile(sm, c.head_dim_qk, c.head_dim_v, c.kind);
         std::ostringstream fix;
         if (why_config_invalid_on(d, sm) == nullptr && d.tile != c.tile)
@@ -82,6 +84,10 @@ KernelConfig make_config(const dsl::AttentionSpec& spec, KernelKind kind, const 
     c.score_conv = spec.has_score_conv() && (kind == KernelKind::forward || kind == KernelKind::backward_fused);
     if (c.score_conv) c.tile = default_score_conv_tile(sm, c.head_dim_qk, c.head_dim_v, kind);
     if (tile) c.tile = *tile;
+    // The sm80 forward stages score_mod's bias tile (codegen/bias_tile.h) when its tile's
+    // rows are whole 16-byte chunk groups; otherwise the bias is read element by element.
+    c.bias_tile = kind == KernelKind::forward && c.mainloop == MainloopKind::sm80 && c.tile.block_n % 32 == 0 &&
+                  bias_tile_of(spec).has_value();
     check_config(c, arch);
     return c;
 }
@@ -100,7 +106,7 @@ std::ostream& operator<<(std::ostream& os, const KernelConfig& c) {
        << c.head_dim_qk << "x" << c.head_dim_v << " ";
     const int tq = tile_head_dim(c.head_dim_qk), tv = tile_head_dim(c.head_dim_v);
     if (head_dims_padded(c)) os << "(tiles d" << tq << "x" << tv << ") ";
-    return os << c.tile << (c.score_conv ? " score_conv" : "");
+    return os << c.tile << (c.score_conv ? " score_conv" : "") << (c.bias_tile ? " bias_tile" : "");
 }
 
 }  // namespace attnjit
@@ -118,7 +124,8 @@ std::string config_id(const KernelConfig& c) {
     const TileConfig& t = c.tile;
     s << kernel_kind_info(c.kind).name_prefix << "_" << mainloop_kind_name(c.mainloop)
       << "_" << elem_kind_name(c.elem) << "_d" << c.head_dim_qk << "x" << c.head_dim_v << "_m" << t.block_m << "n"
-      << t.block_n << "w" << t.warps << "s" << t.stages << (c.score_conv ? "_conv" : "");
+      << t.block_n << "w" << t.warps << "s" << t.stages << (c.score_conv ? "_conv" : "")
+      << (c.bias_tile ? "_bias" : "");
     return s.str();
 }
 

@@ -101,6 +101,11 @@ std::ostream& operator<<(std::ostream& os, const KernelPlan& p) {
                << " (" << s.reduction << "): summed per key, then stored (key site " << s.row_site
                << "), d t / d read = " << s.partial << "\n";
     }
+    if (p.bias_tile) {
+        os << "  bias tile: " << p.bias_tile->tensor << "[";
+        for (const auto& i : p.bias_tile->leading) os << i << ", ";
+        os << "q_idx, kv_idx] (" << dtype_name(p.bias_tile->dtype) << ")\n";
+    }
     os << "  can_classify: " << (p.classify.can_classify ? "true" : "false") << "\n";
     const SpecInputs& in = p.inputs;
     if (!in.scalars.empty()) {

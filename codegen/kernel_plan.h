@@ -4,10 +4,12 @@
 #pragma once
 
 #include <map>
+#include <optional>
 #include <ostream>
 #include <string>
 #include <vector>
 
+#include "codegen/bias_tile.h"
 #include "codegen/binding.h"
 #include "codegen/grad_reduction.h"
 #include "codegen/mask_analysis.h"
@@ -109,6 +111,9 @@ struct KernelPlan {
     // A score convolution (spec.score_conv(); forward and backward plans): mask is the causal mask
     // it implies; the Variant gets kScoreConvRows / kScoreConvCols and score_conv_weight.
     bool score_conv = false;
+    // Forward plans whose score_mod reads a bias tile (codegen/bias_tile.h): the Variant gets
+    // kHasBiasTile, bias_tile(p, hd), and score_mod takes the bias as an argument.
+    std::optional<BiasTile> bias_tile;
     // Attention sinks (spec.sinks()): the Variant gets kHasSink and sink(p, h).
     bool has_sinks() const { return spec.has_sinks(); }
     // head, row, then the element bindings of score_mod and of mask (each name once).

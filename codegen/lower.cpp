@@ -107,6 +107,7 @@ KernelPlan lower(const dsl::AttentionSpec& spec, SpecInputs inputs, KernelKind k
     // a hook.
     plan.output_gate = spec.has_gate() && kind == KernelKind::forward;
     plan.score_conv = spec.has_score_conv();
+    if (kind == KernelKind::forward) plan.bias_tile = bias_tile_of(spec);
     debug(1) << "lowering " << spec;
 
     dsl::Expr score_mod, mask;

@@ -19,6 +19,7 @@ const char* mod_name(Mod m) {
     case Mod::AlibiCausal: return "alibi_causal";
     case Mod::Softcap: return "softcap";
     case Mod::BiasBroadcast: return "bias_bcast";
+    case Mod::BiasPadded: return "bias_padded";
     case Mod::RelativePosition: return "relpos";
     case Mod::DocumentMask: return "document";
     case Mod::PrefixLm: return "prefix_lm";
@@ -29,8 +30,8 @@ const char* mod_name(Mod m) {
 
 std::vector<Mod> all_mods() {
     return {Mod::Plain,        Mod::CausalTopLeft, Mod::CausalBottomRight, Mod::SlidingWindow,
-            Mod::AlibiCausal,  Mod::Softcap,       Mod::BiasBroadcast,     Mod::RelativePosition,
-            Mod::DocumentMask, Mod::PrefixLm,      Mod::Combination};
+            Mod::AlibiCausal,  Mod::Softcap,       Mod::BiasBroadcast,     Mod::BiasPadded,
+            Mod::RelativePosition, Mod::DocumentMask, Mod::PrefixLm,  Mod::Combination};
 }
 
 std::string Case::name() const {
@@ -117,7 +118,8 @@ dsl::AttentionSpec make_spec(const Case& c) {
         break;
     case Mod::AlibiCausal: s.score_mod(m::alibi(slopes_tensor())).mask(m::causal()); break;
     case Mod::Softcap: s.score_mod(m::softcap(dsl::scalar("cap"))); break;
-    case Mod::BiasBroadcast: s.score_mod(m::bias(dsl::Tensor("bias", c.dtype, 4))); break;
+    case Mod::BiasBroadcast:
+    case Mod::BiasPadded: s.score_mod(m::bias(dsl::Tensor("bias", c.dtype, 4))); break;
     case Mod::RelativePosition:
         s.score_mod(m::relative_position_bias(rel_tensor(), kRelMaxDistance));
         break;
@@ -173,6 +175,16 @@ Problem make_problem(const Case& c, bool upload) {
     case Mod::BiasBroadcast: {
         // One [1, Hq, Nq, Nk] bias seen as [B, Hq, Nq, Nk] through a batch stride of 0.
         HostTensor bias(c.dtype, {B, Hq, Nq, Nk}, {0, Nq * Nk, Nk, 1});
+        reference::fill_normal(bias, seed + 6);
+        in.tensors.emplace("bias", std::move(bias));
+        break;
+    }
+    case Mod::BiasPadded: {
+        // Rows padded to a multiple of 8 elements and 8 more: 16-byte aligned, so the sm80
+        // forward copies the bias tile with cp.async, its last chunk of a row part-filled
+        // (the broadcast case's rows of Nk elements take the element-by-element copy).
+        const int64_t row = (Nk + 7) / 8 * 8 + 8;
+        HostTensor bias(c.dtype, {B, Hq, Nq, Nk}, {Hq * Nq * row, Nq * row, row, 1});
         reference::fill_normal(bias, seed + 6);
         in.tensors.emplace("bias", std::move(bias));
         break;

@@ -38,6 +38,7 @@ enum class Mod {
     AlibiCausal,     // alibi(slopes[Hq]) + causal top-left
     Softcap,         // softcap(scalar cap)
     BiasBroadcast,   // bias([1, Hq, Nq, Nk] broadcast over B by stride 0), dtype of Q
+    BiasPadded,      // bias([B, Hq, Nq, Nk] with 16-byte aligned rows past Nk), dtype of Q
     RelativePosition,  // relative_position_bias(table[Hq, 2*32+1], 32)
     DocumentMask,    // document_mask(q_doc[B, Nq], kv_doc[B, Nk])
     PrefixLm,        // prefix_lm(int_scalar prefix)

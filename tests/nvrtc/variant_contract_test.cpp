@@ -68,8 +68,13 @@ TEST(VariantContract, UnsupportedStructuralHooksAreRefusedByName) {
     std::string log = compile_log(
         with_variant_members("plain", DType::bf16, "    static constexpr bool kHasScoreTileTransform = true;\n"));
     EXPECT_NE(log.find("kHasScoreTileTransform (whole-score-tile transform"), std::string::npos) << log;
-    log = compile_log(with_variant_members("plain", DType::f32, "    static constexpr int kExtraOperands = 1;\n"));
-    EXPECT_NE(log.find("kExtraOperands (extra operand streams beside K/V"), std::string::npos) << log;
+}
+
+TEST(VariantContract, BiasTileWithoutItsHooksIsRefused) {
+    if (auto why = runtime::why_no_libnvrtc()) GTEST_SKIP() << *why;
+    const std::string log =
+        compile_log(with_variant_members("plain", DType::f32, "    static constexpr bool kHasBiasTile = true;\n"));
+    EXPECT_NE(log.find("kHasBiasTile requires kHasScoreMod"), std::string::npos) << log;
 }
 
 TEST(VariantContract, ClassifyReadsMemoryNeedsCanClassify) {

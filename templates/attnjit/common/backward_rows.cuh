@@ -86,7 +86,6 @@ struct BackwardRows {
     static constexpr const char* kName = "backward rows";
     static constexpr bool kSupportsOutputTransform = false;
     static constexpr bool kSupportsScoreTileTransform = false;
-    static constexpr int kMaxExtraOperands = 0;
 
     __device__ __forceinline__ static float* accum_row(const BackwardArgs& a, int b, int h, int q) {
         return a.dq_accum + (((long long)b * a.q_heads + h) * a.q_len + q) * DQK;

@@ -16,6 +16,7 @@
 // one and their elements dropped by keep.
 #pragma once
 
+#include "attnjit/common/bias_tile.cuh"
 #include "attnjit/common/math_constants.h"
 #include "attnjit/common/types.cuh"
 
@@ -49,7 +50,7 @@ struct BackwardScores {
         const float x = s * scale;
         float pr;
         if constexpr (Variant::kHasScoreMod) {
-            pr = fast_exp2(Variant::score_mod(p, hd, row, x, q, k) * kLog2e - lse2);
+            pr = fast_exp2(score_mod_at<Variant>(p, hd, row, x, q, k) * kLog2e - lse2);
         } else {
             pr = fast_exp2(s * scale_log2 - lse2);
         }

@@ -28,7 +28,6 @@ struct BackwardSinkGrad {
     static constexpr const char* kName = "backward sink grad";
     static constexpr bool kSupportsOutputTransform = false;
     static constexpr bool kSupportsScoreTileTransform = false;
-    static constexpr int kMaxExtraOperands = 0;
 
     template <class Variant, class Params>
     __device__ __forceinline__ static void run_sink_grad(const Params& p, unsigned char*) {

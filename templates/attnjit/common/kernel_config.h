@@ -98,6 +98,10 @@ struct KernelConfig {
     // Attention, sm80/score_conv.cuh, sm80/score_conv_backward.cuh): operand tiles with
     // halo rows, the staged S0 (and dC) tiles and the Toeplitz fragments of the kernel.
     bool score_conv = false;
+    // Forward sm80 only: score_mod's bias tile (a captured f16 / bf16 tensor read at
+    // [..., q_idx, kv_idx], common/bias_tile.cuh) is copied tile by tile into shared memory
+    // beside the K/V pipeline, rather than read element by element from global memory.
+    bool bias_tile = false;
 };
 
 ATTNJIT_HD constexpr bool operator==(const TileConfig& a, const TileConfig& b) {
@@ -106,7 +110,8 @@ ATTNJIT_HD constexpr bool operator==(const TileConfig& a, const TileConfig& b) {
 ATTNJIT_HD constexpr bool operator!=(const TileConfig& a, const TileConfig& b) { return !(a == b); }
 ATTNJIT_HD constexpr bool operator==(const KernelConfig& a, const KernelConfig& b) {
     return a.kind == b.kind && a.mainloop == b.mainloop && a.elem == b.elem && a.head_dim_qk == b.head_dim_qk &&
-           a.head_dim_v == b.head_dim_v && a.tile == b.tile && a.score_conv == b.score_conv;
+           a.head_dim_v == b.head_dim_v && a.tile == b.tile && a.score_conv == b.score_conv &&
+           a.bias_tile == b.bias_tile;
 }
 ATTNJIT_HD constexpr bool operator!=(const KernelConfig& a, const KernelConfig& b) { return !(a == b); }
 
@@ -186,6 +191,8 @@ constexpr int kSimtRowPad = 4;
 // simt backward, which works element by element at the real ones:
 //  forward sm80: scratch | Q [block_m x dqk] | K [stages][block_n x dqk] |
 //                V [stages][block_n x dv]       (XOR-swizzled, no padding)
+//  forward sm80 with bias_tile: the above | bias [block_m x block_n] (16-bit, XOR-swizzled;
+//                one buffer: refilled after each step's score hooks, common/bias_tile.cuh)
 //  forward sm80 with score_conv: scratch | Q [(block_m + 16) x dqk] |
 //                K [stages][(block_n + 16) x dqk] | V [stages][block_n x dv] |
 //                S0 [(block_m + 16) x (block_n + 24)] f16 (row-major, unswizzled) |
@@ -240,7 +247,8 @@ ATTNJIT_HD constexpr int smem_bytes(const KernelConfig& c) {
                ? scratch_bytes(t.warps) +
                      elem_bytes(c.elem) * ((t.block_m + 16) * dqk + t.stages * ((t.block_n + 16) * dqk + t.block_n * dv)) +
                      2 * (t.block_m + 16) * (t.block_n + 24) + kScoreConvFragmentBytes
-               : scratch_bytes(t.warps) + elem_bytes(c.elem) * (t.block_m * dqk + t.stages * t.block_n * (dqk + dv));
+               : scratch_bytes(t.warps) + elem_bytes(c.elem) * (t.block_m * dqk + t.stages * t.block_n * (dqk + dv)) +
+                     (c.bias_tile ? 2 * t.block_m * t.block_n : 0);
 }
 
 ATTNJIT_HD constexpr int threads(const KernelConfig& c) { return c.tile.warps * 32; }
@@ -261,6 +269,9 @@ ATTNJIT_HD constexpr const char* why_config_invalid(const KernelConfig& c) {
     if (c.score_conv && ((c.kind != KernelKind::forward && c.kind != KernelKind::backward_fused) ||
                          c.mainloop != MainloopKind::sm80))
         return "the score convolution runs in the sm80 forward and backward_fused only (f16 / bf16) for now";
+    if (c.bias_tile && (c.kind != KernelKind::forward || c.mainloop != MainloopKind::sm80 || c.score_conv))
+        return "the staged bias tile is a feature of the sm80 forward without a score convolution";
+    if (c.bias_tile && t.block_n % 32 != 0) return "the staged bias tile needs block_n a multiple of 32";
     if (c.score_conv && (t.block_n % 16 != 0 || t.block_m % 16 != 0))
         return "the score convolution needs block_m and block_n multiples of 16";
     if (c.score_conv && c.kind == KernelKind::backward_fused && (t.block_n != 64 || t.block_m % 32 != 0))

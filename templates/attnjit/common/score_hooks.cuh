@@ -10,7 +10,8 @@
 // ScoreHooks keeps, per row slot, the clamped query index and the Variant's Row (hoisted
 // terms), built once per CTA, and runs the passes of one KV tile in this order:
 //   1. Variant::transform_score_tile (only with kHasScoreTileTransform);
-//   2. score_mod on every element, s = scale * <q, k> (only with kHasScoreMod); on edge
+//   2. score_mod on every element, s = scale * <q, k> (only with kHasScoreMod), with its
+//      bias tile from the main loop's BiasSource (common/bias_tile.cuh); on edge
 //      tiles padding keys k >= Nk are clamped to Nk - 1 and their value is overwritten by
 //      step 3. Interior tiles take a copy of the pass without the clamp: one compare and
 //      select less per element, 5% on softcap, and alibi level with b1e0cf9 again;
@@ -19,6 +20,7 @@
 // Hooks never see q >= Nq (clamped to Nq - 1; those rows are not written) or k >= Nk.
 #pragma once
 
+#include "attnjit/common/bias_tile.cuh"
 #include "attnjit/common/types.cuh"
 
 namespace attnjit {
@@ -74,17 +76,19 @@ struct ScoreHooks {
     }
 
     // kEdge: the tile reaches past Nk, so keys are clamped (their scores are masked later).
-    template <bool kEdge>
+    template <bool kEdge, class Layout, class Bias>
     struct ScoreModOp {
         const Params& p;
         const Head& hd;
         const ScoreHooks& rows;
+        const Layout& layout;
+        const Bias& bias;
         float scale;
         int k0, nk;
         __device__ __forceinline__ void operator()(float& s, int r, int col) {
             const int k = k0 + col;
             const int kc = !kEdge || k < nk ? k : nk - 1;
-            s = Variant::score_mod(p, hd, rows.rw[r], s * scale, rows.qc[r], kc);
+            s = call_score_mod<Variant>(p, hd, rows.rw[r], s * scale, rows.qc[r], kc, bias, layout.row(r), col);
         }
     };
     struct MaskOp {
@@ -103,10 +107,17 @@ struct ScoreHooks {
         }
     };
 
-    // The passes of one KV tile (keys [k0, k0 + kBlockN)) of class cls over `frag`.
+    // The passes of one KV tile (keys [k0, k0 + kBlockN)) of class cls over `frag`; the
+    // bias tile (if any) read from global memory.
     template <int kBlockN, class Layout, class Frag>
     __device__ __forceinline__ void apply(const Params& p, const Head& hd, const Layout& layout, Frag& frag, int k0,
                                           TileClass cls) const {
+        apply<kBlockN>(p, hd, layout, frag, k0, cls, GatheredBiasOf<Variant>::make(p, hd));
+    }
+    // The same with the bias tile from `bias` (a BiasSource, common/bias_tile.cuh).
+    template <int kBlockN, class Layout, class Frag, class Bias>
+    __device__ __forceinline__ void apply(const Params& p, const Head& hd, const Layout& layout, Frag& frag, int k0,
+                                          TileClass cls, const Bias& bias) const {
         if constexpr (Variant::kHasScoreTileTransform) {
             ScoreTileView<Layout, Frag> view{layout, frag, m0, k0, nq, nk};
             Variant::transform_score_tile(p, hd, view);
@@ -114,10 +125,10 @@ struct ScoreHooks {
         const bool edge = k0 + kBlockN > nk;
         if constexpr (Variant::kHasScoreMod) {
             if (edge) {
-                ScoreModOp<true> op{p, hd, *this, scale, k0, nk};
+                ScoreModOp<true, Layout, Bias> op{p, hd, *this, layout, bias, scale, k0, nk};
                 layout.for_each(frag, op);
             } else {
-                ScoreModOp<false> op{p, hd, *this, scale, k0, nk};
+                ScoreModOp<false, Layout, Bias> op{p, hd, *this, layout, bias, scale, k0, nk};
                 layout.for_each(frag, op);
             }
         }

@@ -12,6 +12,12 @@ namespace attnjit {
 struct VariantDefaults {
     // ---- element hooks (generated) ------------------------------------------------------
     static constexpr bool kHasScoreMod = false;          // score_mod(p, hd, row, s, q, k) -> float
+    // score_mod's bias tile (common/bias_tile.cuh): score_mod takes one more argument, the
+    // bias at (q, k), which the main loop reads (staged tile by tile, or gathered):
+    //   using BiasTileElement = half_t / bf16_t;
+    //   static BiasTileRef<BiasTileElement> bias_tile(const Params&, const Head&);
+    //   static float score_mod(p, hd, row, s, q, k, float tile_bias);
+    static constexpr bool kHasBiasTile = false;
     static constexpr bool kHasMask = false;              // mask(p, hd, row, q, k) -> bool
     static constexpr bool kCanClassify = false;          // classify(p, hd, q0, q1, k0, k1, ctx)
     static constexpr bool kClassifyReadsMemory = false;  // classify reads captured tensors
@@ -61,8 +67,6 @@ struct VariantDefaults {
     // The sm80 forward convolves the causally zero-masked scores (sm80/score_conv.cuh).
     static constexpr int kScoreConvRows = 0;
     static constexpr int kScoreConvCols = 0;
-    // Extra operand streams loaded by the pipeline beside K and V, tile by tile (bias tiles).
-    static constexpr int kExtraOperands = 0;
 };
 
 namespace detail {
@@ -97,6 +101,14 @@ struct ScoreModOk<V, P, typename AlwaysVoid<decltype(V::score_mod(declval_<const
     static constexpr bool value = SameType<decltype(V::score_mod(declval_<const P&>(), declval_<const typename V::Head&>(),
                                                                  declval_<const typename V::Row&>(), 0.f, 0, 0)),
                                            float>::value;
+};
+template <class V, class P, class = void> struct BiasScoreModOk { static constexpr bool value = false; };
+template <class V, class P>
+struct BiasScoreModOk<V, P, typename AlwaysVoid<decltype(V::score_mod(
+                                declval_<const P&>(), declval_<const typename V::Head&>(),
+                                declval_<const typename V::Row&>(), 0.f, 0, 0, 0.f) +
+                            V::bias_tile(declval_<const P&>(), declval_<const typename V::Head&>()).at(0, 0))>::type> {
+    static constexpr bool value = true;
 };
 template <class V, class P, class = void> struct MaskOk { static constexpr bool value = false; };
 template <class V, class P>
@@ -133,7 +145,7 @@ template <class V, class = void> struct HasFlags { static constexpr bool value =
 template <class V>
 struct HasFlags<V, typename AlwaysVoid<decltype(V::kHasScoreMod + V::kHasMask + V::kCanClassify +
                                                 V::kClassifyReadsMemory + V::kHasScoreGrad + V::kHasOutputTransform +
-                                                V::kHasScoreTileTransform + V::kExtraOperands)>::type> {
+                                                V::kHasScoreTileTransform + V::kHasBiasTile)>::type> {
     static constexpr bool value = true;
 };
 
@@ -141,7 +153,7 @@ struct HasFlags<V, typename AlwaysVoid<decltype(V::kHasScoreMod + V::kHasMask + 
 
 // The contract, checked where a kernel instantiates a main loop with a Variant. Produces
 // no code. Mainloop declares what it implements: kName, kSupportsOutputTransform,
-// kSupportsScoreTileTransform, kMaxExtraOperands.
+// kSupportsScoreTileTransform.
 template <class V, class Params, class Mainloop>
 __device__ __forceinline__ void check_variant() {
     static_assert(detail::HasFlags<V>::value,
@@ -153,9 +165,13 @@ __device__ __forceinline__ void check_variant() {
                       "Variant must declare `static Head make_head(const Params&, int b, int h, int kvh)`");
         static_assert(detail::MakeRowOk<V, Params>::value,
                       "Variant must declare `static Row make_row(const Params&, const Head&, int q)`");
-        static_assert(!V::kHasScoreMod || detail::ScoreModOk<V, Params>::value,
+        static_assert(!V::kHasScoreMod || V::kHasBiasTile || detail::ScoreModOk<V, Params>::value,
                       "Variant must declare `static float score_mod(const Params&, const Head&, const Row&, float s, "
                       "int q, int k)` when kHasScoreMod");
+        static_assert(!V::kHasBiasTile || (V::kHasScoreMod && detail::BiasScoreModOk<V, Params>::value),
+                      "Variant: kHasBiasTile requires kHasScoreMod, `static float score_mod(const Params&, const Head&, "
+                      "const Row&, float s, int q, int k, float tile_bias)` and `static BiasTileRef<BiasTileElement> "
+                      "bias_tile(const Params&, const Head&)`");
         static_assert(!V::kHasMask || detail::MaskOk<V, Params>::value,
                       "Variant must declare `static bool mask(const Params&, const Head&, const Row&, int q, int k)` "
                       "when kHasMask");
@@ -176,10 +192,6 @@ __device__ __forceinline__ void check_variant() {
                       "Variant declares kHasScoreTileTransform (whole-score-tile transform: score convolution, "
                       "reciprocal band) but this main loop does not support it yet (the tile must be staged in "
                       "shared memory)");
-        static_assert(V::kExtraOperands >= 0, "Variant: kExtraOperands must be >= 0");
-        static_assert(V::kExtraOperands <= Mainloop::kMaxExtraOperands,
-                      "Variant declares kExtraOperands (extra operand streams beside K/V, e.g. bias tiles) but this "
-                      "main loop does not load that many (kMaxExtraOperands)");
     }
 }
 

@@ -8,7 +8,7 @@
 // A further policy (e.g. Hopper wgmma + TMA) plugs in beside them with the same
 // `template <class Variant, class Params> static void run(const Params&, unsigned char*)`,
 // `kThreads`, `kSmemBytes` and the capability flags check_variant reads (kName,
-// kSupportsOutputTransform, kSupportsScoreTileTransform, kMaxExtraOperands), selected in
+// kSupportsOutputTransform, kSupportsScoreTileTransform), selected in
 // ForwardTraits::Mainloop.
 #pragma once
 
@@ -23,9 +23,10 @@
 namespace attnjit {
 
 // kDqk_, kDv_: the real head dims (the main loops pad their tiles: tile_head_dim).
-// kScoreConv_: the score convolution's layout (KernelConfig::score_conv).
+// kScoreConv_: the score convolution's layout (KernelConfig::score_conv); kBiasTile_: the
+// staged bias tile (KernelConfig::bias_tile).
 template <MainloopKind kMainloop_, class Element_, int kDqk_, int kDv_, int kBlockM_, int kBlockN_, int kWarps_,
-          int kStages_, bool kScoreConv_ = false>
+          int kStages_, bool kScoreConv_ = false, bool kBiasTile_ = false>
 struct ForwardTraits {
     using Element = Element_;
     static constexpr MainloopKind kMainloop = kMainloop_;
@@ -38,7 +39,8 @@ struct ForwardTraits {
     static constexpr int kThreads = kWarps * 32;
     static constexpr ElemKind kElem = ElemKindOf<Element>::value;
     static constexpr KernelConfig kConfig{KernelKind::forward, kMainloop, kElem, kDqk, kDv,
-                                          TileConfig{kBlockM, kBlockN, kWarps, kStages}, kScoreConv_};
+                                          TileConfig{kBlockM, kBlockN, kWarps, kStages}, kScoreConv_,
+                                          kBiasTile_};
 
     static_assert(config_is_valid(kConfig), "kernel configuration rejected by why_config_invalid() in kernel_config.h");
 #ifdef __CUDA_ARCH__
@@ -49,7 +51,7 @@ struct ForwardTraits {
     using Mainloop = typename Select<kMainloop == MainloopKind::simt,
                                      simt::Mainloop<kDqk, kDv, kBlockM, kBlockN, kWarps>,
                                      sm80::Mainloop<Element, kDqk, kDv, kBlockM, kBlockN, kWarps, kStages,
-                                                    kOrderAuto, kScoreConv_>>::type;
+                                                    kOrderAuto, kScoreConv_, kBiasTile_>>::type;
     static constexpr int kSmemBytes = Mainloop::kSmemBytes;
 };
 

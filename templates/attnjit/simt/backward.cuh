@@ -22,6 +22,7 @@
 #pragma once
 
 #include "attnjit/backward/args.h"
+#include "attnjit/common/bias_tile.cuh"
 #include "attnjit/common/input_grads.cuh"
 #include "attnjit/common/intervals.cuh"
 #include "attnjit/common/kernel_config.h"
@@ -54,7 +55,6 @@ struct Backward {
     static constexpr const char* kName = "simt backward";
     static constexpr bool kSupportsOutputTransform = false;  // its gradient comes with the gated variants
     static constexpr bool kSupportsScoreTileTransform = false;
-    static constexpr int kMaxExtraOperands = 0;
 
     // Output elements per thread of the accumulators.
     static constexpr int kDkPer = (BN * DQK + kThreads - 1) / kThreads;
@@ -155,7 +155,7 @@ struct Backward {
                     for (int d = 0; d < DQK; ++d) dot += t.q[r * kQP + d] * t.k[c * kQP + d];
                     const float s = a.scale * dot;
                     float sm = s;
-                    if constexpr (Variant::kHasScoreMod) sm = Variant::score_mod(p, hd, row, s, q, k);
+                    if constexpr (Variant::kHasScoreMod) sm = score_mod_at<Variant>(p, hd, row, s, q, k);
                     if (sm != neg_inf()) {
                         pv = expf(sm - lse);
                         float dp = 0.f;

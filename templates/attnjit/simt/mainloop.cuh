@@ -55,7 +55,6 @@ struct Mainloop {
     static constexpr const char* kName = "simt";
     static constexpr bool kSupportsOutputTransform = true;
     static constexpr bool kSupportsScoreTileTransform = false;  // needs the tile staged in smem
-    static constexpr int kMaxExtraOperands = 0;                 // no extra operand streams yet
 
     using SRow = SimtScoreRow<kJ>;          // the scores of one row, then its P
     using OLayout = SimtAccLayout<kRPW, kC, kDvReal>;  // O accumulator (stores the real columns)

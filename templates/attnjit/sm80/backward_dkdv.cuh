@@ -61,7 +61,6 @@ struct BackwardDkdv {
     static constexpr const char* kName = "sm80 backward";
     static constexpr bool kSupportsOutputTransform = false;
     static constexpr bool kSupportsScoreTileTransform = false;
-    static constexpr int kMaxExtraOperands = 0;
 
     using SLayout = MmaCLayout<kMF, kNT>;       // S^T, P^T, dP^T, dS^T
     using KLayout = MmaCLayout<kMF, DQK / 8, 1, kDqkReal>;  // dK (stores the real columns)

@@ -58,7 +58,6 @@ struct BackwardDq {
     static constexpr const char* kName = "sm80 backward";
     static constexpr bool kSupportsOutputTransform = false;
     static constexpr bool kSupportsScoreTileTransform = false;
-    static constexpr int kMaxExtraOperands = 0;
 
     using SLayout = MmaCLayout<kMF, kNT>;         // S, P, dP, dS
     using DLayout = MmaCLayout<kMF, DQK / 8, 1, kDqkReal>;  // dQ (stores the real columns)

@@ -95,7 +95,6 @@ struct BackwardFused {
     static constexpr const char* kName = "sm80 backward";
     static constexpr bool kSupportsOutputTransform = false;
     static constexpr bool kSupportsScoreTileTransform = false;
-    static constexpr int kMaxExtraOperands = 0;
 
     using SLayout = MmaCLayout<kMFS, kNTS, 4>;  // S, P, dP, dS
     using KLayout = MmaCLayout<kMFK, kNTK, 2, kDqkReal>;  // dK (stores the real columns)

@@ -17,6 +17,10 @@
 //           softmax and P V_j.
 //   S >= 2: a ring of S (K, V) buffers; at the top of step j the pair for the
 //           (S-1)-th next non-skipped tile is issued, so up to S-1 tiles are in flight.
+// kBiasTile (KernelConfig::bias_tile): one more buffer, score_mod's bias tile
+// (sm80/bias_tile.cuh). Bias_{j+1} is issued once every warp is past step j's score hooks
+// (with K_{j+1} when S == 1), and lands during softmax, P V_j and Q K_{j+1}^T; with S >= 2
+// the top of step j then waits for every group in flight (bias_j is the newest).
 #pragma once
 
 #include "attnjit/common/cta_tile.cuh"
@@ -32,6 +36,7 @@
 #include "attnjit/common/types.cuh"
 #include "attnjit/forward/args.h"
 #include "attnjit/sm80/copy.cuh"
+#include "attnjit/sm80/bias_tile.cuh"
 #include "attnjit/sm80/fragment.cuh"
 #include "attnjit/sm80/gemm.cuh"
 #include "attnjit/sm80/score_conv.cuh"
@@ -47,7 +52,7 @@ namespace sm80 {
 // columns past the real dims zero-filled on load (they add nothing to Q K^T, and give O
 // columns of zeros) and not stored.
 template <class E, int kDqkReal, int kDvReal, int BM, int BN, int W, int S, int kOrder = kOrderAuto,
-          bool kConv = false>
+          bool kConv = false, bool kBiasTile = false>
 struct Mainloop {
     static constexpr int DQK = tile_head_dim(kDqkReal), DV = tile_head_dim(kDvReal);
     static constexpr int kThreads = W * 32;
@@ -69,9 +74,11 @@ struct Mainloop {
     static constexpr int kS0Off = kVOff + S * kVStage;          // score_conv: S0, then the
     static constexpr int kS0Bytes = kConv ? (BM + 16) * (BN + 24) * 2 : 0;  // Toeplitz fragments
     static constexpr int kFragOff = kS0Off + kS0Bytes;
-    static constexpr int kSmemBytes = kFragOff + (kConv ? kScoreConvFragmentBytes : 0);
+    static constexpr int kBiasOff = kFragOff + (kConv ? kScoreConvFragmentBytes : 0);  // bias tile
+    static constexpr int kSmemBytes = kBiasOff + (kBiasTile ? BM * BN * 2 : 0);
     static_assert(kSmemBytes == smem_bytes(KernelConfig{KernelKind::forward, MainloopKind::sm80, ElemKindOf<E>::value,
-                                                        kDqkReal, kDvReal, TileConfig{BM, BN, W, S}, kConv}),
+                                                        kDqkReal, kDvReal, TileConfig{BM, BN, W, S}, kConv,
+                                                        kBiasTile}),
                   "sm80::Mainloop shared-memory layout disagrees with smem_bytes in common/kernel_config.h");
     static_assert(kMF >= 1 && BM % (16 * W) == 0, "block_m must be a multiple of 16 rows per warp");
     static_assert(BN % 16 == 0, "block_n must be a multiple of 16");
@@ -82,7 +89,6 @@ struct Mainloop {
     static constexpr const char* kName = "sm80";
     static constexpr bool kSupportsOutputTransform = true;
     static constexpr bool kSupportsScoreTileTransform = false;  // needs the tile staged in smem
-    static constexpr int kMaxExtraOperands = 0;                 // no extra operand streams yet
 
     using SLayout = MmaCLayout<kMF, kNT>;  // S = Q K^T, then P
     using OLayout = MmaCLayout<kMF, kDT, 1, kDvReal>;  // O accumulator (stores the real columns)
@@ -141,6 +147,23 @@ struct Mainloop {
                                              nk - tile * BN, kg, tid);
             }
         };
+        static_assert(!kBiasTile || Variant::kHasBiasTile, "the staged bias tile needs a Variant with kHasBiasTile");
+        using Bias = typename Select<kBiasTile, StagedBias<typename BiasTileElementOf<Variant>::type, BN>, NoBias>::type;
+        auto issue_bias = [&](int tile) {
+            if constexpr (kBiasTile) {
+                const auto ref = Variant::bias_tile(p, hd);
+                if (tile >= 0)
+                    Bias::template copy<kThreads, BM>(sbase + kBiasOff, ref, m0, tile * BN, nq, nk,
+                                                      Bias::vectorizable(ref), tid);
+            }
+        };
+        auto apply_hooks = [&](float (&s)[kMF][kNT][4], int tile, TileClass cls) {
+            if constexpr (kBiasTile)
+                hooks.template apply<BN>(p, hd, sl, s, tile * BN, cls,
+                                         Bias{reinterpret_cast<const unsigned*>(smem + kBiasOff)});
+            else
+                hooks.template apply<BN>(p, hd, sl, s, tile * BN, cls);
+        };
         auto issue_v = [&](int tile, int stage) {
             if (tile >= 0)
                 load_tile<BN, DV, kDvReal>(v_s + stage * kVStage, vg + (long long)tile * BN * vsn, vsn,
@@ -168,6 +191,7 @@ struct Mainloop {
         if constexpr (S == 1) {
             ring[0] = cursor.advance(p, hd, ctx, rcls[0]);
             issue_k(ring[0], 0);
+            issue_bias(ring[0]);
             ptx::cp_async_commit();
         } else {
 #pragma unroll
@@ -176,6 +200,10 @@ struct Mainloop {
                 issue_k(ring[s], s);
                 ptx::cp_async_commit();
                 issue_v(ring[s], s);
+                ptx::cp_async_commit();
+            }
+            if constexpr (kBiasTile) {
+                issue_bias(ring[0]);
                 ptx::cp_async_commit();
             }
         }
@@ -190,7 +218,8 @@ struct Mainloop {
                 issue_v(tile, 0);
                 ptx::cp_async_commit();
             } else {
-                ptx::cp_async_wait<2 * S - 3>();
+                if constexpr (kBiasTile) ptx::cp_async_wait<0>();  // bias_j is the newest group
+                else ptx::cp_async_wait<2 * S - 3>();
                 block_sync();
                 ring[S - 1] = cursor.advance(p, hd, ctx, rcls[S - 1]);
                 const int ps = slot == 0 ? S - 1 : slot - 1;  // (slot + S - 1) % S
@@ -233,17 +262,22 @@ struct Mainloop {
             } else {
                 gemm_nt<E, kMF, kNT, kKQ, kCprQ, kCprQ>(s, q_ld, k_ld + slot * kKStage, lq, lk);  // S = Q K^T
             }
-            hooks.template apply<BN>(p, hd, sl, s, tile * BN, cls);
+            apply_hooks(s, tile, cls);
 
             if constexpr (S == 1) {
                 ptx::cp_async_wait<0>();
                 block_sync();
                 ring[0] = cursor.advance(p, hd, ctx, rcls[0]);
                 issue_k(ring[0], 0);
+                issue_bias(ring[0]);
                 ptx::cp_async_commit();
             } else {
                 ptx::cp_async_wait<2 * S - 2>();
-                block_sync();
+                block_sync();  // (and every warp is past its reads of bias_j)
+                if constexpr (kBiasTile) {
+                    issue_bias(ring[1]);
+                    ptx::cp_async_commit();
+                }
             }
 
             softmax.update(sl, s, ol, o);

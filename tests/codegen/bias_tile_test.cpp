@@ -1,0 +1,123 @@
+// bias_tile: which score_mod reads become the staged bias tile (codegen/bias_tile.h), and
+// what the forward source and configuration make of it.
+#include <gtest/gtest.h>
+
+#include "codegen/bias_tile.h"
+#include "codegen/kernel_config.h"
+#include "codegen/lower.h"
+#include "common/forward_source.h"
+#include "dsl/dsl.h"
+#include "dsl/printer.h"
+
+namespace attnjit::codegen {
+namespace {
+
+using namespace dsl;
+
+std::string leading_text(const BiasTile& b) {
+    std::string s;
+    for (const auto& i : b.leading) s += (s.empty() ? "" : ", ") + to_string(i);
+    return s;
+}
+
+TEST(BiasTile, FindsAPairBiasAndItsLeadingIndices) {
+    Tensor bias("bias", DType::bf16, 4), pair("pair", DType::f16, 4), mask_bias("mask_bias", DType::bf16, 4);
+    auto b = find_bias_tile(score() + bias(batch(), head(), q_idx(), kv_idx()));
+    ASSERT_TRUE(b);
+    EXPECT_EQ(b->tensor, "bias");
+    EXPECT_EQ(b->dtype, DType::bf16);
+    EXPECT_EQ(leading_text(*b), "b, h");
+    // AlphaFold's MSA logits: the per-key mask bias is no tile; the pair bias is.
+    b = find_bias_tile(score() + mask_bias(batch(), 0, 0, kv_idx()) + pair(0, head(), q_idx(), kv_idx()));
+    ASSERT_TRUE(b);
+    EXPECT_EQ(b->tensor, "pair");
+    EXPECT_EQ(b->dtype, DType::f16);
+    EXPECT_EQ(leading_text(*b), "0, h");
+    Tensor plane("plane", DType::bf16, 2);
+    b = find_bias_tile(score() * 0.5f + plane(q_idx(), kv_idx()));
+    ASSERT_TRUE(b);
+    EXPECT_TRUE(b->leading.empty());
+}
+
+TEST(BiasTile, RefusesReadsItCannotStage) {
+    Tensor f32("bias", DType::f32, 4), bias("bias", DType::bf16, 4);
+    EXPECT_FALSE(find_bias_tile(score() + f32(batch(), head(), q_idx(), kv_idx())));  // 4-byte elements
+    EXPECT_FALSE(find_bias_tile(score() + bias(batch(), head(), kv_idx(), q_idx())));  // transposed
+    EXPECT_FALSE(find_bias_tile(score() + bias(q_idx() % 2, head(), q_idx(), kv_idx())));  // leading reads q
+    EXPECT_FALSE(find_bias_tile(score() + bias(batch(), head(), q_idx() + 1, kv_idx())));  // shifted
+    // Two different (batch, head) planes of one tensor in one score_mod.
+    EXPECT_FALSE(find_bias_tile(score() + bias(0, head(), q_idx(), kv_idx()) + bias(1, head(), q_idx(), kv_idx())));
+    EXPECT_FALSE(find_bias_tile(Expr()));
+}
+
+TEST(BiasTile, TheSecondTensorWhenTheFirstCannotBeStaged) {
+    Tensor a("a", DType::f32, 2), c("c", DType::bf16, 3);
+    auto b = find_bias_tile(score() + a(q_idx(), kv_idx()) + c(head(), q_idx(), kv_idx()));
+    ASSERT_TRUE(b);
+    EXPECT_EQ(b->tensor, "c");
+}
+
+TEST(BiasTile, ForwardSourceReadsTheTileAndKeepsOtherReadsOfTheTensor) {
+    Tensor bias("bias", DType::bf16, 4);
+    AttentionSpec spec;
+    spec.dtype(DType::bf16).head_dim(64).score_mod(score() + bias(batch(), head(), q_idx(), kv_idx()) +
+                                                   bias(batch(), head(), kv_idx(), q_idx()) * 0.5f);
+    const KernelSource k = testing::forward_source(spec, std::nullopt, "sm_90a");
+    EXPECT_TRUE(k.config.bias_tile);
+    EXPECT_EQ(k.smem_bytes, smem_bytes(k.config));
+    KernelConfig without = k.config;
+    without.bias_tile = false;
+    EXPECT_EQ(k.smem_bytes, smem_bytes(without) + 2 * k.config.tile.block_m * k.config.tile.block_n);
+    EXPECT_NE(k.source.find("static constexpr bool kHasBiasTile = true;"), std::string::npos);
+    EXPECT_NE(k.source.find("using BiasTileElement = attnjit::bf16_t;"), std::string::npos);
+    EXPECT_NE(k.source.find("return {p.tensor_bias.ptr + (hd.b * p.tensor_bias.stride[0] + hd.h * "
+                            "p.tensor_bias.stride[1]), p.tensor_bias.stride[2], p.tensor_bias.stride[3]};"),
+              std::string::npos)
+        << k.source;
+    // The direct read is the argument; the transposed one stays a memory read.
+    EXPECT_NE(k.source.find("return s + tile_bias + attnjit::to_float(p.tensor_bias.ptr[hd.b * p.tensor_bias.stride[0] "
+                            "+ hd.h * p.tensor_bias.stride[1] + k * p.tensor_bias.stride[2] + q * "
+                            "p.tensor_bias.stride[3]]) * 0.5f;"),
+              std::string::npos)
+        << k.source;
+    EXPECT_NE(k.source.find(", 2, false, true>;"), std::string::npos);
+    EXPECT_NE(k.name.find("_bias_"), std::string::npos) << k.name;
+}
+
+TEST(BiasTile, OnlyTheSm80ForwardStagesIt) {
+    Tensor bias("bias", DType::bf16, 4);
+    AttentionSpec spec;
+    spec.dtype(DType::bf16).head_dim(64).score_mod(score() + bias(batch(), head(), q_idx(), kv_idx()));
+    // Backward plans read the bias element by element: no bias tile, the usual score_mod.
+    for (KernelKind kind : {KernelKind::backward_dq, KernelKind::backward_dkdv, KernelKind::backward_fused}) {
+        const KernelPlan plan = lower(spec, spec_inputs(spec), kind);
+        EXPECT_FALSE(plan.bias_tile) << kernel_kind_name(kind);
+        EXPECT_FALSE(make_config(spec, kind, "sm_90a").bias_tile) << kernel_kind_name(kind);
+    }
+    // A block_n that is not whole chunk groups: gathered, still correct.
+    EXPECT_FALSE(make_config(spec, KernelKind::forward, "sm_90a", TileConfig{64, 16, 4, 2}).bias_tile);
+    EXPECT_TRUE(make_config(spec, KernelKind::forward, "sm_90a", TileConfig{64, 32, 4, 2}).bias_tile);
+    // f32 runs the simt loop, which gathers: the Variant still takes the bias as an argument.
+    AttentionSpec f32 = spec;
+    f32.dtype(DType::f32);
+    const KernelSource k = testing::forward_source(f32, std::nullopt, "sm_90a");
+    EXPECT_FALSE(k.config.bias_tile);
+    EXPECT_NE(k.source.find("float tile_bias)"), std::string::npos);
+    // A score convolution's loop does not stage it.
+    Tensor theta("theta", DType::f32, 3);
+    AttentionSpec conv = spec;
+    conv.score_conv("theta", 3, 3);
+    EXPECT_FALSE(bias_tile_of(conv));
+}
+
+TEST(BiasTile, ConfigRulesSayWhy) {
+    KernelConfig c{KernelKind::backward_dq, MainloopKind::sm80, ElemKind::bf16, 64, 64, TileConfig{64, 64, 4, 2}};
+    c.bias_tile = true;
+    EXPECT_STREQ(why_config_invalid(c), "the staged bias tile is a feature of the sm80 forward without a score convolution");
+    c = KernelConfig{KernelKind::forward, MainloopKind::sm80, ElemKind::bf16, 64, 64, TileConfig{64, 48, 4, 2}};
+    c.bias_tile = true;
+    EXPECT_STREQ(why_config_invalid(c), "the staged bias tile needs block_n a multiple of 32");
+}
+
+}  // namespace
+}  // namespace attnjit::codegen
