@@ -83,11 +83,13 @@ KernelConfig make_config(const dsl::AttentionSpec& spec, KernelKind kind, const 
     KernelConfig c = default_config(kind, elem_kind(spec.dtype()), spec.head_dim_qk(), spec.head_dim_v(), sm);
     c.score_conv = spec.has_score_conv() && (kind == KernelKind::forward || kind == KernelKind::backward_fused);
     if (c.score_conv) c.tile = default_score_conv_tile(sm, c.head_dim_qk, c.head_dim_v, kind);
-    if (tile) c.tile = *tile;
     // The sm80 forward stages score_mod's bias tile (codegen/bias_tile.h) when its tile's
     // rows are whole 16-byte chunk groups; otherwise the bias is read element by element.
-    c.bias_tile = kind == KernelKind::forward && c.mainloop == MainloopKind::sm80 && c.tile.block_n % 32 == 0 &&
-                  bias_tile_of(spec).has_value();
+    const bool stages_bias = kind == KernelKind::forward && c.mainloop == MainloopKind::sm80 && !c.score_conv &&
+                             bias_tile_of(spec).has_value();
+    if (stages_bias) c.tile = default_bias_tile_tile(c.head_dim_qk, c.head_dim_v, c.tile);
+    if (tile) c.tile = *tile;
+    c.bias_tile = stages_bias && c.tile.block_n % 32 == 0;
     check_config(c, arch);
     return c;
 }

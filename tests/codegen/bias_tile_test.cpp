@@ -110,6 +110,18 @@ TEST(BiasTile, OnlyTheSm80ForwardStagesIt) {
     EXPECT_FALSE(bias_tile_of(conv));
 }
 
+TEST(BiasTile, SmallHeadDimsDefaultToTheTileThatKeepsMoreLoadsInFlight) {
+    Tensor pair("pair", DType::bf16, 4);
+    AttentionSpec spec;
+    spec.dtype(DType::bf16).head_dim(32).score_mod(score() + pair(0, head(), q_idx(), kv_idx()));
+    EXPECT_EQ(make_config(spec, KernelKind::forward, "sm_90a").tile, (TileConfig{64, 64, 4, 2}));
+    AttentionSpec plain;
+    plain.dtype(DType::bf16).head_dim(32);
+    EXPECT_EQ(make_config(plain, KernelKind::forward, "sm_90a").tile, (TileConfig{128, 128, 4, 2}));
+    spec.head_dim(128);
+    EXPECT_EQ(make_config(spec, KernelKind::forward, "sm_90a").tile, (TileConfig{128, 64, 4, 2}));
+}
+
 TEST(BiasTile, ConfigRulesSayWhy) {
     KernelConfig c{KernelKind::backward_dq, MainloopKind::sm80, ElemKind::bf16, 64, 64, TileConfig{64, 64, 4, 2}};
     c.bias_tile = true;

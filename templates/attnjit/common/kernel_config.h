@@ -405,6 +405,14 @@ ATTNJIT_HD constexpr TileConfig default_score_conv_tile(int sm, int dqk, int dv,
                                                                              : TileConfig{128, 128, 8, 1};
 }
 
+// The forward tile with a staged bias tile (KernelConfig::bias_tile): at head dims up to 32
+// the kernel moves more bias than K/V through L2, and 64 x 64 with 4 warps keeps more
+// loads in flight than 128 x 128 (12-23% faster on msa_row, bench/results/
+// 2026-11-24-h100-94479f9-bias-tile.md); other head dims keep default_tile.
+ATTNJIT_HD constexpr TileConfig default_bias_tile_tile(int dqk, int dv, TileConfig plain) {
+    return dqk <= 32 && dv <= 32 ? TileConfig{64, 64, 4, 2} : plain;
+}
+
 ATTNJIT_HD constexpr KernelConfig default_config(KernelKind kind, ElemKind e, int dqk, int dv, int sm) {
     return KernelConfig{kind, default_mainloop(kind, e, dqk, dv, sm), e, dqk, dv,
                         default_tile(kind, default_mainloop(kind, e, dqk, dv, sm), dqk, dv, sm)};
