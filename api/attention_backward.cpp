@@ -46,13 +46,16 @@ BackwardPath choose_path(const AttentionSpec& spec, const codegen::SpecInputs& i
                "the gate's), but no gradients of captured tensors or scalars yet; leave them out of "
                "CompileOptions.grads (asked for: "
             << *options.grads.begin() << ")";
-        user_check(c.mainloop == MainloopKind::sm80 && fused_backward_head_dims(spec.head_dim_qk(), spec.head_dim_v()))
-            << "the backward of a score convolution runs for f16 / bf16 with head dims 40 to 64 or 104 to 128 (got "
+        user_check(c.mainloop == MainloopKind::sm80)
+            << "the backward of a score convolution runs for f16 / bf16 with head dims up to 128 (got "
             << dtype_name(spec.dtype()) << ", head dims " << spec.head_dim_qk() << " x " << spec.head_dim_v()
             << "); train with such head dims, or without score_conv()";
         return options.deterministic ? BackwardPath::fused_ordered : BackwardPath::fused_any;
     }
-    if (c.mainloop != MainloopKind::sm80 || !config_is_valid(c)) return BackwardPath::two_pass;
+    // Without a convolution, backward_fused only where it needs no extra padding.
+    if (c.mainloop != MainloopKind::sm80 || !config_is_valid(c) ||
+        !fused_backward_head_dims(spec.head_dim_qk(), spec.head_dim_v()))
+        return BackwardPath::two_pass;
     if (!options.grads.empty()) return BackwardPath::two_pass;  // backward_dq computes the input gradients
     if (!options.deterministic) return BackwardPath::fused_any;
     if (!options.fused_backward || codegen::lower(spec, inputs, KernelKind::backward_fused).classify.reads_memory)
@@ -85,6 +88,12 @@ struct AttentionBackward::Impl {
     bool grad_work = false;        // the GradWork field exists
     std::string table_name;         // the tensor of the table site (GradWork::table_rows), empty: none
     int table_dim = -1;             // its index that varies over the score matrix
+    // The one gradient site may be summed over the batch by backward_dq's batch-sum launch
+    // (sm80/backward_dq.cuh run_batch_sum) instead of planes: the Variant has
+    // kInputGradBatchSum and backward_dq runs on the tensor cores; at launch, when the
+    // element it reads depends only on h (bare), q and k (batch_sum_site).
+    bool batch_sum_ok = false;
+    bool batch_sum_site(const codegen::InputGradSite& site, const TensorView& grad) const;
 
     struct Launch;
     Launch check(const LaunchArgs& fwd, const GradArgs& grads) const;  // every argument check
@@ -140,6 +149,7 @@ AttentionBackward::AttentionBackward(const AttentionSpec& spec, const CompileOpt
                 impl_->table_name = plan.grad_outputs[static_cast<size_t>(site.output)].name;
                 impl_->table_dim = site.table_dim;
             }
+        impl_->batch_sum_ok = plan.grad_batch_sum() && impl_->stored_sites.size() == 1 && !key_sites;
     }
     auto add = [&](KernelKind kind, const std::optional<TileConfig>& tile) {
         // backward_dq computes the input gradients, backward_dkdv sums their planes (if any).
@@ -159,6 +169,9 @@ AttentionBackward::AttentionBackward(const AttentionSpec& spec, const CompileOpt
     }
     // Attention sinks: their gradient, from LSE, O and dO alone (launched when asked for).
     if (spec.has_sinks()) add(KernelKind::backward_sink_grad, std::nullopt);
+    if (impl_->batch_sum_ok)
+        impl_->batch_sum_ok = impl_->path == BackwardPath::two_pass &&
+                              impl_->kernel(KernelKind::backward_dq).config.mainloop == MainloopKind::sm80;
 }
 
 AttentionBackward::~AttentionBackward() = default;
@@ -171,7 +184,21 @@ struct AttentionBackward::Impl::Launch {
     std::optional<GradArgs> adjusted;  // only when a captured tensor broadcasts with size 1
     std::map<std::string, api::GradPlanes> planes;  // buffer offsets until it is allocated
     size_t plane_bytes = 0;
+    bool batch_sum = false;  // backward_dq's batch-sum launch writes the one site's gradient
 };
+
+// Every dimension of the gradient either broadcasts (stride 0: the index does not matter)
+// or is indexed by q, k, a constant or the bare query head: its element is the same for
+// every b, and the batch-sum launch's CTA of head h owns it alone.
+bool AttentionBackward::Impl::batch_sum_site(const codegen::InputGradSite& site, const TensorView& grad) const {
+    using Role = codegen::InputGradSite::Role;
+    for (size_t d = 0; d < site.roles.size(); ++d) {
+        const Role r = site.roles[d];
+        const bool free = r == Role::Const || r == Role::Q || r == Role::K || (r == Role::Head && site.bare[d]);
+        if (!free && grad.strides[d] != 0) return false;
+    }
+    return true;
+}
 
 AttentionBackward::Impl::Launch AttentionBackward::Impl::check(const LaunchArgs& fwd, const GradArgs& grads_in) const {
     check_launch_args(spec, inputs, fwd);
@@ -213,6 +240,10 @@ AttentionBackward::Impl::Launch AttentionBackward::Impl::check(const LaunchArgs&
     for (const auto& [name, site] : stored_sites) {
         api::GradPlanes pl = api::plan_grad_planes(site, grads_out.grads.at(name), fwd, name);
         if (pl.elems == 0) continue;
+        if (batch_sum_ok && pl.plane_b && !pl.plane_h && batch_sum_site(site, grads_out.grads.at(name))) {
+            l.batch_sum = true;  // summed over b in registers by the batch-sum launch, no planes
+            continue;
+        }
         const size_t count = static_cast<size_t>((pl.plane_b ? q[0] : 1) * (pl.plane_h ? q[1] : 1));
         pl.planes = reinterpret_cast<float*>(l.plane_bytes);  // offset for now
         l.plane_bytes += count * static_cast<size_t>(pl.elems) * sizeof(float);
@@ -355,6 +386,7 @@ void AttentionBackward::operator()(const LaunchArgs& fwd, const GradArgs& grads_
             pl.planes = reinterpret_cast<float*>(static_cast<unsigned char*>(plane_buffer->data()) +
                                                  reinterpret_cast<size_t>(pl.planes));
     }
+    block.batch_sum = l.batch_sum ? 1 : 0;  // backward_dq skips the site the batch-sum launch sums
     for (const api::PreparedKernel& kernel : impl_->kernels) {
         if (kernel.config.kind == KernelKind::backward_sink_grad) continue;  // below
         // Kernels over query rows have nothing to do when Nq == 0; dK and dV are written
@@ -369,6 +401,15 @@ void AttentionBackward::operator()(const LaunchArgs& fwd, const GradArgs& grads_
                       api::backward_params(kernel.layout, block, fwd, with_grads ? &grads : nullptr,
                                            with_grads && impl_->grad_work ? &work : nullptr, &planes),
                       stream);
+    }
+    if (l.batch_sum && q[2] > 0 && k[2] > 0) {  // after backward_dq, whose row statistics it reads
+        const api::PreparedKernel& kernel = impl_->kernel(KernelKind::backward_dq);
+        const TileConfig& t = kernel.config.tile;
+        block.batch_sum = 2;
+        kernel.launch(runtime::Dim3{static_cast<unsigned>(ceil_div(static_cast<int>(k[2]), t.block_n)),
+                                    static_cast<unsigned>(ceil_div(static_cast<int>(q[2]), t.block_m)),
+                                    static_cast<unsigned>(q[1])},
+                      api::backward_params(kernel.layout, block, fwd, &grads, nullptr, &planes), stream);
     }
     launch_sink_grad();
 }

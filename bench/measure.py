@@ -9,7 +9,9 @@ For each implementation of a case, in this order:
      ok = both pass;
   3. a second call between reset_peak_memory_stats() and max_memory_allocated():
      peak_mib = the most memory the call had allocated above what was allocated before it
-     (its output included, and in fwdbwd its gradients); deterministic = the second output
+     (its output included, and in fwdbwd its gradients), plus workspace_mib, the most it took
+     from the CUDA driver's memory pool (attnjit's workspace: driver_pool.py; the two
+     peaks are added, an upper bound); deterministic = the second output
      (and in fwdbwd the second call's gradients) equals the first bit for bit;
   4. triton.testing.do_bench(step, warmup, rep, return_mode="median") -> ms.
 An implementation that fails the check is still timed (ok = false flags it).
@@ -20,6 +22,17 @@ import statistics
 import time
 import traceback
 import warnings
+
+
+_POOL = None
+
+
+def _driver_pool():
+    global _POOL
+    if _POOL is None:
+        from driver_pool import DriverPool
+        _POOL = DriverPool()
+    return _POOL
 
 
 def _sync():
@@ -73,9 +86,13 @@ def measure(case, impl, inp, ref, opts, ref_grads=None) -> dict:
                 row["ok"] = row["ok"] and row["grad_ok"]
             before = torch.cuda.memory_allocated()
             torch.cuda.reset_peak_memory_stats()
+            pool = _driver_pool()
+            pool.reset()
             out2 = built.step()
             _sync()
-            row["peak_mib"] = round((torch.cuda.max_memory_allocated() - before) / 2**20, 1)
+            workspace = pool.peak_bytes()
+            row["workspace_mib"] = round(workspace / 2**20, 1)
+            row["peak_mib"] = round((torch.cuda.max_memory_allocated() - before + workspace) / 2**20, 1)
             grads2 = take_grads(leaves)
             a = out[0] if isinstance(out, (tuple, list)) else out
             b = out2[0] if isinstance(out2, (tuple, list)) else out2

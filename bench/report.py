@@ -158,8 +158,8 @@ def header_lines(rows, envs):
             f"passes. {FAIL} marks a failed check (still timed). max = max |out - ref|, rel = ||out - ref|| / ||ref||.",
             "- Peak memory (`peak_mib`): the most memory one call had allocated through PyTorch's "
             "allocator above what was allocated before it, output included (max_memory_allocated after "
-            "reset_peak_memory_stats, minus memory_allocated before). attnjit's own allocations, if any "
-            "are made outside PyTorch, are not seen.",
+            "reset_peak_memory_stats, minus memory_allocated before), plus the most it took from the CUDA "
+            "driver's memory pool (attnjit's workspace, `workspace_mib`; bench/driver_pool.py).",
             "- `-` = skipped (the backend cannot express the variant, or it would not fit; reasons below), "
             "`err` = the implementation raised (message below).",
             "- Ratios: attnjit TFLOP/s over another implementation's, only where that one passed its check; "

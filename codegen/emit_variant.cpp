@@ -113,6 +113,7 @@ public:
                 w_.line("static constexpr int kInputGradTableOutput = " + std::to_string(plan_.grad_table_output()) + ";");
             if (plan_.grad_query_sites() > 0)
                 w_.line("static constexpr int kInputGradQuerySites = " + std::to_string(plan_.grad_query_sites()) + ";");
+            if (plan_.grad_batch_sum()) w_.line("static constexpr bool kInputGradBatchSum = true;");
         }
         if (plan_.grad_planes && plan_.grad_key_sites() > 0)
             w_.line("static constexpr int kInputGradKeySites = " + std::to_string(plan_.grad_key_sites()) + ";");
@@ -439,6 +440,28 @@ private:
                 w_.line("    " + f + ".ptr[" + site_offset(g, pre) + "] = attnjit::FromFloat<" + cuda_elem_type(o.dtype) +
                         ">::cvt(0.f);");
             }
+            w_.close();
+            w_.line();
+        }
+
+        if (plan_.grad_batch_sum()) {
+            const InputGradSite& g = sites[0];
+            const std::string f = "p." + grad_field(output(g).name);
+            w_.line("// The batch-sum launch (sm80/backward_dq.cuh run_batch_sum): the one site's contribution at");
+            w_.line("// (q, k), 0 outside the tensor; and the element of (q, k), summed over the batch, stored.");
+            w_.open("__device__ static float input_grad_batch_value(const Params& p, const Head& hd, const Row& r, float s, "
+                    "int q, int k, float dt)");
+            bindings(plan_.grad_bindings, "", true);
+            {
+                const std::string ok = site_indices(g, "g0_");
+                w_.line("return dt != 0.f && " + ok + " ? dt * (" + emit_expr(g.partial, names_) + ") : 0.f;");
+            }
+            w_.close();
+            w_.open("__device__ static void input_grads_batch_store(const Params& p, const Head& hd, int q, int k, float v)");
+            const std::string ok = site_indices(g, "g0_");
+            w_.line("if (" + ok + ")");
+            w_.line("    " + f + ".ptr[" + site_offset(g, "g0_") + "] = attnjit::FromFloat<" +
+                    cuda_elem_type(output(g).dtype) + ">::cvt(v);");
             w_.close();
             w_.line();
         }

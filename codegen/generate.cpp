@@ -1,5 +1,6 @@
 #include "codegen/generate.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <sstream>
 
@@ -38,7 +39,8 @@ void provenance(SourceWriter& w, const KernelSource& k, const dsl::AttentionSpec
 }
 
 // The kind's Traits (every field of the config) and the extern "C" entry.
-void entry(SourceWriter& w, const KernelKindInfo& kind, const KernelConfig& c, DType dtype) {
+// min_blocks > 0: __launch_bounds__'s minimum CTAs per SM (a register cap).
+void entry(SourceWriter& w, const KernelKindInfo& kind, const KernelConfig& c, DType dtype, int min_blocks) {
     const TileConfig& t = c.tile;
     w.line(std::string("using Traits = ") + kind.traits + "<attnjit::MainloopKind::" + mainloop_kind_name(c.mainloop) +
            ", " + cuda_elem_type(dtype) + ", " + std::to_string(c.head_dim_qk) + ", " + std::to_string(c.head_dim_v) +
@@ -46,7 +48,8 @@ void entry(SourceWriter& w, const KernelKindInfo& kind, const KernelConfig& c, D
            ", " + std::to_string(t.stages) +
            (c.bias_tile ? ", false, true" : c.score_conv ? ", true" : "") + ">;");
     w.line();
-    w.line("extern \"C\" __global__ void __launch_bounds__(Traits::kThreads)");
+    w.line("extern \"C\" __global__ void __launch_bounds__(Traits::kThreads" +
+           (min_blocks > 0 ? ", " + std::to_string(min_blocks) : std::string()) + ")");
     w.open(std::string(kind.entry) + "(const __grid_constant__ Params p)");
     w.line(std::string(kind.kernel) + "<Traits, Variant>(p);");
     w.close();
@@ -88,7 +91,13 @@ KernelSource generate(const KernelPlan& plan, const KernelConfig& config, const 
     w.line();
     emit_variant(w, plan);
     w.line();
-    entry(w, kind, config, spec.dtype());
+    // backward_dq with the batch-sum launch (sm80/backward_dq.cuh run_batch_sum), whose
+    // fragments would otherwise take the kernel to 2 CTAs an SM at small head dims: 3, as
+    // backward_dq without it (a few spills in the batch-sum path, none in the main one).
+    const bool batch_sum_cap = config.kind == KernelKind::backward_dq && config.mainloop == MainloopKind::sm80 &&
+                               plan.grad_batch_sum() && std::max(config.head_dim_qk, config.head_dim_v) <= 32 &&
+                               config.tile.warps == 4;
+    entry(w, kind, config, spec.dtype(), batch_sum_cap ? 3 : 0);
     k.source = w.str();
     debug(1) << "generated " << k;
     return k;

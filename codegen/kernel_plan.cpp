@@ -52,6 +52,11 @@ bool KernelPlan::grad_stores() const {
     return false;
 }
 
+bool KernelPlan::grad_batch_sum() const {
+    return grad_sites.size() == 1 && grad_sites[0].store && !grad_sites[0].per_query && !grad_sites[0].per_key &&
+           !grad_sites[0].table;
+}
+
 namespace {
 
 void print_bindings(std::ostream& os, const char* title, const Bindings& bs) {

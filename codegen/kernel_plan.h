@@ -99,6 +99,9 @@ struct KernelPlan {
     int grad_table_output() const; // the output of the table site, -1: none
     int grad_accum_outputs() const;  // the outputs those write (they come first in grad_outputs)
     bool grad_stores() const;     // some site is stored elementwise
+    // The only site is stored elementwise: backward_dq can also sum its gradient over the
+    // batch in a launch of its own (sm80/backward_dq.cuh run_batch_sum) instead of planes.
+    bool grad_batch_sum() const;
     int grad_query_sites() const; // per-query sites (backward_dq)
     int grad_key_sites() const;   // per-key sites (backward_dkdv)
     // Whether the kernel's Params carry a GradWork: backward_dq's per-CTA sums, or

@@ -275,6 +275,12 @@ TEST(InputGrads, EmittedHooksAndLayout) {
         EXPECT_EQ(k.source.find("input_grads_zero(") != std::string::npos, stored) << s.name;
         EXPECT_EQ(k.source.find("grad_site_index(") != std::string::npos, summed) << s.name;
         EXPECT_EQ(k.layout.find("grad_work") != nullptr, summed) << s.name;
+        // The batch-sum launch's hooks only where the one site is the elementwise bias.
+        const bool batch_sum = stored && s.grads.size() == 1;
+        EXPECT_EQ(plan.grad_batch_sum(), batch_sum) << s.name;
+        EXPECT_EQ(k.source.find("kInputGradBatchSum = true") != std::string::npos, batch_sum) << s.name;
+        EXPECT_EQ(k.source.find("input_grads_batch_store(") != std::string::npos, batch_sum) << s.name;
+        EXPECT_EQ(k.source.find("input_grad_batch_value(") != std::string::npos, batch_sum) << s.name;
         // The zero fill only where tiles may be skipped (a mask that classifies).
         if (stored)
             EXPECT_EQ(k.source.find("kInputGradZeroFill = true") != std::string::npos, plan.classify.can_classify)

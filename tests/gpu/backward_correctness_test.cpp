@@ -429,8 +429,8 @@ TEST(BackwardErrors, SpecWithoutLseIsRefused) {
 // Each kind of read whose gradient the backward computes (codegen/input_grads.h), against
 // reference::backward's d tensor / d scalar: a full-size bias [B, Hq, Nq, Nk] (stored
 // directly; with a causal mask, whose skipped tiles are zeroed), a [1, Hq, Nq, Nk] bias
-// broadcast by stride 0 (planes summed over the batch), a bias read without the batch index
-// (bias3[h, i, j]), ALiBi slopes [Hq], a temperature temp[0] and a runtime scalar (summed per
+// broadcast by stride 0 and a bias read without the batch index (bias3[h, i, j]), both summed
+// over the batch (by backward_dq's batch-sum launch on the tensor cores, planes in f32), ALiBi slopes [Hq], a temperature temp[0] and a runtime scalar (summed per
 // CTA, then in CTA order), and all at once under a sliding window; relative-position tables
 // read at clamp(j - i, -m, m) + m (summed per table element per thread, per CTA, then in CTA
 // order): relative_position_bias's rel_table [Hq, 65] (both ends saturate: Nq and Nk > 32),
@@ -821,6 +821,13 @@ std::vector<TensorGradCase> tensor_grad_matrix() {
     for (GradKind k : {GradKind::FullBiasCausal, GradKind::BroadcastBias, GradKind::Combined, GradKind::RelTable,
                        GradKind::RelTableKvHead, GradKind::GatherSegment})
         cases.push_back({k, make_case(Mod::Plain, DType::bf16, 128, {1, 2, 1, 77, 300})});
+    // Biases whose gradient is summed over the batch by backward_dq's batch-sum launch (no
+    // planes: bias [1, Hq, N, N] broadcast by stride 0, bias3[h, i, j] under a causal mask):
+    // more batches than CTA rows, small head dims, ragged tiles.
+    for (GradKind k : {GradKind::BroadcastBias, GradKind::HeadBias}) {
+        cases.push_back({k, make_case(Mod::Plain, DType::bf16, 32, {5, 4, 4, 100, 77})});
+        cases.push_back({k, make_case(Mod::Plain, DType::f16, 16, {3, 2, 1, 63, 130})});
+    }
     // Relative-position tables: a query-heavy ragged shape (j - i down to -299) and a table
     // wider than the score matrix's diagonals (elements no score element reads: zero).
     for (GradKind k : {GradKind::RelTable, GradKind::RelTableCausal, GradKind::RelTableKvHead})

@@ -20,6 +20,25 @@ uint64_t ConvCase::seed() const {
     return h;
 }
 
+std::vector<ConvCase> shared_conv_cases() {
+    std::vector<ConvCase> cases;
+    auto add = [&](ConvCase c) { cases.push_back(c); };
+    for (auto [cq, ck] : {std::pair{1, 1}, {3, 3}, {6, 11}, {8, 15}}) {
+        add({DType::bf16, 128, cq, ck, 2, 4, 2, 300, 300});
+        add({DType::f16, 64, cq, ck, 1, 4, 4, 129, 129});
+    }
+    add({DType::bf16, 128, 6, 11, 1, 2, 1, 17, 17});
+    add({DType::f16, 128, 6, 11, 1, 2, 2, 100, 300});   // Nq < Nk: keys no query reaches (top-left causal)
+    add({DType::bf16, 128, 6, 11, 1, 2, 2, 300, 100});  // Nq > Nk
+    ConvCase softcap{DType::bf16, 128, 6, 11, 1, 4, 2, 200, 200};
+    softcap.softcap = true;
+    add(softcap);
+    ConvCase gated{DType::bf16, 64, 3, 5, 2, 4, 4, 150, 150};
+    gated.gate = gated.sinks = true;
+    add(gated);
+    return cases;
+}
+
 dsl::AttentionSpec conv_spec(const ConvCase& c) {
     dsl::AttentionSpec s;
     s.dtype(c.dtype).head_dim(c.d).return_lse().score_conv("theta", c.cq, c.ck);
@@ -56,27 +75,31 @@ reference::ForwardInputs conv_inputs(const ConvCase& c) {
     return in;
 }
 
+ConvDeviceArgs to_device_args(const reference::ForwardInputs& in, const HostTensor& o, const HostTensor& lse) {
+    ConvDeviceArgs d{runtime::to_device(in.q), runtime::to_device(in.k), runtime::to_device(in.v),
+                     runtime::to_device(o), runtime::to_device(lse), {}, {}};
+    LaunchArgs& a = d.args;
+    a.q = d.q.view;
+    a.k = d.k.view;
+    a.v = d.v.view;
+    a.o = d.o.view;
+    a.lse = d.lse.view;
+    for (const auto& [name, t] : in.tensors) a.tensors[name] = d.tensors.emplace(name, runtime::to_device(t)).first->second.view;
+    a.scalars = in.scalars;
+    return d;
+}
+
 ConvRun run_on_gpu(const dsl::AttentionSpec& spec, const reference::ForwardInputs& in) {
     const auto& q = in.q.shape();
     ConvRun r{HostTensor(in.q.dtype(), {q[0], q[1], q[2], in.v.shape()[3]}), HostTensor(DType::f32, {q[0], q[1], q[2]})};
     reference::fill_poison(r.o);
     reference::fill_poison(r.lse);
-    const auto dq = runtime::to_device(in.q), dk = runtime::to_device(in.k), dv = runtime::to_device(in.v);
-    const auto d_o = runtime::to_device(r.o), d_lse = runtime::to_device(r.lse);
-    std::map<std::string, runtime::DeviceTensor> tensors;
-    LaunchArgs a;
-    a.q = dq.view;
-    a.k = dk.view;
-    a.v = dv.view;
-    a.o = d_o.view;
-    a.lse = d_lse.view;
-    for (const auto& [name, t] : in.tensors) a.tensors[name] = tensors.emplace(name, runtime::to_device(t)).first->second.view;
-    a.scalars = in.scalars;
+    const ConvDeviceArgs d = to_device_args(in, r.o, r.lse);
     Attention attn(spec);
-    attn(a);
+    attn(d.args);
     runtime::synchronize("cuCtxSynchronize after the score convolution forward");
-    runtime::from_device(d_o, r.o);
-    runtime::from_device(d_lse, r.lse);
+    runtime::from_device(d.o, r.o);
+    runtime::from_device(d.lse, r.lse);
     return r;
 }
 

@@ -3,7 +3,9 @@
 // a forward run on the GPU.
 #pragma once
 
+#include <map>
 #include <string>
+#include <vector>
 
 #include "tests/gpu/gpu_test_support.h"
 
@@ -25,12 +27,25 @@ struct ConvCase {
     uint64_t seed() const;
 };
 
+// The cases both directions run: the kernel sizes 1x1, 3x3, 6x11, 8x15 at f16 / bf16 and
+// head dims 64 / 128, Nq < Nk, Nq > Nk, GQA, a softcap score_mod, a gate with sinks.
+std::vector<ConvCase> shared_conv_cases();
+
 dsl::AttentionSpec conv_spec(const ConvCase& c);
 // Inputs: N(0, 1) Q, K, V; theta N(0, 0.3) plus 1 at the identity tap, so the result is
 // neither plain causal attention nor noise; a gate N(0, 1), sinks N(2, 1), cap 3.
 reference::ForwardInputs conv_inputs(const ConvCase& c);
 // Sets theta to the identity kernel (theta[h][c_q - 1][p_k] = 1, zero elsewhere).
 void set_identity_kernel(reference::ForwardInputs& in, const ConvCase& c);
+
+// Q, K, V, the forward's outputs and the captured tensors on the device, and the
+// LaunchArgs that name them (views of device memory: the struct may move).
+struct ConvDeviceArgs {
+    runtime::DeviceTensor q, k, v, o, lse;
+    std::map<std::string, runtime::DeviceTensor> tensors;
+    LaunchArgs args;
+};
+ConvDeviceArgs to_device_args(const reference::ForwardInputs& in, const HostTensor& o, const HostTensor& lse);
 
 struct ConvRun {
     HostTensor o, lse;

@@ -69,6 +69,11 @@ struct BackwardArgs {
     long long d_score_conv_stride[3];
     float* score_conv_partials;
     int score_conv_key_tiles;
+    // The one gradient site of a Variant with kInputGradBatchSum summed over the batch by a
+    // launch of its own (sm80/backward_dq.cuh): 1 in backward_dq's main launch (which then
+    // skips the site), 2 in the batch-sum launch, grid (ceil(Nk / BN), ceil(Nq / BM), Hq),
+    // after it; 0: no batch-sum launch.
+    int batch_sum;
 };
 
 }  // namespace attnjit

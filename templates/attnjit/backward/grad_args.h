@@ -24,7 +24,8 @@ namespace attnjit {
 // index; the host zeroes the planes, and backward_dkdv (which runs after backward_dq)
 // sums them in plane order and stores every element of the gradient; the planes of
 // per-key sites, which backward_dkdv writes itself, are summed by its last CTA (the
-// GradWork ticket).
+// GradWork ticket). A Variant with kInputGradBatchSum may have its one site summed over
+// the batch by backward_dq's batch-sum launch instead (BackwardArgs::batch_sum).
 template <class T, int R>
 struct GradArg {
     T* ptr;

@@ -37,10 +37,10 @@ struct BackwardScores {
     bool need_mask;    // a kPartial tile of a masked variant
 
     // One element: s (in: <q, k>, out: P), dp (in: <dO, v>, out: dS).
-    // kGrads 1 (backward_dq with Variant::kInputGrads): also the gradients of captured
-    // tensors and scalars at (q, k) when in_range (q < Nq and k < Nk, unclamped), from
-    // dT = P (dP - Delta) (common/input_grads.cuh); 2 (backward_dkdv with per-key sites):
-    // the per-key sites there (Variant::input_grads_key).
+    // kGrads 2 (backward_dkdv with per-key sites): also the per-key sites at (q, k) when
+    // in_range (q < Nq and k < Nk, unclamped), from dT = P (dP - Delta)
+    // (Variant::input_grads_key, common/input_grads.cuh). backward_dq's gradients:
+    // element_dt, then the hooks (queries_are_rows_grads).
     template <int kGrads = 0, class Acc = int>
     __device__ __forceinline__ void element(const Row& row, int q, int k, bool keep, float lse2, float delta,
                                             float& s, float& dp, bool in_range = false, Acc* acc = nullptr) const {
@@ -56,14 +56,43 @@ struct BackwardScores {
         }
         pr = keep ? pr : 0.f;
         float ds = pr * (dp - delta);
-        if constexpr (kGrads == 1) {
-            if (in_range) Variant::input_grads(p, hd, row, x, q, k, pr == 0.f ? 0.f : ds, *acc);
-        } else if constexpr (kGrads == 2) {
+        if constexpr (kGrads == 2) {
             if (in_range) Variant::input_grads_key(p, hd, row, x, q, k, pr == 0.f ? 0.f : ds, *acc);
         }
         if constexpr (Variant::kHasScoreGrad) ds *= Variant::d_score(p, hd, row, x, q, k);
         s = pr;
         dp = pr == 0.f ? 0.f : ds;
+    }
+
+    // The element pass of backward_dq with gradients of captured tensors, first half: as
+    // element, but s becomes x = scale * <q, k> (backward_dq needs no P afterwards) and
+    // dt = P (dP - Delta) (0 wherever P is 0) is kept for the hooks, which run in a second
+    // pass: the captured-tensor loads of score_mod then issue together, not one element at
+    // a time behind the hooks' branches.
+    // kDtInDp: dp ends as dt (no dS: the batch-sum launch needs none).
+    template <bool kDtInDp = false>
+    __device__ __forceinline__ void element_dt(const Row& row, int q, int k, bool keep, float lse2, float delta,
+                                               float& s, float& dp, float& dt) const {
+        if constexpr (Variant::kHasMask) {
+            if (keep && need_mask) keep = Variant::mask(p, hd, row, q, k);
+        }
+        const float x = s * scale;
+        float pr;
+        if constexpr (Variant::kHasScoreMod) {
+            pr = fast_exp2(score_mod_at<Variant>(p, hd, row, x, q, k) * kLog2e - lse2);
+        } else {
+            pr = fast_exp2(s * scale_log2 - lse2);
+        }
+        pr = keep ? pr : 0.f;
+        float ds = pr * (dp - delta);
+        s = x;
+        if constexpr (kDtInDp) {
+            dp = pr == 0.f ? 0.f : ds;
+        } else {
+            dt = pr == 0.f ? 0.f : ds;
+            if constexpr (Variant::kHasScoreGrad) ds *= Variant::d_score(p, hd, row, x, q, k);
+            dp = pr == 0.f ? 0.f : ds;
+        }
     }
 
     // backward_dq: rows are queries. qc, rw, lse2, delta per row slot (queries clamped to
@@ -77,15 +106,41 @@ struct BackwardScores {
     }
 
     // queries_are_rows with the gradients of captured tensors and scalars (kInputGrads):
-    // q_ok per row slot (the row is < Nq), acc the thread's per-CTA sums.
+    // q_ok per row slot (the row is < Nq), acc the thread's per-CTA sums. s ends as x
+    // (element_dt), not P.
     template <bool kEdge, class Layout, class Frag, int kRows, class Acc>
     __device__ __forceinline__ void queries_are_rows_grads(const Layout& layout, Frag& s, Frag& dp,
                                                            const int (&qc)[kRows], const bool (&q_ok)[kRows],
                                                            const Row (&rw)[kRows], const float (&lse2)[kRows],
                                                            const float (&delta)[kRows], int k0, int nk,
                                                            Acc& acc) const {
-        GradElementOp<kEdge, kRows, Acc> op{*this, qc, q_ok, rw, lse2, delta, k0, nk, acc};
-        layout.for_each2(s, dp, op);
+        Frag dt;
+        DtOp<kEdge, kRows> first{*this, qc, rw, lse2, delta, k0, nk};
+        layout.for_each3(s, dp, dt, first);
+        auto hooks = [&](float& x, float&, float& d, int r, int col) {
+            const int k = k0 + col;
+            if ((!kEdge || k < nk) && q_ok[r]) {
+                acc.slot = r;  // per-query sites add to the row slot's sum
+                Variant::input_grads(p, hd, rw[r], x, qc[r], k, d, acc);
+            }
+        };
+        layout.for_each3(s, dp, dt, hooks);
+    }
+
+    // queries_are_rows_grads for the batch-sum launch (Variant::kInputGradBatchSum): the one
+    // stored site's contribution at each in-range element added into sum (same layout).
+    template <bool kEdge, class Layout, class Frag, int kRows>
+    __device__ __forceinline__ void queries_are_rows_batch_sum(const Layout& layout, Frag& s, Frag& dp, Frag& sum,
+                                                               const int (&qc)[kRows], const bool (&q_ok)[kRows],
+                                                               const Row (&rw)[kRows], const float (&lse2)[kRows],
+                                                               const float (&delta)[kRows], int k0, int nk) const {
+        DtOp<kEdge, kRows, true> first{*this, qc, rw, lse2, delta, k0, nk};
+        layout.for_each3(s, dp, dp, first);  // dp ends as dt
+        auto hooks = [&](float& x, float& d, float& z, int r, int col) {
+            const int k = k0 + col;
+            if ((!kEdge || k < nk) && q_ok[r]) z += Variant::input_grad_batch_value(p, hd, rw[r], x, qc[r], k, d);
+        };
+        layout.for_each3(s, dp, sum, hooks);
     }
 
     // backward_dkdv: rows are keys k0 + layout.row(r) (all < Nk unless kEdge), columns
@@ -126,22 +181,18 @@ struct BackwardScores {
     }
 
 private:
-    template <bool kEdge, int kRows, class Acc>
-    struct GradElementOp {
+    template <bool kEdge, int kRows, bool kDtInDp = false>
+    struct DtOp {
         const BackwardScores& bs;
         const int (&qc)[kRows];
-        const bool (&q_ok)[kRows];
         const Row (&rw)[kRows];
         const float (&lse2)[kRows];
         const float (&delta)[kRows];
         int k0, nk;
-        Acc& acc;
-        __device__ __forceinline__ void operator()(float& s, float& dp, int r, int col) const {
+        __device__ __forceinline__ void operator()(float& s, float& dp, float& dt, int r, int col) const {
             const int k = k0 + col;
             const bool keep = !kEdge || k < nk;
-            acc.slot = r;  // per-query sites add to the row slot's sum
-            bs.template element<1>(rw[r], qc[r], keep ? k : nk - 1, keep, lse2[r], delta[r], s, dp,
-                                   keep && q_ok[r], &acc);
+            bs.template element_dt<kDtInDp>(rw[r], qc[r], keep ? k : nk - 1, keep, lse2[r], delta[r], s, dp, dt);
         }
     };
 

@@ -150,13 +150,22 @@ ATTNJIT_HD constexpr int tile_head_dim(int d) {
     return d <= 32 ? 32 : d <= 64 ? 64 : d <= 96 ? 96 : d <= 128 ? 128 : 256;
 }
 
+// backward_fused's tile head dims: 64 or 128 (its warp grids split those evenly,
+// sm80/backward_fused.cuh); head dims 8 to 32 and 72 to 96 run padded to them.
+ATTNJIT_HD constexpr int fused_tile_head_dim(int d) { return d <= 64 ? 64 : d <= 128 ? 128 : 256; }
+// The tile head dim of a kind: backward_fused's, or tile_head_dim.
+ATTNJIT_HD constexpr int kernel_tile_head_dim(KernelKind kind, int d) {
+    return kind == KernelKind::backward_fused ? fused_tile_head_dim(d) : tile_head_dim(d);
+}
+
 // Whether the kernel computes at padded tile head dims: the tiled kinds (the sm80 loops, the
 // simt forward) at a real head dim that is not a tile head dim. The simt backward and the
 // per-row kinds work element by element at the real dims.
 ATTNJIT_HD constexpr bool head_dims_padded(const KernelConfig& c) {
     const bool tiled = c.kind == KernelKind::forward || (c.mainloop == MainloopKind::sm80 && !is_backward_rows(c.kind) &&
                                                          c.kind != KernelKind::backward_sink_grad);
-    return tiled && (tile_head_dim(c.head_dim_qk) != c.head_dim_qk || tile_head_dim(c.head_dim_v) != c.head_dim_v);
+    return tiled && (kernel_tile_head_dim(c.kind, c.head_dim_qk) != c.head_dim_qk ||
+                     kernel_tile_head_dim(c.kind, c.head_dim_v) != c.head_dim_v);
 }
 
 ATTNJIT_HD constexpr int ceil_div(int a, int b) { return (a + b - 1) / b; }
@@ -220,7 +229,7 @@ constexpr int kScoreConvFragmentBytes = 8 * 3 * 32 * 4;
 
 ATTNJIT_HD constexpr int smem_bytes(const KernelConfig& c) {
     const TileConfig& t = c.tile;
-    const int dqk = tile_head_dim(c.head_dim_qk), dv = tile_head_dim(c.head_dim_v);
+    const int dqk = kernel_tile_head_dim(c.kind, c.head_dim_qk), dv = kernel_tile_head_dim(c.kind, c.head_dim_v);
     if (is_backward_rows(c.kind) || c.kind == KernelKind::backward_sink_grad) return 0;
     if (c.kind == KernelKind::backward_fused && c.score_conv) {
         const int bm = t.block_m, bn = t.block_n;
@@ -255,8 +264,10 @@ ATTNJIT_HD constexpr int threads(const KernelConfig& c) { return c.tile.warps * 
 
 // ---- validity ---------------------------------------------------------------------------
 
-// The head dims backward_fused's warp grids split evenly (sm80/backward_fused.cuh): tile
-// head dims 64 or 128 (real ones 40..64, 104..128); other head dims run the two-pass backward.
+// The head dims backward_fused runs without padding past the usual tile head dim (real ones
+// 40..64, 104..128): where the backward prefers it. Other head dims up to 128 run it padded
+// (fused_tile_head_dim), which the score convolution's backward does; without one they take
+// the two-pass backward.
 ATTNJIT_HD constexpr bool fused_backward_head_dims(int dqk, int dv) {
     const int tq = tile_head_dim(dqk), tv = tile_head_dim(dv);
     return (tq == 64 || tq == 128) && (tv == 64 || tv == 128);
@@ -313,12 +324,10 @@ ATTNJIT_HD constexpr const char* why_config_invalid(const KernelConfig& c) {
                         : "backward_dq sm80: block_n must be a multiple of 16, at most 128";
         if (t.stages != 2) return "backward sm80: stages must be 2";
         if (c.kind == KernelKind::backward_fused) {  // sm80/backward_fused.cuh's warp grids
-            if (!fused_backward_head_dims(c.head_dim_qk, c.head_dim_v))
-                return "backward_fused: head dims 40..64 or 104..128 (others run the two-pass backward)";
             if (t.warps != 8) return "backward_fused: 8 warps";
             if (t.block_m != 32 && t.block_m != 64 &&
-                !(t.block_m == 128 && tile_head_dim(c.head_dim_qk) == 64 && tile_head_dim(c.head_dim_v) == 64))
-                return "backward_fused: block_m 32 or 64 (or 128 with head dims 40 to 64)";
+                !(t.block_m == 128 && c.head_dim_qk <= 64 && c.head_dim_v <= 64))
+                return "backward_fused: block_m 32 or 64 (or 128 with head dims up to 64)";
             if (t.block_n != 64 && t.block_n != 128) return "backward_fused: block_n 64 or 128";
         }
     } else if (is_backward(c.kind)) {

@@ -38,6 +38,10 @@ struct VariantDefaults {
     // Per-query sites (q_bias[b][h][q]): input_grads adds into acc.row_add(n, c), the
     // thread's sum of the query row it is at; input_grads_query_store(p, hd, n, q, v).
     static constexpr int kInputGradQuerySites = 0;
+    // The only site is stored elementwise: backward_dq's batch-sum launch
+    // (sm80/backward_dq.cuh run_batch_sum) adds input_grad_batch_value(p, hd, row, s, q, k,
+    // dt) over the batch and stores the sum with input_grads_batch_store(p, hd, q, k, v).
+    static constexpr bool kInputGradBatchSum = false;
     // backward_dkdv only: finish_input_grad_planes(p, first, step) sums the planes of
     // elementwise and per-query gradients (backward/grad_args.h) over a grid-stride range.
     static constexpr bool kInputGradPlanes = false;

@@ -65,6 +65,9 @@ struct BackwardDq {
 
     template <class Variant, class Params>
     __device__ __forceinline__ static void run_dq(const Params& p, unsigned char* smem) {
+        if constexpr (Variant::kInputGradBatchSum) {
+            if (p.args.batch_sum == 2) return run_batch_sum<Variant>(p, smem);
+        }
         const BackwardArgs& a = p.args;
         const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
         const int m0 = blockIdx.x * BM, h = blockIdx.y, b = blockIdx.z, kvh = h / a.group;
@@ -84,7 +87,11 @@ struct BackwardDq {
         ptx::cp_async_commit();
 
         const typename Variant::Head hd = Variant::make_head(p, b, h, kvh);
-        if constexpr (Variant::kInputGrads) zero_fill_input_grads<Variant, Params, kThreads>(p, hd, m0, BM, nq, nk);
+        // The batch-sum launch writes the one site (Variant::kInputGradBatchSum): no hooks here.
+        const bool site_elsewhere = Variant::kInputGradBatchSum && a.batch_sum == 1;
+        if constexpr (Variant::kInputGrads) {
+            if (!site_elsewhere) zero_fill_input_grads<Variant, Params, kThreads>(p, hd, m0, BM, nq, nk);
+        }
         BlockCtx ctx{reinterpret_cast<long long*>(smem), tid, kThreads};
         KvCursor<Variant, Params, BN> cursor(nk, m0, (m0 + BM < nq ? m0 + BM : nq) - 1);
         auto issue = [&](int tile, int stage) {
@@ -150,12 +157,18 @@ struct BackwardDq {
             const int k0 = tile * BN;
             const BackwardScores<Variant, Params> scores{p, hd, a.scale, a.scale * kLog2e,
                                                          Variant::kHasMask && tcls == TileClass::kPartial};
+            bool hooks = false;
             if constexpr (Variant::kInputGrads) {
-                if (k0 + BN > nk)
-                    scores.template queries_are_rows_grads<true>(sl, s, dp, qc, q_ok, rw, lse2, delta, k0, nk, gacc);
-                else
-                    scores.template queries_are_rows_grads<false>(sl, s, dp, qc, q_ok, rw, lse2, delta, k0, nk, gacc);
-            } else {
+                hooks = !site_elsewhere;
+                if (hooks) {
+                    if (k0 + BN > nk)
+                        scores.template queries_are_rows_grads<true>(sl, s, dp, qc, q_ok, rw, lse2, delta, k0, nk, gacc);
+                    else
+                        scores.template queries_are_rows_grads<false>(sl, s, dp, qc, q_ok, rw, lse2, delta, k0, nk,
+                                                                      gacc);
+                }
+            }
+            if (!hooks) {
                 if (k0 + BN > nk)
                     scores.template queries_are_rows<true>(sl, s, dp, qc, rw, lse2, delta, k0, nk);
                 else
@@ -181,6 +194,101 @@ struct BackwardDq {
         // Per-query sites: each row's sum over its keys (common/input_grads.cuh).
         if constexpr (Variant::kInputGradQuerySites > 0) store_row_sums<Variant, false>(p, hd, gacc, sl, m0, nq);
         if constexpr (Variant::kInputGrads) finish_input_grads<Variant, Params, kThreads, kSmemBytes>(p, hd, gacc, smem);
+    }
+
+    // The batch-sum launch (Variant::kInputGradBatchSum, BackwardArgs::batch_sum; after
+    // backward_dq's own launch, which wrote the row statistics): grid (ceil(Nk / BN),
+    // ceil(Nq / BM), Hq). A CTA recomputes S and dP of its (query tile, key tile) of head h
+    // for b = 0, 1, ... in order and adds the stored site's contributions in registers;
+    // each element of the gradient is one thread's sum over the batch, stored once, without
+    // planes. Every tile is computed (masked elements add 0). Shared memory: backward_dq's
+    // Q, dO and first K/V stage, and its LSE2 / Delta rows; b + 1's copies overlap b's
+    // element pass.
+    template <class Variant, class Params>
+    __device__ __forceinline__ static void run_batch_sum(const Params& p, unsigned char* smem) {
+        const BackwardArgs& a = p.args;
+        const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+        const int n0 = blockIdx.x * BN, m0 = blockIdx.y * BM, h = blockIdx.z, kvh = h / a.group;
+        const int nq = a.q_len, nk = a.kv_len;
+        const long long plane = (long long)a.batch * a.q_heads * nq;
+        const unsigned sbase = ptx::smem_addr(smem);
+        const unsigned q_s = sbase + kQOff, do_s = sbase + kDoOff, kv_s = sbase + kKvOff, stat_s = sbase + kLseOff;
+        const float* lse2_s = reinterpret_cast<const float*>(smem + kLseOff);
+        const float* delta_s = reinterpret_cast<const float*>(smem + kDeltaOff);
+
+        const int a_row = warp * 16 * kMF + LaneRows::a_row(lane), b_row = LaneRows::b_row(lane);
+        const LaneChunks la = LaneRows::a_chunks(lane), lb = LaneRows::b_chunks(lane);
+        const unsigned q_ld = q_s + a_row * kCprQ * 16, do_ld = do_s + a_row * kCprV * 16;
+        const unsigned k_nt = kv_s + b_row * kCprQ * 16, v_nt = kv_s + kVInStage + b_row * kCprV * 16;
+
+        const SLayout sl;
+        float sum[kMF][kNT][4];
+        SLayout::clear(sum);
+        int qc[kRows];
+        bool q_ok[kRows];
+#pragma unroll
+        for (int r = 0; r < kRows; ++r) {
+            const int q = m0 + sl.row(r);
+            qc[r] = q < nq ? q : nq - 1;
+            q_ok[r] = q < nq;
+        }
+        // b's tiles and row statistics; issued once every warp is past its products of b - 1,
+        // so they land while the element pass of b - 1 runs.
+        auto issue = [&](int b) {
+            const E* qg = static_cast<const E*>(a.q) + b * a.q_stride[0] + h * a.q_stride[1];
+            const E* dog = static_cast<const E*>(a.d_o) + b * a.do_stride[0] + h * a.do_stride[1];
+            const E* kg = static_cast<const E*>(a.k) + b * a.k_stride[0] + kvh * a.k_stride[1];
+            const E* vg = static_cast<const E*>(a.v) + b * a.v_stride[0] + kvh * a.v_stride[1];
+            copy_tile<E, kThreads, BM, DQK, false, kDqkReal>(q_s, qg + m0 * a.q_stride[2], a.q_stride[2], nq - m0, qg,
+                                                             tid);
+            copy_tile<E, kThreads, BM, DV, false, kDvReal>(do_s, dog + m0 * a.do_stride[2], a.do_stride[2], nq - m0, dog,
+                                                           tid);
+            copy_tile<E, kThreads, BN, DQK, false, kDqkReal>(kv_s, kg + n0 * a.k_stride[2], a.k_stride[2], nk - n0, kg,
+                                                             tid);
+            copy_tile<E, kThreads, BN, DV, false, kDvReal>(kv_s + kVInStage, vg + n0 * a.v_stride[2], a.v_stride[2],
+                                                           nk - n0, vg, tid);
+            const float* ws = a.stats + ((long long)b * a.q_heads + h) * nq + m0;
+            for (int i = tid; i < 2 * BM; i += kThreads) {  // LSE2 then Delta (contiguous in smem)
+                const int r = i < BM ? i : i - BM;
+                const bool ok = m0 + r < nq;
+                ptx::cp_async_4(stat_s + i * 4, ok ? ws + (i < BM ? 0 : plane) + r : a.stats, ok);
+            }
+            ptx::cp_async_commit();
+        };
+        issue(0);
+        for (int b = 0; b < a.batch; ++b) {
+            ptx::cp_async_wait<0>();
+            block_sync();  // b's tiles landed
+
+            const typename Variant::Head hd = Variant::make_head(p, b, h, kvh);
+            typename Variant::Row rw[kRows];
+            float lse2[kRows], delta[kRows];
+#pragma unroll
+            for (int r = 0; r < kRows; ++r) {
+                rw[r] = Variant::make_row(p, hd, qc[r]);
+                lse2[r] = q_ok[r] ? lse2_s[sl.row(r)] : -neg_inf();  // padding rows: P = 0
+                delta[r] = delta_s[sl.row(r)];
+            }
+            float s[kMF][kNT][4], dp[kMF][kNT][4];
+            SLayout::clear(s);
+            SLayout::clear(dp);
+            gemm_nt<E, kMF, kNT, DQK / 16, kCprQ, kCprQ>(s, q_ld, k_nt, la, lb);
+            gemm_nt<E, kMF, kNT, DV / 16, kCprV, kCprV>(dp, do_ld, v_nt, la, lb);
+            block_sync();  // every warp is done with b's shared memory
+            if (b + 1 < a.batch) issue(b + 1);
+
+            const BackwardScores<Variant, Params> scores{p, hd, a.scale, a.scale * kLog2e, Variant::kHasMask};
+            if (n0 + BN > nk)
+                scores.template queries_are_rows_batch_sum<true>(sl, s, dp, sum, qc, q_ok, rw, lse2, delta, n0, nk);
+            else
+                scores.template queries_are_rows_batch_sum<false>(sl, s, dp, sum, qc, q_ok, rw, lse2, delta, n0, nk);
+        }
+        const typename Variant::Head hd0 = Variant::make_head(p, 0, h, kvh);
+        auto store = [&](float& v, float&, int r, int col) {
+            const int k = n0 + col;
+            if (q_ok[r] && k < nk) Variant::input_grads_batch_store(p, hd0, qc[r], k, v);
+        };
+        sl.for_each2(sum, sum, store);
     }
 };
 

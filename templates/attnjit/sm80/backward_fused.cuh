@@ -54,7 +54,7 @@ struct ColumnWindow {
 template <class E, int kDqkReal, int kDvReal, int BM, int BN, int W, bool kConv = false>
 struct BackwardFused {
     // Tiles at the tile head dims; columns past the real ones zero-filled on load, not stored.
-    static constexpr int DQK = tile_head_dim(kDqkReal), DV = tile_head_dim(kDvReal);
+    static constexpr int DQK = fused_tile_head_dim(kDqkReal), DV = fused_tile_head_dim(kDvReal);
     static constexpr int kThreads = W * 32;
     static_assert(W == 8, "backward_fused: 8 warps");
     static_assert((DQK == 64 || DQK == 128) && (DV == 64 || DV == 128), "backward_fused: tile head dims 64 or 128");

@@ -79,6 +79,18 @@ struct MmaCLayout {
                 for (int e = 0; e < 4; ++e) op(a[mf][nt][e], b[mf][nt][e], 2 * mf + (e >> 1), col(nt, e));
     }
 
+    // op(float& a, float& b, float& c, int r, int col): three fragments.
+    template <class Op>
+    __device__ __forceinline__ void for_each3(Frag& a, Frag& b, Frag& c, Op& op) const {
+#pragma unroll
+        for (int mf = 0; mf < kMF; ++mf)
+#pragma unroll
+            for (int nt = 0; nt < kNT; ++nt)
+#pragma unroll
+                for (int e = 0; e < 4; ++e)
+                    op(a[mf][nt][e], b[mf][nt][e], c[mf][nt][e], 2 * mf + (e >> 1), col(nt, e));
+    }
+
     // op(float& v0, float& v1) for the pairs (columns col, col + 1) of row slot r.
     template <class Op>
     __device__ __forceinline__ void for_each_in_row(Frag& f, int r, Op& op) const {
