@@ -405,10 +405,20 @@ void AttentionBackward::operator()(const LaunchArgs& fwd, const GradArgs& grads_
     if (l.batch_sum && q[2] > 0 && k[2] > 0) {  // after backward_dq, whose row statistics it reads
         const api::PreparedKernel& kernel = impl_->kernel(KernelKind::backward_dq);
         const TileConfig& t = kernel.config.tile;
+        const unsigned tiles_x = static_cast<unsigned>(ceil_div(static_cast<int>(k[2]), t.block_n)),
+                       tiles_y = static_cast<unsigned>(ceil_div(static_cast<int>(q[2]), t.block_m));
+        const size_t tiles = size_t{tiles_x} * tiles_y * static_cast<size_t>(q[1]);
+        const int chunks = api::batch_sum_chunks(tiles, q[0], q[1] * q[2] * k[2]);
+        // With chunks: f32 partials O(chunks Hq Nq Nk) and a zeroed ticket per tile.
+        const size_t part_bytes = chunks > 1 ? sizeof(float) * static_cast<size_t>(chunks * q[1] * q[2] * k[2]) : 0;
+        const runtime::StreamBuffer partials(part_bytes, cu_stream);
+        const runtime::StreamBuffer tickets(chunks > 1 ? tiles * sizeof(unsigned) : 0, cu_stream);
+        if (chunks > 1) tickets.zero(0, tiles * sizeof(unsigned));
         block.batch_sum = 2;
-        kernel.launch(runtime::Dim3{static_cast<unsigned>(ceil_div(static_cast<int>(k[2]), t.block_n)),
-                                    static_cast<unsigned>(ceil_div(static_cast<int>(q[2]), t.block_m)),
-                                    static_cast<unsigned>(q[1])},
+        block.batch_sum_chunks = chunks;
+        block.batch_sum_partials = static_cast<float*>(partials.data());
+        block.batch_sum_tickets = static_cast<unsigned*>(tickets.data());
+        kernel.launch(runtime::Dim3{tiles_x, tiles_y, static_cast<unsigned>(q[1] * chunks)},
                       api::backward_params(kernel.layout, block, fwd, &grads, nullptr, &planes), stream);
     }
     launch_sink_grad();

@@ -1,5 +1,6 @@
 #include "api/backward_launch.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <limits>
 
@@ -37,6 +38,16 @@ size_t backward_dq_accum_bytes(const LaunchArgs& fwd) {
 size_t backward_dq_turns_bytes(const LaunchArgs& fwd, int block_m) {
     const size_t tiles = static_cast<size_t>((fwd.q.shape[2] + block_m - 1) / block_m);
     return sizeof(int) * static_cast<size_t>(fwd.q.shape[0] * fwd.q.shape[1]) * tiles;
+}
+
+int batch_sum_chunks(size_t tiles, int64_t batch, int64_t elems_per_chunk) {
+    constexpr size_t kTargetCtas = 768;                  // ~2 waves of 132 SMs x 3 CTAs
+    constexpr int64_t kMinBatches = 8;                   // per chunk: the partials' traffic stays small
+    constexpr int64_t kMaxPartialBytes = int64_t{256} << 20;
+    int64_t chunks = tiles >= kTargetCtas ? 1 : static_cast<int64_t>((kTargetCtas + tiles - 1) / tiles);
+    chunks = std::min(chunks, std::max<int64_t>(1, batch / kMinBatches));
+    chunks = std::min(chunks, std::max<int64_t>(1, kMaxPartialBytes / std::max<int64_t>(1, 4 * elems_per_chunk)));
+    return static_cast<int>(chunks);
 }
 
 BackwardArgs backward_args(const AttentionSpec& spec, const LaunchArgs& fwd, const GradArgs& g, float* stats,

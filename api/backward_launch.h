@@ -23,6 +23,11 @@ namespace attnjit::api {
 BackwardArgs backward_args(const AttentionSpec& spec, const LaunchArgs& fwd, const GradArgs& grads, float* stats,
                            float* dq_accum);
 size_t backward_stats_bytes(const LaunchArgs& fwd);
+// How many chunks backward_dq's batch-sum launch splits the batch into (BackwardArgs::
+// batch_sum_chunks): 1 when its tiles x heads fill the GPU, else enough CTAs for about
+// two waves of an H100, at least 8 batches a chunk and at most 256 MiB of f32 partials.
+// A function of the shape only, so the bits do not depend on the GPU.
+int batch_sum_chunks(size_t tiles, int64_t batch, int64_t elems_per_chunk);
 size_t backward_dq_accum_bytes(const LaunchArgs& fwd);
 // The ordered backward_fused's turn counters (BackwardArgs::dq_turns), one per query tile.
 size_t backward_dq_turns_bytes(const LaunchArgs& fwd, int block_m);

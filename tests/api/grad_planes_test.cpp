@@ -100,5 +100,16 @@ TEST(GradPlanes, PerKeyReads) {
                       "captured tensor 'kv_bias' broadcasts (stride 0) in dimension 1");
 }
 
+// backward_dq's batch-sum launch (api/backward_launch.h): no chunks once the tiles fill the
+// GPU, else about 768 CTAs, at least 8 batches a chunk, at most 256 MiB of partials.
+TEST(BatchSumChunks, FromTheShapeOnly) {
+    EXPECT_EQ(batch_sum_chunks(1152, 128, 8 * 768 * 768), 1);  // msa_row S128 N768: 12 x 12 x 8 tiles
+    EXPECT_EQ(batch_sum_chunks(128, 128, 8 * 256 * 256), 6);   // msa_row S128 N256: 4 x 4 x 8
+    EXPECT_EQ(batch_sum_chunks(128, 20, 8 * 256 * 256), 2);    // 20 batches: 2 of 10
+    EXPECT_EQ(batch_sum_chunks(128, 7, 8 * 256 * 256), 1);     // fewer than 16 batches: one chunk
+    EXPECT_EQ(batch_sum_chunks(1, 1 << 20, int64_t{1} << 24), 4);  // 64 MiB a chunk
+    EXPECT_EQ(batch_sum_chunks(1, 1 << 20, int64_t{1} << 30), 1);
+}
+
 }  // namespace
 }  // namespace attnjit::api

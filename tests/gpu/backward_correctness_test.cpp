@@ -827,6 +827,10 @@ std::vector<TensorGradCase> tensor_grad_matrix() {
     for (GradKind k : {GradKind::BroadcastBias, GradKind::HeadBias}) {
         cases.push_back({k, make_case(Mod::Plain, DType::bf16, 32, {5, 4, 4, 100, 77})});
         cases.push_back({k, make_case(Mod::Plain, DType::f16, 16, {3, 2, 1, 63, 130})});
+        // Grids too small for the GPU: the batch in chunks (4 of 8, 2 of 10) whose f32
+        // partials the tile's last CTA adds (api/backward_launch.h batch_sum_chunks).
+        cases.push_back({k, make_case(Mod::Plain, DType::bf16, 32, {32, 2, 2, 70, 90})});
+        cases.push_back({k, make_case(Mod::Plain, DType::bf16, 64, {20, 2, 1, 130, 60})});
     }
     // Relative-position tables: a query-heavy ragged shape (j - i down to -299) and a table
     // wider than the score matrix's diagonals (elements no score element reads: zero).
@@ -876,6 +880,20 @@ TEST_P(TensorGradDeterminism, SameInputsSameBits) {
     r.grads = make_input_grad_buffers(r.g.fwd, r.wanted);
     const auto bits = run_tensor_grads(r, 3);
     EXPECT_TRUE(bits[0] == bits[1] && bits[1] == bits[2]) << tc.name() << ": gradients differ between runs";
+}
+
+// The batch-sum launch with the batch in chunks (the tile's last CTA adds their partials,
+// whichever finishes last): the same bits every run.
+TEST(TensorGradDeterminismChunks, BatchSumChunksSameBits) {
+    ATTNJIT_SKIP_WITHOUT_GPU();
+    for (GradKind k : {GradKind::BroadcastBias, GradKind::HeadBias}) {
+        TensorGradCase tc{k, make_case(Mod::Plain, DType::bf16, 32, {64, 2, 2, 100, 130})};
+        TensorGradRun r;
+        r.g = grad_problem_from(make_tensor_grad_problem(tc, r.wanted));
+        r.grads = make_input_grad_buffers(r.g.fwd, r.wanted);
+        const auto bits = run_tensor_grads(r, 3);
+        EXPECT_TRUE(bits[0] == bits[1] && bits[1] == bits[2]) << tc.name() << ": gradients differ between runs";
+    }
 }
 
 INSTANTIATE_TEST_SUITE_P(Kinds, TensorGradDeterminism,

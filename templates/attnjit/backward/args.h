@@ -74,6 +74,13 @@ struct BackwardArgs {
     // skips the site), 2 in the batch-sum launch, grid (ceil(Nk / BN), ceil(Nq / BM), Hq),
     // after it; 0: no batch-sum launch.
     int batch_sum;
+    // The batch in batch_sum_chunks chunks (grid z = Hq chunks): chunk c's CTA sums its
+    // batches into batch_sum_partials [chunks, Hq, Nq, Nk] (f32), and the CTA that takes a
+    // tile's last ticket (batch_sum_tickets [Hq, tiles y, tiles x], zeroed) sums the
+    // chunks in order and stores. 1: no partials.
+    int batch_sum_chunks;
+    float* batch_sum_partials;
+    unsigned* batch_sum_tickets;
 };
 
 }  // namespace attnjit

@@ -198,17 +198,21 @@ struct BackwardDq {
 
     // The batch-sum launch (Variant::kInputGradBatchSum, BackwardArgs::batch_sum; after
     // backward_dq's own launch, which wrote the row statistics): grid (ceil(Nk / BN),
-    // ceil(Nq / BM), Hq). A CTA recomputes S and dP of its (query tile, key tile) of head h
-    // for b = 0, 1, ... in order and adds the stored site's contributions in registers;
-    // each element of the gradient is one thread's sum over the batch, stored once, without
-    // planes. Every tile is computed (masked elements add 0). Shared memory: backward_dq's
+    // ceil(Nq / BM), Hq x chunks). A CTA recomputes S and dP of its (query tile, key tile)
+    // of head h for the b of its chunk in order and adds the stored site's contributions in
+    // registers; with one chunk each element of the gradient is one thread's sum over the
+    // batch, stored once; with more (grids too small for the GPU), the chunks' sums meet in
+    // f32 partials, added in chunk order by the CTA that finishes the tile last. Every tile is computed (masked elements add 0). Shared memory: backward_dq's
     // Q, dO and first K/V stage, and its LSE2 / Delta rows; b + 1's copies overlap b's
     // element pass.
     template <class Variant, class Params>
     __device__ __forceinline__ static void run_batch_sum(const Params& p, unsigned char* smem) {
         const BackwardArgs& a = p.args;
         const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
-        const int n0 = blockIdx.x * BN, m0 = blockIdx.y * BM, h = blockIdx.z, kvh = h / a.group;
+        const int n0 = blockIdx.x * BN, m0 = blockIdx.y * BM, h = blockIdx.z % a.q_heads, kvh = h / a.group;
+        const int chunk = blockIdx.z / a.q_heads, chunks = a.batch_sum_chunks;
+        const int per_chunk = (a.batch + chunks - 1) / chunks, b0 = chunk * per_chunk;
+        const int b1 = b0 + per_chunk < a.batch ? b0 + per_chunk : a.batch;
         const int nq = a.q_len, nk = a.kv_len;
         const long long plane = (long long)a.batch * a.q_heads * nq;
         const unsigned sbase = ptx::smem_addr(smem);
@@ -255,8 +259,8 @@ struct BackwardDq {
             }
             ptx::cp_async_commit();
         };
-        issue(0);
-        for (int b = 0; b < a.batch; ++b) {
+        if (b0 < b1) issue(b0);
+        for (int b = b0; b < b1; ++b) {
             ptx::cp_async_wait<0>();
             block_sync();  // b's tiles landed
 
@@ -275,7 +279,7 @@ struct BackwardDq {
             gemm_nt<E, kMF, kNT, DQK / 16, kCprQ, kCprQ>(s, q_ld, k_nt, la, lb);
             gemm_nt<E, kMF, kNT, DV / 16, kCprV, kCprV>(dp, do_ld, v_nt, la, lb);
             block_sync();  // every warp is done with b's shared memory
-            if (b + 1 < a.batch) issue(b + 1);
+            if (b + 1 < b1) issue(b + 1);
 
             const BackwardScores<Variant, Params> scores{p, hd, a.scale, a.scale * kLog2e, Variant::kHasMask};
             if (n0 + BN > nk)
@@ -284,6 +288,34 @@ struct BackwardDq {
                 scores.template queries_are_rows_batch_sum<false>(sl, s, dp, sum, qc, q_ok, rw, lse2, delta, n0, nk);
         }
         const typename Variant::Head hd0 = Variant::make_head(p, 0, h, kvh);
+        if (chunks > 1) {
+            // This chunk's sums to its partials; the tile's last CTA adds the chunks in order.
+            const long long chunk_elems = (long long)a.q_heads * nq * nk;
+            float* part = a.batch_sum_partials + (long long)h * nq * nk;
+            auto put = [&](float& v, float&, int r, int col) {
+                const int k = n0 + col;
+                if (q_ok[r] && k < nk) part[chunk * chunk_elems + (long long)qc[r] * nk + k] = v;
+            };
+            sl.for_each2(sum, sum, put);
+            unsigned* flag = reinterpret_cast<unsigned*>(smem);  // every warp is past its last use of smem
+            grad_detail::fence_gpu();  // each thread's partials, before tid 0's ticket
+            block_sync();
+            if (tid == 0) {
+                unsigned* ticket = a.batch_sum_tickets + ((long long)h * gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x;
+                flag[0] = grad_detail::ticket_add(ticket) == static_cast<unsigned>(chunks - 1) ? 1u : 0u;
+                grad_detail::fence_gpu();  // every other chunk's partials, before this CTA reads them
+            }
+            block_sync();
+            if (flag[0] == 0) return;
+            auto gather = [&](float& v, float&, int r, int col) {
+                const int k = n0 + col;
+                if (!(q_ok[r] && k < nk)) return;
+                const float* e = part + (long long)qc[r] * nk + k;
+                v = 0.f;
+                for (int c = 0; c < chunks; ++c) v += __ldcg(e + c * chunk_elems);
+            };
+            sl.for_each2(sum, sum, gather);
+        }
         auto store = [&](float& v, float&, int r, int col) {
             const int k = n0 + col;
             if (q_ok[r] && k < nk) Variant::input_grads_batch_store(p, hd0, qc[r], k, v);
