@@ -44,17 +44,8 @@ struct BackwardScores {
     template <int kGrads = 0, class Acc = int>
     __device__ __forceinline__ void element(const Row& row, int q, int k, bool keep, float lse2, float delta,
                                             float& s, float& dp, bool in_range = false, Acc* acc = nullptr) const {
-        if constexpr (Variant::kHasMask) {
-            if (keep && need_mask) keep = Variant::mask(p, hd, row, q, k);
-        }
         const float x = s * scale;
-        float pr;
-        if constexpr (Variant::kHasScoreMod) {
-            pr = fast_exp2(score_mod_at<Variant>(p, hd, row, x, q, k) * kLog2e - lse2);
-        } else {
-            pr = fast_exp2(s * scale_log2 - lse2);
-        }
-        pr = keep ? pr : 0.f;
+        const float pr = probability(row, q, k, keep, lse2, s, x);
         float ds = pr * (dp - delta);
         if constexpr (kGrads == 2) {
             if (in_range) Variant::input_grads_key(p, hd, row, x, q, k, pr == 0.f ? 0.f : ds, *acc);
@@ -73,17 +64,8 @@ struct BackwardScores {
     template <bool kDtInDp = false>
     __device__ __forceinline__ void element_dt(const Row& row, int q, int k, bool keep, float lse2, float delta,
                                                float& s, float& dp, float& dt) const {
-        if constexpr (Variant::kHasMask) {
-            if (keep && need_mask) keep = Variant::mask(p, hd, row, q, k);
-        }
         const float x = s * scale;
-        float pr;
-        if constexpr (Variant::kHasScoreMod) {
-            pr = fast_exp2(score_mod_at<Variant>(p, hd, row, x, q, k) * kLog2e - lse2);
-        } else {
-            pr = fast_exp2(s * scale_log2 - lse2);
-        }
-        pr = keep ? pr : 0.f;
+        const float pr = probability(row, q, k, keep, lse2, s, x);
         float ds = pr * (dp - delta);
         s = x;
         if constexpr (kDtInDp) {
@@ -93,6 +75,22 @@ struct BackwardScores {
             if constexpr (Variant::kHasScoreGrad) ds *= Variant::d_score(p, hd, row, x, q, k);
             dp = pr == 0.f ? 0.f : ds;
         }
+    }
+
+    // P of one element from s = <q, k> and x = scale * s: the mask (kPartial tiles),
+    // score_mod, exp2 against LSE2; 0 where not kept.
+    __device__ __forceinline__ float probability(const Row& row, int q, int k, bool keep, float lse2, float s,
+                                                 float x) const {
+        if constexpr (Variant::kHasMask) {
+            if (keep && need_mask) keep = Variant::mask(p, hd, row, q, k);
+        }
+        float pr;
+        if constexpr (Variant::kHasScoreMod) {
+            pr = fast_exp2(score_mod_at<Variant>(p, hd, row, x, q, k) * kLog2e - lse2);
+        } else {
+            pr = fast_exp2(s * scale_log2 - lse2);
+        }
+        return keep ? pr : 0.f;
     }
 
     // backward_dq: rows are queries. qc, rw, lse2, delta per row slot (queries clamped to
