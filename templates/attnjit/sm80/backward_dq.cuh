@@ -10,7 +10,9 @@
 //   dQ is scaled once and stored. Each dQ element is one thread's fixed-order sum:
 //   deterministic. Gradients of captured tensors (common/input_grads.cuh): per-query
 //   sites sum each row in the threads' row slots across the key tiles, then over the
-//   quad (fixed butterfly) after the loop; the row leader stores.
+//   quad (fixed butterfly) after the loop; the row leader stores. A Variant whose one
+//   gradient site is elementwise and summed over the batch (a broadcast pair bias) may
+//   leave it to a second launch of this kernel, run_batch_sum (BackwardArgs::batch_sum).
 //
 // Shared memory (smem_bytes in common/kernel_config.h): scratch | Q [BM x DQK] |
 // dO [BM x DV] | 2 x (K [BN x DQK] | V [BN x DV]) | LSE2 [BM] | Delta [BM] (f32).
