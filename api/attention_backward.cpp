@@ -90,10 +90,9 @@ struct AttentionBackward::Impl {
     int table_dim = -1;             // its index that varies over the score matrix
     // The one gradient site may be summed over the batch by backward_dq's batch-sum launch
     // (sm80/backward_dq.cuh run_batch_sum) instead of planes: the Variant has
-    // kInputGradBatchSum and backward_dq runs on the tensor cores; at launch, when the
-    // element it reads depends only on h (bare), q and k (batch_sum_site).
+    // kInputGradBatchSum and backward_dq runs on the tensor cores; at launch, when
+    // api::batch_sum_fits.
     bool batch_sum_ok = false;
-    bool batch_sum_site(const codegen::InputGradSite& site, const TensorView& grad) const;
 
     struct Launch;
     Launch check(const LaunchArgs& fwd, const GradArgs& grads) const;  // every argument check
@@ -126,6 +125,7 @@ AttentionBackward::AttentionBackward(const AttentionSpec& spec, const CompileOpt
     if (spec.has_score_conv()) impl_->conv_grad_asked = opts.grads.erase(spec.score_conv_name()) > 0;
     impl_->path = choose_path(spec, impl_->inputs, opts, target);
     if (target.on_device) impl_->sm_count = runtime::current_device().sm_count;
+    bool batch_sum_plan = false;  // the plan allows the batch-sum launch (impl_->batch_sum_ok)
     if (!opts.grads.empty()) {
         // Validates the names and refuses the reads whose sums are not implemented
         // (codegen/input_grads.h), before anything is compiled.
@@ -149,7 +149,7 @@ AttentionBackward::AttentionBackward(const AttentionSpec& spec, const CompileOpt
                 impl_->table_name = plan.grad_outputs[static_cast<size_t>(site.output)].name;
                 impl_->table_dim = site.table_dim;
             }
-        impl_->batch_sum_ok = plan.grad_batch_sum() && impl_->stored_sites.size() == 1 && !key_sites;
+        batch_sum_plan = plan.grad_batch_sum() && impl_->stored_sites.size() == 1 && !key_sites;
     }
     auto add = [&](KernelKind kind, const std::optional<TileConfig>& tile) {
         // backward_dq computes the input gradients, backward_dkdv sums their planes (if any).
@@ -169,9 +169,8 @@ AttentionBackward::AttentionBackward(const AttentionSpec& spec, const CompileOpt
     }
     // Attention sinks: their gradient, from LSE, O and dO alone (launched when asked for).
     if (spec.has_sinks()) add(KernelKind::backward_sink_grad, std::nullopt);
-    if (impl_->batch_sum_ok)
-        impl_->batch_sum_ok = impl_->path == BackwardPath::two_pass &&
-                              impl_->kernel(KernelKind::backward_dq).config.mainloop == MainloopKind::sm80;
+    impl_->batch_sum_ok = batch_sum_plan && impl_->path == BackwardPath::two_pass &&
+                          impl_->kernel(KernelKind::backward_dq).config.mainloop == MainloopKind::sm80;
 }
 
 AttentionBackward::~AttentionBackward() = default;
@@ -186,19 +185,6 @@ struct AttentionBackward::Impl::Launch {
     size_t plane_bytes = 0;
     bool batch_sum = false;  // backward_dq's batch-sum launch writes the one site's gradient
 };
-
-// Every dimension of the gradient either broadcasts (stride 0: the index does not matter)
-// or is indexed by q, k, a constant or the bare query head: its element is the same for
-// every b, and the batch-sum launch's CTA of head h owns it alone.
-bool AttentionBackward::Impl::batch_sum_site(const codegen::InputGradSite& site, const TensorView& grad) const {
-    using Role = codegen::InputGradSite::Role;
-    for (size_t d = 0; d < site.roles.size(); ++d) {
-        const Role r = site.roles[d];
-        const bool free = r == Role::Const || r == Role::Q || r == Role::K || (r == Role::Head && site.bare[d]);
-        if (!free && grad.strides[d] != 0) return false;
-    }
-    return true;
-}
 
 AttentionBackward::Impl::Launch AttentionBackward::Impl::check(const LaunchArgs& fwd, const GradArgs& grads_in) const {
     check_launch_args(spec, inputs, fwd);
@@ -239,11 +225,11 @@ AttentionBackward::Impl::Launch AttentionBackward::Impl::check(const LaunchArgs&
     // operator(); summed by backward_dkdv.
     for (const auto& [name, site] : stored_sites) {
         api::GradPlanes pl = api::plan_grad_planes(site, grads_out.grads.at(name), fwd, name);
-        if (pl.elems == 0) continue;
-        if (batch_sum_ok && pl.plane_b && !pl.plane_h && batch_sum_site(site, grads_out.grads.at(name))) {
+        if (batch_sum_ok && api::batch_sum_fits(site, grads_out.grads.at(name), pl)) {
             l.batch_sum = true;  // summed over b in registers by the batch-sum launch, no planes
             continue;
         }
+        if (pl.elems == 0) continue;
         const size_t count = static_cast<size_t>((pl.plane_b ? q[0] : 1) * (pl.plane_h ? q[1] : 1));
         pl.planes = reinterpret_cast<float*>(l.plane_bytes);  // offset for now
         l.plane_bytes += count * static_cast<size_t>(pl.elems) * sizeof(float);

@@ -41,4 +41,15 @@ GradPlanes plan_grad_planes(const codegen::InputGradSite& site, const TensorView
     return pl;
 }
 
+bool batch_sum_fits(const codegen::InputGradSite& site, const TensorView& t, const GradPlanes& pl) {
+    using Role = codegen::InputGradSite::Role;
+    if (pl.elems == 0 || !pl.plane_b || pl.plane_h) return false;
+    for (size_t d = 0; d < site.roles.size(); ++d) {
+        const Role r = site.roles[d];
+        const bool free = r == Role::Const || r == Role::Q || r == Role::K || (r == Role::Head && site.bare[d]);
+        if (!free && t.strides[d] != 0) return false;
+    }
+    return true;
+}
+
 }  // namespace attnjit::api

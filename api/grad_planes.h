@@ -20,4 +20,11 @@ namespace attnjit::api {
 GradPlanes plan_grad_planes(const codegen::InputGradSite& site, const TensorView& t, const LaunchArgs& fwd,
                             const std::string& name);
 
+// Whether backward_dq's batch-sum launch (sm80/backward_dq.cuh run_batch_sum) can take a
+// site that plan_grad_planes sends through planes over the batch only (pl): every
+// dimension of the gradient t either broadcasts (stride 0) or is indexed by q, k, a
+// constant or the bare query head, so its element is the same for every b and the launch's
+// CTA of head h owns it alone. The caller also needs a Variant with kInputGradBatchSum.
+bool batch_sum_fits(const codegen::InputGradSite& site, const TensorView& t, const GradPlanes& pl);
+
 }  // namespace attnjit::api

@@ -274,11 +274,17 @@ private:
         const InputGradOutput& o = output(g);
         const std::string f = "p." + grad_field(o.name);
         w_.line("if (" + f + ".planes == nullptr)");
-        w_.line("    " + f + ".ptr[" + site_offset(g, pre) + "] = attnjit::FromFloat<" + cuda_elem_type(o.dtype) +
-                ">::cvt(" + value + ");");
+        w_.line("    " + direct_store(g, pre, value));
         w_.line("else");
         w_.line("    " + f + ".planes[" + plane_index(f) + " * " + f + ".plane_elems + " + dense_index(g, pre) + "] = " +
                 value + ";");
+    }
+
+    // `value` into the site's element of the gradient itself, in the tensor's dtype.
+    std::string direct_store(const InputGradSite& g, const std::string& pre, const std::string& value) const {
+        const InputGradOutput& o = output(g);
+        return "p." + grad_field(o.name) + ".ptr[" + site_offset(g, pre) + "] = attnjit::FromFloat<" +
+               cuda_elem_type(o.dtype) + ">::cvt(" + value + ");";
     }
 
     static std::string plane_index(const std::string& f) {
@@ -437,8 +443,7 @@ private:
                 const std::string ok = site_indices(g, pre);
                 const std::string f = "p." + grad_field(o.name);
                 w_.line("if (" + f + ".planes == nullptr && " + ok + ")  // planes: zeroed by the host");
-                w_.line("    " + f + ".ptr[" + site_offset(g, pre) + "] = attnjit::FromFloat<" + cuda_elem_type(o.dtype) +
-                        ">::cvt(0.f);");
+                w_.line("    " + direct_store(g, pre, "0.f"));
             }
             w_.close();
             w_.line();
@@ -446,22 +451,18 @@ private:
 
         if (plan_.grad_batch_sum()) {
             const InputGradSite& g = sites[0];
-            const std::string f = "p." + grad_field(output(g).name);
             w_.line("// The batch-sum launch (sm80/backward_dq.cuh run_batch_sum): the one site's contribution at");
             w_.line("// (q, k), 0 outside the tensor; and the element of (q, k), summed over the batch, stored.");
             w_.open("__device__ static float input_grad_batch_value(const Params& p, const Head& hd, const Row& r, float s, "
                     "int q, int k, float dt)");
             bindings(plan_.grad_bindings, "", true);
-            {
-                const std::string ok = site_indices(g, "g0_");
-                w_.line("return dt != 0.f && " + ok + " ? dt * (" + emit_expr(g.partial, names_) + ") : 0.f;");
-            }
+            const std::string in_value = site_indices(g, "g0_");
+            w_.line("return dt != 0.f && " + in_value + " ? dt * (" + emit_expr(g.partial, names_) + ") : 0.f;");
             w_.close();
             w_.open("__device__ static void input_grads_batch_store(const Params& p, const Head& hd, int q, int k, float v)");
-            const std::string ok = site_indices(g, "g0_");
-            w_.line("if (" + ok + ")");
-            w_.line("    " + f + ".ptr[" + site_offset(g, "g0_") + "] = attnjit::FromFloat<" +
-                    cuda_elem_type(output(g).dtype) + ">::cvt(v);");
+            const std::string in_store = site_indices(g, "g0_");
+            w_.line("if (" + in_store + ")");
+            w_.line("    " + direct_store(g, "g0_", "v"));
             w_.close();
             w_.line();
         }

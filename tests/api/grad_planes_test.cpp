@@ -100,6 +100,31 @@ TEST(GradPlanes, PerKeyReads) {
                       "captured tensor 'kv_bias' broadcasts (stride 0) in dimension 1");
 }
 
+// batch_sum_fits: which sites summed over the batch backward_dq's batch-sum launch takes
+// instead of planes (only an element that no b and no other head shares).
+TEST(GradPlanes, BatchSumFits) {
+    const Tensor bias("bias", DType::bf16, 4), bias3("bias3", DType::f32, 3);
+    const LaunchArgs a = shapes();
+    auto fits = [&](const Expr& mod, const std::string& name, const TensorView& t) {
+        const codegen::InputGradSite site = site_of(mod, name);
+        return batch_sum_fits(site, t, plan_grad_planes(site, t, a, name));
+    };
+    TensorView broadcast = dense({1, Hq, Nq, Nk});  // AlphaFold's pair bias, stride 0 over b
+    broadcast.strides[0] = 0;
+    const Expr full = score() + bias(batch(), head(), q_idx(), kv_idx());
+    EXPECT_TRUE(fits(full, "bias", broadcast));
+    EXPECT_TRUE(fits(score() + bias(0, head(), q_idx(), kv_idx()), "bias", dense({1, Hq, Nq, Nk})));
+    EXPECT_TRUE(fits(score() + bias3(head(), q_idx(), kv_idx()), "bias3", dense({Hq, Nq, Nk})));
+    // Stored directly (one element per (b, h, i, j)): nothing to sum.
+    EXPECT_FALSE(fits(full, "bias", dense({B, Hq, Nq, Nk})));
+    // Summed over the heads too (planes over b and h): two CTAs would share an element.
+    TensorView no_head = dense({1, 1, Nq, Nk});
+    no_head.strides[0] = no_head.strides[1] = 0;
+    EXPECT_FALSE(fits(full, "bias", no_head));
+    // Per kv head with GQA (Hq 4, Hkv 2): the query heads of a group share an element.
+    EXPECT_FALSE(fits(score() + bias3(kv_head(), q_idx(), kv_idx()), "bias3", dense({Hkv, Nq, Nk})));
+}
+
 // backward_dq's batch-sum launch (api/backward_launch.h): no chunks once the tiles fill the
 // GPU, else about 768 CTAs, at least 8 batches a chunk, at most 256 MiB of partials.
 TEST(BatchSumChunks, FromTheShapeOnly) {
