@@ -54,6 +54,21 @@ __device__ __forceinline__ unsigned ticket_add(unsigned* t) {
     return old;
 }
 
+// Whether this CTA is the last of `arrivals` to take `ticket` (a zeroed counter): thread 0
+// takes it between fences (a release of the writes the CTA made before the barrier that
+// precedes this call, an acquire of every other CTA's) and tells the block through flag
+// (shared memory). Every thread must have fenced its own global writes and passed a
+// block_sync first, where more than thread 0 wrote.
+__device__ __forceinline__ bool last_to_arrive(unsigned* ticket, unsigned arrivals, unsigned* flag) {
+    if (threadIdx.x == 0) {
+        fence_gpu();
+        flag[0] = ticket_add(ticket) == arrivals - 1 ? 1u : 0u;
+        fence_gpu();
+    }
+    block_sync();
+    return flag[0] != 0u;
+}
+
 }  // namespace grad_detail
 
 // Variants without gradient sites keep one unused slot, so the array type is valid.
@@ -201,13 +216,7 @@ __device__ __forceinline__ void finish_input_grads(const Params& p, const typena
             grad_detail::fence_gpu();  // each thread's partials, before tid 0's ticket
             block_sync();
         }
-        if (tid == 0) {
-            grad_detail::fence_gpu();  // the partials are visible before the ticket counts them
-            flag[0] = grad_detail::ticket_add(w.ticket) == static_cast<unsigned>(w.ctas - 1) ? 1u : 0u;
-            grad_detail::fence_gpu();  // and every other CTA's before this one reads them
-        }
-        block_sync();
-        if (flag[0] == 0) return;
+        if (!grad_detail::last_to_arrive(w.ticket, static_cast<unsigned>(w.ctas), flag)) return;
 
         // The last CTA. Nothing read these slots before (no stale cache line): plain loads.
         const int tiles = static_cast<int>(gridDim.x), groups = static_cast<int>(gridDim.y * gridDim.z);
@@ -332,13 +341,7 @@ __device__ __forceinline__ void finish_key_grads(const Params& p, unsigned char*
         const unsigned ctas = gridDim.x * gridDim.y * gridDim.z;
         grad_detail::fence_gpu();  // each thread's plane stores, before tid 0's ticket
         block_sync();
-        if (threadIdx.x == 0) {
-            grad_detail::fence_gpu();
-            flag[0] = grad_detail::ticket_add(w.ticket) == ctas - 1 ? 1u : 0u;
-            grad_detail::fence_gpu();  // every other CTA's stores, before this one reads them
-        }
-        block_sync();
-        if (flag[0] == 0) return;
+        if (!grad_detail::last_to_arrive(w.ticket, ctas, flag)) return;
         Variant::finish_key_grad_planes(p, threadIdx.x, kThreads);
         if (threadIdx.x == 0) *w.ticket = 0u;  // ready for a next launch (the host clears it too)
     }

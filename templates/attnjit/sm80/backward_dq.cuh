@@ -302,13 +302,8 @@ struct BackwardDq {
             unsigned* flag = reinterpret_cast<unsigned*>(smem);  // every warp is past its last use of smem
             grad_detail::fence_gpu();  // each thread's partials, before tid 0's ticket
             block_sync();
-            if (tid == 0) {
-                unsigned* ticket = a.batch_sum_tickets + ((long long)h * gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x;
-                flag[0] = grad_detail::ticket_add(ticket) == static_cast<unsigned>(chunks - 1) ? 1u : 0u;
-                grad_detail::fence_gpu();  // every other chunk's partials, before this CTA reads them
-            }
-            block_sync();
-            if (flag[0] == 0) return;
+            unsigned* ticket = a.batch_sum_tickets + ((long long)h * gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x;
+            if (!grad_detail::last_to_arrive(ticket, static_cast<unsigned>(chunks), flag)) return;
             auto gather = [&](float& v, float&, int r, int col) {
                 const int k = n0 + col;
                 if (!(q_ok[r] && k < nk)) return;
