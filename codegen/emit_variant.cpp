@@ -101,6 +101,7 @@ public:
             w_.line("static constexpr int kScoreConvRows = " + std::to_string(plan_.spec.score_conv_rows()) + ";");
             w_.line("static constexpr int kScoreConvCols = " + std::to_string(plan_.spec.score_conv_cols()) + ";");
             w_.line(std::string("using ScoreConvElement = ") + cuda_elem_type(plan_.spec.score_conv_dtype()) + ";");
+            if (plan_.conv_mask.defined()) w_.line("static constexpr bool kScoreConvMask = true;");
         }
         if (plan_.grad_planes) w_.line("static constexpr bool kInputGradPlanes = true;");
         if (plan_.has_input_grads()) {
@@ -209,6 +210,15 @@ public:
             w_.line("// The score convolution's kernel: " + plan_.spec.score_conv_name() + "[h][a][b].");
             w_.open("__device__ static float score_conv_weight(const Params& p, int h, int a, int b)");
             w_.line("return " + element_read(plan_.spec.score_conv_name(), {"h", "a", "b"}) + ";");
+            w_.close();
+            w_.line();
+        }
+        if (plan_.conv_mask.defined()) {
+            w_.line("// The spec's mask alone (mask() adds the causal part): it gates the convolution's taps.");
+            w_.open("__device__ static bool score_conv_mask(const Params& p, const Head& hd, const Row& r, int q, int k)");
+            bindings(plan_.conv_mask_bindings, "", true);
+            w_.line("// " + dsl_text(plan_.conv_mask));
+            w_.line("return " + emit_expr(plan_.conv_mask, names_) + ";");
             w_.close();
             w_.line();
         }

@@ -8,7 +8,7 @@ namespace attnjit::codegen {
 Bindings KernelPlan::all_bindings() const {
     Bindings all = head;
     all.insert(all.end(), row.begin(), row.end());
-    for (const Bindings* list : {&score_bindings, &mask_bindings, &d_score_bindings, &grad_bindings})
+    for (const Bindings* list : {&score_bindings, &mask_bindings, &d_score_bindings, &grad_bindings, &conv_mask_bindings})
         for (const auto& b : *list)
             if (!find_binding(all, b.name)) all.push_back(b);
     return all;

@@ -112,8 +112,14 @@ struct KernelPlan {
     // transform_output(p, hd, row, o, q, d) = o * sigmoid(gate[b][h][q][d]).
     bool output_gate = false;
     // A score convolution (spec.score_conv(); forward and backward plans): mask is the causal mask
-    // it implies; the Variant gets kScoreConvRows / kScoreConvCols and score_conv_weight.
+    // it implies (and the spec's mask with it); the Variant gets kScoreConvRows /
+    // kScoreConvCols and score_conv_weight.
     bool score_conv = false;
+    // The spec's own mask with a score convolution (forward plans): the convolution keeps
+    // its taps inside it (docs/score_convolution.md), so the Variant also gets
+    // kScoreConvMask and score_conv_mask(p, hd, row, q, k), the mask without the causal part.
+    dsl::Expr conv_mask;
+    Bindings conv_mask_bindings;  // per-element temporaries computed in conv_mask
     // Forward plans whose score_mod reads a bias tile (codegen/bias_tile.h): the Variant gets
     // kHasBiasTile, bias_tile(p, hd), and score_mod takes the bias as an argument.
     std::optional<BiasTile> bias_tile;

@@ -11,6 +11,7 @@
 #include "codegen/mask_analysis.h"
 #include "codegen/simplify.h"
 #include "dsl/mods.h"
+#include "dsl/operators.h"
 #include "dsl/printer.h"
 #include "dsl/visitor.h"
 #include "support/debug.h"
@@ -95,9 +96,12 @@ KernelPlan lower(const dsl::AttentionSpec& spec, SpecInputs inputs, KernelKind k
             << call << ": the two-pass backward (backward_dq, backward_dkdv) has no score convolution; its backward "
                        "is backward_fused's (AttentionBackward chooses it), which computes no gradients of captured "
                        "tensors or scalars yet: leave them out of CompileOptions.grads";
-        user_check(!spec.mask().defined())
-            << call << " with a mask is not implemented yet: the convolution is causal by itself (drop the mask; "
-                       "document masks come next)";
+        // A mask also gates the convolution's taps; the forward implements it
+        // (sm80/score_conv.cuh), the backward not yet.
+        user_check(!spec.mask().defined() || kind == KernelKind::forward)
+            << call << " with a mask: the forward runs it, the backward (" << kernel_kind_name(kind)
+            << ") does not yet; train without the mask (the convolution is causal by itself), or run the forward "
+               "only";
     }
     KernelPlan plan;
     plan.spec = spec;
@@ -110,12 +114,17 @@ KernelPlan lower(const dsl::AttentionSpec& spec, SpecInputs inputs, KernelKind k
     if (kind == KernelKind::forward) plan.bias_tile = bias_tile_of(spec);
     debug(1) << "lowering " << spec;
 
-    dsl::Expr score_mod, mask;
+    dsl::Expr score_mod, mask, conv_mask;
     {
         PassLog log("simplify");
         score_mod = simplify(spec.score_mod());
         // The score convolution is causal (top-left): its output keeps j <= i (Mask_-inf).
-        mask = simplify(spec.has_score_conv() ? dsl::mods::causal() : spec.mask());
+        // A spec mask with it keeps both (docs/score_convolution.md).
+        if (spec.has_score_conv())
+            mask = simplify(spec.mask().defined() ? dsl::operator&&(dsl::mods::causal(), spec.mask()) : dsl::mods::causal());
+        else
+            mask = simplify(spec.mask());
+        if (spec.has_score_conv() && spec.mask().defined()) conv_mask = simplify(spec.mask());
         // The identity score_mod and the always-true mask are no hook at all.
         if (auto v = score_mod.defined() ? score_mod.as<dsl::Var>() : nullptr; v && v->var == dsl::VarKind::Score)
             score_mod = dsl::Expr();
@@ -170,6 +179,7 @@ KernelPlan lower(const dsl::AttentionSpec& spec, SpecInputs inputs, KernelKind k
         std::vector<dsl::Expr> results{score_mod, mask};
         if (plan.gradients) results.push_back(d_score);
         for (const auto& s : input_grads.sites) results.push_back(s.partial);
+        if (conv_mask.defined()) results.push_back(conv_mask);  // last
         shared = cse(results);
         log.done([&](std::ostream& os) {
             print_bindings(os, shared.bindings);
@@ -201,6 +211,10 @@ KernelPlan lower(const dsl::AttentionSpec& spec, SpecInputs inputs, KernelKind k
         }
         for (const auto& b : hoisted.element)
             if (used.count(b.name)) plan.grad_bindings.push_back(b);
+        if (conv_mask.defined()) {
+            plan.conv_mask = hoisted.results.back();
+            plan.conv_mask_bindings = used_bindings(plan.conv_mask, hoisted.element);
+        }
         log.done([&](std::ostream& os) {
             print_bindings(os, plan.head);
             print_bindings(os, plan.row);

@@ -10,7 +10,9 @@ namespace attnjit::gputest {
 std::string ConvCase::name() const {
     std::ostringstream s;
     s << dtype_name(dtype) << "_d" << d << "_c" << cq << "x" << ck << "_b" << batch << "_h" << hq << "x" << hkv
-      << "_q" << nq << "_k" << nk << (softcap ? "_softcap" : "") << (gate ? "_gate" : "") << (sinks ? "_sinks" : "");
+      << "_q" << nq << "_k" << nk << (softcap ? "_softcap" : "") << (gate ? "_gate" : "") << (sinks ? "_sinks" : "")
+      << (mask == ConvMask::document ? "_documents" : mask == ConvMask::window ? "_window" : "")
+      << (mask == ConvMask::scatter ? "_scatter" : "");
     return s.str();
 }
 
@@ -39,9 +41,36 @@ std::vector<ConvCase> shared_conv_cases() {
     return cases;
 }
 
+std::vector<ConvCase> masked_conv_cases() {
+    std::vector<ConvCase> cases;
+    auto add = [&](ConvCase c, ConvMask m) {
+        c.mask = m;
+        cases.push_back(c);
+    };
+    for (auto [cq, ck] : {std::pair{1, 1}, {3, 3}, {6, 11}, {8, 15}}) {
+        add({DType::bf16, 128, cq, ck, 2, 4, 2, 300, 300}, ConvMask::document);
+        add({DType::f16, 64, cq, ck, 1, 2, 2, 333, 333}, ConvMask::scatter);
+    }
+    add({DType::bf16, 64, 6, 11, 1, 2, 1, 1000, 1000}, ConvMask::document);  // long documents too
+    add({DType::bf16, 32, 6, 11, 1, 2, 2, 200, 200}, ConvMask::document);    // padded head dim, 64 x 64 tile
+    add({DType::f16, 128, 6, 11, 1, 2, 2, 400, 400}, ConvMask::window);
+    ConvCase gated{DType::bf16, 64, 3, 5, 2, 4, 4, 150, 150};
+    gated.softcap = gated.gate = gated.sinks = true;
+    add(gated, ConvMask::document);
+    return cases;
+}
+
 dsl::AttentionSpec conv_spec(const ConvCase& c) {
     dsl::AttentionSpec s;
     s.dtype(c.dtype).head_dim(c.d).return_lse().score_conv("theta", c.cq, c.ck);
+    using dsl::kv_idx;
+    using dsl::q_idx;
+    switch (c.mask) {
+        case ConvMask::none: break;
+        case ConvMask::document: s.mask(dsl::mods::document_mask(dsl::Tensor("doc_ids", DType::i32, 2))); break;
+        case ConvMask::window: s.mask(q_idx() - kv_idx() < dsl::Expr(77)); break;
+        case ConvMask::scatter: s.mask((dsl::Expr(7) * q_idx() + dsl::Expr(3) * kv_idx()) % dsl::Expr(11) != dsl::Expr(0)); break;
+    }
     if (c.softcap) s.score_mod(dsl::mods::softcap(dsl::scalar("cap")));
     if (c.gate) s.gate("gate");
     if (c.sinks) s.sinks("sinks");
@@ -66,6 +95,26 @@ reference::ForwardInputs conv_inputs(const ConvCase& c) {
         HostTensor g(c.dtype, {c.batch, c.hq, c.nq, c.d});
         reference::fill_normal(g, seed + 5);
         in.tensors.emplace("gate", std::move(g));
+    }
+    if (c.mask == ConvMask::document) {
+        // Documents of 1 to 160 rows (lengths from the seed): boundaries inside tiles and
+        // halos, one-row documents, and documents longer than a tile.
+        HostTensor ids(DType::i32, {c.batch, c.nk});
+        uint64_t x = seed + 7;
+        for (int64_t b = 0; b < c.batch; ++b) {
+            int64_t doc = 0, left = 0;
+            for (int64_t j = 0; j < c.nk; ++j) {
+                if (left == 0) {
+                    x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+                    const uint64_t r = x >> 33;
+                    left = r % 4 == 0 ? 1 + static_cast<int64_t>(r % 7) : 20 + static_cast<int64_t>(r % 141);
+                    ++doc;
+                }
+                ids.set({b, j}, static_cast<double>(doc));
+                --left;
+            }
+        }
+        in.tensors.emplace("doc_ids", std::move(ids));
     }
     if (c.sinks) {
         HostTensor s(DType::f32, {c.hq});

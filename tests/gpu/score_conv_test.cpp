@@ -2,8 +2,9 @@
 // against the fp64 reference: kernel sizes 1x1, 3x3, 6x11 (the paper's) and 8x15 (the
 // largest), head dims 32, 40 (padded), 64, 96, 128 and 256, f16 and bf16, ragged lengths (not multiples of the
 // tiles, halos across tile edges, a query tile starting at row 0), GQA, Nq != Nk, a
-// score_mod after the convolution, an output gate and sinks on top. Outputs are poisoned
-// before the launch; NaN and unwritten elements fail.
+// score_mod after the convolution, an output gate and sinks on top, and masks that gate the
+// taps (packed documents, a sliding window, a scattered mask). Outputs are poisoned before
+// the launch; NaN and unwritten elements fail.
 //
 // LSE is held to kScoreConvLseTolerance (score_conv_cases.h); O to the dtype's tolerance.
 #include <gtest/gtest.h>
@@ -26,6 +27,7 @@ std::vector<ConvCase> conv_cases() {
     for (int d : {8, 16, 32, 40, 96, 256}) add({DType::bf16, d, 6, 11, 1, 2, 2, 200, 200});  // padded head dims too
     add({DType::bf16, 128, 6, 11, 1, 2, 2, 1, 1});
     add({DType::bf16, 64, 6, 11, 1, 4, 1, 1000, 1000});
+    for (const ConvCase& c : masked_conv_cases()) add(c);
     return cases;
 }
 
@@ -72,8 +74,10 @@ TEST(ScoreConvForward, UnsupportedCombinationsAreRefused) {
     const auto base = dsl::AttentionSpec().dtype(DType::bf16).head_dim(128).return_lse().score_conv("theta", 6, 11);
     CompileOptions sm90;
     sm90.arch = "sm_90a";  // compile only: refused before NVRTC runs
-    EXPECT_USER_ERROR(Attention(dsl::AttentionSpec(base).mask(dsl::mods::causal()), sm90),
-                      "with a mask is not implemented yet");
+    // With a mask: the forward compiles; the backward is refused.
+    EXPECT_NO_THROW(Attention(dsl::AttentionSpec(base).mask(dsl::mods::causal()), sm90));
+    EXPECT_USER_ERROR(AttentionBackward(dsl::AttentionSpec(base).mask(dsl::mods::causal()), sm90),
+                      "with a mask: the forward runs it, the backward");
     EXPECT_USER_ERROR(Attention(dsl::AttentionSpec(base).dtype(DType::f32), sm90),
                       "the score convolution runs in the sm80 forward and backward_fused only");
     // The backward: no gradients of captured tensors yet, head dims of backward_fused only.

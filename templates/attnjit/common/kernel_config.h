@@ -205,7 +205,8 @@ constexpr int kSimtRowPad = 4;
 //  forward sm80 with score_conv: scratch | Q [(block_m + 16) x dqk] |
 //                K [stages][(block_n + 16) x dqk] | V [stages][block_n x dv] |
 //                S0 [(block_m + 16) x (block_n + 24)] f16 (row-major, unswizzled) |
-//                Toeplitz fragments [8 x 3 x 32 lanes x 4 bytes]
+//                Toeplitz fragments [8 x 3 x 32 lanes x 4 bytes] |
+//                mask bits [(block_m + 16) x ceil((block_n + 16) / 32)] (32-bit words)
 //  forward simt: scratch | Q [block_m x (dqk+4)] | K [block_n x (dqk+4)] |
 //                V [block_n x dv] | P [warps x block_n]   (floats)
 //  backward simt (both kinds): scratch | Q [block_m x (dqk+1)] | dO [block_m x (dv+1)] |
@@ -226,6 +227,11 @@ constexpr int kSimtRowPad = 4;
 // The score convolution's Toeplitz B fragments: up to 8 query taps x 3 k8 steps x 32
 // lanes x one 32-bit register.
 constexpr int kScoreConvFragmentBytes = 8 * 3 * 32 * 4;
+// The forward's bits of the spec's mask over the extended tile (a Variant with
+// kScoreConvMask, sm80/score_conv.cuh); reserved for every convolution (under 3 KiB).
+ATTNJIT_HD constexpr int score_conv_mask_bytes(int block_m, int block_n) {
+    return (block_m + 16) * ((block_n + 16 + 31) / 32) * 4;
+}
 
 ATTNJIT_HD constexpr int smem_bytes(const KernelConfig& c) {
     const TileConfig& t = c.tile;
@@ -255,7 +261,8 @@ ATTNJIT_HD constexpr int smem_bytes(const KernelConfig& c) {
            : c.score_conv
                ? scratch_bytes(t.warps) +
                      elem_bytes(c.elem) * ((t.block_m + 16) * dqk + t.stages * ((t.block_n + 16) * dqk + t.block_n * dv)) +
-                     2 * (t.block_m + 16) * (t.block_n + 24) + kScoreConvFragmentBytes
+                     2 * (t.block_m + 16) * (t.block_n + 24) + kScoreConvFragmentBytes +
+                     score_conv_mask_bytes(t.block_m, t.block_n)
                : scratch_bytes(t.warps) + elem_bytes(c.elem) * (t.block_m * dqk + t.stages * t.block_n * (dqk + dv)) +
                      (c.bias_tile ? 2 * t.block_m * t.block_n : 0);
 }

@@ -71,6 +71,11 @@ struct VariantDefaults {
     // The sm80 forward convolves the causally zero-masked scores (sm80/score_conv.cuh).
     static constexpr int kScoreConvRows = 0;
     static constexpr int kScoreConvCols = 0;
+    // A convolution under the spec's own mask, which also gates its taps
+    // (docs/score_convolution.md); mask() is then that mask and the causal one, and
+    //   static bool score_conv_mask(const Params&, const Head&, const Row&, int q, int k);
+    // is the spec's mask alone.
+    static constexpr bool kScoreConvMask = false;
 };
 
 namespace detail {

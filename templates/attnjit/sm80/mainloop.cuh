@@ -74,7 +74,8 @@ struct Mainloop {
     static constexpr int kS0Off = kVOff + S * kVStage;          // score_conv: S0, then the
     static constexpr int kS0Bytes = kConv ? (BM + 16) * (BN + 24) * 2 : 0;  // Toeplitz fragments
     static constexpr int kFragOff = kS0Off + kS0Bytes;
-    static constexpr int kBiasOff = kFragOff + (kConv ? kScoreConvFragmentBytes : 0);  // bias tile
+    static constexpr int kMaskOff = kFragOff + (kConv ? kScoreConvFragmentBytes : 0);  // conv mask bits
+    static constexpr int kBiasOff = kMaskOff + (kConv ? score_conv_mask_bytes(BM, BN) : 0);  // bias tile
     static constexpr int kSmemBytes = kBiasOff + (kBiasTile ? BM * BN * 2 : 0);
     static_assert(kSmemBytes == smem_bytes(KernelConfig{KernelKind::forward, MainloopKind::sm80, ElemKindOf<E>::value,
                                                         kDqkReal, kDvReal, TileConfig{BM, BN, W, S}, kConv,
@@ -175,6 +176,7 @@ struct Mainloop {
                       "a Variant with a score convolution needs the main loop's kConv layout, and only it");
         unsigned* const s0 = reinterpret_cast<unsigned*>(smem + kS0Off);
         const unsigned* const frags = reinterpret_cast<const unsigned*>(smem + kFragOff);
+        unsigned* const mask_bits = reinterpret_cast<unsigned*>(smem + kMaskOff);  // Variant::kScoreConvMask
         if constexpr (kConv) Conv::template prepare<Variant>(p, h, reinterpret_cast<unsigned*>(smem + kFragOff), s0);
         int conv_prev = -2;                // the last tile convolved
         uint4 carry[kConv ? Conv::kCarry : 1];  // its last 16 extended keys (Conv::take_carry)
@@ -256,7 +258,13 @@ struct Mainloop {
                     Conv::store_s0(s0, x, 0, 16 * np, i0, j0, nk, interior);
                 }
                 block_sync();  // every warp's S0 rows (and the halo) are stored
+                bool taps_kept = true;  // the spec's mask keeps every tap of the tile
+                if constexpr (Variant::kScoreConvMask)
+                    taps_kept = Conv::template mask_s0<Variant>(p, hd, s0, mask_bits, i0, j0, nq, nk);
                 Conv::convolve(s, sbase + kS0Off, frags);
+                if constexpr (Variant::kScoreConvMask) {
+                    if (!taps_kept) Conv::template mask_taps<Variant>(p, h, s, s0, mask_bits);
+                }
                 Conv::take_carry(s0, carry);
                 conv_prev = tile;
             } else {

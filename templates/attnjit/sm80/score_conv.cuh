@@ -15,6 +15,7 @@
 // any score tile. No N x N buffer is ever written to global memory.
 #pragma once
 
+#include "attnjit/common/kernel_config.h"
 #include "attnjit/common/ptx.cuh"
 #include "attnjit/common/types.cuh"
 
@@ -158,6 +159,82 @@ struct ScoreConv {
             if (kCarryChunks % kThreads == 0 || c < kCarryChunks)
                 *reinterpret_cast<uint4*>(s0 + ((c >> 1) * kStride + 8 * (c & 1)) / 2) = carry[i];
         }
+    }
+
+    // The spec's mask with the convolution (Variant::kScoreConvMask, docs/score_convolution.md):
+    // S0 is also 0 where mask(i', j') is false, and tap (i', j') adds to C[i, j] only where
+    // mask(i, j') and mask(i', j) hold (for a document mask: the convolution of each
+    // document alone, zero-padded at its edges). The mask's bits over the extended tile
+    // live in shared memory, kMaskWords 32-bit words a row, 1 outside the sequences (S0 is
+    // 0 there anyway).
+    static constexpr int kMaskWords = (BN + 2 * kHaloKeys + 31) / 32;
+    static_assert((BM + kHaloRows) * kMaskWords * 4 == score_conv_mask_bytes(BM, BN),
+                  "the mask bits' layout disagrees with score_conv_mask_bytes in common/kernel_config.h");
+
+    // After every warp's S0 is stored (and a block_sync): the mask's bits into `bits` and
+    // S0 zeroed where the mask drops (i', j'). Returns whether every bit is set, through the
+    // block-wide AND of the barrier that publishes both (block-collective).
+    template <class Variant, class Params>
+    __device__ __forceinline__ static bool mask_s0(const Params& p, const typename Variant::Head& hd, unsigned* s0,
+                                                   unsigned* bits, int i0, int j0, int nq, int nk) {
+        const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+        unsigned short* const s0h = reinterpret_cast<unsigned short*>(s0);
+        bool all = true;
+        for (int u = warp; u < (BM + kHaloRows) * kMaskWords; u += W) {  // warp-uniform
+            const int r = u / kMaskWords, c = 32 * (u - r * kMaskWords) + lane;
+            const int i = i0 + r, j = j0 + c;
+            bool m = true;
+            if (c < BN + 2 * kHaloKeys && i >= 0 && i < nq && j >= 0 && j < nk)
+                m = Variant::score_conv_mask(p, hd, Variant::make_row(p, hd, i), i, j);
+            const unsigned word = __ballot_sync(0xffffffffu, m);
+            if (lane == 0) bits[u] = word;
+            if (!m) s0h[r * kStride + c] = 0;
+            all = all && m;
+        }
+        return __syncthreads_and(all) != 0;
+    }
+
+    // Where the mask does not keep every tap of an output (i, j) (only on tiles where
+    // mask_s0 found a clear bit): C[i, j] again, tap by tap, from S0 in shared memory. The
+    // Toeplitz products (convolve) took every tap.
+    template <class Variant, class Params>
+    __device__ __forceinline__ static void mask_taps(const Params& p, int h, float (&c)[kMF][kNT][4],
+                                                     const unsigned* s0, const unsigned* bits) {
+        const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t4 = lane & 3;
+        const unsigned short* const s0h = reinterpret_cast<const unsigned short*>(s0);
+        auto bit = [&](int r, int col) { return ((bits[r * kMaskWords + (col >> 5)] >> (col & 31)) & 1u) != 0; };
+#pragma unroll
+        for (int mf = 0; mf < kMF; ++mf)
+#pragma unroll
+            for (int hf = 0; hf < 2; ++hf)
+#pragma unroll
+                for (int nt = 0; nt < kNT; ++nt)
+#pragma unroll
+                    for (int e = 0; e < 2; ++e) {
+                        // Extended row and key of the output; the taps' rows r0 .. r0 + c_q - 1.
+                        const int r = kHaloRows + warp * 16 * kMF + 16 * mf + g + 8 * hf;
+                        const int col = kHaloKeys + 8 * nt + 2 * t4 + e, r0 = r - (CQ - 1);
+                        if (!bit(r, col)) continue;  // a masked output: the hooks drop it
+                        bool every = true;
+#pragma unroll 1
+                        for (int a = 0; a < CQ; ++a) every = every && bit(r0 + a, col);
+#pragma unroll 1
+                        for (int b = 0; b < CK; ++b) every = every && bit(r, col - kPk + b);
+                        if (every) continue;
+                        float sum = 0.f;
+#pragma unroll 1
+                        for (int a = 0; a < CQ; ++a) {
+                            if (!bit(r0 + a, col)) continue;  // mask(i', j)
+#pragma unroll 1
+                            for (int b = 0; b < CK; ++b) {
+                                if (!bit(r, col - kPk + b)) continue;  // mask(i, j')
+                                half_t x;
+                                x.bits = s0h[(r0 + a) * kStride + col - kPk + b];
+                                sum += Variant::score_conv_weight(p, h, a, b) * to_float(x);
+                            }
+                        }
+                        c[mf][nt][2 * hf + e] = sum;
+                    }
     }
 
     // C = sum_a S0[rows shifted by a] T_a for this warp's rows (unscaled, like S = Q K^T).
