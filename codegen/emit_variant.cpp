@@ -221,6 +221,13 @@ public:
             w_.line("return " + emit_expr(plan_.conv_mask, names_) + ";");
             w_.close();
             w_.line();
+            w_.line("// Interval analysis of score_conv_mask alone: kFull spares a tile the mask's bits.");
+            w_.line("template <class Ctx>");
+            w_.open("__device__ static attnjit::TileClass score_conv_mask_classify(const Params& p, const Head& hd, int q0, "
+                    "int q1, int k0, int k1, Ctx& ctx)");
+            for (const auto& l : plan_.conv_mask_classify.lines) w_.line(l);
+            w_.close();
+            w_.line();
         }
 
         if (plan_.has_score_grad()) {

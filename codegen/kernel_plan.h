@@ -120,6 +120,7 @@ struct KernelPlan {
     // kScoreConvMask and score_conv_mask(p, hd, row, q, k), the mask without the causal part.
     dsl::Expr conv_mask;
     Bindings conv_mask_bindings;  // per-element temporaries computed in conv_mask
+    ClassifyCode conv_mask_classify;  // of conv_mask alone: the body of score_conv_mask_classify
     // Forward plans whose score_mod reads a bias tile (codegen/bias_tile.h): the Variant gets
     // kHasBiasTile, bias_tile(p, hd), and score_mod takes the bias as an argument.
     std::optional<BiasTile> bias_tile;

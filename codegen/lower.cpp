@@ -227,6 +227,7 @@ KernelPlan lower(const dsl::AttentionSpec& spec, SpecInputs inputs, KernelKind k
     {
         PassLog log("mask_analysis");
         plan.classify = mask_analysis(plan.mask, plan.all_bindings());
+        if (plan.conv_mask.defined()) plan.conv_mask_classify = mask_analysis(plan.conv_mask, plan.all_bindings());
         log.done([&](std::ostream& os) {
             os << "  can_classify: " << (plan.classify.can_classify ? "true" : "false") << "\n";
             for (const auto& l : plan.classify.lines) os << "  " << l << "\n";

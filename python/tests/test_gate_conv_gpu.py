@@ -182,6 +182,37 @@ def test_score_conv_forward(dtype, c):
     assert (err <= 5e-3 + 1e-4 * ref_lse.abs()).all(), f"score_conv LSE max error {err.max().item():.3g}"
 
 
+@pytest.mark.parametrize("c", [(3, 3), (6, 11), (8, 15)], ids=lambda c: f"{c[0]}x{c[1]}")
+def test_score_conv_with_a_document_mask_is_each_document_alone(c):
+    """Packed sequences: under a document mask, the convolution of each document alone with
+    zero padding at its edges (docs/score_convolution.md), so every document's rows equal
+    the reference run on that document's slice. Documents of 1 to 140 rows, boundaries
+    inside tiles. Forward only: the backward refuses a mask for now."""
+    dtype = torch.bfloat16
+    lengths = [37, 1, 140, 5, 64, 90, 3, 60]
+    n = sum(lengths)
+    q, k, v = make_qkv(1, 4, 4, n, n, 64, dtype)
+    theta = 0.3 * torch.randn(4, c[0], c[1], device=DEVICE)
+    theta[:, c[0] - 1, (c[1] - 1) // 2] += 1.0
+    doc = torch.repeat_interleave(torch.arange(len(lengths), device=DEVICE),
+                                  torch.tensor(lengths, device=DEVICE)).to(torch.int32)
+
+    def same_document(b, h, q_idx, kv_idx):
+        return doc[q_idx] == doc[kv_idx]
+
+    out, lse = attnjit.attention(q, k, v, mask=same_document, score_conv=theta, return_lse=True)
+    start = 0
+    for length in lengths:
+        rows = slice(start, start + length)
+        ref_out, ref_lse = conv_reference(q[:, :, rows], k[:, :, rows], v[:, :, rows], theta)
+        check(out[:, :, rows], ref_out, dtype, f"score_conv {c} document at {start}")
+        err = (lse[:, :, rows].double() - ref_lse).abs()
+        assert (err <= 5e-3 + 1e-4 * ref_lse.abs()).all(), f"document at {start}: LSE max error {err.max().item():.3g}"
+        start += length
+    with pytest.raises(AttnjitError, match="the backward"):
+        attnjit.attention(q.requires_grad_(), k, v, mask=same_document, score_conv=theta).sum().backward()
+
+
 def test_score_conv_compiled_callable_and_its_refusals():
     q, k, v = make_qkv(1, 2, 2, 64, 64, 128, torch.bfloat16)
     theta = torch.randn(2, 6, 11, device=DEVICE)

@@ -111,6 +111,25 @@ TEST(Generate, SinksVariantAndTheSinkGradientKind) {
                       "backward_sink_grad computes the gradient of attention sinks");
 }
 
+// A score convolution under a mask: mask() is the causal part and the spec's mask, and
+// score_conv_mask (which gates the taps) is the spec's mask alone; the backward refuses it.
+TEST(Generate, ScoreConvUnderAMaskGetsBothMaskHooks) {
+    AttentionSpec spec = example_spec("document", DType::bf16, 64);
+    spec.score_conv("theta", 6, 11);
+    const KernelSource fwd = testing::forward_source(spec);
+    for (const char* needle :
+         {"static constexpr bool kScoreConvMask = true;",
+          "__device__ static bool score_conv_mask(const Params& p, const Head& hd, const Row& r, int q, int k)",
+          "// doc_ids[b, q_idx] == doc_ids[b, kv_idx]", "// q_idx - kv_idx >= 0 && doc_ids[b, q_idx] == doc_ids[b, kv_idx]"})
+        EXPECT_NE(fwd.source.find(needle), std::string::npos) << needle << "\n" << fwd.source;
+    EXPECT_EQ(fwd.config.score_conv, true);
+    EXPECT_EQ(fwd.smem_bytes, smem_bytes(fwd.config));
+    const AttentionSpec unmasked = AttentionSpec(spec).mask(Expr());
+    EXPECT_EQ(testing::forward_source(unmasked).source.find("score_conv_mask"), std::string::npos);
+    EXPECT_USER_ERROR(generate(spec, make_config(spec, KernelKind::backward_fused, "sm_90a"), "sm_90a"),
+                      "with a mask: the forward runs it, the backward (backward_fused) does not yet");
+}
+
 TEST(Generate, ArchIsCheckedAndParsed) {
     EXPECT_EQ(sm_version("sm_90a"), 90);
     EXPECT_EQ(sm_version("sm_100f"), 100);

@@ -15,7 +15,9 @@
 // any score tile. No N x N buffer is ever written to global memory.
 #pragma once
 
+#include "attnjit/common/intervals.cuh"
 #include "attnjit/common/kernel_config.h"
+#include "attnjit/common/tile_class.h"
 #include "attnjit/common/ptx.cuh"
 #include "attnjit/common/types.cuh"
 
@@ -173,54 +175,79 @@ struct ScoreConv {
 
     // After every warp's S0 is stored (and a block_sync): the mask's bits into `bits` and
     // S0 zeroed where the mask drops (i', j'). Returns whether every bit is set, through the
-    // block-wide AND of the barrier that publishes both (block-collective).
+    // block-wide AND of the barrier that publishes both (block-collective). Unless the
+    // interval analysis of the mask (Variant::score_conv_mask_classify, with `bits` as its
+    // scratch) finds the extended tile kept whole: then nothing is to be done.
     template <class Variant, class Params>
     __device__ __forceinline__ static bool mask_s0(const Params& p, const typename Variant::Head& hd, unsigned* s0,
                                                    unsigned* bits, int i0, int j0, int nq, int nk) {
         const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+        BlockCtx ctx{reinterpret_cast<long long*>(bits), static_cast<int>(threadIdx.x), kThreads};
+        const int q0 = i0 > 0 ? i0 : 0, q1 = i0 + BM + kHaloRows - 1 < nq ? i0 + BM + kHaloRows - 1 : nq - 1;
+        const int k0 = j0 > 0 ? j0 : 0, k1 = j0 + BN + 2 * kHaloKeys - 1 < nk ? j0 + BN + 2 * kHaloKeys - 1 : nk - 1;
+        if (Variant::score_conv_mask_classify(p, hd, q0, q1, k0, k1, ctx) == TileClass::kFull) return true;
+        block_sync();  // every thread is past its reads of the scratch
         unsigned short* const s0h = reinterpret_cast<unsigned short*>(s0);
         bool all = true;
-        for (int u = warp; u < (BM + kHaloRows) * kMaskWords; u += W) {  // warp-uniform
-            const int r = u / kMaskWords, c = 32 * (u - r * kMaskWords) + lane;
-            const int i = i0 + r, j = j0 + c;
-            bool m = true;
-            if (c < BN + 2 * kHaloKeys && i >= 0 && i < nq && j >= 0 && j < nk)
-                m = Variant::score_conv_mask(p, hd, Variant::make_row(p, hd, i), i, j);
-            const unsigned word = __ballot_sync(0xffffffffu, m);
-            if (lane == 0) bits[u] = word;
-            if (!m) s0h[r * kStride + c] = 0;
-            all = all && m;
+        for (int r = warp; r < BM + kHaloRows; r += W) {  // a row a warp: its Row once
+            const int i = i0 + r;
+            const bool row_in = i >= 0 && i < nq;
+            const typename Variant::Row row = Variant::make_row(p, hd, row_in ? i : 0);
+#pragma unroll
+            for (int w = 0; w < kMaskWords; ++w) {
+                const int c = 32 * w + lane, j = j0 + c;
+                const bool m = !(row_in && c < BN + 2 * kHaloKeys && j >= 0 && j < nk) ||
+                               Variant::score_conv_mask(p, hd, row, i, j);
+                const unsigned word = __ballot_sync(0xffffffffu, m);
+                if (lane == 0) bits[r * kMaskWords + w] = word;
+                if (!m) s0h[r * kStride + c] = 0;
+                all = all && m;
+            }
         }
         return __syncthreads_and(all) != 0;
     }
 
     // Where the mask does not keep every tap of an output (i, j) (only on tiles where
     // mask_s0 found a clear bit): C[i, j] again, tap by tap, from S0 in shared memory. The
-    // Toeplitz products (convolve) took every tap.
+    // Toeplitz products (convolve) took every tap. Which outputs: per row and 32 keys, one
+    // word of bits, from the mask's words (the kept outputs whose key window in row i or
+    // query window in column j has a clear bit).
     template <class Variant, class Params>
     __device__ __forceinline__ static void mask_taps(const Params& p, int h, float (&c)[kMF][kNT][4],
                                                      const unsigned* s0, const unsigned* bits) {
+        static_assert(BN % 32 == 0 && kMaskWords > BN / 32, "whole words of output keys, and one more of halo");
         const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t4 = lane & 3;
         const unsigned short* const s0h = reinterpret_cast<const unsigned short*>(s0);
         auto bit = [&](int r, int col) { return ((bits[r * kMaskWords + (col >> 5)] >> (col & 31)) & 1u) != 0; };
+        // Extended keys [32 w, 32 w + 64) of extended row r.
+        auto pair = [&](int r, int w) {
+            return bits[r * kMaskWords + w] | static_cast<unsigned long long>(bits[r * kMaskWords + w + 1]) << 32;
+        };
 #pragma unroll
         for (int mf = 0; mf < kMF; ++mf)
 #pragma unroll
-            for (int hf = 0; hf < 2; ++hf)
+            for (int hf = 0; hf < 2; ++hf) {
+                // Extended row of the output row; the taps' rows r0 .. r0 + c_q - 1.
+                const int r = kHaloRows + warp * 16 * kMF + 16 * mf + g + 8 * hf, r0 = r - (CQ - 1);
+                unsigned exact[BN / 32];  // bit x of word w: output key 32 w + x needs the exact sum
+#pragma unroll
+                for (int w = 0; w < BN / 32; ++w) {
+                    const unsigned long long row = pair(r, w);
+                    unsigned long long column = ~0ull;  // mask(i', j) for every tap row
+#pragma unroll 1
+                    for (int a = 0; a < CQ; ++a) column &= pair(r0 + a, w);
+                    unsigned keys = ~0u;  // mask(i, j') for every key tap
+#pragma unroll
+                    for (int b = 0; b < CK; ++b) keys &= static_cast<unsigned>(row >> (kHaloKeys - kPk + b));
+                    const unsigned kept = static_cast<unsigned>(row >> kHaloKeys);
+                    exact[w] = kept & ~(keys & static_cast<unsigned>(column >> kHaloKeys));
+                }
 #pragma unroll
                 for (int nt = 0; nt < kNT; ++nt)
 #pragma unroll
                     for (int e = 0; e < 2; ++e) {
-                        // Extended row and key of the output; the taps' rows r0 .. r0 + c_q - 1.
-                        const int r = kHaloRows + warp * 16 * kMF + 16 * mf + g + 8 * hf;
-                        const int col = kHaloKeys + 8 * nt + 2 * t4 + e, r0 = r - (CQ - 1);
-                        if (!bit(r, col)) continue;  // a masked output: the hooks drop it
-                        bool every = true;
-#pragma unroll 1
-                        for (int a = 0; a < CQ; ++a) every = every && bit(r0 + a, col);
-#pragma unroll 1
-                        for (int b = 0; b < CK; ++b) every = every && bit(r, col - kPk + b);
-                        if (every) continue;
+                        const int x = 8 * nt + 2 * t4 + e, col = kHaloKeys + x;  // output key, its extended key
+                        if (!((exact[nt / 4] >> (x & 31)) & 1u)) continue;
                         float sum = 0.f;
 #pragma unroll 1
                         for (int a = 0; a < CQ; ++a) {
@@ -228,13 +255,14 @@ struct ScoreConv {
 #pragma unroll 1
                             for (int b = 0; b < CK; ++b) {
                                 if (!bit(r, col - kPk + b)) continue;  // mask(i, j')
-                                half_t x;
-                                x.bits = s0h[(r0 + a) * kStride + col - kPk + b];
-                                sum += Variant::score_conv_weight(p, h, a, b) * to_float(x);
+                                half_t y;
+                                y.bits = s0h[(r0 + a) * kStride + col - kPk + b];
+                                sum += Variant::score_conv_weight(p, h, a, b) * to_float(y);
                             }
                         }
                         c[mf][nt][2 * hf + e] = sum;
                     }
+            }
     }
 
     // C = sum_a S0[rows shifted by a] T_a for this warp's rows (unscaled, like S = Q K^T).
