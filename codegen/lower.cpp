@@ -96,12 +96,6 @@ KernelPlan lower(const dsl::AttentionSpec& spec, SpecInputs inputs, KernelKind k
             << call << ": the two-pass backward (backward_dq, backward_dkdv) has no score convolution; its backward "
                        "is backward_fused's (AttentionBackward chooses it), which computes no gradients of captured "
                        "tensors or scalars yet: leave them out of CompileOptions.grads";
-        // A mask also gates the convolution's taps; the forward implements it
-        // (sm80/score_conv.cuh), the backward not yet.
-        user_check(!spec.mask().defined() || kind == KernelKind::forward)
-            << call << " with a mask: the forward runs it, the backward (" << kernel_kind_name(kind)
-            << ") does not yet; train without the mask (the convolution is causal by itself), or run the forward "
-               "only";
     }
     KernelPlan plan;
     plan.spec = spec;

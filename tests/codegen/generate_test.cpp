@@ -112,7 +112,7 @@ TEST(Generate, SinksVariantAndTheSinkGradientKind) {
 }
 
 // A score convolution under a mask: mask() is the causal part and the spec's mask, and
-// score_conv_mask (which gates the taps) is the spec's mask alone; the backward refuses it.
+// score_conv_mask (which gates the taps) is the spec's mask alone, in both directions.
 TEST(Generate, ScoreConvUnderAMaskGetsBothMaskHooks) {
     AttentionSpec spec = example_spec("document", DType::bf16, 64);
     spec.score_conv("theta", 6, 11);
@@ -126,8 +126,10 @@ TEST(Generate, ScoreConvUnderAMaskGetsBothMaskHooks) {
     EXPECT_EQ(fwd.smem_bytes, smem_bytes(fwd.config));
     const AttentionSpec unmasked = AttentionSpec(spec).mask(Expr());
     EXPECT_EQ(testing::forward_source(unmasked).source.find("score_conv_mask"), std::string::npos);
-    EXPECT_USER_ERROR(generate(spec, make_config(spec, KernelKind::backward_fused, "sm_90a"), "sm_90a"),
-                      "with a mask: the forward runs it, the backward (backward_fused) does not yet");
+    const KernelSource bwd = generate(spec, make_config(spec, KernelKind::backward_fused, "sm_90a"), "sm_90a");
+    EXPECT_NE(bwd.source.find("static constexpr bool kScoreConvMask = true;"), std::string::npos) << bwd.source;
+    EXPECT_NE(bwd.source.find("score_conv_mask_classify"), std::string::npos);
+    EXPECT_EQ(bwd.smem_bytes, smem_bytes(bwd.config));
 }
 
 TEST(Generate, ArchIsCheckedAndParsed) {

@@ -3,7 +3,8 @@
 // dtheta for kernel sizes 1x1, 3x3, 6x11 and 8x15, f16 and bf16, head dims 64 and 128 (and
 // a padded 40), ragged lengths (not multiples of the 64-row tiles, halos across tile
 // edges), GQA, Nq != Nk, a score_mod after the convolution, an output gate and sinks on
-// top (their gradients too); both dQ orders (fixed, any). Gradients are poisoned before
+// top (their gradients too), masks that gate the taps (packed documents, a window, a
+// scattered mask); both dQ orders (fixed, any). Gradients are poisoned before
 // the launch; NaN and unwritten elements fail. The identity kernel's backward is attnjit's
 // causal backward; the fixed-order backward gives the same bits twice, and dtheta is the
 // same bits in both orders.
@@ -115,6 +116,7 @@ std::vector<ConvCase> backward_cases() {
     add({DType::bf16, 96, 6, 11, 1, 2, 2, 150, 150});   // 96 -> 128
     add({DType::bf16, 128, 6, 11, 1, 2, 2, 3, 3});  // (one row and one key: every gradient is 0 up to rounding)
     add({DType::bf16, 64, 6, 11, 1, 4, 1, 700, 700});   // GQA 4:1, several query tiles per head
+    for (const ConvCase& c : masked_conv_cases()) add(c);  // documents, a window, a scattered mask
     return cases;
 }
 
@@ -176,17 +178,21 @@ bool same_bits(const HostTensor& a, const HostTensor& b) {
 // both backwards) is the same bits in the fast one too.
 TEST(ScoreConvBackward, Deterministic) {
     ATTNJIT_SKIP_WITHOUT_GPU();
-    const ConvCase c{DType::bf16, 128, 6, 11, 2, 4, 2, 1000, 1000};
-    const reference::ForwardInputs in = conv_inputs(c);
-    const HostTensor d_o = random_d_o(c);
-    const ConvGrads a = run_backward_on_gpu(c, conv_spec(c), in, d_o, true);
-    const ConvGrads b = run_backward_on_gpu(c, conv_spec(c), in, d_o, true);
-    const ConvGrads fast = run_backward_on_gpu(c, conv_spec(c), in, d_o, false);
-    EXPECT_TRUE(same_bits(a.dq, b.dq));
-    EXPECT_TRUE(same_bits(a.dk, b.dk));
-    EXPECT_TRUE(same_bits(a.dv, b.dv));
-    EXPECT_TRUE(same_bits(a.dtheta, b.dtheta));
-    EXPECT_TRUE(same_bits(a.dtheta, fast.dtheta));
+    for (ConvMask mask : {ConvMask::none, ConvMask::document}) {  // with a mask: dtheta's corrections too
+        ConvCase c{DType::bf16, 128, 6, 11, 2, 4, 2, 1000, 1000};
+        c.mask = mask;
+        SCOPED_TRACE(c.name());
+        const reference::ForwardInputs in = conv_inputs(c);
+        const HostTensor d_o = random_d_o(c);
+        const ConvGrads a = run_backward_on_gpu(c, conv_spec(c), in, d_o, true);
+        const ConvGrads b = run_backward_on_gpu(c, conv_spec(c), in, d_o, true);
+        const ConvGrads fast = run_backward_on_gpu(c, conv_spec(c), in, d_o, false);
+        EXPECT_TRUE(same_bits(a.dq, b.dq));
+        EXPECT_TRUE(same_bits(a.dk, b.dk));
+        EXPECT_TRUE(same_bits(a.dv, b.dv));
+        EXPECT_TRUE(same_bits(a.dtheta, b.dtheta));
+        EXPECT_TRUE(same_bits(a.dtheta, fast.dtheta));
+    }
 }
 
 }  // namespace

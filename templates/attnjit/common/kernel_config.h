@@ -206,7 +206,7 @@ constexpr int kSimtRowPad = 4;
 //                K [stages][(block_n + 16) x dqk] | V [stages][block_n x dv] |
 //                S0 [(block_m + 16) x (block_n + 24)] f16 (row-major, unswizzled) |
 //                Toeplitz fragments [8 x 3 x 32 lanes x 4 bytes] |
-//                mask bits [(block_m + 16) x ceil((block_n + 16) / 32)] (32-bit words)
+//                mask bits [(block_m + 16) x (ceil((block_n + 16) / 32) + 1)] (32-bit words)
 //  forward simt: scratch | Q [block_m x (dqk+4)] | K [block_n x (dqk+4)] |
 //                V [block_n x dv] | P [warps x block_n]   (floats)
 //  backward simt (both kinds): scratch | Q [block_m x (dqk+1)] | dO [block_m x (dv+1)] |
@@ -221,16 +221,23 @@ constexpr int kSimtRowPad = 4;
 //                V [(block_n + 16) x dv] | [2 stages] Q [(block_m + 32) x dqk],
 //                dO [(block_m + 16) x dv] | [2 stages] LSE, Delta [block_m + 16] (f32) |
 //                P, dS [block_m x block_n] | S0 [(block_m + 32) x (block_n + 40)] f16 |
-//                dC [(block_m + 16) x (block_n + 24)] f16 | 2 x Toeplitz fragments
+//                dC [(block_m + 16) x (block_n + 24)] f16 | 2 x Toeplitz fragments |
+//                mask bits, dtheta corrections (score_conv_backward_mask_bytes)
 //  backward_stats, backward_dq_convert, backward_sink_grad: none (the last one's
 //                block reduction uses one float per warp of static shared memory)
 // The score convolution's Toeplitz B fragments: up to 8 query taps x 3 k8 steps x 32
 // lanes x one 32-bit register.
 constexpr int kScoreConvFragmentBytes = 8 * 3 * 32 * 4;
+// backward_fused's bits of the spec's mask over S0 ((block_m + 32) x (block_n + 32), a word
+// past the keys) and its dtheta corrections (8 x 15 floats), sm80/score_conv_backward.cuh;
+// reserved for every convolution.
+ATTNJIT_HD constexpr int score_conv_backward_mask_bytes(int block_m, int block_n) {
+    return (block_m + 32) * ((block_n + 32 + 31) / 32 + 1) * 4 + 8 * 15 * 4;
+}
 // The forward's bits of the spec's mask over the extended tile (a Variant with
 // kScoreConvMask, sm80/score_conv.cuh); reserved for every convolution (under 3 KiB).
 ATTNJIT_HD constexpr int score_conv_mask_bytes(int block_m, int block_n) {
-    return (block_m + 16) * ((block_n + 16 + 31) / 32) * 4;
+    return (block_m + 16) * ((block_n + 16 + 31) / 32 + 1) * 4;
 }
 
 ATTNJIT_HD constexpr int smem_bytes(const KernelConfig& c) {
@@ -243,7 +250,7 @@ ATTNJIT_HD constexpr int smem_bytes(const KernelConfig& c) {
                elem_bytes(c.elem) * ((bn + 32) * dqk + (bn + 16) * dv + 2 * ((bm + 32) * dqk + (bm + 16) * dv) +
                                      2 * bm * bn) +
                2 * 2 * 4 * (bm + 16) + 2 * ((bm + 32) * (bn + 40) + (bm + 16) * (bn + 24)) +
-               2 * kScoreConvFragmentBytes;
+               2 * kScoreConvFragmentBytes + score_conv_backward_mask_bytes(bm, bn);
     }
     if (is_backward(c.kind) && c.mainloop == MainloopKind::sm80)
         return owns_keys(c.kind)

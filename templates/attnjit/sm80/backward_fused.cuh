@@ -226,15 +226,21 @@ struct BackwardFused {
         unsigned* const dc = reinterpret_cast<unsigned*>(smem + kConvOff + Conv::kS0Bytes);
         unsigned* const frags = reinterpret_cast<unsigned*>(smem + kConvOff + Conv::kS0Bytes + Conv::kDcBytes);
         const unsigned s0_s = sbase + kConvOff, dc_s = s0_s + Conv::kS0Bytes;
+        // Under the spec's mask (Variant::kScoreConvMask): its bits, dtheta's corrections.
+        unsigned* const mask_bits = reinterpret_cast<unsigned*>(smem + kConvOff + Conv::kMaskOff);
+        float* const theta_corr = reinterpret_cast<float*>(smem + kConvOff + Conv::kCorrOff);
+        constexpr bool kConvMask = kConv && Variant::kScoreConvMask;
         const bool want_dtheta = kConv && a.score_conv_partials != nullptr;
         typename Conv::ThetaAcc theta_acc;
         auto flush_dtheta = [&](int h) {  // every thread; P and dS are free
             Conv::flush_dtheta(theta_acc, reinterpret_cast<float*>(smem + kPOff),
                                a.score_conv_partials + (((long long)b * a.q_heads + h) * key_tiles + key_tile) *
-                                                           Variant::kScoreConvRows * Variant::kScoreConvCols);
+                                                           Variant::kScoreConvRows * Variant::kScoreConvCols,
+                               kConvMask ? theta_corr : nullptr);
         };
         if constexpr (kConv) {
             Conv::template build_fragments<Variant>(p, hd_h, frags);
+            if (kConvMask && tid < 8 * 15) theta_corr[tid] = 0.f;  // published by the loop's first block_sync
             for (int t = 0; t < Conv::kTapRows; ++t)
                 for (int n = 0; n < 4; ++n)
                     for (int e = 0; e < 4; ++e) theta_acc[t][n][e] = 0.f;
@@ -259,17 +265,21 @@ struct BackwardFused {
             }
 
             const unsigned so = stage * kQStage;
+            bool taps_kept = true;  // score_conv: the spec's mask (if any) keeps this step's S0 region
             if constexpr (kConv) {
                 Conv::s0_products(q_s + so, k_s, s0, cur.m0, n0, nq, nk);
                 block_sync();  // S0 (and new fragments) complete
+                if constexpr (kConvMask) taps_kept = Conv::template mask_s0<Variant>(p, hd, s0, mask_bits, cur.m0, n0, nq, nk);
                 const BackwardScores<Variant, Params> scores{p, hd, a.scale, a.scale * kLog2e, false};
                 Conv::template dc_products<Variant>(scores, hd, s0_s, frags, q_s + so + kDoInStage, v_s,
-                                                    stats + stage * 2 * kDoRows, dc, p_s, cur.m0, n0, nq, nk);
+                                                    stats + stage * 2 * kDoRows, dc, p_s, cur.m0, n0, nq, nk, s0,
+                                                    mask_bits, taps_kept);
                 block_sync();  // dC complete
                 float ds[kMFS][kNTS][4];
                 SLayout::clear(ds);
-                Conv::transposed_products(ds, dc_s, frags, (warp >> 2) * 16 * kMFS, (warp & 3) * kNTS, cur.m0, n0,
-                                          nq, nk);
+                Conv::template transposed_products<Variant>(ds, dc_s, frags, (warp >> 2) * 16 * kMFS,
+                                                            (warp & 3) * kNTS, cur.m0, n0, nq, nk, p, hd_h, dc,
+                                                            mask_bits, taps_kept);
                 store_tile(ds, ds_s, warp, lane);
             } else {
                 float s[kMFS][kNTS][4], dp[kMFS][kNTS][4];
@@ -318,7 +328,10 @@ struct BackwardFused {
                 gemm_rn<E, kMFK, kNTK, BM / 16, kCprQ>(dk, pt, q_t + so, wk.lc);
             }
             if constexpr (kConv) {
-                if (want_dtheta) Conv::accumulate_dtheta(theta_acc, dc_s, s0_s);
+                if (want_dtheta) {
+                    Conv::accumulate_dtheta(theta_acc, dc_s, s0_s);
+                    if (kConvMask && !taps_kept) Conv::correct_dtheta(theta_corr, dc, s0, mask_bits);
+                }
             }
             {
                 float dq[kMFQ][kNTQ][4];

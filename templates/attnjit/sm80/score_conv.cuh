@@ -75,6 +75,86 @@ __device__ __forceinline__ void toeplitz_products(float (&c)[MF][NT][4], unsigne
         }
 }
 
+// The spec's mask over a staged S0 region (Variant::kScoreConvMask): one bit an element,
+// kMW 32-bit words a row (at least one word past the region's keys, so that a 64-bit
+// window read never leaves the row), 1 outside the sequences (S0 is 0 there anyway).
+template <int kMW>
+struct ConvMaskBits {
+    const unsigned* bits;
+    __device__ __forceinline__ bool at(int r, int c) const { return ((bits[r * kMW + (c >> 5)] >> (c & 31)) & 1u) != 0; }
+    // The 32 bits of row r from column c.
+    __device__ __forceinline__ unsigned window(int r, int c) const {
+        const unsigned long long x =
+            bits[r * kMW + (c >> 5)] | static_cast<unsigned long long>(bits[r * kMW + (c >> 5) + 1]) << 32;
+        return static_cast<unsigned>(x >> (c & 31));
+    }
+    // Every bit of row r in columns [c, c + n), n <= 32.
+    __device__ __forceinline__ bool row_all(int r, int c, int n) const {
+        const unsigned want = n == 32 ? ~0u : (1u << n) - 1u;
+        return (window(r, c) & want) == want;
+    }
+    // Every bit of column c in rows [r, r + n).
+    __device__ __forceinline__ bool col_all(int r, int c, int n) const {
+        bool all = true;
+#pragma unroll 1
+        for (int i = 0; i < n; ++i) all = all && at(r + i, c);
+        return all;
+    }
+};
+
+// After every warp has stored S0 (kRows x kKeys of f16, kStride halfs a row; query i0 + r,
+// key j0 + c at (r, c)) and a block_sync: unless the interval analysis of the spec's mask
+// (Variant::score_conv_mask_classify, `bits` its scratch) keeps the region whole, the
+// mask's bits into `bits` and S0 zeroed where the mask drops an element. Returns whether
+// every bit is set (then `bits` is not written): the block-wide AND of the barrier that
+// publishes both. Block-collective; a row a warp, its Row once.
+template <class Variant, class Params, int kRows, int kKeys, int kMW, int kStride, int W>
+__device__ __forceinline__ bool conv_mask_pass(const Params& p, const typename Variant::Head& hd, unsigned* s0,
+                                               unsigned* bits, int i0, int j0, int nq, int nk) {
+    static_assert(kMW * 32 >= kKeys + 32, "a word past the keys");
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    BlockCtx ctx{reinterpret_cast<long long*>(bits), static_cast<int>(threadIdx.x), W * 32};
+    const int q0 = i0 > 0 ? i0 : 0, q1 = i0 + kRows - 1 < nq ? i0 + kRows - 1 : nq - 1;
+    const int k0 = j0 > 0 ? j0 : 0, k1 = j0 + kKeys - 1 < nk ? j0 + kKeys - 1 : nk - 1;
+    if (Variant::score_conv_mask_classify(p, hd, q0, q1, k0, k1, ctx) == TileClass::kFull) return true;
+    block_sync();  // every thread is past its reads of the scratch
+    unsigned short* const s0h = reinterpret_cast<unsigned short*>(s0);
+    bool all = true;
+    for (int r = warp; r < kRows; r += W) {
+        const int i = i0 + r;
+        const bool row_in = i >= 0 && i < nq;
+        const typename Variant::Row row = Variant::make_row(p, hd, row_in ? i : 0);
+#pragma unroll
+        for (int w = 0; w < kMW; ++w) {
+            const int c = 32 * w + lane, j = j0 + c;
+            const bool inside = row_in && c < kKeys && j >= 0 && j < nk;
+            const bool m = !inside || Variant::score_conv_mask(p, hd, row, i, j);
+            const unsigned word = __ballot_sync(0xffffffffu, m);
+            if (lane == 0) bits[r * kMW + w] = word;
+            if (!m) s0h[r * kStride + c] = 0;
+            all = all && m;
+        }
+    }
+    return __syncthreads_and(all) != 0;
+}
+
+// sum over the taps (a, b) of weight(a, b) x[r0 + a][c0 + b] where gate(a, b): one output of a
+// convolution under a mask, tap by tap (x f16 in shared memory, kStride halfs a row).
+template <int CQ, int CK, int kStride, class Weight, class Gate>
+__device__ __forceinline__ float gated_tap_sum(const unsigned short* x, int r0, int c0, Weight weight, Gate gate) {
+    float sum = 0.f;
+#pragma unroll 1
+    for (int a = 0; a < CQ; ++a)
+#pragma unroll 1
+        for (int b = 0; b < CK; ++b) {
+            if (!gate(a, b)) continue;
+            half_t y;
+            y.bits = x[(r0 + a) * kStride + c0 + b];
+            sum += weight(a, b) * to_float(y);
+        }
+    return sum;
+}
+
 template <class E, int BM, int BN, int W, int CQ, int CK>
 struct ScoreConv {
     static constexpr int kThreads = W * 32;
@@ -169,42 +249,17 @@ struct ScoreConv {
     // document alone, zero-padded at its edges). The mask's bits over the extended tile
     // live in shared memory, kMaskWords 32-bit words a row, 1 outside the sequences (S0 is
     // 0 there anyway).
-    static constexpr int kMaskWords = (BN + 2 * kHaloKeys + 31) / 32;
+    static constexpr int kMaskWords = (BN + 2 * kHaloKeys + 31) / 32 + 1;  // a word past the keys
     static_assert((BM + kHaloRows) * kMaskWords * 4 == score_conv_mask_bytes(BM, BN),
                   "the mask bits' layout disagrees with score_conv_mask_bytes in common/kernel_config.h");
 
-    // After every warp's S0 is stored (and a block_sync): the mask's bits into `bits` and
-    // S0 zeroed where the mask drops (i', j'). Returns whether every bit is set, through the
-    // block-wide AND of the barrier that publishes both (block-collective). Unless the
-    // interval analysis of the mask (Variant::score_conv_mask_classify, with `bits` as its
-    // scratch) finds the extended tile kept whole: then nothing is to be done.
+    // After every warp's S0 is stored (and a block_sync): the mask's bits and S0 under the
+    // mask (conv_mask_pass); whether the mask keeps the whole extended tile.
     template <class Variant, class Params>
     __device__ __forceinline__ static bool mask_s0(const Params& p, const typename Variant::Head& hd, unsigned* s0,
                                                    unsigned* bits, int i0, int j0, int nq, int nk) {
-        const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-        BlockCtx ctx{reinterpret_cast<long long*>(bits), static_cast<int>(threadIdx.x), kThreads};
-        const int q0 = i0 > 0 ? i0 : 0, q1 = i0 + BM + kHaloRows - 1 < nq ? i0 + BM + kHaloRows - 1 : nq - 1;
-        const int k0 = j0 > 0 ? j0 : 0, k1 = j0 + BN + 2 * kHaloKeys - 1 < nk ? j0 + BN + 2 * kHaloKeys - 1 : nk - 1;
-        if (Variant::score_conv_mask_classify(p, hd, q0, q1, k0, k1, ctx) == TileClass::kFull) return true;
-        block_sync();  // every thread is past its reads of the scratch
-        unsigned short* const s0h = reinterpret_cast<unsigned short*>(s0);
-        bool all = true;
-        for (int r = warp; r < BM + kHaloRows; r += W) {  // a row a warp: its Row once
-            const int i = i0 + r;
-            const bool row_in = i >= 0 && i < nq;
-            const typename Variant::Row row = Variant::make_row(p, hd, row_in ? i : 0);
-#pragma unroll
-            for (int w = 0; w < kMaskWords; ++w) {
-                const int c = 32 * w + lane, j = j0 + c;
-                const bool m = !(row_in && c < BN + 2 * kHaloKeys && j >= 0 && j < nk) ||
-                               Variant::score_conv_mask(p, hd, row, i, j);
-                const unsigned word = __ballot_sync(0xffffffffu, m);
-                if (lane == 0) bits[r * kMaskWords + w] = word;
-                if (!m) s0h[r * kStride + c] = 0;
-                all = all && m;
-            }
-        }
-        return __syncthreads_and(all) != 0;
+        return conv_mask_pass<Variant, Params, BM + kHaloRows, BN + 2 * kHaloKeys, kMaskWords, kStride, W>(
+            p, hd, s0, bits, i0, j0, nq, nk);
     }
 
     // Where the mask does not keep every tap of an output (i, j) (only on tiles where
@@ -218,7 +273,7 @@ struct ScoreConv {
         static_assert(BN % 32 == 0 && kMaskWords > BN / 32, "whole words of output keys, and one more of halo");
         const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t4 = lane & 3;
         const unsigned short* const s0h = reinterpret_cast<const unsigned short*>(s0);
-        auto bit = [&](int r, int col) { return ((bits[r * kMaskWords + (col >> 5)] >> (col & 31)) & 1u) != 0; };
+        const ConvMaskBits<kMaskWords> m{bits};  // mask(i', j) and mask(i, j') gate a tap
         // Extended keys [32 w, 32 w + 64) of extended row r.
         auto pair = [&](int r, int w) {
             return bits[r * kMaskWords + w] | static_cast<unsigned long long>(bits[r * kMaskWords + w + 1]) << 32;
@@ -248,19 +303,9 @@ struct ScoreConv {
                     for (int e = 0; e < 2; ++e) {
                         const int x = 8 * nt + 2 * t4 + e, col = kHaloKeys + x;  // output key, its extended key
                         if (!((exact[nt / 4] >> (x & 31)) & 1u)) continue;
-                        float sum = 0.f;
-#pragma unroll 1
-                        for (int a = 0; a < CQ; ++a) {
-                            if (!bit(r0 + a, col)) continue;  // mask(i', j)
-#pragma unroll 1
-                            for (int b = 0; b < CK; ++b) {
-                                if (!bit(r, col - kPk + b)) continue;  // mask(i, j')
-                                half_t y;
-                                y.bits = s0h[(r0 + a) * kStride + col - kPk + b];
-                                sum += Variant::score_conv_weight(p, h, a, b) * to_float(y);
-                            }
-                        }
-                        c[mf][nt][2 * hf + e] = sum;
+                        c[mf][nt][2 * hf + e] = gated_tap_sum<CQ, CK, kStride>(
+                            s0h, r0, col - kPk, [&](int a, int b) { return Variant::score_conv_weight(p, h, a, b); },
+                            [&](int a, int b) { return m.at(r0 + a, col) && m.at(r, col - kPk + b); });
                     }
             }
     }

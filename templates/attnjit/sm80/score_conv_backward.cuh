@@ -51,7 +51,13 @@ struct ScoreConvBackward {
     static constexpr int kS0Stride = BN + 40, kDcStride = BN + 24;
     static constexpr int kS0Bytes = kQRows * kS0Stride * 2, kDcBytes = kDoRows * kDcStride * 2;
     static constexpr int kFragWords = 8 * 3 * 32;
-    static constexpr int kBytes = kS0Bytes + kDcBytes + 2 * kScoreConvFragmentBytes;
+    // Under the spec's mask (Variant::kScoreConvMask): its bits over S0 and dtheta's
+    // corrections (correct_dtheta), after the fragments.
+    static constexpr int kMaskWords = (kKRows + 31) / 32 + 1;  // a word past the keys
+    static constexpr int kMaskOff = kS0Bytes + kDcBytes + 2 * kScoreConvFragmentBytes;
+    static constexpr int kCorrOff = kMaskOff + kQRows * kMaskWords * 4;
+    static constexpr int kBytes = kMaskOff + score_conv_backward_mask_bytes(BM, BN);
+    static_assert(kCorrOff + 8 * 15 * 4 == kBytes, "mask bits and corrections as score_conv_backward_mask_bytes");
     static_assert((kS0Stride / 8) % 2 == 1 && (kDcStride / 8) % 2 == 1, "odd chunks per row");
     static_assert(CQ >= 1 && CQ <= 8 && CK >= 1 && CK <= 15 && CK % 2 == 1, "c_q in [1, 8], c_k odd in [1, 15]");
 
@@ -102,6 +108,15 @@ struct ScoreConvBackward {
         }
     }
 
+    // Step 1 under the spec's mask: its bits over S0 and S0 under it (conv_mask_pass);
+    // whether the mask keeps the whole S0 region (the taps need no gates then).
+    template <class Variant, class Params>
+    __device__ __forceinline__ static bool mask_s0(const Params& p, const typename Variant::Head& hd, unsigned* s0,
+                                                   unsigned* bits, int m0, int n0, int nq, int nk) {
+        return conv_mask_pass<Variant, Params, kQRows, kKRows, kMaskWords, kS0Stride, W>(p, hd, s0, bits, m0 - kQCore,
+                                                                                       n0 - kKCore, nq, nk);
+    }
+
     // Step 2: C, dP, P, dC (see the top). stats: LSE2 [kDoRows] | Delta [kDoRows] of the
     // step; p_s: the fused loop's swizzled P tile [BM x BN] of E.
     template <class Variant, class Params>
@@ -109,8 +124,11 @@ struct ScoreConvBackward {
                                                        const typename Variant::Head& hd, unsigned s0_s,
                                                        const unsigned* frags, unsigned do_s, unsigned v_s,
                                                        const float* stats, unsigned* dc, unsigned p_s, int m0, int n0,
-                                                       int nq, int nk) {
+                                                       int nq, int nk, const unsigned* s0 = nullptr,
+                                                       const unsigned* bits = nullptr, bool taps_kept = true) {
         const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t4 = lane & 3;
+        const ConvMaskBits<kMaskWords> m{bits};  // when !taps_kept (the spec's mask)
+        const unsigned short* const s0h = reinterpret_cast<const unsigned short*>(s0);  // S0, generic
         const LaneChunks la = LaneRows::a_chunks(lane), lb = LaneRows::b_chunks(lane);
         constexpr int kRowUnits = kDoRows / 16, kKeyUnits = kVRows / 16;
         for (int u = warp; u < kRowUnits * kKeyUnits; u += W) {
@@ -134,7 +152,16 @@ struct ScoreConvBackward {
 #pragma unroll
                         for (int e = 0; e < 2; ++e) {
                             const int j = j_lo + 8 * nt + 2 * t4 + e;
-                            const bool keep = i_ok && j >= 0 && j < nk && j <= i;
+                            bool keep = i_ok && j >= 0 && j < nk && j <= i;
+                            if (!taps_kept) {  // the spec's mask: keep, and C's taps gated
+                                const int rs = kQCore + r, cs = j - n0 + kKCore, r0 = rs - (CQ - 1);
+                                keep = keep && m.at(rs, cs);
+                                if (keep && !(m.col_all(r0, cs, CQ) && m.row_all(rs, cs - kPk, CK)))
+                                    c[0][nt][2 * hf + e] = gated_tap_sum<CQ, CK, kS0Stride>(
+                                        s0h, r0, cs - kPk,
+                                        [&](int a, int b) { return Variant::score_conv_weight(scores.p, hd.h, a, b); },
+                                        [&](int a, int b) { return m.at(r0 + a, cs) && m.at(rs, cs - kPk + b); });
+                            }
                             scores.element(row, qc, j < 0 ? 0 : j < nk ? j : nk - 1, keep, lse2, delta,
                                            c[0][nt][2 * hf + e], dp[0][nt][2 * hf + e]);
                         }
@@ -156,11 +183,18 @@ struct ScoreConvBackward {
 
     // Step 3: dS of the core tile, in the fused loop's S layout (kMF fragments of rows from
     // row0, kNT n8 tiles from core key chunk x0): conv^T(dC), kept where j <= i in range.
-    template <int kMF, int kNT>
+    // Under the spec's mask (bits, when !taps_kept): dS also 0 where mask(i, j) is false,
+    // and where a tap's gate is clear, dS0 again tap by tap from dC in shared memory: dC
+    // rows i .. i + c_q - 1, keys j - p_k .. j + p_k, the kernel flipped both ways.
+    template <class Variant, class Params, int kMF, int kNT>
     __device__ __forceinline__ static void transposed_products(float (&ds)[kMF][kNT][4], unsigned dc_s,
                                                                const unsigned* frags, int row0, int x0, int m0, int n0,
-                                                               int nq, int nk) {
+                                                               int nq, int nk, const Params& p, int h,
+                                                               const unsigned* dc, const unsigned* bits,
+                                                               bool taps_kept) {
         const int lane = threadIdx.x & 31;
+        const ConvMaskBits<kMaskWords> m{bits};
+        const unsigned short* const dch = reinterpret_cast<const unsigned short*>(dc);  // dC, generic
         // Output row r reads dC row r + (c_q - 1 - a): tap row a' = c_q - 1 - a of the
         // flipped fragments. Output key chunk x reads dC key chunks x .. x + 2.
         toeplitz_products<kDcStride, CQ>(ds, dc_s, row0, frags + kFragWords, x0);
@@ -174,7 +208,18 @@ struct ScoreConvBackward {
 #pragma unroll
                     for (int e = 0; e < 2; ++e) {
                         const int j = n0 + 8 * (x0 + nt) + 2 * (lane & 3) + e;
-                        if (!(i < nq && j < nk && j <= i)) ds[mf][nt][2 * hf + e] = 0.f;
+                        bool keep = i < nq && j < nk && j <= i;
+                        if (!taps_kept) {
+                            const int rs = kQCore + i - m0, cs = kKCore + j - n0;  // S0 (and bits)
+                            const int rd = i - m0, cd = kVCore + j - n0;            // dC
+                            keep = keep && m.at(rs, cs);
+                            if (keep && !(m.col_all(rs, cs, CQ) && m.row_all(rs, cs - kPk, CK)))
+                                ds[mf][nt][2 * hf + e] = gated_tap_sum<CQ, CK, kDcStride>(
+                                    dch, rd, cd - kPk,
+                                    [&](int a, int b) { return Variant::score_conv_weight(p, h, CQ - 1 - a, CK - 1 - b); },
+                                    [&](int a, int b) { return m.at(rs + a, cs) && m.at(rs, cs - kPk + b); });
+                        }
+                        if (!keep) ds[mf][nt][2 * hf + e] = 0.f;
                     }
             }
     }
@@ -205,10 +250,44 @@ struct ScoreConvBackward {
         }
     }
 
+    // Under the spec's mask (when !taps_kept): accumulate_dtheta took every tap; thread
+    // a c_k + b takes back, into corr[a c_k + b], dC[i][j] S0[i - c_q + 1 + a][j - p_k + b]
+    // over the core tile's (i, j) whose tap (a, b) has a clear gate (mask(i, j - p_k + b)
+    // and mask(i - c_q + 1 + a, j)), rows and keys in order (deterministic). Reads dC, S0
+    // and the bits; writes only corr.
+    __device__ __forceinline__ static void correct_dtheta(float* corr, const unsigned* dc, const unsigned* s0,
+                                                          const unsigned* bits) {
+        const int t = threadIdx.x;
+        if (t >= CQ * CK) return;
+        const int a = t / CK, b = t - a * CK;
+        const ConvMaskBits<kMaskWords> m{bits};
+        const unsigned short* const dch = reinterpret_cast<const unsigned short*>(dc);
+        const unsigned short* const s0h = reinterpret_cast<const unsigned short*>(s0);
+        float sum = 0.f;
+        for (int r = 0; r < BM; ++r) {
+            const int rs = kQCore + r, ra = rs - (CQ - 1) + a;  // S0 rows of i and of the tap
+#pragma unroll
+            for (int w = 0; w < BN / 32; ++w) {
+                const int cs = kKCore + 32 * w;  // S0 column of the word's first key
+                unsigned clear = m.window(rs, cs) & ~(m.window(rs, cs - kPk + b) & m.window(ra, cs));
+                while (clear) {
+                    const int x = __ffs(clear) - 1;
+                    clear &= clear - 1;
+                    half_t d, z;
+                    d.bits = dch[r * kDcStride + kVCore + 32 * w + x];
+                    z.bits = s0h[ra * kS0Stride + cs + x - kPk + b];
+                    sum += to_float(d) * to_float(z);
+                }
+            }
+        }
+        corr[t] -= sum;
+    }
+
     // The diagonals of the G_a: dtheta[a][b] = sum_j G_a[j][j - p_k + b], added in key order
     // through `scratch` (BN x 33 floats of free shared memory), into out[a * CK + b]; then
     // acc is cleared. Every thread calls it (block_syncs inside).
-    __device__ __forceinline__ static void flush_dtheta(ThetaAcc& acc, float* scratch, float* out) {
+    // corr (the spec's mask: correct_dtheta's sums, then cleared) is added to each, when given.
+    __device__ __forceinline__ static void flush_dtheta(ThetaAcc& acc, float* scratch, float* out, float* corr) {
         const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
         const int kf = warp % kKeyFrags, group = warp / kKeyFrags;
 #pragma unroll
@@ -230,6 +309,10 @@ struct ScoreConvBackward {
                     // j' - j = tap - p_k: w = m + 8 + tap - p_k.
                     float s = 0.f;
                     for (int j = 0; j < BN; ++j) s += scratch[j * 33 + (j & 15) + 8 + tid - kPk];
+                    if (corr) {
+                        s += corr[a * CK + tid];
+                        corr[a * CK + tid] = 0.f;
+                    }
                     out[a * CK + tid] = s;
                 }
                 block_sync();
