@@ -3,7 +3,7 @@ mask of equal-length documents (the same causal work when a document spans the w
 sequence) at the mta_conv shapes. Diagnostics only; speed claims come from
 bench_attention.py.
 
-  python3 bench/tools/conv_mask_cost.py [--n 1024,4096] [--docs 1,4,16]
+  python3 bench/tools/conv_mask_cost.py [--n 1024,4096] [--docs 1,4,16] [--mode fwd|fwdbwd]
 """
 import argparse
 import os
@@ -34,22 +34,33 @@ def main():
     p.add_argument("--docs", default="1,4,16")
     p.add_argument("--h", type=int, default=16)
     p.add_argument("--d", type=int, default=128)
+    p.add_argument("--mode", default="fwd", choices=["fwd", "fwdbwd"])
     args = p.parse_args()
+    train = args.mode == "fwdbwd"
     torch.manual_seed(0)
     for n in (int(x) for x in args.n.split(",")):
         b = max(1, 16384 // n)
-        q, k, v = (torch.randn(b, args.h, n, args.d, device="cuda", dtype=torch.bfloat16) for _ in range(3))
+        q, k, v = (torch.randn(b, args.h, n, args.d, device="cuda", dtype=torch.bfloat16).requires_grad_(train)
+                   for _ in range(3))
         theta = 0.3 * torch.randn(args.h, 6, 11, device="cuda")
         theta[:, 5, 5] += 1.0
-        base = time_ms(lambda: attnjit.attention(q, k, v, score_conv=theta))
-        print(f"N {n} B {b}: no mask {base:.3f} ms")
+        theta.requires_grad_(train)
+        d_out = torch.randn_like(q)
+
+        def step(mask=None):
+            out = attnjit.attention(q, k, v, mask=mask, score_conv=theta)
+            if train:
+                out.backward(d_out)
+
+        base = time_ms(step)
+        print(f"{args.mode} N {n} B {b}: no mask {base:.3f} ms")
         for docs in (int(x) for x in args.docs.split(",")):
             doc = (torch.arange(n, device="cuda") * docs // n).to(torch.int32)
 
             def same_document(bb, h, q_idx, kv_idx):
                 return doc[q_idx] == doc[kv_idx]
 
-            t = time_ms(lambda: attnjit.attention(q, k, v, mask=same_document, score_conv=theta))
+            t = time_ms(lambda: step(same_document))
             # Causal FLOPs shrink with the documents: per-document work is n^2 / docs.
             print(f"  {docs} documents: {t:.3f} ms ({t / base:.2f}x the unmasked time)")
 
