@@ -3,7 +3,7 @@ mask of equal-length documents (the same causal work when a document spans the w
 sequence) at the mta_conv shapes. Diagnostics only; speed claims come from
 bench_attention.py.
 
-  python3 bench/tools/conv_mask_cost.py [--n 1024,4096] [--docs 1,4,16] [--mode fwd|fwdbwd]
+  python3 bench/tools/conv_mask_cost.py [--n 1024,4096] [--docs 1,4,16] [--mode fwd|fwdbwd] [--fast]
 """
 import argparse
 import os
@@ -35,6 +35,7 @@ def main():
     p.add_argument("--h", type=int, default=16)
     p.add_argument("--d", type=int, default=128)
     p.add_argument("--mode", default="fwd", choices=["fwd", "fwdbwd"])
+    p.add_argument("--fast", action="store_true", help="the backward's dQ in any order (deterministic=False)")
     args = p.parse_args()
     train = args.mode == "fwdbwd"
     torch.manual_seed(0)
@@ -47,8 +48,12 @@ def main():
         theta.requires_grad_(train)
         d_out = torch.randn_like(q)
 
+        compiled = {}
+
         def step(mask=None):
-            out = attnjit.attention(q, k, v, mask=mask, score_conv=theta)
+            if mask not in compiled:
+                compiled[mask] = attnjit.compile(mask=mask, deterministic=not args.fast)
+            out = compiled[mask](q, k, v, score_conv=theta)
             if train:
                 out.backward(d_out)
 
