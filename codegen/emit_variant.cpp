@@ -215,12 +215,8 @@ public:
         }
         if (plan_.conv_mask.defined()) {
             w_.line("// The spec's mask alone (mask() adds the causal part): it gates the convolution's taps.");
-            w_.open("__device__ static bool score_conv_mask(const Params& p, const Head& hd, const Row& r, int q, int k)");
-            bindings(plan_.conv_mask_bindings, "", true);
-            w_.line("// " + dsl_text(plan_.conv_mask));
-            w_.line("return " + emit_expr(plan_.conv_mask, names_) + ";");
-            w_.close();
-            w_.line();
+            expression_hook("__device__ static bool score_conv_mask(const Params& p, const Head& hd, const Row& r, int q, int k)",
+                            plan_.conv_mask_bindings, plan_.conv_mask);
             w_.line("// Interval analysis of score_conv_mask alone: kFull spares a tile the mask's bits.");
             w_.line("template <class Ctx>");
             w_.open("__device__ static attnjit::TileClass score_conv_mask_classify(const Params& p, const Head& hd, int q0, "
@@ -232,12 +228,8 @@ public:
 
         if (plan_.has_score_grad()) {
             w_.line("// d score_mod / d s (codegen/autodiff.h).");
-            w_.open("__device__ static float d_score(const Params& p, const Head& hd, const Row& r, float s, int q, int k)");
-            bindings(plan_.d_score_bindings, "", true);
-            w_.line("// " + dsl_text(plan_.d_score));
-            w_.line("return " + emit_expr(plan_.d_score, names_) + ";");
-            w_.close();
-            w_.line();
+            expression_hook("__device__ static float d_score(const Params& p, const Head& hd, const Row& r, float s, int q, int k)",
+                            plan_.d_score_bindings, plan_.d_score);
         }
 
         if (plan_.has_input_grads()) input_grad_hooks();
@@ -253,6 +245,17 @@ public:
     }
 
 private:
+    // A hook whose body is one lowered expression (its element bindings first), the DSL
+    // text above the return.
+    void expression_hook(const std::string& signature, const Bindings& b, const dsl::Expr& e) {
+        w_.open(signature);
+        bindings(b, "", true);
+        w_.line("// " + dsl_text(e));
+        w_.line("return " + emit_expr(e, names_) + ";");
+        w_.close();
+        w_.line();
+    }
+
     const InputGradOutput& output(const InputGradSite& g) const {
         return plan_.grad_outputs[static_cast<size_t>(g.output)];
     }

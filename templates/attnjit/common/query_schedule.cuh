@@ -10,7 +10,8 @@
 // tile take turns in a fixed order, each at a position; a tile's turn counter holds the
 // position after the last addition. order_by_key_tiles() makes advance() also give each
 // step its own position and the counter value to wait for (that of the nearest earlier
-// position whose CTA classify does not skip for the tile; 0: none).
+// position whose CTA classify does not skip for the tile; 0: none). Masks whose classify
+// reads memory classify 32 steps (or candidates) at a time, one a lane.
 //   Descending: positions count the key tiles down from the last (kt = Nkt - 1 first).
 //   Rotated (Nkt <= query tiles): CTA kt starts at query tile kt and a tile's position is
 //     the step at which the CTA visits it, so the CTA before it in a turn visited the tile
@@ -41,6 +42,12 @@ struct QueryCursor {
     int h, step, first;
     int k0, k1;          // the CTA's keys, clipped to Nk - 1
     int key_tile = -1;   // order_by_key_tiles
+    // Variant::kClassifyReadsMemory (document masks): the classes of 32 steps at a time, a
+    // step a lane, in every warp alike (no shared memory, no barrier): bit l of kept_bits /
+    // full_bits is step chunk + l of head chunk_h. A run of skipped steps then costs one
+    // pass, not one block-wide range reduction each.
+    int chunk_h = -1, chunk = 0;
+    unsigned kept_bits = 0, full_bits = 0;
 
     __device__ __forceinline__ QueryCursor(const BackwardArgs& a, int k0_, int k1_, int first_ = 0)
         : h(blockIdx.y * a.group), step(0), k0(k0_), k1(k1_) {
@@ -77,6 +84,24 @@ private:
         typename Variant::Head hd{};
         if constexpr (Variant::kCanClassify) hd = Variant::make_head(p, blockIdx.z, st.h, blockIdx.y);
         const int m1 = (st.m0 + kBlockM < a.q_len ? st.m0 + kBlockM : a.q_len) - 1;
+        if constexpr (Variant::kCanClassify && Variant::kClassifyReadsMemory) {
+            // 32 candidates at a time, one a lane (ThreadCtx), the nearest kept by a ballot.
+            const int lane = threadIdx.x & 31;
+            for (int base = 1; base <= st.position; base += 32) {
+                const int j = base + lane;
+                int c = key_tile + j;
+                if (a.dq_rotate && c >= n) c -= n;
+                bool kept = false;
+                if (j <= st.position && c < key_tiles) {
+                    const int t0 = c * kBlockN, t1 = (t0 + kBlockN < a.kv_len ? t0 + kBlockN : a.kv_len) - 1;
+                    ThreadCtx tctx;
+                    kept = Variant::classify(p, hd, st.m0, m1, t0, t1, tctx) != TileClass::kSkip;
+                }
+                const unsigned found = __ballot_sync(0xffffffffu, kept);
+                if (found) return st.position - (base + __ffs(found) - 1) + 1;
+            }
+            return 0;
+        }
         for (int j = 1; j <= st.position; ++j) {
             int c = key_tile + j;
             if (a.dq_rotate && c >= n) c -= n;
@@ -99,6 +124,18 @@ private:
                 step = 0;
                 continue;
             }
+            if constexpr (Variant::kCanClassify && Variant::kClassifyReadsMemory) {
+                if (h != chunk_h || step >= chunk + 32) refill(p, n);
+                const unsigned rest = kept_bits >> (step - chunk);
+                if (rest == 0) {
+                    step = chunk + 32;
+                    continue;
+                }
+                const int s = step + __ffs(rest) - 1, t = first + s;
+                step = s + 1;
+                const TileClass c = (full_bits >> (s - chunk)) & 1u ? TileClass::kFull : TileClass::kPartial;
+                return QueryStep{h, (t < n ? t : t - n) * kBlockM, c, 0, 0};
+            }
             const int t = first + step++;
             const int m0 = (t < n ? t : t - n) * kBlockM;
             if constexpr (!Variant::kCanClassify) {
@@ -111,6 +148,24 @@ private:
             }
         }
         return QueryStep{-1, 0, TileClass::kSkip, 0, 0};
+    }
+
+    // Batched classes (kClassifyReadsMemory): steps [step, step + 32) of head h, one a lane.
+    __device__ __forceinline__ void refill(const Params& p, int n) {
+        const BackwardArgs& a = p.args;
+        chunk_h = h;
+        chunk = step;
+        const int s = step + (threadIdx.x & 31);
+        TileClass c = TileClass::kSkip;
+        if (s < n) {
+            const int t = first + s, m0 = (t < n ? t : t - n) * kBlockM;
+            const int m1 = (m0 + kBlockM < a.q_len ? m0 + kBlockM : a.q_len) - 1;
+            const typename Variant::Head hd = Variant::make_head(p, blockIdx.z, h, blockIdx.y);
+            ThreadCtx tctx;
+            c = Variant::classify(p, hd, m0, m1, k0, k1, tctx);
+        }
+        kept_bits = __ballot_sync(0xffffffffu, c != TileClass::kSkip);
+        full_bits = __ballot_sync(0xffffffffu, c == TileClass::kFull);
     }
 };
 
