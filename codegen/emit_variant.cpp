@@ -218,11 +218,7 @@ public:
             expression_hook("__device__ static bool score_conv_mask(const Params& p, const Head& hd, const Row& r, int q, int k)",
                             plan_.conv_mask_bindings, plan_.conv_mask);
             w_.line("// Interval analysis of score_conv_mask alone: kFull spares a tile the mask's bits.");
-            w_.line("template <class Ctx>");
-            w_.open("__device__ static attnjit::TileClass score_conv_mask_classify(const Params& p, const Head& hd, int q0, "
-                    "int q1, int k0, int k1, Ctx& ctx)");
-            for (const auto& l : plan_.conv_mask_classify.lines) w_.line(l);
-            w_.close();
+            classify_hook("score_conv_mask_classify", plan_.conv_mask_classify);
             w_.line();
         }
 
@@ -237,10 +233,7 @@ public:
         if (plan_.grad_planes && plan_.grad_key_sites() > 0) key_grad_hooks();
 
         w_.line("// Interval analysis of the mask over q in [q0, q1], k in [k0, k1] (codegen/mask_analysis.h).");
-        w_.line("template <class Ctx>");
-        w_.open("__device__ static attnjit::TileClass classify(const Params& p, const Head& hd, int q0, int q1, int k0, int k1, Ctx& ctx)");
-        for (const auto& l : plan_.classify.lines) w_.line(l);  // lower() ran mask_analysis
-        w_.close();
+        classify_hook("classify", plan_.classify);  // lower() ran mask_analysis
         w_.close(";");
     }
 
@@ -254,6 +247,15 @@ private:
         w_.line("return " + emit_expr(e, names_) + ";");
         w_.close();
         w_.line();
+    }
+
+    // `template <class Ctx> TileClass name(p, hd, q0, q1, k0, k1, ctx)`, mask_analysis's body.
+    void classify_hook(const std::string& name, const ClassifyCode& code) {
+        w_.line("template <class Ctx>");
+        w_.open("__device__ static attnjit::TileClass " + name +
+                "(const Params& p, const Head& hd, int q0, int q1, int k0, int k1, Ctx& ctx)");
+        for (const auto& l : code.lines) w_.line(l);
+        w_.close();
     }
 
     const InputGradOutput& output(const InputGradSite& g) const {

@@ -115,9 +115,10 @@ struct KernelPlan {
     // it implies (and the spec's mask with it); the Variant gets kScoreConvRows /
     // kScoreConvCols and score_conv_weight.
     bool score_conv = false;
-    // The spec's own mask with a score convolution (forward plans): the convolution keeps
-    // its taps inside it (docs/score_convolution.md), so the Variant also gets
-    // kScoreConvMask and score_conv_mask(p, hd, row, q, k), the mask without the causal part.
+    // The spec's own mask with a score convolution (every kind's plan): the convolution
+    // keeps its taps inside it (docs/score_convolution.md), so the Variant also gets
+    // kScoreConvMask, score_conv_mask(p, hd, row, q, k) (the mask without the causal part)
+    // and score_conv_mask_classify.
     dsl::Expr conv_mask;
     Bindings conv_mask_bindings;  // per-element temporaries computed in conv_mask
     ClassifyCode conv_mask_classify;  // of conv_mask alone: the body of score_conv_mask_classify

@@ -113,12 +113,16 @@ KernelPlan lower(const dsl::AttentionSpec& spec, SpecInputs inputs, KernelKind k
         PassLog log("simplify");
         score_mod = simplify(spec.score_mod());
         // The score convolution is causal (top-left): its output keeps j <= i (Mask_-inf).
-        // A spec mask with it keeps both (docs/score_convolution.md).
-        if (spec.has_score_conv())
-            mask = simplify(spec.mask().defined() ? dsl::operator&&(dsl::mods::causal(), spec.mask()) : dsl::mods::causal());
-        else
+        // A spec mask with it keeps both, and also gates its taps (conv_mask,
+        // docs/score_convolution.md).
+        if (!spec.has_score_conv()) {
             mask = simplify(spec.mask());
-        if (spec.has_score_conv() && spec.mask().defined()) conv_mask = simplify(spec.mask());
+        } else if (spec.mask().defined()) {
+            conv_mask = simplify(spec.mask());
+            mask = simplify(dsl::operator&&(dsl::mods::causal(), conv_mask));
+        } else {
+            mask = simplify(dsl::mods::causal());
+        }
         // The identity score_mod and the always-true mask are no hook at all.
         if (auto v = score_mod.defined() ? score_mod.as<dsl::Var>() : nullptr; v && v->var == dsl::VarKind::Score)
             score_mod = dsl::Expr();
@@ -225,6 +229,8 @@ KernelPlan lower(const dsl::AttentionSpec& spec, SpecInputs inputs, KernelKind k
         log.done([&](std::ostream& os) {
             os << "  can_classify: " << (plan.classify.can_classify ? "true" : "false") << "\n";
             for (const auto& l : plan.classify.lines) os << "  " << l << "\n";
+            if (plan.conv_mask.defined())
+                for (const auto& l : plan.conv_mask_classify.lines) os << "  conv mask: " << l << "\n";
         });
     }
 

@@ -228,11 +228,13 @@ constexpr int kSimtRowPad = 4;
 // The score convolution's Toeplitz B fragments: up to 8 query taps x 3 k8 steps x 32
 // lanes x one 32-bit register.
 constexpr int kScoreConvFragmentBytes = 8 * 3 * 32 * 4;
+// Its most taps (c_q <= 8, c_k <= 15): one dtheta correction each under a mask.
+constexpr int kScoreConvMaxTaps = 8 * 15;
 // backward_fused's bits of the spec's mask over S0 ((block_m + 32) x (block_n + 32), a word
-// past the keys) and its dtheta corrections (8 x 15 floats), sm80/score_conv_backward.cuh;
+// past the keys) and its dtheta corrections (a float a tap), sm80/score_conv_backward.cuh;
 // reserved for every convolution.
 ATTNJIT_HD constexpr int score_conv_backward_mask_bytes(int block_m, int block_n) {
-    return (block_m + 32) * ((block_n + 32 + 31) / 32 + 1) * 4 + 8 * 15 * 4;
+    return (block_m + 32) * ((block_n + 32 + 31) / 32 + 1) * 4 + kScoreConvMaxTaps * 4;
 }
 // The forward's bits of the spec's mask over the extended tile (a Variant with
 // kScoreConvMask, sm80/score_conv.cuh); reserved for every convolution (under 3 KiB).

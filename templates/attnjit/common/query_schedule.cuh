@@ -101,18 +101,19 @@ private:
                 if (found) return st.position - (base + __ffs(found) - 1) + 1;
             }
             return 0;
-        }
-        for (int j = 1; j <= st.position; ++j) {
-            int c = key_tile + j;
-            if (a.dq_rotate && c >= n) c -= n;
-            if (c >= key_tiles) continue;  // rotated: no CTA has this position
-            if constexpr (Variant::kCanClassify) {
-                const int t0 = c * kBlockN, t1 = (t0 + kBlockN < a.kv_len ? t0 + kBlockN : a.kv_len) - 1;
-                if (Variant::classify(p, hd, st.m0, m1, t0, t1, ctx) == TileClass::kSkip) continue;
+        } else {
+            for (int j = 1; j <= st.position; ++j) {
+                int c = key_tile + j;
+                if (a.dq_rotate && c >= n) c -= n;
+                if (c >= key_tiles) continue;  // rotated: no CTA has this position
+                if constexpr (Variant::kCanClassify) {
+                    const int t0 = c * kBlockN, t1 = (t0 + kBlockN < a.kv_len ? t0 + kBlockN : a.kv_len) - 1;
+                    if (Variant::classify(p, hd, st.m0, m1, t0, t1, ctx) == TileClass::kSkip) continue;
+                }
+                return st.position - j + 1;
             }
-            return st.position - j + 1;
+            return 0;
         }
-        return 0;
     }
 
     __device__ __forceinline__ QueryStep next_tile(const Params& p, BlockCtx& ctx) {

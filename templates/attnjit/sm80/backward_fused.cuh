@@ -240,7 +240,7 @@ struct BackwardFused {
         };
         if constexpr (kConv) {
             Conv::template build_fragments<Variant>(p, hd_h, frags);
-            if (kConvMask && tid < 8 * 15) theta_corr[tid] = 0.f;  // published by the loop's first block_sync
+            if (kConvMask && tid < kScoreConvMaxTaps) theta_corr[tid] = 0.f;  // published by the loop's first block_sync
             for (int t = 0; t < Conv::kTapRows; ++t)
                 for (int n = 0; n < 4; ++n)
                     for (int e = 0; e < 4; ++e) theta_acc[t][n][e] = 0.f;

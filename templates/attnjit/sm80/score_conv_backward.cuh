@@ -57,7 +57,7 @@ struct ScoreConvBackward {
     static constexpr int kMaskOff = kS0Bytes + kDcBytes + 2 * kScoreConvFragmentBytes;
     static constexpr int kCorrOff = kMaskOff + kQRows * kMaskWords * 4;
     static constexpr int kBytes = kMaskOff + score_conv_backward_mask_bytes(BM, BN);
-    static_assert(kCorrOff + 8 * 15 * 4 == kBytes, "mask bits and corrections as score_conv_backward_mask_bytes");
+    static_assert(kCorrOff + kScoreConvMaxTaps * 4 == kBytes, "mask bits and corrections as score_conv_backward_mask_bytes");
     static_assert((kS0Stride / 8) % 2 == 1 && (kDcStride / 8) % 2 == 1, "odd chunks per row");
     static_assert(CQ >= 1 && CQ <= 8 && CK >= 1 && CK <= 15 && CK % 2 == 1, "c_q in [1, 8], c_k odd in [1, 15]");
 
@@ -124,8 +124,8 @@ struct ScoreConvBackward {
                                                        const typename Variant::Head& hd, unsigned s0_s,
                                                        const unsigned* frags, unsigned do_s, unsigned v_s,
                                                        const float* stats, unsigned* dc, unsigned p_s, int m0, int n0,
-                                                       int nq, int nk, const unsigned* s0 = nullptr,
-                                                       const unsigned* bits = nullptr, bool taps_kept = true) {
+                                                       int nq, int nk, const unsigned* s0, const unsigned* bits,
+                                                       bool taps_kept) {
         const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t4 = lane & 3;
         const ConvMaskBits<kMaskWords> m{bits};  // when !taps_kept (the spec's mask)
         const unsigned short* const s0h = reinterpret_cast<const unsigned short*>(s0);  // S0, generic
