@@ -47,9 +47,17 @@ BackwardPath choose_path(const AttentionSpec& spec, const codegen::SpecInputs& i
                "CompileOptions.grads (asked for: "
             << *options.grads.begin() << ")";
         user_check(c.mainloop == MainloopKind::sm80)
-            << "the backward of a score convolution runs for f16 / bf16 with head dims up to 128 (got "
-            << dtype_name(spec.dtype()) << ", head dims " << spec.head_dim_qk() << " x " << spec.head_dim_v()
-            << "); train with such head dims, or without score_conv()";
+            << "the backward of a score convolution runs for f16 / bf16 (got " << dtype_name(spec.dtype())
+            << "); train it in f16 or bf16, or without score_conv()";
+        const int sm = codegen::sm_version(target.arch), limit = max_dynamic_smem_bytes(sm);
+        KernelConfig conv = c;
+        conv.score_conv = true;
+        conv.tile = default_score_conv_tile(sm, c.head_dim_qk, c.head_dim_v, KernelKind::backward_fused);
+        user_check(limit == 0 || smem_bytes(conv) <= limit)
+            << "the backward of a score convolution at head dims " << spec.head_dim_qk() << " x " << spec.head_dim_v()
+            << " needs " << smem_bytes(conv) / 1024 << " KiB of shared memory a block, more than the "
+            << limit / 1024 << " KiB of " << target.arch
+            << "; head dims over 128 train on sm_90 or sm_100 GPUs, head dims up to 128 everywhere";
         return options.deterministic ? BackwardPath::fused_ordered : BackwardPath::fused_any;
     }
     // Without a convolution, backward_fused only where it needs no extra padding.
@@ -295,7 +303,7 @@ void AttentionBackward::operator()(const LaunchArgs& fwd, const GradArgs& grads_
     const runtime::StreamBuffer dq_accum(fused ? api::backward_dq_accum_bytes(fwd) : 0, cu_stream);
     const size_t turns_bytes =
         impl_->path == BackwardPath::fused_ordered
-            ? api::backward_dq_turns_bytes(fwd, impl_->kernel(KernelKind::backward_fused).config.tile.block_m)
+            ? api::backward_dq_turns_bytes(fwd, impl_->kernel(KernelKind::backward_fused).config)
             : 0;
     const runtime::StreamBuffer dq_turns(turns_bytes, cu_stream);
     dq_turns.zero(0, turns_bytes);
@@ -322,9 +330,11 @@ void AttentionBackward::operator()(const LaunchArgs& fwd, const GradArgs& grads_
     if (impl_->path == BackwardPath::fused_ordered) {
         // The rotated order of turns (no waiting once under way) needs all the key tiles
         // of a kv head resident at once: at most one per SM, and no more than query tiles.
-        const TileConfig& t = impl_->kernel(KernelKind::backward_fused).config.tile;
+        const KernelConfig& c = impl_->kernel(KernelKind::backward_fused).config;
+        const TileConfig& t = c.tile;
         const long long key_tiles = (k[2] + t.block_n - 1) / t.block_n, query_tiles = (q[2] + t.block_m - 1) / t.block_m;
-        block.dq_rotate = key_tiles <= query_tiles && key_tiles <= impl_->sm_count ? 1 : 0;
+        const long long ctas = key_tiles * fused_column_split(c.head_dim_qk, c.head_dim_v);  // of a kv head
+        block.dq_rotate = key_tiles <= query_tiles && ctas <= impl_->sm_count ? 1 : 0;
     }
     // The per-CTA sums of gradients of captured tensors and scalars (GradWork): one partial
     // and one index per summed site and backward_dq CTA, and a ticket zeroed here.

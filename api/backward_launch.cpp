@@ -35,9 +35,10 @@ size_t backward_dq_accum_bytes(const LaunchArgs& fwd) {
     return sizeof(float) * static_cast<size_t>(fwd.q.shape[0] * fwd.q.shape[1] * fwd.q.shape[2] * fwd.q.shape[3]);
 }
 
-size_t backward_dq_turns_bytes(const LaunchArgs& fwd, int block_m) {
-    const size_t tiles = static_cast<size_t>((fwd.q.shape[2] + block_m - 1) / block_m);
-    return sizeof(int) * static_cast<size_t>(fwd.q.shape[0] * fwd.q.shape[1]) * tiles;
+size_t backward_dq_turns_bytes(const LaunchArgs& fwd, const KernelConfig& fused) {
+    const size_t tiles = static_cast<size_t>((fwd.q.shape[2] + fused.tile.block_m - 1) / fused.tile.block_m);
+    const size_t split = static_cast<size_t>(fused_column_split(fused.head_dim_qk, fused.head_dim_v));
+    return sizeof(int) * static_cast<size_t>(fwd.q.shape[0] * fwd.q.shape[1]) * tiles * split;
 }
 
 int batch_sum_chunks(size_t tiles, int64_t batch, int64_t elems_per_chunk) {
@@ -202,8 +203,9 @@ GradWork grad_work(void* base, int sites, int ctas) {
 
 runtime::Dim3 backward_grid(const KernelConfig& c, const LaunchArgs& fwd) {
     const int b = static_cast<int>(fwd.q.shape[0]);
+    const int split = c.kind == KernelKind::backward_fused ? fused_column_split(c.head_dim_qk, c.head_dim_v) : 1;
     if (owns_keys(c.kind))
-        return runtime::Dim3{static_cast<unsigned>(ceil_div(static_cast<int>(fwd.k.shape[2]), c.tile.block_n)),
+        return runtime::Dim3{static_cast<unsigned>(ceil_div(static_cast<int>(fwd.k.shape[2]), c.tile.block_n) * split),
                              static_cast<unsigned>(fwd.k.shape[1]), static_cast<unsigned>(b)};
     internal_check(is_backward(c.kind)) << "backward_grid of a " << kernel_kind_name(c.kind) << " kernel";
     return runtime::Dim3{static_cast<unsigned>(ceil_div(static_cast<int>(fwd.q.shape[2]), c.tile.block_m)),

@@ -29,8 +29,9 @@ size_t backward_stats_bytes(const LaunchArgs& fwd);
 // A function of the shape only, so the bits do not depend on the GPU.
 int batch_sum_chunks(size_t tiles, int64_t batch, int64_t elems_per_chunk);
 size_t backward_dq_accum_bytes(const LaunchArgs& fwd);
-// The ordered backward_fused's turn counters (BackwardArgs::dq_turns), one per query tile.
-size_t backward_dq_turns_bytes(const LaunchArgs& fwd, int block_m);
+// The ordered backward_fused's turn counters (BackwardArgs::dq_turns), one per query tile
+// and CTA of a key tile (fused_column_split).
+size_t backward_dq_turns_bytes(const LaunchArgs& fwd, const KernelConfig& fused);
 
 // grads, work: a backward_dq kernel with gradient outputs (ParamsField::Kind::Grad, GradWork
 // fields); null otherwise.

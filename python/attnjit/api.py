@@ -60,8 +60,8 @@ def attention(q, k, v, *, score_mod=None, mask=None, causal=False, scale=None, e
     masked scores before softmax (docs/score_convolution.md); causal by definition, so
     causal= is not needed. A mask= (a document mask for packed sequences) also keeps the
     convolution's taps inside it: each document is convolved alone. fp16 / bf16; gradients
-    of q, k, v, theta (and sinks, gate) at head dims up to 128, none yet of score_mod's
-    captured tensors.
+    of q, k, v, theta (and sinks, gate) at every head dim (over 128 on sm_90 / sm_100 GPUs),
+    none yet of score_mod's captured tensors.
     """
     if _compiled._is_compiling():  # torch.compile (dynamo) is tracing this call: the torch ops
         return _torch_ops.attention_compiled(q, k, v, score_mod, mask, causal, scale, enable_gqa, return_lse,

@@ -233,17 +233,19 @@ def test_score_conv_compiled_callable_and_its_refusals():
     check(fn(q, k, v, score_conv=theta), conv_reference(q, k, v, theta)[0], torch.bfloat16, "compiled score_conv")
     with pytest.raises(AttnjitError, match="c_k"):
         fn(q, k, v, score_conv=torch.randn(2, 6, 10, device=DEVICE))
-    with pytest.raises(AttnjitError, match="head dims up to 128"):
-        q136, k136, v136 = make_qkv(1, 2, 2, 64, 64, 136, torch.bfloat16)
-        attnjit.attention(q136.requires_grad_(), k136, v136, score_conv=theta)
+    with pytest.raises(AttnjitError, match="f16 / bf16"):
+        q32, k32, v32 = make_qkv(1, 2, 2, 64, 64, 128, torch.float32)
+        attnjit.attention(q32, k32, v32, score_conv=theta)
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=["float16", "bfloat16"])
 @pytest.mark.parametrize("c", [(3, 3), (6, 11)], ids=lambda c: f"{c[0]}x{c[1]}")
-def test_score_conv_gradients(dtype, c):
+@pytest.mark.parametrize("d", [64, 200], ids=lambda d: f"d{d}")
+def test_score_conv_gradients(dtype, c, d):
     """dq, dk, dv and d theta (autograd through attnjit's backward) against float64 autograd
-    of conv_reference; d theta, a sum over every score, at the summed gradients' bound."""
-    q, k, v = (t.requires_grad_() for t in make_qkv(2, 4, 4, 150, 150, 64, dtype))
+    of conv_reference; d theta, a sum over every score, at the summed gradients' bound. d 200:
+    the backward's tile of 256 columns, split in halves."""
+    q, k, v = (t.requires_grad_() for t in make_qkv(2, 4, 4, 150, 150, d, dtype))
     theta = 0.3 * torch.randn(4, c[0], c[1], device=DEVICE)
     theta[:, c[0] - 1, (c[1] - 1) // 2] += 1.0
     theta.requires_grad_()

@@ -1,7 +1,7 @@
 // The score convolution's backward (sm80/score_conv_backward.cuh inside backward_fused)
 // against the fp64 reference (reference/score_conv.h's conv_backward): dQ, dK, dV and
-// dtheta for kernel sizes 1x1, 3x3, 6x11 and 8x15, f16 and bf16, head dims 64 and 128 (and
-// a padded 40), ragged lengths (not multiples of the 64-row tiles, halos across tile
+// dtheta for kernel sizes 1x1, 3x3, 6x11 and 8x15, f16 and bf16, head dims 64, 128 and 256
+// (padded ones from 8 to 192, Dqk != Dv), ragged lengths (not multiples of the 64-row tiles, halos across tile
 // edges), GQA, Nq != Nk, a score_mod after the convolution, an output gate and sinks on
 // top (their gradients too), masks that gate the taps (packed documents, a window, a
 // scattered mask); both dQ orders (fixed, any). Gradients are poisoned before
@@ -101,7 +101,7 @@ Check check_summed_gradient(const std::string& what, const HostTensor& actual,
 }
 
 HostTensor random_d_o(const ConvCase& c) {
-    HostTensor d_o(c.dtype, {c.batch, c.hq, c.nq, c.d});
+    HostTensor d_o(c.dtype, {c.batch, c.hq, c.nq, c.dv()});
     reference::fill_normal(d_o, c.seed() + 17);
     return d_o;
 }
@@ -116,6 +116,20 @@ std::vector<ConvCase> backward_cases() {
     add({DType::bf16, 96, 6, 11, 1, 2, 2, 150, 150});   // 96 -> 128
     add({DType::bf16, 128, 6, 11, 1, 2, 2, 3, 3});  // (one row and one key: every gradient is 0 up to rounding)
     add({DType::bf16, 64, 6, 11, 1, 4, 1, 700, 700});   // GQA 4:1, several query tiles per head
+    // Head dims over 128: two CTAs a key tile, each with half of the columns (tile 256).
+    add({DType::bf16, 256, 6, 11, 2, 4, 2, 200, 200});
+    add({DType::f16, 136, 3, 3, 1, 2, 2, 150, 150});    // 136 -> 256: the second half holds 8 real columns
+    add({DType::bf16, 192, 8, 15, 1, 2, 1, 100, 300});  // Nq < Nk, GQA
+    ConvCase wide_qk{DType::bf16, 256, 6, 11, 1, 2, 2, 130, 130};
+    wide_qk.d_v = 64;  // dV: halves of 32 columns
+    add(wide_qk);
+    ConvCase wide_v{DType::f16, 40, 1, 1, 1, 2, 2, 99, 99};
+    wide_v.d_v = 200;  // dK and dQ: halves of 32 columns, the second with 8 real ones
+    add(wide_v);
+    ConvCase big_docs{DType::bf16, 256, 6, 11, 1, 2, 2, 300, 300};
+    big_docs.mask = ConvMask::document;
+    big_docs.gate = big_docs.sinks = big_docs.softcap = true;
+    add(big_docs);
     for (const ConvCase& c : masked_conv_cases()) add(c);  // documents, a window, a scattered mask
     return cases;
 }
@@ -178,8 +192,9 @@ bool same_bits(const HostTensor& a, const HostTensor& b) {
 // both backwards) is the same bits in the fast one too.
 TEST(ScoreConvBackward, Deterministic) {
     ATTNJIT_SKIP_WITHOUT_GPU();
-    for (ConvMask mask : {ConvMask::none, ConvMask::document}) {  // with a mask: dtheta's corrections too
-        ConvCase c{DType::bf16, 128, 6, 11, 2, 4, 2, 1000, 1000};
+    for (auto [mask, d] : {std::pair{ConvMask::none, 128}, {ConvMask::document, 128}, {ConvMask::none, 256}}) {
+        // with a mask: dtheta's corrections too; at d 256: the halves' own turns
+        ConvCase c{DType::bf16, d, 6, 11, 2, 4, 2, 1000, 1000};
         c.mask = mask;
         SCOPED_TRACE(c.name());
         const reference::ForwardInputs in = conv_inputs(c);

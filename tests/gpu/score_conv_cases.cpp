@@ -9,7 +9,9 @@ namespace attnjit::gputest {
 
 std::string ConvCase::name() const {
     std::ostringstream s;
-    s << dtype_name(dtype) << "_d" << d << "_c" << cq << "x" << ck << "_b" << batch << "_h" << hq << "x" << hkv
+    s << dtype_name(dtype) << "_d" << d;
+    if (d_v > 0) s << "x" << d_v;
+    s << "_c" << cq << "x" << ck << "_b" << batch << "_h" << hq << "x" << hkv
       << "_q" << nq << "_k" << nk << (softcap ? "_softcap" : "") << (gate ? "_gate" : "") << (sinks ? "_sinks" : "")
       << (mask == ConvMask::document ? "_documents" : mask == ConvMask::window ? "_window" : "")
       << (mask == ConvMask::scatter ? "_scatter" : "");
@@ -62,7 +64,7 @@ std::vector<ConvCase> masked_conv_cases() {
 
 dsl::AttentionSpec conv_spec(const ConvCase& c) {
     dsl::AttentionSpec s;
-    s.dtype(c.dtype).head_dim(c.d).return_lse().score_conv("theta", c.cq, c.ck);
+    s.dtype(c.dtype).head_dims(c.d, c.dv()).return_lse().score_conv("theta", c.cq, c.ck);
     using dsl::kv_idx;
     using dsl::q_idx;
     switch (c.mask) {
@@ -81,7 +83,7 @@ reference::ForwardInputs conv_inputs(const ConvCase& c) {
     const uint64_t seed = c.seed();
     reference::ForwardInputs in{HostTensor(c.dtype, {c.batch, c.hq, c.nq, c.d}),
                                 HostTensor(c.dtype, {c.batch, c.hkv, c.nk, c.d}),
-                                HostTensor(c.dtype, {c.batch, c.hkv, c.nk, c.d}), {}, {}};
+                                HostTensor(c.dtype, {c.batch, c.hkv, c.nk, c.dv()}), {}, {}};
     reference::fill_normal(in.q, seed + 1);
     reference::fill_normal(in.k, seed + 2);
     reference::fill_normal(in.v, seed + 3);
@@ -92,7 +94,7 @@ reference::ForwardInputs conv_inputs(const ConvCase& c) {
     in.tensors.emplace("theta", std::move(theta));
     if (c.softcap) in.scalars["cap"] = 3.0;
     if (c.gate) {
-        HostTensor g(c.dtype, {c.batch, c.hq, c.nq, c.d});
+        HostTensor g(c.dtype, {c.batch, c.hq, c.nq, c.dv()});
         reference::fill_normal(g, seed + 5);
         in.tensors.emplace("gate", std::move(g));
     }

@@ -31,7 +31,9 @@ struct ConvCase {
     int batch = 1, hq = 4, hkv = 4, nq = 1, nk = 1;
     bool softcap = false, gate = false, sinks = false;
     ConvMask mask = ConvMask::none;
+    int d_v = 0;  // V's head dim when not d
 
+    int dv() const { return d_v > 0 ? d_v : d; }
     std::string name() const;
     uint64_t seed() const;
 };

@@ -79,15 +79,21 @@ TEST(ScoreConvForward, UnsupportedCombinationsAreRefused) {
     EXPECT_NO_THROW(AttentionBackward(dsl::AttentionSpec(base).mask(dsl::mods::causal()), sm90));
     EXPECT_USER_ERROR(Attention(dsl::AttentionSpec(base).dtype(DType::f32), sm90),
                       "the score convolution runs in the sm80 forward and backward_fused only");
-    // The backward: no gradients of captured tensors yet, head dims of backward_fused only.
+    // The backward: no gradients of captured tensors yet; head dims over 128 where shared
+    // memory holds their tiles (sm_90, not sm_80).
     CompileOptions with_grads = sm90;
     with_grads.grads = {"cap"};
     EXPECT_USER_ERROR(AttentionBackward(dsl::AttentionSpec(base).score_mod(dsl::mods::softcap(dsl::scalar("cap"))),
                                         with_grads),
                       "no gradients of captured tensors or scalars yet");
-    EXPECT_USER_ERROR(AttentionBackward(dsl::AttentionSpec(base).head_dim(136), sm90),
-                      "the backward of a score convolution runs for f16 / bf16 with head dims up to 128 (got bf16, "
-                      "head dims 136 x 136)");
+    EXPECT_NO_THROW(AttentionBackward(dsl::AttentionSpec(base).head_dim(136), sm90));
+    CompileOptions sm80 = sm90;
+    sm80.arch = "sm_80";
+    EXPECT_USER_ERROR(AttentionBackward(dsl::AttentionSpec(base).head_dim(256), sm80),
+                      "the backward of a score convolution at head dims 256 x 256 needs 181 KiB of shared memory a "
+                      "block, more than the 163 KiB of sm_80; head dims over 128 train on sm_90 or sm_100 GPUs");
+    EXPECT_USER_ERROR(AttentionBackward(dsl::AttentionSpec(base).dtype(DType::f32), sm90),
+                      "the backward of a score convolution runs for f16 / bf16 (got f32)");
 }
 
 }  // namespace

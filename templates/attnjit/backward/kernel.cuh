@@ -53,7 +53,7 @@ struct BackwardTraits {
         is_backward_rows(kKind_), BackwardRows<Element, kDqk_, kDv_, kBlockM_, kWarps_>,
         typename Select<kMainloop == MainloopKind::sm80,
                         typename Select<kKind_ == KernelKind::backward_fused,
-                                        sm80::BackwardFused<Element, kDqk_, kDv_, kBlockM_, kBlockN_, kWarps_, kScoreConv_>,
+                                        sm80::BackwardFused<Element, kDqk_, kDv_, kBlockM_, kBlockN_, kWarps_, kStages_, kScoreConv_>,
                                         typename Select<owns_keys(kKind_),
                                                         sm80::BackwardDkdv<Element, kDqk_, kDv_, kBlockM_, kBlockN_,
                                                                            kWarps_>,

@@ -150,9 +150,14 @@ ATTNJIT_HD constexpr int tile_head_dim(int d) {
     return d <= 32 ? 32 : d <= 64 ? 64 : d <= 96 ? 96 : d <= 128 ? 128 : 256;
 }
 
-// backward_fused's tile head dims: 64 or 128 (its warp grids split those evenly,
-// sm80/backward_fused.cuh); head dims 8 to 32 and 72 to 96 run padded to them.
+// backward_fused's tile head dims: 64, 128 or 256 (its warp grids split those evenly,
+// sm80/backward_fused.cuh); head dims 8 to 32, 72 to 96 and 136 to 248 run padded to them.
 ATTNJIT_HD constexpr int fused_tile_head_dim(int d) { return d <= 64 ? 64 : d <= 128 ? 128 : 256; }
+// backward_fused's CTAs per key tile: at a tile head dim of 256 two, each accumulating half
+// of the columns of dK, dV and dQ (the registers of d128) from the full-depth S and dP.
+ATTNJIT_HD constexpr int fused_column_split(int dqk, int dv) {
+    return fused_tile_head_dim(dqk) > 128 || fused_tile_head_dim(dv) > 128 ? 2 : 1;
+}
 // The tile head dim of a kind: backward_fused's, or tile_head_dim.
 ATTNJIT_HD constexpr int kernel_tile_head_dim(KernelKind kind, int d) {
     return kind == KernelKind::backward_fused ? fused_tile_head_dim(d) : tile_head_dim(d);
@@ -216,10 +221,11 @@ constexpr int kSimtRowPad = 4;
 //                [2 stages] Q, dO [block_m x (dqk + dv)] | [2 stages] LSE, Delta [block_m] (f32)
 //  backward_dq sm80: scratch | Q, dO [block_m x (dqk + dv)] | [2 stages] K, V
 //                [block_n x (dqk + dv)] | LSE, Delta [block_m] (f32)   (XOR-swizzled)
-//  backward_fused sm80: backward_dkdv's | P, dS [block_m x block_n]
+//  backward_fused sm80: backward_dkdv's with [stages] for [2 stages] | P, dS [block_m x block_n]
+//                (stages: 2, or 1 at a tile head dim of 256)
 //  backward_fused sm80 with score_conv: scratch | K [(block_n + 32) x dqk] |
-//                V [(block_n + 16) x dv] | [2 stages] Q [(block_m + 32) x dqk],
-//                dO [(block_m + 16) x dv] | [2 stages] LSE, Delta [block_m + 16] (f32) |
+//                V [(block_n + 16) x dv] | [stages] Q [(block_m + 32) x dqk],
+//                dO [(block_m + 16) x dv] | [stages] LSE, Delta [block_m + 16] (f32) |
 //                P, dS [block_m x block_n] | S0 [(block_m + 32) x (block_n + 40)] f16 |
 //                dC [(block_m + 16) x (block_n + 24)] f16 | 2 x Toeplitz fragments |
 //                mask bits, dtheta corrections (score_conv_backward_mask_bytes)
@@ -249,15 +255,15 @@ ATTNJIT_HD constexpr int smem_bytes(const KernelConfig& c) {
     if (c.kind == KernelKind::backward_fused && c.score_conv) {
         const int bm = t.block_m, bn = t.block_n;
         return scratch_bytes(t.warps) +
-               elem_bytes(c.elem) * ((bn + 32) * dqk + (bn + 16) * dv + 2 * ((bm + 32) * dqk + (bm + 16) * dv) +
-                                     2 * bm * bn) +
-               2 * 2 * 4 * (bm + 16) + 2 * ((bm + 32) * (bn + 40) + (bm + 16) * (bn + 24)) +
+               elem_bytes(c.elem) *
+                   ((bn + 32) * dqk + (bn + 16) * dv + t.stages * ((bm + 32) * dqk + (bm + 16) * dv) + 2 * bm * bn) +
+               t.stages * 2 * 4 * (bm + 16) + 2 * ((bm + 32) * (bn + 40) + (bm + 16) * (bn + 24)) +
                2 * kScoreConvFragmentBytes + score_conv_backward_mask_bytes(bm, bn);
     }
     if (is_backward(c.kind) && c.mainloop == MainloopKind::sm80)
         return owns_keys(c.kind)
-                   ? scratch_bytes(t.warps) + elem_bytes(c.elem) * (t.block_n + 2 * t.block_m) * (dqk + dv) +
-                         2 * 2 * 4 * t.block_m +
+                   ? scratch_bytes(t.warps) + elem_bytes(c.elem) * (t.block_n + t.stages * t.block_m) * (dqk + dv) +
+                         t.stages * 2 * 4 * t.block_m +
                          (c.kind == KernelKind::backward_fused ? 2 * elem_bytes(c.elem) * t.block_n * t.block_m : 0)
                    : scratch_bytes(t.warps) + elem_bytes(c.elem) * (t.block_m + 2 * t.block_n) * (dqk + dv) +
                          2 * 4 * t.block_m;
@@ -329,7 +335,8 @@ ATTNJIT_HD constexpr const char* why_config_invalid(const KernelConfig& c) {
         const bool dkdv = owns_keys(c.kind);
         const int own = dkdv ? t.block_n : t.block_m, streamed = dkdv ? t.block_m : t.block_n;
         if (c.elem == ElemKind::f32) return "the sm80 backward takes f16 or bf16 only";
-        if (c.head_dim_qk > 128 || c.head_dim_v > 128) return "the sm80 backward takes head dims up to 128 (136 to 256 run on simt)";
+        if ((c.head_dim_qk > 128 || c.head_dim_v > 128) && c.kind != KernelKind::backward_fused)
+            return "backward_dkdv and backward_dq sm80 take head dims up to 128 (136 to 256 run on simt)";
         if (own % (16 * t.warps) != 0 && c.kind != KernelKind::backward_fused)
             return dkdv ? "backward_dkdv sm80: block_n must be a multiple of 16 keys per warp"
                         : "backward_dq sm80: block_m must be a multiple of 16 rows per warp";
@@ -338,7 +345,10 @@ ATTNJIT_HD constexpr const char* why_config_invalid(const KernelConfig& c) {
         if (streamed % 16 != 0 || streamed > 128)
             return dkdv ? "backward_dkdv sm80: block_m must be a multiple of 16, at most 128"
                         : "backward_dq sm80: block_n must be a multiple of 16, at most 128";
-        if (t.stages != 2) return "backward sm80: stages must be 2";
+        const bool fused_256 = c.kind == KernelKind::backward_fused &&
+                               fused_column_split(c.head_dim_qk, c.head_dim_v) > 1;
+        if (fused_256 ? t.stages != 1 && t.stages != 2 : t.stages != 2)
+            return "backward sm80: stages must be 2 (backward_fused at head dims over 128: 1 or 2)";
         if (c.kind == KernelKind::backward_fused) {  // sm80/backward_fused.cuh's warp grids
             if (t.warps != 8) return "backward_fused: 8 warps";
             if (t.block_m != 32 && t.block_m != 64 &&
@@ -385,8 +395,11 @@ ATTNJIT_HD constexpr bool config_is_valid(const KernelConfig& c) { return why_co
 
 // The main loop of a kind for an element type and head dims on sm_<sm>.
 ATTNJIT_HD constexpr MainloopKind default_mainloop(KernelKind kind, ElemKind e, int dqk, int dv, int /*sm*/) {
+    // backward_fused (and the dQ conversion after it) also takes head dims over 128, by
+    // halves of the columns (fused_column_split); the two-pass kinds run them on simt.
     return e == ElemKind::f32 || kind == KernelKind::backward_sink_grad ||
-                   (is_backward(kind) && (dqk > 128 || dv > 128))
+                   (is_backward(kind) && (dqk > 128 || dv > 128) && kind != KernelKind::backward_fused &&
+                    kind != KernelKind::backward_dq_convert)
                ? MainloopKind::simt
                : MainloopKind::sm80;
 }
@@ -405,6 +418,7 @@ ATTNJIT_HD constexpr TileConfig default_tile(KernelKind kind, MainloopKind m, in
            : is_backward(kind) && m == MainloopKind::sm80
                ? (kind != KernelKind::backward_fused ? TileConfig{64, 64, 4, 2}
                   : small_smem                      ? TileConfig{32, 64, 8, 2}
+                  : dqk > 128 || dv > 128           ? TileConfig{64, 64, 8, 1}
                   : dqk <= 64 && dv <= 64           ? TileConfig{128, 128, 8, 2}
                                                     : TileConfig{64, 128, 8, 2})
            : is_backward(kind) ? (dqk + dv > 256 && max_dynamic_smem_bytes(sm) < 128 * 1024 ? TileConfig{16, 16, 4, 1}
@@ -422,10 +436,13 @@ ATTNJIT_HD constexpr TileConfig default_tile(KernelKind kind, MainloopKind m, in
 // halo is 1/8 of the tile each way); 64 x 64 where shared memory is 99 KiB or a head dim
 // is over 128 (the extended Q and K tiles of d256 need 254 KiB at 128 x 128).
 // The backward (backward_fused): 64 x 64 with 8 warps (the halos are recomputed per step:
-// 96 x 96 products of Q K^T for a 64 x 64 tile), 32 x 64 where shared memory is 99 KiB.
+// 96 x 96 products of Q K^T for a 64 x 64 tile), 32 x 64 where shared memory is 99 KiB;
+// at head dims over 128, 32 x 64 with one stage of Q and dO (182 KiB: sm_90 and sm_100 only).
 ATTNJIT_HD constexpr TileConfig default_score_conv_tile(int sm, int dqk, int dv, KernelKind kind = KernelKind::forward) {
     if (kind == KernelKind::backward_fused)
-        return max_dynamic_smem_bytes(sm) < 128 * 1024 ? TileConfig{32, 64, 8, 2} : TileConfig{64, 64, 8, 2};
+        return dqk > 128 || dv > 128                  ? TileConfig{32, 64, 8, 1}
+               : max_dynamic_smem_bytes(sm) < 128 * 1024 ? TileConfig{32, 64, 8, 2}
+                                                         : TileConfig{64, 64, 8, 2};
     return max_dynamic_smem_bytes(sm) < 128 * 1024 || dqk > 128 || dv > 128 ? TileConfig{64, 64, 4, 1}
                                                                              : TileConfig{128, 128, 8, 1};
 }

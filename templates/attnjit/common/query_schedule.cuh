@@ -55,7 +55,7 @@ struct QueryCursor {
         first = n > 0 ? first_ % n : 0;
     }
 
-    // This CTA is key tile `kt` (of gridDim.x, kBlockN keys each): give each step its
+    // This CTA is key tile `kt` (of ceil(Nk / kBlockN)): give each step its
     // position in the order of turns (rotated when a.dq_rotate).
     __device__ __forceinline__ void order_by_key_tiles(const BackwardArgs& a, int kt) {
         static_assert(kBlockN > 0, "QueryCursor: ordered turns need the key tile size");
@@ -67,7 +67,7 @@ struct QueryCursor {
         QueryStep st = next_tile(p, ctx);
         if (st.h >= 0 && key_tile >= 0) {
             const int n = tiles(p.args), t = st.m0 / kBlockM;
-            st.position = p.args.dq_rotate ? (t - first + n) % n : static_cast<int>(gridDim.x) - 1 - key_tile;
+            st.position = p.args.dq_rotate ? (t - first + n) % n : key_tiles(p.args) - 1 - key_tile;
             st.wait_for = wait_value(p, ctx, st);
         }
         return st;
@@ -75,12 +75,14 @@ struct QueryCursor {
 
 private:
     __device__ __forceinline__ static int tiles(const BackwardArgs& a) { return (a.q_len + kBlockM - 1) / kBlockM; }
+    // Not gridDim.x: backward_fused may run several CTAs a key tile (fused_column_split).
+    __device__ __forceinline__ static int key_tiles(const BackwardArgs& a) { return (a.kv_len + kBlockN - 1) / kBlockN; }
 
     // The counter value after the nearest earlier position's addition to st's tile: the
     // CTA at position - j is key tile key_tile + j (rotated: modulo the query tiles).
     __device__ __forceinline__ int wait_value(const Params& p, BlockCtx& ctx, const QueryStep& st) {
         const BackwardArgs& a = p.args;
-        const int n = tiles(a), key_tiles = gridDim.x;
+        const int n = tiles(a), key_tiles = this->key_tiles(a);
         typename Variant::Head hd{};
         if constexpr (Variant::kCanClassify) hd = Variant::make_head(p, blockIdx.z, st.h, blockIdx.y);
         const int m1 = (st.m0 + kBlockM < a.q_len ? st.m0 + kBlockM : a.q_len) - 1;

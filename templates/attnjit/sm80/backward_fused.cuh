@@ -1,6 +1,9 @@
-// backward_fused on tensor cores (fp16, bf16; sm_80+; head dims 64 and 128): one CTA of 8
-// warps per KV tile of BN keys, grid (ceil(Nk / BN), Hkv, B), after backward_stats (the
-// per-row LSE2 and Delta, BackwardArgs::stats; the fp32 dQ sums zeroed).
+// backward_fused on tensor cores (fp16, bf16; sm_80+; tile head dims 64, 128 and 256): one
+// CTA of 8 warps per KV tile of BN keys, grid (ceil(Nk / BN) x kSplit, Hkv, B), after
+// backward_stats (the per-row LSE2 and Delta, BackwardArgs::stats; the fp32 dQ sums zeroed).
+// At a tile head dim of 256 (kSplit 2, fused_column_split) two CTAs share a key tile: both
+// compute S and dP at the full depth, and each accumulates its half of the columns of dK,
+// dV and dQ (with its own turn counters); Q and dO then have one stage, not two.
 //
 //   K, V of the tile stay in shared memory; Q, dO and the statistics of every query tile
 //   of every query head of the group (QueryCursor: masked tiles skipped) stream through
@@ -19,8 +22,8 @@
 //   the end: one thread's fixed-order sums.
 //
 // Shared memory (smem_bytes in common/kernel_config.h): scratch | K [BN x DQK] |
-// V [BN x DV] | 2 x (Q [BM x DQK] | dO [BM x DV]) | 2 x (LSE2 [BM] | Delta [BM]) (f32) |
-// P [BM x BN] | dS [BM x BN].
+// V [BN x DV] | kStages x (Q [BM x DQK] | dO [BM x DV]) | kStages x (LSE2 [BM] | Delta [BM])
+// (f32) | P [BM x BN] | dS [BM x BN].
 #pragma once
 
 #include "attnjit/backward/args.h"
@@ -51,21 +54,26 @@ struct ColumnWindow {
 
 // kConv: the score convolution (sm80/score_conv_backward.cuh): K, V, Q, dO and the
 // statistics carry halo rows, and each step's P and dS come from the extended products.
-template <class E, int kDqkReal, int kDvReal, int BM, int BN, int W, bool kConv = false>
+template <class E, int kDqkReal, int kDvReal, int BM, int BN, int W, int kStages = 2, bool kConv = false>
 struct BackwardFused {
     // Tiles at the tile head dims; columns past the real ones zero-filled on load, not stored.
     static constexpr int DQK = fused_tile_head_dim(kDqkReal), DV = fused_tile_head_dim(kDvReal);
     static constexpr int kThreads = W * 32;
     static_assert(W == 8, "backward_fused: 8 warps");
-    static_assert((DQK == 64 || DQK == 128) && (DV == 64 || DV == 128), "backward_fused: tile head dims 64 or 128");
+    static_assert((DQK == 64 || DQK == 128 || DQK == 256) && (DV == 64 || DV == 128 || DV == 256),
+                  "backward_fused: tile head dims 64, 128 or 256");
     static_assert((BM == 32 || BM == 64 || (BM == 128 && DQK == 64 && DV == 64)) && (BN == 64 || BN == 128),
                   "backward_fused: block_m 32 or 64 (128 with head dims 64), block_n 64 or 128");
+    // The CTAs of a key tile, and the columns of dK / dQ (OQK) and dV (OV) each accumulates.
+    static constexpr int kSplit = fused_column_split(kDqkReal, kDvReal);
+    static constexpr int OQK = DQK / kSplit, OV = DV / kSplit;
+    static_assert(kStages == 2 || (kStages == 1 && kSplit == 2), "backward_fused: 2 stages (1 at head dims over 128)");
 
     // S, dP: 2 x 4 warps over (queries, keys). dK, dV: 4 x 2 over (keys, columns). dQ: 2 x 4
     // over (queries, columns).
     static constexpr int kMFS = BM / 32, kNTS = BN / 32;
-    static constexpr int kMFK = BN / 64, kNTK = DQK / 16, kNTV = DV / 16;
-    static constexpr int kMFQ = BM / 32, kNTQ = DQK / 32;
+    static constexpr int kMFK = BN / 64, kNTK = OQK / 16, kNTV = OV / 16;
+    static constexpr int kMFQ = BM / 32, kNTQ = OQK / 32;
     static constexpr int kCprQ = DQK / 8, kCprV = DV / 8, kCprP = BN / 8;
 
     // Rows of each operand tile, and where the core tile's rows start in it (score_conv:
@@ -81,14 +89,14 @@ struct BackwardFused {
     static constexpr int kQOff = kVOff + kVRows * DV * 2;
     static constexpr int kDoInStage = kQRows * DQK * 2;
     static constexpr int kQStage = kQRows * DQK * 2 + kDoRows * DV * 2;
-    static constexpr int kStatOff = kQOff + 2 * kQStage;
+    static constexpr int kStatOff = kQOff + kStages * kQStage;
     static constexpr int kStatStage = 2 * kDoRows * 4;  // LSE2 [kDoRows] | Delta [kDoRows]
-    static constexpr int kPOff = kStatOff + 2 * kStatStage;
+    static constexpr int kPOff = kStatOff + kStages * kStatStage;
     static constexpr int kDsOff = kPOff + BM * BN * 2;
     static constexpr int kConvOff = kDsOff + BM * BN * 2;  // score_conv: S0 | dC | fragments
     static constexpr int kSmemBytes = kConvOff + (kConv ? ConvLayout::kBytes : 0);
     static_assert(kSmemBytes == smem_bytes(KernelConfig{KernelKind::backward_fused, MainloopKind::sm80,
-                                                        ElemKindOf<E>::value, kDqkReal, kDvReal, TileConfig{BM, BN, W, 2},
+                                                        ElemKindOf<E>::value, kDqkReal, kDvReal, TileConfig{BM, BN, W, kStages},
                                                         kConv}),
                   "sm80::BackwardFused shared-memory layout disagrees with smem_bytes in common/kernel_config.h");
 
@@ -97,9 +105,10 @@ struct BackwardFused {
     static constexpr bool kSupportsScoreTileTransform = false;
 
     using SLayout = MmaCLayout<kMFS, kNTS, 4>;  // S, P, dP, dS
-    using KLayout = MmaCLayout<kMFK, kNTK, 2, kDqkReal>;  // dK (stores the real columns)
-    using VLayout = MmaCLayout<kMFK, kNTV, 2, kDvReal>;   // dV
-    using QLayout = MmaCLayout<kMFQ, kNTQ, 4, kDqkReal>;  // dQ_partial
+    // Split: the real columns of a half are known at run time (store_row's limit).
+    using KLayout = MmaCLayout<kMFK, kNTK, 2, kSplit == 1 ? kDqkReal : OQK>;  // dK (stores the real columns)
+    using VLayout = MmaCLayout<kMFK, kNTV, 2, kSplit == 1 ? kDvReal : OV>;    // dV
+    using QLayout = MmaCLayout<kMFQ, kNTQ, 4, kSplit == 1 ? kDqkReal : OQK>;  // dQ_partial
     static constexpr int kRows = SLayout::kRows;
 
     // A C fragment of S's layout, packed, into a swizzled [BM x BN] tile.
@@ -119,18 +128,19 @@ struct BackwardFused {
     }
 
     // dQ_partial rows < Nq added to the fp32 sums of head h: [Nq x kDqkReal], the real
-    // columns only (backward_dq_convert reads them at the real head dim).
+    // columns only (backward_dq_convert reads them at the real head dim); col0: the first
+    // column of the CTA's half.
     __device__ __forceinline__ static void add_dq(const BackwardArgs& a, const float (&dq)[kMFQ][kNTQ][4], int b,
-                                                  int h, int m0) {
+                                                  int h, int m0, int col0) {
         const QLayout ql;
-        float* base = a.dq_accum + ((long long)b * a.q_heads + h) * a.q_len * kDqkReal + ql.lane_col();
+        float* base = a.dq_accum + ((long long)b * a.q_heads + h) * a.q_len * kDqkReal + col0 + ql.lane_col();
 #pragma unroll
         for (int r = 0; r < QLayout::kRows; ++r) {
             const int q = m0 + ql.row(r);
             if (q < a.q_len)
 #pragma unroll
                 for (int nt = 0; nt < kNTQ; ++nt)
-                    if (QLayout::stored(nt))
+                    if (QLayout::stored(nt) && (kSplit == 1 || col0 + ql.col(nt, 0) < kDqkReal))
                         ptx::red_add_f32x2(base + (long long)q * kDqkReal + 8 * nt, dq[r >> 1][nt][2 * (r & 1)],
                                            dq[r >> 1][nt][2 * (r & 1) + 1]);
         }
@@ -140,11 +150,16 @@ struct BackwardFused {
     __device__ __forceinline__ static void run_dkdv(const Params& p, unsigned char* smem) {
         const BackwardArgs& a = p.args;
         const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
-        int* const turns = a.dq_turns;  // null: the fast backward
-        const int key_tiles = gridDim.x, key_tile = turns ? key_tiles - 1 - blockIdx.x : blockIdx.x;
+        // Split: the CTA's half of the output columns (blockIdx.x % kSplit), with its own
+        // turn counters.
+        const int half = kSplit == 1 ? 0 : blockIdx.x % kSplit, x = kSplit == 1 ? blockIdx.x : blockIdx.x / kSplit;
+        const int q_tiles = (a.q_len + BM - 1) / BM;
+        int* const turns = a.dq_turns ? a.dq_turns + (long long)half * a.batch * a.q_heads * q_tiles
+                                      : nullptr;  // null: the fast backward
+        const int key_tiles = gridDim.x / kSplit, key_tile = turns ? key_tiles - 1 - x : x;
+        const int cq0 = half * OQK, cv0 = half * OV;  // the half's first columns of dK / dQ and of dV
         const int n0 = key_tile * BN, kvh = blockIdx.y, b = blockIdx.z;
         const int nq = a.q_len, nk = a.kv_len;
-        const int q_tiles = (nq + BM - 1) / BM;
         const E* qh = static_cast<const E*>(a.q) + b * a.q_stride[0];
         const E* doh = static_cast<const E*>(a.d_o) + b * a.do_stride[0];
         const long long qsn = a.q_stride[2], dosn = a.do_stride[2];
@@ -202,11 +217,11 @@ struct BackwardFused {
         const unsigned k_nt = k_s + (s_key + b_row) * kCprQ * 16, v_nt = v_s + (s_key + b_row) * kCprV * 16;
         // dV += P^T dO, dK += dS^T Q: the warp's key fragments, its half of the columns.
         const int kv_frag = (warp >> 1) * kMFK;
-        const ColumnWindow wv((warp & 1) * kNTV, a_hi, r7), wk((warp & 1) * kNTK, a_hi, r7);
+        const ColumnWindow wv(cv0 / 8 + (warp & 1) * kNTV, a_hi, r7), wk(cq0 / 8 + (warp & 1) * kNTK, a_hi, r7);
         const unsigned do_t = q_s + kDoInStage + a_row * kCprV * 16 + wv.bytes;
         const unsigned q_t = q_s + (kQCore + a_row) * kCprQ * 16 + wk.bytes;
         // dQ_partial = dS K: A rows of the warp's queries, its quarter of the columns of K.
-        const ColumnWindow wq((warp & 3) * kNTQ, a_hi, r7);
+        const ColumnWindow wq(cq0 / 8 + (warp & 3) * kNTQ, a_hi, r7);
         const unsigned ds_nn = ds_s + ((warp >> 2) * 16 * kMFQ + a_row) * kCprP * 16;
         const unsigned k_nn = k_s + (kKCore + a_row) * kCprQ * 16 + wq.bytes;
         const float* stats = reinterpret_cast<const float*>(smem + kStatOff);
@@ -230,7 +245,7 @@ struct BackwardFused {
         unsigned* const mask_bits = reinterpret_cast<unsigned*>(smem + kConvOff + Conv::kMaskOff);
         float* const theta_corr = reinterpret_cast<float*>(smem + kConvOff + Conv::kCorrOff);
         constexpr bool kConvMask = kConv && Variant::kScoreConvMask;
-        const bool want_dtheta = kConv && a.score_conv_partials != nullptr;
+        const bool want_dtheta = kConv && a.score_conv_partials != nullptr && half == 0;  // one half sums it
         typename Conv::ThetaAcc theta_acc;
         auto flush_dtheta = [&](int h) {  // every thread; P and dS are free
             Conv::flush_dtheta(theta_acc, reinterpret_cast<float*>(smem + kPOff),
@@ -253,8 +268,10 @@ struct BackwardFused {
             ptx::cp_async_wait<0>();
             block_sync();  // this step's Q, dO, stats landed; every warp is done with the other stage, P, dS
             const QueryStep next = cursor.advance(p, ctx);
-            issue(next, stage ^ 1);
-            ptx::cp_async_commit();
+            if constexpr (kStages == 2) {
+                issue(next, stage ^ 1);
+                ptx::cp_async_commit();
+            }
             if (cur.h != hd_h) {
                 if constexpr (kConv) {  // the last step's products are done: new fragments
                     if (want_dtheta) flush_dtheta(hd_h);
@@ -333,6 +350,11 @@ struct BackwardFused {
                     if (kConvMask && !taps_kept) Conv::correct_dtheta(theta_corr, dc, s0, mask_bits);
                 }
             }
+            if constexpr (kStages == 1) {  // every warp is done with Q, dO and the statistics
+                block_sync();
+                issue(next, 0);
+                ptx::cp_async_commit();
+            }
             {
                 float dq[kMFQ][kNTQ][4];
                 QLayout::clear(dq);
@@ -346,10 +368,10 @@ struct BackwardFused {
                     published = turn;  // after the next barrier: every warp's additions are issued
                     published_value = cur.position + 1;
                 }
-                add_dq(a, dq, b, cur.h, cur.m0);
+                add_dq(a, dq, b, cur.h, cur.m0, cq0);
             }
             cur = next;
-            stage ^= 1;
+            if constexpr (kStages == 2) stage ^= 1;
         }
         ptx::cp_async_wait<0>();
         if (published) {
@@ -365,15 +387,19 @@ struct BackwardFused {
 
         const KLayout kl;
         const VLayout vl;
-        E* dkg = static_cast<E*>(a.dk) + b * a.dk_stride[0] + kvh * a.dk_stride[1];
-        E* dvg = static_cast<E*>(a.dv) + b * a.dv_stride[0] + kvh * a.dv_stride[1];
+        E* dkg = static_cast<E*>(a.dk) + b * a.dk_stride[0] + kvh * a.dk_stride[1] + cq0;
+        E* dvg = static_cast<E*>(a.dv) + b * a.dv_stride[0] + kvh * a.dv_stride[1] + cv0;
         const float scale = a.scale;
+        // The half's real columns (split; a half may hold none of dV's, e.g. at d 256 x 64).
+        const int k_cols = kSplit == 1 ? KLayout::kColsStored : kDqkReal - cq0;
+        const int v_cols = kSplit == 1 ? VLayout::kColsStored : kDvReal - cv0;
 #pragma unroll
         for (int r = 0; r < KLayout::kRows; ++r) {
             const int k = n0 + kl.row(r);
             if (k < nk) {
-                kl.store_row(dkg + k * a.dk_stride[2] + kl.lane_col(), dk, r, [scale](float x, int) { return x * scale; });
-                vl.store_row(dvg + k * a.dv_stride[2] + vl.lane_col(), dv, r, [](float x, int) { return x; });
+                kl.store_row(dkg + k * a.dk_stride[2] + kl.lane_col(), dk, r, [scale](float x, int) { return x * scale; },
+                             k_cols);
+                vl.store_row(dvg + k * a.dv_stride[2] + vl.lane_col(), dv, r, [](float x, int) { return x; }, v_cols);
             }
         }
     }

@@ -27,6 +27,7 @@ struct MmaCLayout {
     using Frag = float[kMF][kNT][4];
     using RowReduce = QuadRowReduce;
     static constexpr int kRows = 2 * kMF;  // row slots per thread
+    static constexpr int kColsStored = kCols;
 
     // The lane's coordinates are recomputed from threadIdx where used, not held in members:
     // these kernels sit at 255 registers, and two more live values moved the document-mask
@@ -102,12 +103,13 @@ struct MmaCLayout {
     __device__ __forceinline__ int lane_col() const { return col0(); }
 
     // Row slot r to global memory: lane_row[col - lane_col()] = E(fn(v, col)) for the
-    // thread's columns col < kCols, one 32-bit store per pair (col, col + 1).
+    // thread's columns col < kCols and < limit (a multiple of 8, known at run time), one
+    // 32-bit store per pair (col, col + 1).
     template <class E, class Fn>
-    __device__ __forceinline__ void store_row(E* lane_row, Frag& f, int r, const Fn& fn) const {
+    __device__ __forceinline__ void store_row(E* lane_row, Frag& f, int r, const Fn& fn, int limit = kCols) const {
 #pragma unroll
         for (int nt = 0; nt < kNT; ++nt)
-            if (stored(nt))
+            if (stored(nt) && (limit >= kCols || col(nt, 0) < limit))
                 ptx::st_global_b32(lane_row + 8 * nt, FromFloat<E>::pack2(fn(f[r >> 1][nt][2 * (r & 1)], col(nt, 0)),
                                                                           fn(f[r >> 1][nt][2 * (r & 1) + 1], col(nt, 1))));
     }
