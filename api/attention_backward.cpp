@@ -29,8 +29,9 @@ enum class BackwardPath {
     fused_any,      // the same, dQ added in any order: the fast backward
 };
 
-// The fused kernels exist where backward_fused has its sm80 main loop (fp16 / bf16) and
-// its warp grids fit the head dims (64, 128). The ordered one finds, for every step, the
+// The fused kernels exist where backward_fused has its sm80 main loop (fp16 / bf16), its
+// warp grids fit the head dims (64, 128, 256 in column halves) and its tile fits the GPU's
+// shared memory (head dims over 128: not on the 99 KiB GPUs). The ordered one finds, for every step, the
 // CTA whose addition comes before its own by classifying that CTA's tile; a mask whose
 // classification reads tensors (a document mask) would pay a block-wide range reduction
 // per candidate, so those take the two-pass backward (3.4x faster on the H100 at N 8192,
@@ -61,7 +62,7 @@ BackwardPath choose_path(const AttentionSpec& spec, const codegen::SpecInputs& i
         return options.deterministic ? BackwardPath::fused_ordered : BackwardPath::fused_any;
     }
     // Without a convolution, backward_fused only where it needs no extra padding.
-    if (c.mainloop != MainloopKind::sm80 || !config_is_valid(c) ||
+    if (c.mainloop != MainloopKind::sm80 || why_config_invalid_on(c, codegen::sm_version(target.arch)) != nullptr ||
         !fused_backward_head_dims(spec.head_dim_qk(), spec.head_dim_v()))
         return BackwardPath::two_pass;
     if (!options.grads.empty()) return BackwardPath::two_pass;  // backward_dq computes the input gradients

@@ -101,11 +101,12 @@ Check check_gradient(const std::string& what, const HostTensor& actual, const re
     return check_output(what, actual, expected, reference::gradient_tolerance(dt, g_max));
 }
 
-// Where backward_fused runs (kernel_config.h): fp16 / bf16, head dims 40 to 64 and 104 to
-// 128 (tiles of 64 and 128).
+// Where backward_fused runs (kernel_config.h) on the GPUs the tests run on (sm_90): fp16 /
+// bf16, head dims 40 to 64, 104 to 128 and 136 to 256 (tiles of 64, 128 and 256; not Q/K's
+// 64 beside V's 256, which would pad Q/K to 128).
 bool fused_backward_exists(const Case& c) {
-    auto dim_ok = [](int d) { return (d >= 40 && d <= 64) || (d >= 104 && d <= 128); };
-    return c.dtype != DType::f32 && dim_ok(c.dqk) && dim_ok(c.dv);
+    auto dim_ok = [](int d) { return (d >= 40 && d <= 64) || (d >= 104 && d <= 128) || (d >= 136 && d <= 256); };
+    return c.dtype != DType::f32 && dim_ok(c.dqk) && dim_ok(c.dv) && !(c.dqk <= 64 && c.dv > 128);
 }
 
 // The three backwards: fused with dQ added in a fixed order (the default), the two-pass
@@ -197,7 +198,7 @@ std::vector<Case> backward_matrix() {
     cases.push_back(make_case(Mod::CausalBottomRight, DType::bf16, 64, {1, 2, 2, 129, 17}));
     // Attention sinks (d sinks too): every dtype with ragged GQA and rows that keep no key
     // (their LSE is the sink: they still add to d sinks), a score_mod, sinks in bf16 / f16,
-    // d256 (simt), [B, N, H, D].
+    // d256 (backward_fused in column halves), [B, N, H, D].
     for (DType dt : {DType::bf16, DType::f16, DType::f32})
         cases.push_back(with_sinks(make_case(Mod::CausalBottomRight, dt, 64, {2, 4, 2, 150, 129})));
     cases.push_back(with_sinks(make_case(Mod::Softcap, DType::bf16, 128, {1, 4, 2, 77, 300}), DType::bf16));
@@ -286,11 +287,14 @@ INSTANTIATE_TEST_SUITE_P(HeadDims, TwoPassBackward,
                          ::testing::ValuesIn(fused_backward_cases(padded_head_dim_backward_cases())),
                          [](const ::testing::TestParamInfo<Case>& info) { return info.param.name(); });
 
-// Where the fused backward does not exist (f32, head dims 32, 96, 256) the two-pass one runs.
+// Where the fused backward does not exist (f32, head dims 32, 96, 48 x 200) the two-pass one
+// runs.
 TEST(FastBackward, FallsBackWhereItDoesNotExist) {
     ATTNJIT_SKIP_WITHOUT_GPU();
-    for (const Case& c : {make_case(Mod::Plain, DType::f32, 64, {1, 2, 2, 65, 100}),
-                          make_case(Mod::Plain, DType::bf16, 256, {1, 2, 2, 65, 100}),
+    Case narrow_qk = make_case(Mod::Plain, DType::bf16, 48, {1, 2, 2, 65, 100});
+    narrow_qk.dv = 200;
+    for (const Case& c : {make_case(Mod::Plain, DType::f32, 64, {1, 2, 2, 65, 100}), narrow_qk,
+                          make_case(Mod::Plain, DType::bf16, 32, {1, 2, 2, 65, 100}),
                           make_case(Mod::Plain, DType::bf16, 96, {1, 2, 2, 65, 100})}) {
         const Problem p = make_problem(c);
         EXPECT_TRUE(AttentionBackward(p.spec, backward_options(Algo::fast)).deterministic()) << c.name();

@@ -30,8 +30,9 @@ std::vector<Case> padded_head_dim_forward_cases() {
     return cases;
 }
 
-// The same dims through the backward: bf16 d 40 and 112 (and 48 x 112) have the fused
-// backward (tiles 64 and 128), the others the two-pass one (sm80 up to 128, simt above).
+// The same dims through the backward: bf16 d 40, 112, 136 and 200 (and 48 x 112, 256 x 40)
+// have the fused backward (tiles 64, 128, 256 in column halves), the others the two-pass one
+// (sm80 up to 128, simt above).
 std::vector<Case> padded_head_dim_backward_cases() {
     std::vector<Case> cases;
     const Mod mods[] = {Mod::CausalBottomRight, Mod::Plain, Mod::Softcap, Mod::AlibiCausal};
@@ -43,6 +44,7 @@ std::vector<Case> padded_head_dim_backward_cases() {
     cases.push_back(with_dv(make_case(Mod::CausalBottomRight, DType::bf16, 40, {2, 4, 2, 77, 130}), 72));
     cases.push_back(with_dv(make_case(Mod::Plain, DType::bf16, 48, {1, 4, 2, 65, 100}), 112));
     cases.push_back(with_dv(make_case(Mod::Plain, DType::bf16, 200, {1, 2, 2, 65, 100}), 16));
+    cases.push_back(with_dv(make_case(Mod::Softcap, DType::bf16, 256, {2, 4, 2, 77, 130}), 40));
     cases.push_back(with_sinks(make_case(Mod::CausalBottomRight, DType::bf16, 24, {2, 4, 2, 150, 129})));
     cases.push_back(with_gate(make_case(Mod::Plain, DType::bf16, 40, {2, 4, 2, 100, 100})));
     cases.push_back(with_gate(make_case(Mod::Plain, DType::bf16, 200, {1, 2, 2, 65, 100})));

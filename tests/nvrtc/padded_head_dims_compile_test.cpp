@@ -1,7 +1,8 @@
 // Head dims between the tile sizes (padded inside the kernels: kernel_config.h) compile with
 // NVRTC: the forward and every backward kind that exists at d 8, 16, 40, 72, 200 for bf16
 // (sm80 loops; d200 the simt backward) and f32 (simt), Dqk != Dv, on sm_80 and on the
-// 99 KiB sm_86; with sinks, a gate, a document mask and the score convolution.
+// 99 KiB sm_86; with sinks, a gate, a document mask and the score convolution (its
+// backward at head dims over 128 too).
 #include <gtest/gtest.h>
 
 #include "codegen/generate.h"
@@ -16,12 +17,16 @@ namespace {
 
 using Job = CompileJob;
 
-// The kinds a spec's backward runs (the fused three where backward_fused exists), plus
-// the forward.
-std::vector<KernelKind> kinds_for(const dsl::AttentionSpec& spec) {
+// The kinds a spec's backward runs on arch (the fused three where backward_fused exists and
+// its tile fits), plus the forward.
+std::vector<KernelKind> kinds_for(const dsl::AttentionSpec& spec, const char* arch) {
     std::vector<KernelKind> kinds = {KernelKind::forward, KernelKind::backward_dq, KernelKind::backward_dkdv,
                                      KernelKind::backward_stats};
-    if (spec.dtype() != DType::f32 && fused_backward_head_dims(spec.head_dim_qk(), spec.head_dim_v())) {
+    const int sm = sm_version(arch);
+    const KernelConfig fused = default_config(KernelKind::backward_fused, elem_kind(spec.dtype()), spec.head_dim_qk(),
+                                              spec.head_dim_v(), sm);
+    if (spec.dtype() != DType::f32 && fused_backward_head_dims(spec.head_dim_qk(), spec.head_dim_v()) &&
+        why_config_invalid_on(fused, sm) == nullptr) {
         kinds.push_back(KernelKind::backward_fused);
         kinds.push_back(KernelKind::backward_dq_convert);
     }
@@ -45,9 +50,9 @@ TEST(PaddedHeadDimsCompile, ForwardAndBackwardBf16AndF32) {
     for (DType dt : {DType::bf16, DType::f32})
         for (int d : {8, 16, 40, 72, 200}) {
             const dsl::AttentionSpec spec = dsl::example_spec("causal", dt, d);
-            add(jobs, spec, std::string("causal ") + dtype_name(dt) + " " + dims_name(d, d), "sm_80", kinds_for(spec));
+            add(jobs, spec, std::string("causal ") + dtype_name(dt) + " " + dims_name(d, d), "sm_80", kinds_for(spec, "sm_80"));
         }
-    ASSERT_EQ(jobs.size(), 2u * 5u * 4u + 2u);  // the fused pair at d40 (bf16) only
+    ASSERT_EQ(jobs.size(), 2u * 5u * 4u + 4u);  // the fused pair at d40 and d200 (bf16) only
     for (const auto& f : compile_all(jobs)) ADD_FAILURE() << f;
 }
 
@@ -57,13 +62,13 @@ TEST(PaddedHeadDimsCompile, UnevenDimsAndSmallSharedMemory) {
     for (auto [dqk, dv] : {std::pair{40, 72}, std::pair{200, 16}, std::pair{24, 112}}) {
         dsl::AttentionSpec spec = dsl::example_spec("causal", DType::f16, 64);
         spec.head_dims(dqk, dv);
-        add(jobs, spec, "causal f16 " + dims_name(dqk, dv), "sm_80", kinds_for(spec));
+        add(jobs, spec, "causal f16 " + dims_name(dqk, dv), "sm_80", kinds_for(spec, "sm_80"));
     }
     dsl::AttentionSpec f32 = dsl::example_spec("plain", DType::f32, 64);
-    add(jobs, f32.head_dims(8, 72), "plain f32 d8x72", "sm_80", kinds_for(f32));
+    add(jobs, f32.head_dims(8, 72), "plain f32 d8x72", "sm_80", kinds_for(f32, "sm_80"));
     for (int d : {72, 200}) {  // the 99 KiB tiles
         const dsl::AttentionSpec spec = dsl::example_spec("causal", DType::bf16, d);
-        add(jobs, spec, "causal bf16 " + dims_name(d, d), "sm_86", kinds_for(spec));
+        add(jobs, spec, "causal bf16 " + dims_name(d, d), "sm_86", kinds_for(spec, "sm_86"));
     }
     for (const auto& f : compile_all(jobs)) ADD_FAILURE() << f;
 }
@@ -72,13 +77,28 @@ TEST(PaddedHeadDimsCompile, StructuralFeatures) {
     if (auto why = runtime::why_no_libnvrtc()) GTEST_SKIP() << *why;
     std::vector<Job> jobs;
     const dsl::AttentionSpec sinks = dsl::example_spec("sinks_sliding_window", DType::bf16, 24);
-    add(jobs, sinks, "sinks bf16 d24", "sm_90a", kinds_for(sinks));
+    add(jobs, sinks, "sinks bf16 d24", "sm_90a", kinds_for(sinks, "sm_90a"));
     const dsl::AttentionSpec gated = dsl::example_spec("gated_bias", DType::bf16, 80);
     add(jobs, gated, "gated_bias bf16 d80", "sm_90a", {KernelKind::forward, KernelKind::backward_stats});
     const dsl::AttentionSpec doc = dsl::example_spec("document", DType::f16, 16);
     add(jobs, doc, "document f16 d16", "sm_90a", {KernelKind::forward});
     dsl::AttentionSpec conv = dsl::AttentionSpec().dtype(DType::bf16).head_dim(40).return_lse();
     add(jobs, conv.score_conv("theta", 6, 11), "score_conv bf16 d40", "sm_90a", {KernelKind::forward});
+    for (const auto& f : compile_all(jobs)) ADD_FAILURE() << f;
+}
+
+// The score convolution's backward over 128 columns: backward_fused split in column halves
+// (fused_column_split), Q/K's tile at least 128 when only V is wide.
+TEST(PaddedHeadDimsCompile, ScoreConvBackwardSplitInColumnHalves) {
+    if (auto why = runtime::why_no_libnvrtc()) GTEST_SKIP() << *why;
+    std::vector<Job> jobs;
+    for (auto [dqk, dv] : {std::pair{256, 256}, std::pair{136, 136}, std::pair{256, 64}, std::pair{40, 200}}) {
+        dsl::AttentionSpec conv = dsl::AttentionSpec().dtype(DType::f16).head_dims(dqk, dv).return_lse();
+        conv.score_conv("theta", 3, 5);
+        EXPECT_EQ(fused_column_split(dqk, dv), 2);
+        add(jobs, conv, "score_conv f16 " + dims_name(dqk, dv), "sm_90a",
+            {KernelKind::backward_fused, KernelKind::backward_dq_convert});
+    }
     for (const auto& f : compile_all(jobs)) ADD_FAILURE() << f;
 }
 

@@ -158,9 +158,15 @@ ATTNJIT_HD constexpr int fused_tile_head_dim(int d) { return d <= 64 ? 64 : d <=
 ATTNJIT_HD constexpr int fused_column_split(int dqk, int dv) {
     return fused_tile_head_dim(dqk) > 128 || fused_tile_head_dim(dv) > 128 ? 2 : 1;
 }
-// The tile head dim of a kind: backward_fused's, or tile_head_dim.
-ATTNJIT_HD constexpr int kernel_tile_head_dim(KernelKind kind, int d) {
-    return kind == KernelKind::backward_fused ? fused_tile_head_dim(d) : tile_head_dim(d);
+// backward_fused's tile head dim of Q/K (qk) or of V: fused_tile_head_dim, but at least 128
+// for Q/K under a column split (dQ's 4 column warps need 64 columns a half, in n8 pairs).
+ATTNJIT_HD constexpr int fused_tile_head_dims(int dqk, int dv, bool qk) {
+    const int t = fused_tile_head_dim(qk ? dqk : dv);
+    return qk && fused_column_split(dqk, dv) > 1 && t < 128 ? 128 : t;
+}
+// The tile head dim of Q/K (qk) or of V of a kind: backward_fused's, or tile_head_dim.
+ATTNJIT_HD constexpr int kernel_tile_head_dim(KernelKind kind, int dqk, int dv, bool qk) {
+    return kind == KernelKind::backward_fused ? fused_tile_head_dims(dqk, dv, qk) : tile_head_dim(qk ? dqk : dv);
 }
 
 // Whether the kernel computes at padded tile head dims: the tiled kinds (the sm80 loops, the
@@ -169,8 +175,8 @@ ATTNJIT_HD constexpr int kernel_tile_head_dim(KernelKind kind, int d) {
 ATTNJIT_HD constexpr bool head_dims_padded(const KernelConfig& c) {
     const bool tiled = c.kind == KernelKind::forward || (c.mainloop == MainloopKind::sm80 && !is_backward_rows(c.kind) &&
                                                          c.kind != KernelKind::backward_sink_grad);
-    return tiled && (kernel_tile_head_dim(c.kind, c.head_dim_qk) != c.head_dim_qk ||
-                     kernel_tile_head_dim(c.kind, c.head_dim_v) != c.head_dim_v);
+    return tiled && (kernel_tile_head_dim(c.kind, c.head_dim_qk, c.head_dim_v, true) != c.head_dim_qk ||
+                     kernel_tile_head_dim(c.kind, c.head_dim_qk, c.head_dim_v, false) != c.head_dim_v);
 }
 
 ATTNJIT_HD constexpr int ceil_div(int a, int b) { return (a + b - 1) / b; }
@@ -250,7 +256,8 @@ ATTNJIT_HD constexpr int score_conv_mask_bytes(int block_m, int block_n) {
 
 ATTNJIT_HD constexpr int smem_bytes(const KernelConfig& c) {
     const TileConfig& t = c.tile;
-    const int dqk = kernel_tile_head_dim(c.kind, c.head_dim_qk), dv = kernel_tile_head_dim(c.kind, c.head_dim_v);
+    const int dqk = kernel_tile_head_dim(c.kind, c.head_dim_qk, c.head_dim_v, true),
+              dv = kernel_tile_head_dim(c.kind, c.head_dim_qk, c.head_dim_v, false);
     if (is_backward_rows(c.kind) || c.kind == KernelKind::backward_sink_grad) return 0;
     if (c.kind == KernelKind::backward_fused && c.score_conv) {
         const int bm = t.block_m, bn = t.block_n;
@@ -287,12 +294,12 @@ ATTNJIT_HD constexpr int threads(const KernelConfig& c) { return c.tile.warps * 
 // ---- validity ---------------------------------------------------------------------------
 
 // The head dims backward_fused runs without padding past the usual tile head dim (real ones
-// 40..64, 104..128): where the backward prefers it. Other head dims up to 128 run it padded
-// (fused_tile_head_dim), which the score convolution's backward does; without one they take
-// the two-pass backward.
+// 40..64, 104..128, 136..256; not a Q/K tile of 64 beside a V tile of 256): where the
+// backward prefers it. Other head dims run it padded (fused_tile_head_dims), which the score
+// convolution's backward does; without one they take the two-pass backward.
 ATTNJIT_HD constexpr bool fused_backward_head_dims(int dqk, int dv) {
-    const int tq = tile_head_dim(dqk), tv = tile_head_dim(dv);
-    return (tq == 64 || tq == 128) && (tv == 64 || tv == 128);
+    return fused_tile_head_dims(dqk, dv, true) == tile_head_dim(dqk) &&
+           fused_tile_head_dims(dqk, dv, false) == tile_head_dim(dv);
 }
 
 // Null when the configuration is valid on some GPU; otherwise the reason, in English.
@@ -409,7 +416,8 @@ ATTNJIT_HD constexpr TileConfig default_tile(KernelKind kind, MainloopKind m, in
     // Backward sm80: 64 x 64 with 4 warps for backward_dkdv and backward_dq (two CTAs an
     // SM: 7% faster on the H100 than 128-row CTAs of 8 warps, bench/results/
     // 2026-11-23-h100-24f14e2-backward.md); backward_fused 128 keys x 64 queries, 8 warps
-    // (x 128 queries at head dims 64; 64 x 32 on GPUs with 99 KiB of shared memory).
+    // (x 128 queries at head dims 64; 64 x 32 on GPUs with 99 KiB of shared memory; 64 x 64
+    // over 128 columns, split in halves: 197 KiB, or 64 x 32 in 163 KiB).
     // Backward simt: {16, 16} keeps head dims 256 inside the 99 KiB of sm_86 / sm_89 / sm_120.
     // backward_sink_grad: 8 warps over a head's rows (block_m, block_n unused).
     const bool small_smem = max_dynamic_smem_bytes(sm) < 128 * 1024;
@@ -418,7 +426,8 @@ ATTNJIT_HD constexpr TileConfig default_tile(KernelKind kind, MainloopKind m, in
            : is_backward(kind) && m == MainloopKind::sm80
                ? (kind != KernelKind::backward_fused ? TileConfig{64, 64, 4, 2}
                   : small_smem                      ? TileConfig{32, 64, 8, 2}
-                  : dqk > 128 || dv > 128           ? TileConfig{64, 64, 8, 1}
+                  : dqk > 128 || dv > 128           ? (max_dynamic_smem_bytes(sm) >= 200 * 1024 ? TileConfig{64, 64, 8, 2}
+                                                                                               : TileConfig{32, 64, 8, 2})
                   : dqk <= 64 && dv <= 64           ? TileConfig{128, 128, 8, 2}
                                                     : TileConfig{64, 128, 8, 2})
            : is_backward(kind) ? (dqk + dv > 256 && max_dynamic_smem_bytes(sm) < 128 * 1024 ? TileConfig{16, 16, 4, 1}

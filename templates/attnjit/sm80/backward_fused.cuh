@@ -57,7 +57,8 @@ struct ColumnWindow {
 template <class E, int kDqkReal, int kDvReal, int BM, int BN, int W, int kStages = 2, bool kConv = false>
 struct BackwardFused {
     // Tiles at the tile head dims; columns past the real ones zero-filled on load, not stored.
-    static constexpr int DQK = fused_tile_head_dim(kDqkReal), DV = fused_tile_head_dim(kDvReal);
+    static constexpr int DQK = fused_tile_head_dims(kDqkReal, kDvReal, true);
+    static constexpr int DV = fused_tile_head_dims(kDqkReal, kDvReal, false);
     static constexpr int kThreads = W * 32;
     static_assert(W == 8, "backward_fused: 8 warps");
     static_assert((DQK == 64 || DQK == 128 || DQK == 256) && (DV == 64 || DV == 128 || DV == 256),
