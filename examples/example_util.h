@@ -49,6 +49,9 @@ struct Example {
     Dims check;                   // compared with the fp64 reference (keep it small)
     Dims timed;                   // timed (large enough to fill the GPU)
     AddInputs add_inputs = [](reference::ForwardInputs&, const Dims&, uint64_t) {};
+    // Q, K, V and O as [B, N, H, D] in memory (AlphaFold's and most training stacks'
+    // token-major layout), passed as [B, H, N, D] views through strides: no copy.
+    bool tokens_major = false;
     int warmup = 5;
     int iterations = 50;
 };
@@ -74,17 +77,24 @@ struct OnDevice {
     }
 };
 
+// A [B, H, N, D] tensor, laid out [B, N, H, D] in memory when tokens_major.
+inline HostTensor bhnd_tensor(DType dt, int64_t b, int64_t h, int64_t n, int64_t dim, bool tokens_major) {
+    if (!tokens_major) return HostTensor(dt, {b, h, n, dim});
+    return HostTensor(dt, {b, h, n, dim}, {n * h * dim, dim, h * dim, 1});
+}
+
 inline OnDevice make_problem(const Example& ex, const Dims& d, uint64_t seed) {
     const auto& s = ex.spec;
+    const bool tm = ex.tokens_major;
     OnDevice p;
-    p.in.q = HostTensor(s.dtype(), {d.batch, d.q_heads, d.q_len, s.head_dim_qk()});
-    p.in.k = HostTensor(s.dtype(), {d.batch, d.kv_heads, d.kv_len, s.head_dim_qk()});
-    p.in.v = HostTensor(s.dtype(), {d.batch, d.kv_heads, d.kv_len, s.head_dim_v()});
+    p.in.q = bhnd_tensor(s.dtype(), d.batch, d.q_heads, d.q_len, s.head_dim_qk(), tm);
+    p.in.k = bhnd_tensor(s.dtype(), d.batch, d.kv_heads, d.kv_len, s.head_dim_qk(), tm);
+    p.in.v = bhnd_tensor(s.dtype(), d.batch, d.kv_heads, d.kv_len, s.head_dim_v(), tm);
     reference::fill_normal(p.in.q, seed + 1);
     reference::fill_normal(p.in.k, seed + 2);
     reference::fill_normal(p.in.v, seed + 3);
     ex.add_inputs(p.in, d, seed + 4);
-    p.o = HostTensor(s.dtype(), {d.batch, d.q_heads, d.q_len, s.head_dim_v()});
+    p.o = bhnd_tensor(s.dtype(), d.batch, d.q_heads, d.q_len, s.head_dim_v(), tm);
     reference::fill_poison(p.o);  // NaN with a recognisable payload: "never written"
     if (s.returns_lse()) {
         p.lse = HostTensor(DType::f32, {d.batch, d.q_heads, d.q_len});
@@ -100,9 +110,15 @@ inline OnDevice make_problem(const Example& ex, const Dims& d, uint64_t seed) {
 }
 
 // Fraction of (b, i, j) the mask keeps (head 0; the examples' masks ignore the head),
-// from a sample of rows, for counting only the FLOPs that are done.
+// from a sample of rows, for counting only the FLOPs that are done. A score convolution
+// is causal by definition (j <= i besides the mask).
 inline double kept_fraction(const dsl::AttentionSpec& spec, const reference::ForwardInputs& in, const Dims& d) {
-    if (!spec.mask().defined()) return 1.0;
+    const bool causal = spec.has_score_conv();
+    if (!spec.mask().defined()) {
+        if (!causal || d.q_len == 0 || d.kv_len == 0) return 1.0;
+        const double m = static_cast<double>(std::min(d.q_len, d.kv_len));  // rows i < Nk keep i + 1 keys
+        return (m * (m + 1) / 2 + static_cast<double>(d.q_len - m) * d.kv_len) / (double(d.q_len) * d.kv_len);
+    }
     dsl::Env env;
     env.q_len = d.q_len;
     env.kv_len = d.kv_len;
@@ -119,7 +135,7 @@ inline double kept_fraction(const dsl::AttentionSpec& spec, const reference::For
             env.q_idx = i;
             for (int64_t j = 0; j < d.kv_len; ++j) {
                 env.kv_idx = j;
-                kept += dsl::interpret_bool(spec.mask(), env);
+                kept += (!causal || j <= i) && dsl::interpret_bool(spec.mask(), env);
                 total += 1;
             }
         }
