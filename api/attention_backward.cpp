@@ -61,9 +61,8 @@ BackwardPath choose_path(const AttentionSpec& spec, const codegen::SpecInputs& i
             << "; head dims over 128 train on sm_90 or sm_100 GPUs, head dims up to 128 everywhere";
         return options.deterministic ? BackwardPath::fused_ordered : BackwardPath::fused_any;
     }
-    // Without a convolution, backward_fused only where it needs no extra padding.
-    if (c.mainloop != MainloopKind::sm80 || why_config_invalid_on(c, codegen::sm_version(target.arch)) != nullptr ||
-        !fused_backward_head_dims(spec.head_dim_qk(), spec.head_dim_v()))
+    // Without a convolution, backward_fused only where it needs no extra padding and fits.
+    if (!fused_backward_runs(c.elem, spec.head_dim_qk(), spec.head_dim_v(), codegen::sm_version(target.arch)))
         return BackwardPath::two_pass;
     if (!options.grads.empty()) return BackwardPath::two_pass;  // backward_dq computes the input gradients
     if (!options.deterministic) return BackwardPath::fused_any;

@@ -109,13 +109,18 @@ TEST(HeadDims, GeneratedTraitsCarryTheRealDims) {
 TEST(HeadDims, BackwardPathsFollowTheTileDims) {
     for (int d = 8; d <= 256; d += 8) {
         const int t = tile_head_dim(d);
-        EXPECT_EQ(fused_backward_head_dims(d, d), t == 64 || t == 128) << d;
+        EXPECT_EQ(fused_backward_head_dims(d, d), t == 64 || t == 128 || t == 256) << d;
+        EXPECT_EQ(fused_backward_runs(ElemKind::bf16, d, d, 90), t == 64 || t == 128 || t == 256) << d;
+        EXPECT_EQ(fused_backward_runs(ElemKind::bf16, d, d, 86), t == 64 || t == 128) << d;  // 99 KiB
+        EXPECT_FALSE(fused_backward_runs(ElemKind::f32, d, d, 90)) << d;
         EXPECT_EQ(default_mainloop(KernelKind::backward_dq, ElemKind::bf16, d, d, 90),
                   t <= 128 ? MainloopKind::sm80 : MainloopKind::simt)
             << d;
     }
     EXPECT_FALSE(fused_backward_head_dims(40, 72));
     EXPECT_TRUE(fused_backward_head_dims(40, 112));
+    EXPECT_TRUE(fused_backward_head_dims(256, 40));   // V's tile 64 beside Q/K's 256 (column halves)
+    EXPECT_FALSE(fused_backward_head_dims(40, 256));  // Q/K's 64 would pad to 128 under the split
 }
 
 }  // namespace

@@ -22,11 +22,7 @@ using Job = CompileJob;
 std::vector<KernelKind> kinds_for(const dsl::AttentionSpec& spec, const char* arch) {
     std::vector<KernelKind> kinds = {KernelKind::forward, KernelKind::backward_dq, KernelKind::backward_dkdv,
                                      KernelKind::backward_stats};
-    const int sm = sm_version(arch);
-    const KernelConfig fused = default_config(KernelKind::backward_fused, elem_kind(spec.dtype()), spec.head_dim_qk(),
-                                              spec.head_dim_v(), sm);
-    if (spec.dtype() != DType::f32 && fused_backward_head_dims(spec.head_dim_qk(), spec.head_dim_v()) &&
-        why_config_invalid_on(fused, sm) == nullptr) {
+    if (fused_backward_runs(elem_kind(spec.dtype()), spec.head_dim_qk(), spec.head_dim_v(), sm_version(arch))) {
         kinds.push_back(KernelKind::backward_fused);
         kinds.push_back(KernelKind::backward_dq_convert);
     }

@@ -66,8 +66,9 @@ INSTANTIATE_TEST_SUITE_P(Modifiers, ModifierCompiles, ::testing::ValuesIn(modifi
                          [](const ::testing::TestParamInfo<std::string>& i) { return i.param; });
 
 // The backward kernels of every example spec compile (the fast backward's three too where
-// it exists): f16, bf16 (the sm80 loops) and f32 (simt) at head dim 64 for sm_90a, and plain at every head dim (d256: simt) and
-// Dqk != Dv for sm_80, and at d128 and d256 for sm_86 (the 99 KiB tiles).
+// it exists): f16, bf16 (the sm80 loops) and f32 (simt) at head dim 64 for sm_90a, and plain at every head dim (d256:
+// backward_fused in column halves, besides the two-pass simt kinds) and Dqk != Dv for sm_80, and at d128 and d256 for
+// sm_86 (the 99 KiB tiles; d256 without backward_fused there).
 class BackwardCompiles : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(BackwardCompiles, BothKinds) {
@@ -76,7 +77,7 @@ TEST_P(BackwardCompiles, BothKinds) {
     std::vector<Job> jobs;
     auto add = [&](const dsl::AttentionSpec& spec, const char* arch, const std::string& what) {
         const bool fused =
-            spec.dtype() != DType::f32 && fused_backward_head_dims(spec.head_dim_qk(), spec.head_dim_v());
+            fused_backward_runs(elem_kind(spec.dtype()), spec.head_dim_qk(), spec.head_dim_v(), sm_version(arch));
         for (KernelKind kind : {KernelKind::backward_dkdv, KernelKind::backward_dq, KernelKind::backward_stats,
                                 KernelKind::backward_fused, KernelKind::backward_dq_convert})
             if (fused || kind == KernelKind::backward_dkdv || kind == KernelKind::backward_dq)

@@ -469,4 +469,13 @@ ATTNJIT_HD constexpr KernelConfig default_config(KernelKind kind, ElemKind e, in
                         default_tile(kind, default_mainloop(kind, e, dqk, dv, sm), dqk, dv, sm)};
 }
 
+// Whether the fused backward (backward_fused without a score convolution) runs for these
+// dims on sm_<sm>: fp16 / bf16, head dims it takes without extra padding, and a default
+// tile that fits the GPU's shared memory (head dims over 128: not on the 99 KiB GPUs).
+// Without it the backward is the two-pass one.
+ATTNJIT_HD constexpr bool fused_backward_runs(ElemKind e, int dqk, int dv, int sm) {
+    return e != ElemKind::f32 && fused_backward_head_dims(dqk, dv) &&
+           why_config_invalid_on(default_config(KernelKind::backward_fused, e, dqk, dv, sm), sm) == nullptr;
+}
+
 }  // namespace attnjit
