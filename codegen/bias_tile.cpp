@@ -54,6 +54,9 @@ std::optional<BiasTile> find_bias_tile(const Expr& score_mod) {
         b.tensor = first->name;
         b.dtype = first->dtype;
         b.leading.assign(first->indices.begin(), first->indices.end() - 2);
+        b.batch_invariant = true;
+        for (const Expr& i : b.leading)
+            for_each_node(i, [&](const Expr& n) { b.batch_invariant &= !is_var(n, VarKind::Batch); });
         return b;
     }
     return std::nullopt;

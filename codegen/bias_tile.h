@@ -23,6 +23,7 @@ struct BiasTile {
     std::string tensor;                // the captured tensor's name
     DType dtype = DType::f16;          // f16 or bf16
     std::vector<dsl::Expr> leading;    // its indices before (q_idx, kv_idx)
+    bool batch_invariant = false;      // no leading index reads b: every batch row reads one tile
 };
 
 // Whether `load` reads a bias tile: its last two indices are q_idx, kv_idx and no leading

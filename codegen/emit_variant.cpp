@@ -96,6 +96,7 @@ public:
         if (plan_.bias_tile) {
             w_.line("static constexpr bool kHasBiasTile = true;");
             w_.line(std::string("using BiasTileElement = ") + cuda_elem_type(plan_.bias_tile->dtype) + ";");
+            if (plan_.bias_tile->batch_invariant) w_.line("static constexpr bool kBiasTileBatchInvariant = true;");
         }
         if (plan_.score_conv) {
             w_.line("static constexpr int kScoreConvRows = " + std::to_string(plan_.spec.score_conv_rows()) + ";");

@@ -122,8 +122,9 @@ struct KernelPlan {
     dsl::Expr conv_mask;
     Bindings conv_mask_bindings;  // per-element temporaries computed in conv_mask
     ClassifyCode conv_mask_classify;  // of conv_mask alone: the body of score_conv_mask_classify
-    // Forward plans whose score_mod reads a bias tile (codegen/bias_tile.h): the Variant gets
-    // kHasBiasTile, bias_tile(p, hd), and score_mod takes the bias as an argument.
+    // Forward and backward_dq plans whose score_mod reads a bias tile (codegen/bias_tile.h):
+    // the Variant gets kHasBiasTile, bias_tile(p, hd) (and kBiasTileBatchInvariant when no
+    // leading index reads b), and score_mod takes the bias as an argument.
     std::optional<BiasTile> bias_tile;
     // Attention sinks (spec.sinks()): the Variant gets kHasSink and sink(p, h).
     bool has_sinks() const { return spec.has_sinks(); }

@@ -105,7 +105,9 @@ KernelPlan lower(const dsl::AttentionSpec& spec, SpecInputs inputs, KernelKind k
     // a hook.
     plan.output_gate = spec.has_gate() && kind == KernelKind::forward;
     plan.score_conv = spec.has_score_conv();
-    if (kind == KernelKind::forward) plan.bias_tile = bias_tile_of(spec);
+    // The forward stages the bias tile; backward_dq's batch-sum launch reads a tile that
+    // every batch row shares once (sm80/backward_dq.cuh); elsewhere score_mod gathers it.
+    if (kind == KernelKind::forward || kind == KernelKind::backward_dq) plan.bias_tile = bias_tile_of(spec);
     debug(1) << "lowering " << spec;
 
     dsl::Expr score_mod, mask, conv_mask;

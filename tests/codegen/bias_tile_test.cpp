@@ -88,12 +88,24 @@ TEST(BiasTile, OnlyTheSm80ForwardStagesIt) {
     Tensor bias("bias", DType::bf16, 4);
     AttentionSpec spec;
     spec.dtype(DType::bf16).head_dim(64).score_mod(score() + bias(batch(), head(), q_idx(), kv_idx()));
-    // Backward plans read the bias element by element: no bias tile, the usual score_mod.
+    // Backward kernels stage no tile. backward_dkdv and backward_fused read the bias element
+    // by element through the usual score_mod; backward_dq's plan knows the tile (its
+    // batch-sum launch reads one that every batch row shares once), here one that varies
+    // with b.
     for (KernelKind kind : {KernelKind::backward_dq, KernelKind::backward_dkdv, KernelKind::backward_fused}) {
         const KernelPlan plan = lower(spec, spec_inputs(spec), kind);
-        EXPECT_FALSE(plan.bias_tile) << kernel_kind_name(kind);
+        EXPECT_EQ(plan.bias_tile.has_value(), kind == KernelKind::backward_dq) << kernel_kind_name(kind);
+        if (plan.bias_tile) EXPECT_FALSE(plan.bias_tile->batch_invariant);
         EXPECT_FALSE(make_config(spec, kind, "sm_90a").bias_tile) << kernel_kind_name(kind);
     }
+    AttentionSpec shared = spec;  // a pair bias every batch row reads: bias[0, h, i, j]
+    shared.score_mod(score() + bias(Expr(0), head(), q_idx(), kv_idx()));
+    const KernelPlan dq = lower(shared, spec_inputs(shared), KernelKind::backward_dq);
+    ASSERT_TRUE(dq.bias_tile);
+    EXPECT_TRUE(dq.bias_tile->batch_invariant);
+    EXPECT_NE(generate(shared, make_config(shared, KernelKind::backward_dq, "sm_90a"), "sm_90a").source.find(
+                  "static constexpr bool kBiasTileBatchInvariant = true;"),
+              std::string::npos);
     // A block_n that is not whole chunk groups: gathered, still correct.
     EXPECT_FALSE(make_config(spec, KernelKind::forward, "sm_90a", TileConfig{64, 16, 4, 2}).bias_tile);
     EXPECT_TRUE(make_config(spec, KernelKind::forward, "sm_90a", TileConfig{64, 32, 4, 2}).bias_tile);

@@ -60,12 +60,13 @@ struct BackwardScores {
     // dt = P (dP - Delta) (0 wherever P is 0) is kept for the hooks, which run in a second
     // pass: the captured-tensor loads of score_mod then issue together, not one element at
     // a time behind the hooks' branches.
-    // kDtInDp: dp ends as dt (no dS: the batch-sum launch needs none).
-    template <bool kDtInDp = false>
+    // kDtInDp: dp ends as dt (no dS: the batch-sum launch needs none). kBiasGiven: score_mod's
+    // bias tile value at (q, k) is tile_bias (read once by the caller), not gathered here.
+    template <bool kDtInDp = false, bool kBiasGiven = false>
     __device__ __forceinline__ void element_dt(const Row& row, int q, int k, bool keep, float lse2, float delta,
-                                               float& s, float& dp, float& dt) const {
+                                               float& s, float& dp, float& dt, float tile_bias = 0.f) const {
         const float x = s * scale;
-        const float pr = probability(row, q, k, keep, lse2, s, x);
+        const float pr = probability<kBiasGiven>(row, q, k, keep, lse2, s, x, tile_bias);
         float ds = pr * (dp - delta);
         s = x;
         if constexpr (kDtInDp) {
@@ -78,14 +79,18 @@ struct BackwardScores {
     }
 
     // P of one element from s = <q, k> and x = scale * s: the mask (kPartial tiles),
-    // score_mod, exp2 against LSE2; 0 where not kept.
+    // score_mod (its bias tile value tile_bias when kBiasGiven, else gathered), exp2
+    // against LSE2; 0 where not kept.
+    template <bool kBiasGiven = false>
     __device__ __forceinline__ float probability(const Row& row, int q, int k, bool keep, float lse2, float s,
-                                                 float x) const {
+                                                 float x, float tile_bias = 0.f) const {
         if constexpr (Variant::kHasMask) {
             if (keep && need_mask) keep = Variant::mask(p, hd, row, q, k);
         }
         float pr;
-        if constexpr (Variant::kHasScoreMod) {
+        if constexpr (Variant::kHasScoreMod && Variant::kHasBiasTile && kBiasGiven) {
+            pr = fast_exp2(Variant::score_mod(p, hd, row, x, q, k, tile_bias) * kLog2e - lse2);
+        } else if constexpr (Variant::kHasScoreMod) {
             pr = fast_exp2(score_mod_at<Variant>(p, hd, row, x, q, k) * kLog2e - lse2);
         } else {
             pr = fast_exp2(s * scale_log2 - lse2);
@@ -127,13 +132,21 @@ struct BackwardScores {
 
     // queries_are_rows_grads for the batch-sum launch (Variant::kInputGradBatchSum): the one
     // stored site's contribution at each in-range element added into sum (same layout).
+    // bias: score_mod's bias tile in the layout of s (a tile every batch row reads: the
+    // caller reads it once), or null to gather it.
     template <bool kEdge, class Layout, class Frag, int kRows>
     __device__ __forceinline__ void queries_are_rows_batch_sum(const Layout& layout, Frag& s, Frag& dp, Frag& sum,
                                                                const int (&qc)[kRows], const bool (&q_ok)[kRows],
                                                                const Row (&rw)[kRows], const float (&lse2)[kRows],
-                                                               const float (&delta)[kRows], int k0, int nk) const {
-        DtOp<kEdge, kRows, true> first{*this, qc, rw, lse2, delta, k0, nk};
-        layout.for_each3(s, dp, dp, first);  // dp ends as dt
+                                                               const float (&delta)[kRows], int k0, int nk,
+                                                               Frag* bias = nullptr) const {
+        if (bias) {
+            DtOp<kEdge, kRows, true, true> first{*this, qc, rw, lse2, delta, k0, nk};
+            layout.for_each3(s, dp, *bias, first);  // dp ends as dt
+        } else {
+            DtOp<kEdge, kRows, true> first{*this, qc, rw, lse2, delta, k0, nk};
+            layout.for_each3(s, dp, dp, first);  // dp ends as dt
+        }
         auto hooks = [&](float& x, float& d, float& z, int r, int col) {
             const int k = k0 + col;
             if ((!kEdge || k < nk) && q_ok[r]) z += Variant::input_grad_batch_value(p, hd, rw[r], x, qc[r], k, d);
@@ -179,7 +192,8 @@ struct BackwardScores {
     }
 
 private:
-    template <bool kEdge, int kRows, bool kDtInDp = false>
+    // kBiasGiven (with kDtInDp): the third fragment holds the bias tile's values, not dt.
+    template <bool kEdge, int kRows, bool kDtInDp = false, bool kBiasGiven = false>
     struct DtOp {
         const BackwardScores& bs;
         const int (&qc)[kRows];
@@ -187,10 +201,13 @@ private:
         const float (&lse2)[kRows];
         const float (&delta)[kRows];
         int k0, nk;
-        __device__ __forceinline__ void operator()(float& s, float& dp, float& dt, int r, int col) const {
+        __device__ __forceinline__ void operator()(float& s, float& dp, float& third, int r, int col) const {
+            static_assert(!kBiasGiven || kDtInDp, "a given bias tile takes the place of dt");
             const int k = k0 + col;
             const bool keep = !kEdge || k < nk;
-            bs.template element_dt<kDtInDp>(rw[r], qc[r], keep ? k : nk - 1, keep, lse2[r], delta[r], s, dp, dt);
+            float unused;
+            bs.template element_dt<kDtInDp, kBiasGiven>(rw[r], qc[r], keep ? k : nk - 1, keep, lse2[r], delta[r], s,
+                                                        dp, kBiasGiven ? unused : third, kBiasGiven ? third : 0.f);
         }
     };
 

@@ -18,6 +18,7 @@ struct VariantDefaults {
     //   static BiasTileRef<BiasTileElement> bias_tile(const Params&, const Head&);
     //   static float score_mod(p, hd, row, s, q, k, float tile_bias);
     static constexpr bool kHasBiasTile = false;
+    static constexpr bool kBiasTileBatchInvariant = false;  // bias_tile does not depend on the batch row
     static constexpr bool kHasMask = false;              // mask(p, hd, row, q, k) -> bool
     static constexpr bool kCanClassify = false;          // classify(p, hd, q0, q1, k0, k1, ctx)
     static constexpr bool kClassifyReadsMemory = false;  // classify reads captured tensors

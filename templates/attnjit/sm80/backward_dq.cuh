@@ -238,6 +238,18 @@ struct BackwardDq {
             qc[r] = q < nq ? q : nq - 1;
             q_ok[r] = q < nq;
         }
+        // score_mod's bias tile, when every batch row reads the same one (a pair bias
+        // broadcast over the MSA rows): read once here, not gathered again for each b.
+        constexpr bool kBiasOnce = Variant::kHasBiasTile && Variant::kBiasTileBatchInvariant;
+        float bias[kMF][kNT][4];
+        if constexpr (kBiasOnce) {
+            const auto ref = Variant::bias_tile(p, Variant::make_head(p, 0, h, kvh));
+            auto load = [&](float& v, float&, int r, int col) {
+                const int k = n0 + col;
+                v = ref.at(qc[r], k < nk ? k : nk - 1);  // keys past Nk: not kept, any value
+            };
+            sl.for_each2(bias, bias, load);
+        }
         // b's tiles and row statistics; issued once every warp is past its products of b - 1,
         // so they land while the element pass of b - 1 runs.
         auto issue = [&](int b) {
@@ -285,9 +297,11 @@ struct BackwardDq {
 
             const BackwardScores<Variant, Params> scores{p, hd, a.scale, a.scale * kLog2e, Variant::kHasMask};
             if (n0 + BN > nk)
-                scores.template queries_are_rows_batch_sum<true>(sl, s, dp, sum, qc, q_ok, rw, lse2, delta, n0, nk);
+                scores.template queries_are_rows_batch_sum<true>(sl, s, dp, sum, qc, q_ok, rw, lse2, delta, n0, nk,
+                                                                 kBiasOnce ? &bias : nullptr);
             else
-                scores.template queries_are_rows_batch_sum<false>(sl, s, dp, sum, qc, q_ok, rw, lse2, delta, n0, nk);
+                scores.template queries_are_rows_batch_sum<false>(sl, s, dp, sum, qc, q_ok, rw, lse2, delta, n0, nk,
+                                                                  kBiasOnce ? &bias : nullptr);
         }
         const typename Variant::Head hd0 = Variant::make_head(p, 0, h, kvh);
         if (chunks > 1) {
