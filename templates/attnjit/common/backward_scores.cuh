@@ -132,21 +132,16 @@ struct BackwardScores {
 
     // queries_are_rows_grads for the batch-sum launch (Variant::kInputGradBatchSum): the one
     // stored site's contribution at each in-range element added into sum (same layout).
-    // bias: score_mod's bias tile in the layout of s (a tile every batch row reads: the
-    // caller reads it once), or null to gather it.
-    template <bool kEdge, class Layout, class Frag, int kRows>
+    // kBiasGiven: `bias` holds score_mod's bias tile in the layout of s (a tile every batch
+    // row reads: the caller reads it once); otherwise it is not read and the tile is gathered.
+    template <bool kEdge, bool kBiasGiven, class Layout, class Frag, int kRows>
     __device__ __forceinline__ void queries_are_rows_batch_sum(const Layout& layout, Frag& s, Frag& dp, Frag& sum,
                                                                const int (&qc)[kRows], const bool (&q_ok)[kRows],
                                                                const Row (&rw)[kRows], const float (&lse2)[kRows],
                                                                const float (&delta)[kRows], int k0, int nk,
-                                                               Frag* bias = nullptr) const {
-        if (bias) {
-            DtOp<kEdge, kRows, true, true> first{*this, qc, rw, lse2, delta, k0, nk};
-            layout.for_each3(s, dp, *bias, first);  // dp ends as dt
-        } else {
-            DtOp<kEdge, kRows, true> first{*this, qc, rw, lse2, delta, k0, nk};
-            layout.for_each3(s, dp, dp, first);  // dp ends as dt
-        }
+                                                               Frag& bias) const {
+        DtOp<kEdge, kRows, true, kBiasGiven> first{*this, qc, rw, lse2, delta, k0, nk};
+        layout.for_each3(s, dp, kBiasGiven ? bias : dp, first);  // dp ends as dt
         auto hooks = [&](float& x, float& d, float& z, int r, int col) {
             const int k = k0 + col;
             if ((!kEdge || k < nk) && q_ok[r]) z += Variant::input_grad_batch_value(p, hd, rw[r], x, qc[r], k, d);
@@ -192,7 +187,8 @@ struct BackwardScores {
     }
 
 private:
-    // kBiasGiven (with kDtInDp): the third fragment holds the bias tile's values, not dt.
+    // kBiasGiven (with kDtInDp, where element_dt leaves dt alone): the third fragment holds
+    // the bias tile's values.
     template <bool kEdge, int kRows, bool kDtInDp = false, bool kBiasGiven = false>
     struct DtOp {
         const BackwardScores& bs;
@@ -205,9 +201,8 @@ private:
             static_assert(!kBiasGiven || kDtInDp, "a given bias tile takes the place of dt");
             const int k = k0 + col;
             const bool keep = !kEdge || k < nk;
-            float unused;
             bs.template element_dt<kDtInDp, kBiasGiven>(rw[r], qc[r], keep ? k : nk - 1, keep, lse2[r], delta[r], s,
-                                                        dp, kBiasGiven ? unused : third, kBiasGiven ? third : 0.f);
+                                                        dp, third, kBiasGiven ? third : 0.f);
         }
     };
 

@@ -297,11 +297,11 @@ struct BackwardDq {
 
             const BackwardScores<Variant, Params> scores{p, hd, a.scale, a.scale * kLog2e, Variant::kHasMask};
             if (n0 + BN > nk)
-                scores.template queries_are_rows_batch_sum<true>(sl, s, dp, sum, qc, q_ok, rw, lse2, delta, n0, nk,
-                                                                 kBiasOnce ? &bias : nullptr);
+                scores.template queries_are_rows_batch_sum<true, kBiasOnce>(sl, s, dp, sum, qc, q_ok, rw, lse2, delta,
+                                                                            n0, nk, bias);
             else
-                scores.template queries_are_rows_batch_sum<false>(sl, s, dp, sum, qc, q_ok, rw, lse2, delta, n0, nk,
-                                                                  kBiasOnce ? &bias : nullptr);
+                scores.template queries_are_rows_batch_sum<false, kBiasOnce>(sl, s, dp, sum, qc, q_ok, rw, lse2, delta,
+                                                                             n0, nk, bias);
         }
         const typename Variant::Head hd0 = Variant::make_head(p, 0, h, kvh);
         if (chunks > 1) {

@@ -141,7 +141,7 @@ struct BackwardFused {
             if (q < a.q_len)
 #pragma unroll
                 for (int nt = 0; nt < kNTQ; ++nt)
-                    if (QLayout::stored(nt) && (kSplit == 1 || col0 + ql.col(nt, 0) < kDqkReal))
+                    if (QLayout::stored(nt) && col0 + ql.col(nt, 0) < kDqkReal)
                         ptx::red_add_f32x2(base + (long long)q * kDqkReal + 8 * nt, dq[r >> 1][nt][2 * (r & 1)],
                                            dq[r >> 1][nt][2 * (r & 1) + 1]);
         }
@@ -153,7 +153,7 @@ struct BackwardFused {
         const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
         // Split: the CTA's half of the output columns (blockIdx.x % kSplit), with its own
         // turn counters.
-        const int half = kSplit == 1 ? 0 : blockIdx.x % kSplit, x = kSplit == 1 ? blockIdx.x : blockIdx.x / kSplit;
+        const int half = blockIdx.x % kSplit, x = blockIdx.x / kSplit;
         const int q_tiles = (a.q_len + BM - 1) / BM;
         int* const turns = a.dq_turns ? a.dq_turns + (long long)half * a.batch * a.q_heads * q_tiles
                                       : nullptr;  // null: the fast backward
@@ -391,9 +391,8 @@ struct BackwardFused {
         E* dkg = static_cast<E*>(a.dk) + b * a.dk_stride[0] + kvh * a.dk_stride[1] + cq0;
         E* dvg = static_cast<E*>(a.dv) + b * a.dv_stride[0] + kvh * a.dv_stride[1] + cv0;
         const float scale = a.scale;
-        // The half's real columns (split; a half may hold none of dV's, e.g. at d 256 x 64).
-        const int k_cols = kSplit == 1 ? KLayout::kColsStored : kDqkReal - cq0;
-        const int v_cols = kSplit == 1 ? VLayout::kColsStored : kDvReal - cv0;
+        // The half's real columns (a half may hold none of dV's, e.g. at d 256 x 40).
+        const int k_cols = kDqkReal - cq0, v_cols = kDvReal - cv0;
 #pragma unroll
         for (int r = 0; r < KLayout::kRows; ++r) {
             const int k = n0 + kl.row(r);

@@ -27,7 +27,6 @@ struct MmaCLayout {
     using Frag = float[kMF][kNT][4];
     using RowReduce = QuadRowReduce;
     static constexpr int kRows = 2 * kMF;  // row slots per thread
-    static constexpr int kColsStored = kCols;
 
     // The lane's coordinates are recomputed from threadIdx where used, not held in members:
     // these kernels sit at 255 registers, and two more live values moved the document-mask
