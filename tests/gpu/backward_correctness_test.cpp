@@ -433,8 +433,10 @@ TEST(BackwardErrors, SpecWithoutLseIsRefused) {
 // Each kind of read whose gradient the backward computes (codegen/input_grads.h), against
 // reference::backward's d tensor / d scalar: a full-size bias [B, Hq, Nq, Nk] (stored
 // directly; with a causal mask, whose skipped tiles are zeroed), a [1, Hq, Nq, Nk] bias
-// broadcast by stride 0 and a bias read without the batch index (bias3[h, i, j]), both summed
-// over the batch (by backward_dq's batch-sum launch on the tensor cores, planes in f32), ALiBi slopes [Hq], a temperature temp[0] and a runtime scalar (summed per
+// broadcast by stride 0, a bias read without the batch index (bias3[h, i, j]) and a 16-bit
+// pair bias read at pair[0, h, i, j] (the tile every batch row shares: the batch-sum launch
+// reads it once, kBiasTileBatchInvariant), all summed over the batch (by backward_dq's
+// batch-sum launch on the tensor cores, planes in f32), ALiBi slopes [Hq], a temperature temp[0] and a runtime scalar (summed per
 // CTA, then in CTA order), and all at once under a sliding window; relative-position tables
 // read at clamp(j - i, -m, m) + m (summed per table element per thread, per CTA, then in CTA
 // order): relative_position_bias's rel_table [Hq, 65] (both ends saturate: Nq and Nk > 32),
@@ -458,6 +460,7 @@ enum class GradKind {
     FullBiasCausal,
     BroadcastBias,
     HeadBias,
+    PairBias,
     Alibi,
     Temperature,
     SoftcapScalar,
@@ -479,6 +482,7 @@ const char* grad_kind_name(GradKind k) {
     case GradKind::FullBiasCausal: return "full_bias_causal";
     case GradKind::BroadcastBias: return "broadcast_bias";
     case GradKind::HeadBias: return "head_bias";
+    case GradKind::PairBias: return "pair_bias";
     case GradKind::Alibi: return "alibi_slopes";
     case GradKind::Temperature: return "temperature";
     case GradKind::SoftcapScalar: return "softcap_scalar";
@@ -544,6 +548,15 @@ Problem make_tensor_grad_problem(const TensorGradCase& tc, std::set<std::string>
         add("bias3", std::move(t));
         p.spec = base().score_mod(score() + bias3(head(), q_idx(), kv_idx())).mask(mods::causal());
         wanted = {"bias3"};
+        break;
+    }
+    case GradKind::PairBias: {
+        HostTensor t(c.dtype, {1, Hq, Nq, Nk});
+        reference::fill_normal(t, c.seed() + 33);
+        add("pair", std::move(t));
+        const dsl::Tensor pair("pair", c.dtype, 4);
+        p.spec = base().score_mod(score() + pair(Expr(0), head(), q_idx(), kv_idx()));
+        wanted = {"pair"};
         break;
     }
     case GradKind::Alibi: wanted = {"slopes"}; break;
@@ -828,7 +841,7 @@ std::vector<TensorGradCase> tensor_grad_matrix() {
     // Biases whose gradient is summed over the batch by backward_dq's batch-sum launch (no
     // planes: bias [1, Hq, N, N] broadcast by stride 0, bias3[h, i, j] under a causal mask):
     // more batches than CTA rows, small head dims, ragged tiles.
-    for (GradKind k : {GradKind::BroadcastBias, GradKind::HeadBias}) {
+    for (GradKind k : {GradKind::BroadcastBias, GradKind::HeadBias, GradKind::PairBias}) {
         cases.push_back({k, make_case(Mod::Plain, DType::bf16, 32, {5, 4, 4, 100, 77})});
         cases.push_back({k, make_case(Mod::Plain, DType::f16, 16, {3, 2, 1, 63, 130})});
         // Grids too small for the GPU: the batch in chunks (4 of 8, 2 of 10) whose f32
@@ -890,7 +903,7 @@ TEST_P(TensorGradDeterminism, SameInputsSameBits) {
 // whichever finishes last): the same bits every run.
 TEST(TensorGradDeterminismChunks, BatchSumChunksSameBits) {
     ATTNJIT_SKIP_WITHOUT_GPU();
-    for (GradKind k : {GradKind::BroadcastBias, GradKind::HeadBias}) {
+    for (GradKind k : {GradKind::BroadcastBias, GradKind::HeadBias, GradKind::PairBias}) {
         TensorGradCase tc{k, make_case(Mod::Plain, DType::bf16, 32, {64, 2, 2, 100, 130})};
         TensorGradRun r;
         r.g = grad_problem_from(make_tensor_grad_problem(tc, r.wanted));
