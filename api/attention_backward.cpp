@@ -41,12 +41,8 @@ BackwardPath choose_path(const AttentionSpec& spec, const codegen::SpecInputs& i
     const KernelConfig c = default_config(KernelKind::backward_fused, codegen::elem_kind(spec.dtype()),
                                           spec.head_dim_qk(), spec.head_dim_v(), codegen::sm_version(target.arch));
     if (spec.has_score_conv()) {
-        // Only backward_fused has the convolution (sm80/score_conv_backward.cuh).
-        user_check(options.grads.empty())
-            << "the backward of a score convolution computes dq, dk, dv, the kernel's gradient (and the sinks' and "
-               "the gate's), but no gradients of captured tensors or scalars yet; leave them out of "
-               "CompileOptions.grads (asked for: "
-            << *options.grads.begin() << ")";
+        // backward_fused has the convolution's backward (sm80/score_conv_backward.cuh);
+        // backward_dq, with the forward's convolution, the gradients of captured tensors.
         user_check(c.mainloop == MainloopKind::sm80)
             << "the backward of a score convolution runs for f16 / bf16 (got " << dtype_name(spec.dtype())
             << "); train it in f16 or bf16, or without score_conv()";
@@ -158,6 +154,16 @@ AttentionBackward::AttentionBackward(const AttentionSpec& spec, const CompileOpt
                 impl_->table_dim = site.table_dim;
             }
         batch_sum_plan = plan.grad_batch_sum() && impl_->stored_sites.size() == 1 && !key_sites;
+        // With a score convolution, backward_dq computes these gradients after backward_fused,
+        // and backward_dkdv (per-key sums, plane sums) does not run.
+        if (spec.has_score_conv())
+            for (const auto& [name, site] : impl_->stored_sites)
+                user_check(!site.per_key)
+                    << "the gradient of '" << name
+                    << "' sums its reads over the queries of each key, which the backward of a score convolution "
+                       "does not compute yet (reads per query, per element, per head or of scalars it does); "
+                       "leave '"
+                    << name << "' out of CompileOptions.grads, or read it per query or per element";
     }
     auto add = [&](KernelKind kind, const std::optional<TileConfig>& tile) {
         // backward_dq computes the input gradients, backward_dkdv sums their planes (if any).
@@ -170,6 +176,9 @@ AttentionBackward::AttentionBackward(const AttentionSpec& spec, const CompileOpt
         add(KernelKind::backward_stats, std::nullopt);  // per-row kernels: their own tile
         add(KernelKind::backward_fused, options.tile);
         add(KernelKind::backward_dq_convert, std::nullopt);
+        // A score convolution's gradients of captured tensors: backward_dq with the
+        // convolution, computing no dQ (sm80/backward_dq.cuh kConv).
+        if (spec.has_score_conv() && !impl_->grads.empty()) add(KernelKind::backward_dq, std::nullopt);
     } else {
         if (spec.has_gate()) add(KernelKind::backward_stats, std::nullopt);  // the gate's work first
         add(KernelKind::backward_dq, options.tile);  // first (after a gate's backward_stats): it writes the per-row statistics
@@ -177,7 +186,7 @@ AttentionBackward::AttentionBackward(const AttentionSpec& spec, const CompileOpt
     }
     // Attention sinks: their gradient, from LSE, O and dO alone (launched when asked for).
     if (spec.has_sinks()) add(KernelKind::backward_sink_grad, std::nullopt);
-    impl_->batch_sum_ok = batch_sum_plan && impl_->path == BackwardPath::two_pass &&
+    impl_->batch_sum_ok = batch_sum_plan && (impl_->path == BackwardPath::two_pass || spec.has_score_conv()) &&
                           impl_->kernel(KernelKind::backward_dq).config.mainloop == MainloopKind::sm80;
 }
 
@@ -238,6 +247,12 @@ AttentionBackward::Impl::Launch AttentionBackward::Impl::check(const LaunchArgs&
             continue;
         }
         if (pl.elems == 0) continue;
+        user_check(!spec.has_score_conv())
+            << "the gradient of '" << name
+            << "' is a sum over the batch or the heads here (the tensor broadcasts over them), which the backward of "
+               "a score convolution computes only for a single elementwise gradient broadcast over the batch alone "
+               "(a pair bias); give '"
+            << name << "' a batch and a head dimension of its own, or leave it out of CompileOptions.grads";
         const size_t count = static_cast<size_t>((pl.plane_b ? q[0] : 1) * (pl.plane_h ? q[1] : 1));
         pl.planes = reinterpret_cast<float*>(l.plane_bytes);  // offset for now
         l.plane_bytes += count * static_cast<size_t>(pl.elems) * sizeof(float);

@@ -57,7 +57,10 @@ void check_config(const KernelConfig& c, const std::string& arch) {
         KernelConfig d = default_config(c.kind, c.elem, c.head_dim_qk, c.head_dim_v, sm);
         d.score_conv = c.score_conv;
         d.bias_tile = c.bias_tile && d.tile.block_n % 32 == 0;
-        if (c.score_conv) d.tile = default_score_conv_tile(sm, c.head_dim_qk, c.head_dim_v, c.kind);
+        if (c.score_conv) {
+            d.tile = default_score_conv_tile(sm, c.head_dim_qk, c.head_dim_v, c.kind);
+            if (c.elem != ElemKind::f32) d.mainloop = MainloopKind::sm80;
+        }
         std::ostringstream fix;
         if (why_config_invalid_on(d, sm) == nullptr && d.tile != c.tile)
             fix << "; pick another tile (templates/attnjit/common/kernel_config.h lists the rules) or leave it unset to "
@@ -81,8 +84,13 @@ KernelConfig make_config(const dsl::AttentionSpec& spec, KernelKind kind, const 
             << " is not supported; supported head dims are the multiples of " << kHeadDimStep << " from "
             << kMinHeadDim << " to " << kMaxHeadDim << " (pad the head dimension up to the next one)";
     KernelConfig c = default_config(kind, elem_kind(spec.dtype()), spec.head_dim_qk(), spec.head_dim_v(), sm);
-    c.score_conv = spec.has_score_conv() && (kind == KernelKind::forward || kind == KernelKind::backward_fused);
-    if (c.score_conv) c.tile = default_score_conv_tile(sm, c.head_dim_qk, c.head_dim_v, kind);
+    c.score_conv = spec.has_score_conv() && (kind == KernelKind::forward || kind == KernelKind::backward_fused ||
+                                             kind == KernelKind::backward_dq);
+    if (c.score_conv) {
+        c.tile = default_score_conv_tile(sm, c.head_dim_qk, c.head_dim_v, kind);
+        // Only the sm80 loop has the convolution (f32 is refused by check_config).
+        if (c.elem != ElemKind::f32) c.mainloop = MainloopKind::sm80;
+    }
     // The sm80 forward stages score_mod's bias tile (codegen/bias_tile.h) when its tile's
     // rows are whole 16-byte chunk groups; otherwise the bias is read element by element.
     const bool stages_bias = kind == KernelKind::forward && c.mainloop == MainloopKind::sm80 && !c.score_conv &&

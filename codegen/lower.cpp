@@ -91,11 +91,12 @@ KernelPlan lower(const dsl::AttentionSpec& spec, SpecInputs inputs, KernelKind k
                                  std::to_string(spec.score_conv_rows()) + ", " + std::to_string(spec.score_conv_cols()) +
                                  ")";
         // The backward runs backward_stats, backward_fused (the convolution's products) and
-        // backward_dq_convert (dtheta's sums); not the two-pass kernels.
-        user_check(kind != KernelKind::backward_dq && kind != KernelKind::backward_dkdv)
-            << call << ": the two-pass backward (backward_dq, backward_dkdv) has no score convolution; its backward "
-                       "is backward_fused's (AttentionBackward chooses it), which computes no gradients of captured "
-                       "tensors or scalars yet: leave them out of CompileOptions.grads";
+        // backward_dq_convert (dtheta's sums), then backward_dq for the gradients of captured
+        // tensors and scalars; never backward_dkdv.
+        user_check(kind != KernelKind::backward_dkdv)
+            << call << ": backward_dkdv has no score convolution; the backward of a score convolution is "
+                       "backward_fused's, with backward_dq for the gradients of captured tensors and scalars "
+                       "(AttentionBackward chooses them)";
     }
     KernelPlan plan;
     plan.spec = spec;

@@ -59,9 +59,11 @@ def attention(q, k, v, *, score_mod=None, mask=None, causal=False, scale=None, e
     (float32, float16 or bfloat16; c_q <= 8, c_k odd <= 15) convolved over the causally
     masked scores before softmax (docs/score_convolution.md); causal by definition, so
     causal= is not needed. A mask= (a document mask for packed sequences) also keeps the
-    convolution's taps inside it: each document is convolved alone. fp16 / bf16; gradients
-    of q, k, v, theta (and sinks, gate) at every head dim (over 128 on sm_90 / sm_100 GPUs),
-    none yet of score_mod's captured tensors.
+    convolution's taps inside it: each document is convolved alone. score_mod then reads
+    the convolved score. fp16 / bf16; gradients of q, k, v, theta (and sinks, gate) at every
+    head dim (over 128 on sm_90 / sm_100 GPUs), and of score_mod's captured tensors read per
+    element (a bias, or a pair bias broadcast over the batch), per query or per head, or as
+    tables; not yet those read per key or broadcast over the heads (a clear error says so).
     """
     if _compiled._is_compiling():  # torch.compile (dynamo) is tracing this call: the torch ops
         return _torch_ops.attention_compiled(q, k, v, score_mod, mask, causal, scale, enable_gqa, return_lse,

@@ -151,10 +151,10 @@ def test_bad_gates_raise():
         attnjit.attention(q, k, v, gate=torch.zeros(1, 2, 16, 64, dtype=torch.bfloat16))
 
 
-def conv_reference(q, k, v, theta):
+def conv_reference(q, k, v, theta, score=None):
     """SEMANTICS.md section 3 in float64: zero above the diagonal, convolve (F.conv2d with
-    explicit zero padding: c_q - 1 rows above, p_k keys on each side), -inf above the
-    diagonal, softmax, P V."""
+    explicit zero padding: c_q - 1 rows above, p_k keys on each side), score(C) when given
+    (score_mod over the whole [B, H, N, N] tensor), -inf above the diagonal, softmax, P V."""
     B, H, N, D = q.shape
     s = (q.double() @ k.double().transpose(-1, -2)) / math.sqrt(D)
     causal = torch.ones(N, N, dtype=torch.bool, device=DEVICE).tril()
@@ -163,6 +163,8 @@ def conv_reference(q, k, v, theta):
     pk = (ck - 1) // 2
     padded = torch.nn.functional.pad(s0, (pk, pk, cq - 1, 0))
     c = torch.nn.functional.conv2d(padded, theta.double().unsqueeze(1), groups=H)
+    if score is not None:
+        c = score(c)
     z = c.masked_fill(~causal, -math.inf)
     p = torch.softmax(z, dim=-1)
     return p @ v.double(), torch.logsumexp(z, dim=-1)
@@ -258,3 +260,36 @@ def test_score_conv_gradients(dtype, c, d):
     for grad, leaf, which in zip((q.grad, k.grad, v.grad), leaves, ("dq", "dk", "dv")):
         check_grad(grad, leaf.grad, dtype, f"score_conv {c} {which} {dtype}")
     check_tensor_grad(theta.grad, leaves[3].grad, SUMMED_GRAD_TOLERANCE[dtype], f"score_conv {c} d theta {dtype}")
+
+
+@pytest.mark.parametrize("broadcast", [False, True], ids=["bias", "pair_bias"])
+def test_score_conv_with_a_learnable_bias_and_cap(broadcast):
+    """score_mod after the convolution, softcap(C + bias) with a learnable bias (per element,
+    or a pair bias [1, H, N, N] broadcast over the batch: its gradient is the batch sum) and a
+    learnable cap: every gradient against float64 autograd of conv_reference."""
+    dtype, B, H, N, D = torch.bfloat16, 2, 4, 150, 64
+    q, k, v = (t.requires_grad_() for t in make_qkv(B, H, H, N, N, D, dtype))
+    theta = 0.3 * torch.randn(H, 6, 11, device=DEVICE)
+    theta[:, 5, 5] += 1.0
+    theta.requires_grad_()
+    leaf = torch.randn(1 if broadcast else B, H, N, N, device=DEVICE).to(dtype).requires_grad_()
+    bias = leaf.expand(B, H, N, N)
+    cap = torch.tensor(4.0, device=DEVICE, requires_grad=True)
+
+    def capped(score, b, h, q_idx, kv_idx):
+        return cap * torch.tanh((score + bias[b, h, q_idx, kv_idx]) / cap)
+    out = attnjit.compile(capped)(q, k, v, score_conv=theta)
+    d_out = torch.randn_like(out)
+    out.backward(d_out)
+    leaves = [t.detach().double().requires_grad_() for t in (q, k, v, theta, leaf, cap)]
+    bias_d, cap_d = leaves[4].expand(B, H, N, N), leaves[5]
+    r, _ = conv_reference(*leaves[:4], score=lambda c: cap_d * torch.tanh((c + bias_d) / cap_d))
+    check(out, r.detach(), dtype, "score_conv softcap(C + bias) out")
+    (r * d_out.double()).sum().backward()
+    for grad, ref, which in zip((q.grad, k.grad, v.grad), leaves, ("dq", "dk", "dv")):
+        check_grad(grad, ref.grad, dtype, f"score_conv + bias {which}")
+    check_tensor_grad(theta.grad, leaves[3].grad, SUMMED_GRAD_TOLERANCE[dtype], "score_conv + bias d theta")
+    tolerance = (SUMMED_GRAD_TOLERANCE if broadcast else GRAD_TOLERANCE)[dtype]
+    check_tensor_grad(leaf.grad, leaves[4].grad, tolerance, "score_conv d bias")
+    check_tensor_grad(cap.grad.reshape(1), leaves[5].grad.reshape(1), SUMMED_GRAD_TOLERANCE[dtype],
+                      "score_conv d cap")

@@ -58,7 +58,7 @@ struct BackwardTraits {
                                                         sm80::BackwardDkdv<Element, kDqk_, kDv_, kBlockM_, kBlockN_,
                                                                            kWarps_>,
                                                         sm80::BackwardDq<Element, kDqk_, kDv_, kBlockM_, kBlockN_,
-                                                                         kWarps_>>::type>::type,
+                                                                         kWarps_, kScoreConv_>>::type>::type,
                         simt::Backward<Element, kDqk_, kDv_, kBlockM_, kBlockN_, kWarps_>>::type>::type>::type;
     static constexpr int kSmemBytes = Mainloop::kSmemBytes;
     static_assert(kSmemBytes == smem_bytes(kConfig), "backward main loop and smem_bytes disagree");
@@ -66,8 +66,8 @@ struct BackwardTraits {
 
 template <MainloopKind M, class E, int Dqk, int Dv, int BM, int BN, int W, int S>
 using BackwardDkdvTraits = BackwardTraits<KernelKind::backward_dkdv, M, E, Dqk, Dv, BM, BN, W, S>;
-template <MainloopKind M, class E, int Dqk, int Dv, int BM, int BN, int W, int S>
-using BackwardDqTraits = BackwardTraits<KernelKind::backward_dq, M, E, Dqk, Dv, BM, BN, W, S>;
+template <MainloopKind M, class E, int Dqk, int Dv, int BM, int BN, int W, int S, bool kScoreConv = false>
+using BackwardDqTraits = BackwardTraits<KernelKind::backward_dq, M, E, Dqk, Dv, BM, BN, W, S, kScoreConv>;
 template <MainloopKind M, class E, int Dqk, int Dv, int BM, int BN, int W, int S>
 using BackwardStatsTraits = BackwardTraits<KernelKind::backward_stats, M, E, Dqk, Dv, BM, BN, W, S>;
 template <MainloopKind M, class E, int Dqk, int Dv, int BM, int BN, int W, int S, bool kScoreConv = false>

@@ -227,6 +227,9 @@ constexpr int kSimtRowPad = 4;
 //                [2 stages] Q, dO [block_m x (dqk + dv)] | [2 stages] LSE, Delta [block_m] (f32)
 //  backward_dq sm80: scratch | Q, dO [block_m x (dqk + dv)] | [2 stages] K, V
 //                [block_n x (dqk + dv)] | LSE, Delta [block_m] (f32)   (XOR-swizzled)
+//  backward_dq sm80 with score_conv: scratch | Q [(block_m + 16) x dqk] | dO [block_m x dv] |
+//                [2 stages] K [(block_n + 16) x dqk], V [block_n x dv] | LSE, Delta [block_m] |
+//                S0, Toeplitz fragments and mask bits as in the forward
 //  backward_fused sm80: backward_dkdv's with [stages] for [2 stages] | P, dS [block_m x block_n]
 //                (stages: 2, or 1 at a tile head dim of 256)
 //  backward_fused sm80 with score_conv: scratch | K [(block_n + 32) x dqk] |
@@ -267,6 +270,11 @@ ATTNJIT_HD constexpr int smem_bytes(const KernelConfig& c) {
                t.stages * 2 * 4 * (bm + 16) + 2 * ((bm + 32) * (bn + 40) + (bm + 16) * (bn + 24)) +
                2 * kScoreConvFragmentBytes + score_conv_backward_mask_bytes(bm, bn);
     }
+    if (c.kind == KernelKind::backward_dq && c.score_conv)
+        return scratch_bytes(t.warps) +
+               elem_bytes(c.elem) * ((t.block_m + 16) * dqk + t.block_m * dv + 2 * ((t.block_n + 16) * dqk + t.block_n * dv)) +
+               2 * 4 * t.block_m + 2 * (t.block_m + 16) * (t.block_n + 24) + kScoreConvFragmentBytes +
+               score_conv_mask_bytes(t.block_m, t.block_n);
     if (is_backward(c.kind) && c.mainloop == MainloopKind::sm80)
         return owns_keys(c.kind)
                    ? scratch_bytes(t.warps) + elem_bytes(c.elem) * (t.block_n + t.stages * t.block_m) * (dqk + dv) +
@@ -306,9 +314,11 @@ ATTNJIT_HD constexpr bool fused_backward_head_dims(int dqk, int dv) {
 ATTNJIT_HD constexpr const char* why_config_invalid(const KernelConfig& c) {
     const TileConfig& t = c.tile;
     if (c.kind != KernelKind::forward && !is_backward(c.kind)) return "unknown kernel kind";
-    if (c.score_conv && ((c.kind != KernelKind::forward && c.kind != KernelKind::backward_fused) ||
+    if (c.score_conv && ((c.kind != KernelKind::forward && c.kind != KernelKind::backward_fused &&
+                          c.kind != KernelKind::backward_dq) ||
                          c.mainloop != MainloopKind::sm80))
-        return "the score convolution runs in the sm80 forward and backward_fused only (f16 / bf16) for now";
+        return "the score convolution runs in the sm80 forward, backward_fused and backward_dq only (f16 / bf16) for "
+               "now";
     if (c.bias_tile && (c.kind != KernelKind::forward || c.mainloop != MainloopKind::sm80 || c.score_conv))
         return "the staged bias tile is a feature of the sm80 forward without a score convolution";
     if (c.bias_tile && t.block_n % 32 != 0) return "the staged bias tile needs block_n a multiple of 32";
@@ -316,6 +326,8 @@ ATTNJIT_HD constexpr const char* why_config_invalid(const KernelConfig& c) {
         return "the score convolution needs block_m and block_n multiples of 16";
     if (c.score_conv && c.kind == KernelKind::backward_fused && (t.block_n != 64 || t.block_m % 32 != 0))
         return "the score convolution's backward: block_n 64, block_m 32 or 64 (sm80/score_conv_backward.cuh)";
+    if (c.score_conv && c.kind == KernelKind::backward_dq && t.block_n % 32 != 0)
+        return "the score convolution in backward_dq needs block_n a multiple of 32 (its mask's words)";
     // backward_stats also runs first in the two-pass backward of a gated spec (any dtype,
     // any main loop: it has no tiles of its own).
     const bool fast_backward = c.kind == KernelKind::backward_fused || c.kind == KernelKind::backward_dq_convert;
@@ -342,7 +354,9 @@ ATTNJIT_HD constexpr const char* why_config_invalid(const KernelConfig& c) {
         const bool dkdv = owns_keys(c.kind);
         const int own = dkdv ? t.block_n : t.block_m, streamed = dkdv ? t.block_m : t.block_n;
         if (c.elem == ElemKind::f32) return "the sm80 backward takes f16 or bf16 only";
-        if ((c.head_dim_qk > 128 || c.head_dim_v > 128) && c.kind != KernelKind::backward_fused)
+        // (backward_dq with a score convolution computes no dQ: its registers fit at 256.)
+        if ((c.head_dim_qk > 128 || c.head_dim_v > 128) && c.kind != KernelKind::backward_fused &&
+            !(c.kind == KernelKind::backward_dq && c.score_conv))
             return "backward_dkdv and backward_dq sm80 take head dims up to 128 (136 to 256 run on simt)";
         if (own % (16 * t.warps) != 0 && c.kind != KernelKind::backward_fused)
             return dkdv ? "backward_dkdv sm80: block_n must be a multiple of 16 keys per warp"
@@ -447,7 +461,12 @@ ATTNJIT_HD constexpr TileConfig default_tile(KernelKind kind, MainloopKind m, in
 // The backward (backward_fused): 64 x 64 with 8 warps (the halos are recomputed per step:
 // 96 x 96 products of Q K^T for a 64 x 64 tile), 32 x 64 where shared memory is 99 KiB;
 // at head dims over 128, 32 x 64 with one stage of Q and dO (182 KiB: sm_90 and sm_100 only).
+// backward_dq (the gradients of captured tensors beside it): 64 x 64 with 4 warps, 32 x 64
+// with 2 where shared memory is 99 KiB or a head dim is over 128 (201 KiB at d256).
 ATTNJIT_HD constexpr TileConfig default_score_conv_tile(int sm, int dqk, int dv, KernelKind kind = KernelKind::forward) {
+    if (kind == KernelKind::backward_dq)
+        return dqk > 128 || dv > 128 || max_dynamic_smem_bytes(sm) < 128 * 1024 ? TileConfig{32, 64, 2, 2}
+                                                                                 : TileConfig{64, 64, 4, 2};
     if (kind == KernelKind::backward_fused)
         return dqk > 128 || dv > 128                  ? TileConfig{32, 64, 8, 1}
                : max_dynamic_smem_bytes(sm) < 128 * 1024 ? TileConfig{32, 64, 8, 2}

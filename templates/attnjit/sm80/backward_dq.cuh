@@ -14,8 +14,15 @@
 //   gradient site is elementwise and summed over the batch (a broadcast pair bias) may
 //   leave it to a second launch of this kernel, run_batch_sum (BackwardArgs::batch_sum).
 //
-// Shared memory (smem_bytes in common/kernel_config.h): scratch | Q [BM x DQK] |
-// dO [BM x DV] | 2 x (K [BN x DQK] | V [BN x DV]) | LSE2 [BM] | Delta [BM] (f32).
+// kConv (a spec with a score convolution): the launches compute the gradients of captured
+// tensors and scalars only (backward_fused computes dQ, dK, dV and dtheta). Their score
+// tile is the convolution's C, as in the forward: Q carries 16 halo rows, K 8 halo keys a
+// side, and ScoreConv::tile_scores stages and convolves each tile (sm80/score_conv.cuh).
+//
+// Shared memory (smem_bytes in common/kernel_config.h): scratch | Q [(BM + qh) x DQK] |
+// dO [BM x DV] | 2 x (K [(BN + 2 kh) x DQK] | V [BN x DV]) | LSE2 [BM] | Delta [BM] (f32),
+// qh, kh = 16, 8 with kConv (then S0, the Toeplitz fragments and the mask bits follow),
+// else 0.
 #pragma once
 
 #include "attnjit/backward/args.h"
@@ -30,11 +37,12 @@
 #include "attnjit/sm80/copy.cuh"
 #include "attnjit/sm80/fragment.cuh"
 #include "attnjit/sm80/gemm.cuh"
+#include "attnjit/sm80/score_conv.cuh"
 
 namespace attnjit {
 namespace sm80 {
 
-template <class E, int kDqkReal, int kDvReal, int BM, int BN, int W>
+template <class E, int kDqkReal, int kDvReal, int BM, int BN, int W, bool kConv = false>
 struct BackwardDq {
     // Tiles at the tile head dims; columns past the real ones zero-filled on load, not stored.
     static constexpr int DQK = tile_head_dim(kDqkReal), DV = tile_head_dim(kDvReal);
@@ -43,16 +51,22 @@ struct BackwardDq {
     static constexpr int kNT = BN / 8;         // n8 tiles of S per fragment
     static constexpr int kCprQ = DQK / 8, kCprV = DV / 8;
 
+    static constexpr int kQHalo = kConv ? 16 : 0;  // query rows above the tile (score_conv)
+    static constexpr int kKHalo = kConv ? 8 : 0;   // keys on each side of a K tile (score_conv)
     static constexpr int kQOff = scratch_bytes(W);
-    static constexpr int kDoOff = kQOff + BM * DQK * 2;
+    static constexpr int kDoOff = kQOff + (BM + kQHalo) * DQK * 2;
     static constexpr int kKvOff = kDoOff + BM * DV * 2;
-    static constexpr int kVInStage = BN * DQK * 2;
-    static constexpr int kKvStage = BN * (DQK + DV) * 2;
+    static constexpr int kVInStage = (BN + 2 * kKHalo) * DQK * 2;
+    static constexpr int kKvStage = kVInStage + BN * DV * 2;
     static constexpr int kLseOff = kKvOff + 2 * kKvStage;
     static constexpr int kDeltaOff = kLseOff + BM * 4;
-    static constexpr int kSmemBytes = kDeltaOff + BM * 4;
+    static constexpr int kS0Off = kDeltaOff + BM * 4;  // score_conv: S0, the Toeplitz fragments, the mask bits
+    static constexpr int kFragOff = kS0Off + (kConv ? 2 * (BM + 16) * (BN + 24) : 0);
+    static constexpr int kMaskOff = kFragOff + (kConv ? kScoreConvFragmentBytes : 0);
+    static constexpr int kSmemBytes = kMaskOff + (kConv ? score_conv_mask_bytes(BM, BN) : 0);
     static_assert(kSmemBytes == smem_bytes(KernelConfig{KernelKind::backward_dq, MainloopKind::sm80,
-                                                        ElemKindOf<E>::value, kDqkReal, kDvReal, TileConfig{BM, BN, W, 2}}),
+                                                        ElemKindOf<E>::value, kDqkReal, kDvReal, TileConfig{BM, BN, W, 2},
+                                                        kConv}),
                   "sm80::BackwardDq shared-memory layout disagrees with smem_bytes in common/kernel_config.h");
     static_assert(kMF >= 1 && BM % (16 * W) == 0, "block_m must be a multiple of 16 rows per warp");
     static_assert(BN % 16 == 0, "block_n must be a multiple of 16");
@@ -64,6 +78,52 @@ struct BackwardDq {
     using SLayout = MmaCLayout<kMF, kNT>;         // S, P, dP, dS
     using DLayout = MmaCLayout<kMF, DQK / 8, 1, kDqkReal>;  // dQ (stores the real columns)
     static constexpr int kRows = SLayout::kRows;  // row slots per thread
+
+    template <class Variant>
+    using Conv = ScoreConv<E, BM, BN, W, (kConv ? Variant::kScoreConvRows : 1), (kConv ? Variant::kScoreConvCols : 1)>;
+
+    // Q's tile at query m0 (with kConv, from m0 - 16; rows before 0 zero-filled).
+    __device__ __forceinline__ static void load_q(unsigned q_s, const E* qg, long long qsn, int nq, int m0,
+                                                  const E* safe, int tid) {
+        copy_tile<E, kThreads, BM + kQHalo, DQK, kConv, kDqkReal>(q_s, qg - kQHalo * qsn, qsn, nq - m0 + kQHalo, safe,
+                                                                 tid, kQHalo - m0);
+    }
+    // K's tile at key n0 (with kConv, keys [n0 - 8, n0 + BN + 8)).
+    __device__ __forceinline__ static void load_k(unsigned k_s, const E* kg, long long ksn, int nk, int n0, int tid) {
+        const int first = n0 - kKHalo;
+        copy_tile<E, kThreads, BN + 2 * kKHalo, DQK, kConv, kDqkReal>(k_s, kg + (long long)first * ksn, ksn, nk - first,
+                                                                     kg, tid, -first);
+    }
+
+    // The tile's scores: S = Q K^T, or with kConv the convolution's C (ScoreConv::tile_scores,
+    // block-collective). q_ld: this warp's first row of the tile; k_ld: key row 0 (extended).
+    template <class Variant, class Params>
+    __device__ __forceinline__ static void scores(const Params& p, const typename Variant::Head& hd, int h,
+                                                  float (&s)[kMF][kNT][4], unsigned char* smem, unsigned q_ld,
+                                                  unsigned k_ld, const LaneChunks& la, const LaneChunks& lb, int m0,
+                                                  int n0, int nq, int nk) {
+        if constexpr (kConv) {
+            const unsigned sbase = ptx::smem_addr(smem);
+            const unsigned q_halo_ld = sbase + kQOff + LaneRows::a_row(threadIdx.x & 31) * kCprQ * 16;
+            Conv<Variant>::template tile_scores<Variant, Params, DQK / 16, kCprQ>(
+                p, hd, h, s,
+                typename Conv<Variant>::Smem{reinterpret_cast<unsigned*>(smem + kS0Off), sbase + kS0Off,
+                                             reinterpret_cast<const unsigned*>(smem + kFragOff),
+                                             reinterpret_cast<unsigned*>(smem + kMaskOff)},
+                q_ld, q_halo_ld, k_ld, la, lb, m0, n0, nq, nk, false);
+        } else {
+            gemm_nt<E, kMF, kNT, DQK / 16, kCprQ, kCprQ>(s, q_ld, k_ld, la, lb);
+        }
+    }
+    // The Toeplitz fragments (kConv), before the first block_sync of the loop.
+    template <class Variant, class Params>
+    __device__ __forceinline__ static void prepare(const Params& p, int h, unsigned char* smem) {
+        static_assert(kConv == (Variant::kScoreConvRows > 0),
+                      "a Variant with a score convolution needs backward_dq's kConv layout, and only it");
+        if constexpr (kConv)
+            Conv<Variant>::template prepare<Variant>(p, h, reinterpret_cast<unsigned*>(smem + kFragOff),
+                                                     reinterpret_cast<unsigned*>(smem + kS0Off));
+    }
 
     template <class Variant, class Params>
     __device__ __forceinline__ static void run_dq(const Params& p, unsigned char* smem) {
@@ -82,11 +142,11 @@ struct BackwardDq {
 
         const unsigned sbase = ptx::smem_addr(smem);
         const unsigned q_s = sbase + kQOff, do_s = sbase + kDoOff, kv_s = sbase + kKvOff;
-        copy_tile<E, kThreads, BM, DQK, false, kDqkReal>(q_s, qg, a.q_stride[2], nq - m0, static_cast<const E*>(a.q),
-                                                         tid);
+        load_q(q_s, qg, a.q_stride[2], nq, m0, static_cast<const E*>(a.q), tid);
         copy_tile<E, kThreads, BM, DV, false, kDvReal>(do_s, dog, a.do_stride[2], nq - m0,
                                                        static_cast<const E*>(a.d_o), tid);
         ptx::cp_async_commit();
+        prepare<Variant>(p, h, smem);
 
         const typename Variant::Head hd = Variant::make_head(p, b, h, kvh);
         // The batch-sum launch writes the one site (Variant::kInputGradBatchSum): no hooks here.
@@ -99,8 +159,7 @@ struct BackwardDq {
         auto issue = [&](int tile, int stage) {
             if (tile >= 0) {
                 const unsigned dst = kv_s + stage * kKvStage;
-                copy_tile<E, kThreads, BN, DQK, false, kDqkReal>(dst, kg + (long long)tile * BN * ksn, ksn,
-                                                                 nk - tile * BN, kg, tid);
+                load_k(dst, kg, ksn, nk, tile * BN, tid);
                 copy_tile<E, kThreads, BN, DV, false, kDvReal>(dst + kVInStage, vg + (long long)tile * BN * vsn, vsn,
                                                                nk - tile * BN, vg, tid);
             }
@@ -132,7 +191,7 @@ struct BackwardDq {
 
         const int a_row = warp * 16 * kMF + LaneRows::a_row(lane), b_row = LaneRows::b_row(lane);
         const LaneChunks la = LaneRows::a_chunks(lane), lb = LaneRows::b_chunks(lane);
-        const unsigned q_ld = q_s + a_row * kCprQ * 16, do_ld = do_s + a_row * kCprV * 16;
+        const unsigned q_ld = q_s + (kQHalo + a_row) * kCprQ * 16, do_ld = do_s + a_row * kCprV * 16;
         const unsigned k_nt = kv_s + b_row * kCprQ * 16, v_nt = kv_s + kVInStage + b_row * kCprV * 16;
         const unsigned k_t = kv_s + LaneRows::a_row(lane) * kCprQ * 16;
 
@@ -154,9 +213,9 @@ struct BackwardDq {
             float s[kMF][kNT][4], dp[kMF][kNT][4];
             SLayout::clear(s);
             SLayout::clear(dp);
-            gemm_nt<E, kMF, kNT, DQK / 16, kCprQ, kCprQ>(s, q_ld, k_nt + so, la, lb);
-            gemm_nt<E, kMF, kNT, DV / 16, kCprV, kCprV>(dp, do_ld, v_nt + so, la, lb);
             const int k0 = tile * BN;
+            scores<Variant>(p, hd, h, s, smem, q_ld, k_nt + so, la, lb, m0, k0, nq, nk);
+            gemm_nt<E, kMF, kNT, DV / 16, kCprV, kCprV>(dp, do_ld, v_nt + so, la, lb);
             const BackwardScores<Variant, Params> scores{p, hd, a.scale, a.scale * kLog2e,
                                                          Variant::kHasMask && tcls == TileClass::kPartial};
             bool hooks = false;
@@ -176,22 +235,27 @@ struct BackwardDq {
                 else
                     scores.template queries_are_rows<false>(sl, s, dp, qc, rw, lse2, delta, k0, nk);
             }
-            unsigned ds_a[kMF][kNT / 2][4];
-            pack_a<E>(dp, ds_a);
-            gemm_rn<E, kMF, DQK / 8, kNT / 2, kCprQ>(dq, ds_a, k_t + so, la);
+            if constexpr (!kConv) {  // with a convolution, backward_fused computes dQ
+                unsigned ds_a[kMF][kNT / 2][4];
+                pack_a<E>(dp, ds_a);
+                gemm_rn<E, kMF, DQK / 8, kNT / 2, kCprQ>(dq, ds_a, k_t + so, la);
+            }
             tile = next;
             stage ^= 1;
         }
         ptx::cp_async_wait<0>();
 
-        const DLayout dl;
-        E* dqg = static_cast<E*>(a.dq) + b * a.dq_stride[0] + h * a.dq_stride[1];
-        const float scale = a.scale;
+        if constexpr (!kConv) {
+            const DLayout dl;
+            E* dqg = static_cast<E*>(a.dq) + b * a.dq_stride[0] + h * a.dq_stride[1];
+            const float scale = a.scale;
 #pragma unroll
-        for (int r = 0; r < kRows; ++r) {
-            const int q = m0 + dl.row(r);
-            if (q < nq)
-                dl.store_row(dqg + q * a.dq_stride[2] + dl.lane_col(), dq, r, [scale](float v, int) { return v * scale; });
+            for (int r = 0; r < kRows; ++r) {
+                const int q = m0 + dl.row(r);
+                if (q < nq)
+                    dl.store_row(dqg + q * a.dq_stride[2] + dl.lane_col(), dq, r,
+                                 [scale](float v, int) { return v * scale; });
+            }
         }
         // Per-query sites: each row's sum over its keys (common/input_grads.cuh).
         if constexpr (Variant::kInputGradQuerySites > 0) store_row_sums<Variant, false>(p, hd, gacc, sl, m0, nq);
@@ -224,7 +288,7 @@ struct BackwardDq {
 
         const int a_row = warp * 16 * kMF + LaneRows::a_row(lane), b_row = LaneRows::b_row(lane);
         const LaneChunks la = LaneRows::a_chunks(lane), lb = LaneRows::b_chunks(lane);
-        const unsigned q_ld = q_s + a_row * kCprQ * 16, do_ld = do_s + a_row * kCprV * 16;
+        const unsigned q_ld = q_s + (kQHalo + a_row) * kCprQ * 16, do_ld = do_s + a_row * kCprV * 16;
         const unsigned k_nt = kv_s + b_row * kCprQ * 16, v_nt = kv_s + kVInStage + b_row * kCprV * 16;
 
         const SLayout sl;
@@ -257,12 +321,10 @@ struct BackwardDq {
             const E* dog = static_cast<const E*>(a.d_o) + b * a.do_stride[0] + h * a.do_stride[1];
             const E* kg = static_cast<const E*>(a.k) + b * a.k_stride[0] + kvh * a.k_stride[1];
             const E* vg = static_cast<const E*>(a.v) + b * a.v_stride[0] + kvh * a.v_stride[1];
-            copy_tile<E, kThreads, BM, DQK, false, kDqkReal>(q_s, qg + m0 * a.q_stride[2], a.q_stride[2], nq - m0, qg,
-                                                             tid);
+            load_q(q_s, qg + m0 * a.q_stride[2], a.q_stride[2], nq, m0, qg, tid);
             copy_tile<E, kThreads, BM, DV, false, kDvReal>(do_s, dog + m0 * a.do_stride[2], a.do_stride[2], nq - m0, dog,
                                                            tid);
-            copy_tile<E, kThreads, BN, DQK, false, kDqkReal>(kv_s, kg + n0 * a.k_stride[2], a.k_stride[2], nk - n0, kg,
-                                                             tid);
+            load_k(kv_s, kg, a.k_stride[2], nk, n0, tid);
             copy_tile<E, kThreads, BN, DV, false, kDvReal>(kv_s + kVInStage, vg + n0 * a.v_stride[2], a.v_stride[2],
                                                            nk - n0, vg, tid);
             const float* ws = a.stats + ((long long)b * a.q_heads + h) * nq + m0;
@@ -273,6 +335,7 @@ struct BackwardDq {
             }
             ptx::cp_async_commit();
         };
+        prepare<Variant>(p, h, smem);
         if (b0 < b1) issue(b0);
         for (int b = b0; b < b1; ++b) {
             ptx::cp_async_wait<0>();
@@ -290,7 +353,7 @@ struct BackwardDq {
             float s[kMF][kNT][4], dp[kMF][kNT][4];
             SLayout::clear(s);
             SLayout::clear(dp);
-            gemm_nt<E, kMF, kNT, DQK / 16, kCprQ, kCprQ>(s, q_ld, k_nt, la, lb);
+            scores<Variant>(p, hd, h, s, smem, q_ld, k_nt, la, lb, m0, n0, nq, nk);
             gemm_nt<E, kMF, kNT, DV / 16, kCprV, kCprV>(dp, do_ld, v_nt, la, lb);
             block_sync();  // every warp is done with b's shared memory
             if (b + 1 < b1) issue(b + 1);

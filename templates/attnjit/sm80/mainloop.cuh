@@ -234,37 +234,14 @@ struct Mainloop {
             float s[kMF][kNT][4];
             SLayout::clear(s);
             if constexpr (kConv) {
-                // The extended S = Q K^T: this warp's rows, then its share of the halo rows'
-                // n8 pairs; staged as S0, then convolved. After the tile before it, the
-                // first 16 extended keys are carried over (Conv::take_carry).
-                const int i0 = m0 - kQHalo, j0 = tile * BN - kKHalo;
-                const bool interior = j0 >= 0 && j0 + BN + 2 * kKHalo <= nk && j0 + BN + 2 * kKHalo - 1 <= i0;
+                // The extended S = Q K^T, staged as S0, then convolved. After the tile
+                // before it, the first 16 extended keys are carried over (Conv::take_carry).
                 const bool carried = tile == conv_prev + 1;
-                if (carried) {
-                    Conv::put_carry(s0, carry);
-                    float x[kMF][kNT][4] = {};
-                    gemm_nt<E, kMF, kNT, kKQ, kCprQ, kCprQ>(x, q_ld, k_ld + slot * kKStage + 16 * kCprQ * 16, lq, lk);
-                    Conv::store_s0(s0, x, kQHalo + warp * 16 * kMF, 16, i0, j0, nk, interior);
-                } else {
-                    float x[kMF][kNT + 2][4] = {};
-                    gemm_nt<E, kMF, kNT + 2, kKQ, kCprQ, kCprQ>(x, q_ld, k_ld + slot * kKStage, lq, lk);
-                    Conv::store_s0(s0, x, kQHalo + warp * 16 * kMF, 0, i0, j0, nk, interior);
-                }
+                if (carried) Conv::put_carry(s0, carry);
                 const unsigned q_halo_ld = q_s + ((lane & 7) + ((lane >> 3) & 1) * 8) * kCprQ * 16;
-                for (int np = warp + (carried ? 1 : 0); np < (kNT + 2) / 2; np += W) {
-                    float x[1][2][4] = {};
-                    gemm_nt<E, 1, 2, kKQ, kCprQ, kCprQ>(x, q_halo_ld, k_ld + slot * kKStage + np * 16 * kCprQ * 16, lq,
-                                                        lk);
-                    Conv::store_s0(s0, x, 0, 16 * np, i0, j0, nk, interior);
-                }
-                block_sync();  // every warp's S0 rows (and the halo) are stored
-                bool taps_kept = true;  // the spec's mask keeps every tap of the tile
-                if constexpr (Variant::kScoreConvMask)
-                    taps_kept = Conv::template mask_s0<Variant>(p, hd, s0, mask_bits, i0, j0, nq, nk);
-                Conv::convolve(s, sbase + kS0Off, frags);
-                if constexpr (Variant::kScoreConvMask) {
-                    if (!taps_kept) Conv::template mask_taps<Variant>(p, h, s, s0, mask_bits);
-                }
+                Conv::template tile_scores<Variant, Params, kKQ, kCprQ>(
+                    p, hd, h, s, typename Conv::Smem{s0, sbase + kS0Off, frags, mask_bits}, q_ld, q_halo_ld,
+                    k_ld + slot * kKStage, lq, lk, m0, tile * BN, nq, nk, carried);
                 Conv::take_carry(s0, carry);
                 conv_prev = tile;
             } else {

@@ -20,6 +20,7 @@
 #include "attnjit/common/tile_class.h"
 #include "attnjit/common/ptx.cuh"
 #include "attnjit/common/types.cuh"
+#include "attnjit/sm80/gemm.cuh"
 
 namespace attnjit {
 namespace sm80 {
@@ -308,6 +309,53 @@ struct ScoreConv {
                             [&](int a, int b) { return m.at(r0 + a, col) && m.at(r, col - kPk + b); });
                     }
             }
+    }
+
+    // Where a CTA keeps S0, the Toeplitz fragments and the mask bits (shared memory).
+    struct Smem {
+        unsigned* s0;
+        unsigned s0_s;  // S0's shared-window address
+        const unsigned* frags;
+        unsigned* bits;
+    };
+
+    // One score tile C of the query tile at m0 and the key tile at n0, from the extended
+    // Q (BM + 16 rows, q_halo_ld at extended row 0, q_ld at this warp's first row) and K
+    // (BN + 16 keys from n0 - 8, k_ld) tiles in shared memory: the extended products staged
+    // as S0 (with `carried`, its first 16 keys were put back by put_carry: only the rest is
+    // multiplied), a block_sync, the spec's mask over S0, the convolution. Block-collective;
+    // the caller syncs before S0 is written again. Used by the forward and by backward_dq.
+    template <class Variant, class Params, int kKQ, int kCprQ>
+    __device__ __forceinline__ static void tile_scores(const Params& p, const typename Variant::Head& hd, int h,
+                                                       float (&c)[kMF][kNT][4], const Smem& sm, unsigned q_ld,
+                                                       unsigned q_halo_ld, unsigned k_ld, const LaneChunks& la,
+                                                       const LaneChunks& lb, int m0, int n0, int nq, int nk,
+                                                       bool carried) {
+        const int warp = threadIdx.x >> 5;
+        const int i0 = m0 - kHaloRows, j0 = n0 - kHaloKeys;
+        const bool interior = j0 >= 0 && j0 + BN + 2 * kHaloKeys <= nk && j0 + BN + 2 * kHaloKeys - 1 <= i0;
+        if (carried) {
+            float x[kMF][kNT][4] = {};
+            gemm_nt<E, kMF, kNT, kKQ, kCprQ, kCprQ>(x, q_ld, k_ld + 16 * kCprQ * 16, la, lb);
+            store_s0(sm.s0, x, kHaloRows + warp * 16 * kMF, 16, i0, j0, nk, interior);
+        } else {
+            float x[kMF][kNT + 2][4] = {};
+            gemm_nt<E, kMF, kNT + 2, kKQ, kCprQ, kCprQ>(x, q_ld, k_ld, la, lb);
+            store_s0(sm.s0, x, kHaloRows + warp * 16 * kMF, 0, i0, j0, nk, interior);
+        }
+        // The halo rows' n8 pairs, shared among the warps.
+        for (int np = warp + (carried ? 1 : 0); np < (kNT + 2) / 2; np += W) {
+            float x[1][2][4] = {};
+            gemm_nt<E, 1, 2, kKQ, kCprQ, kCprQ>(x, q_halo_ld, k_ld + np * 16 * kCprQ * 16, la, lb);
+            store_s0(sm.s0, x, 0, 16 * np, i0, j0, nk, interior);
+        }
+        block_sync();  // every warp's S0 rows (and the halo) are stored
+        bool taps_kept = true;  // the spec's mask keeps every tap of the tile
+        if constexpr (Variant::kScoreConvMask) taps_kept = mask_s0<Variant>(p, hd, sm.s0, sm.bits, i0, j0, nq, nk);
+        convolve(c, sm.s0_s, sm.frags);
+        if constexpr (Variant::kScoreConvMask) {
+            if (!taps_kept) mask_taps<Variant>(p, h, c, sm.s0, sm.bits);
+        }
     }
 
     // C = sum_a S0[rows shifted by a] T_a for this warp's rows (unscaled, like S = Q K^T).
