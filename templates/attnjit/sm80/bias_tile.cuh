@@ -42,6 +42,28 @@ struct StagedBias {
                                                 bool vector, int tid) {
         constexpr int kChunks = BM * kCpr;
         const int rows = nq - m0, cols = nk - n0;
+        constexpr int kRowStep = kThreads / kCpr;
+        if constexpr (kThreads % kCpr == 0 && kRowStep % 8 == 0 && kChunks % kThreads == 0) {
+            if (vector) {
+                // Each thread keeps one chunk column and one row phase (row & 7): its shared
+                // offsets are a constant step apart, its source a pointer bump (keys are
+                // contiguous here), as in copy_tile.
+                const int row0 = tid / kCpr, c = tid % kCpr;
+                const int n = 2 * min(max(cols - 8 * c, 0), 8);  // bytes of the chunk to read
+                const unsigned d = dst + (row0 * kCpr + swz_chunk<kCpr>(c, row0 & 7)) * 16;
+                const T* src = b.ptr + (long long)(m0 + row0) * b.row_stride + n0 + 8 * c;
+                const long long step = (long long)kRowStep * b.row_stride;
+#pragma unroll
+                for (int i = 0; i < kChunks / kThreads; ++i) {
+                    const int bytes = row0 + i * kRowStep < rows ? n : 0;
+                    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(d + i * kRowStep * kCpr * 16),
+                                 "l"(bytes ? src : b.ptr), "r"(bytes)
+                                 : "memory");
+                    src += step;
+                }
+                return;
+            }
+        }
 #pragma unroll 4
         for (int ch = tid; ch < kChunks; ch += kThreads) {
             const int row = ch / kCpr, c = ch % kCpr;

@@ -150,12 +150,18 @@ struct Mainloop {
         };
         static_assert(!kBiasTile || Variant::kHasBiasTile, "the staged bias tile needs a Variant with kHasBiasTile");
         using Bias = typename Select<kBiasTile, StagedBias<typename BiasTileElementOf<Variant>::type, BN>, NoBias>::type;
+        // The (batch, head)'s bias tile reference, read once (not per step).
+        BiasTileRef<typename BiasTileElementOf<Variant>::type> bias_ref{};
+        bool bias_vector = false;
+        if constexpr (kBiasTile) {
+            bias_ref = Variant::bias_tile(p, hd);
+            bias_vector = Bias::vectorizable(bias_ref);
+        }
         auto issue_bias = [&](int tile) {
             if constexpr (kBiasTile) {
-                const auto ref = Variant::bias_tile(p, hd);
                 if (tile >= 0)
-                    Bias::template copy<kThreads, BM>(sbase + kBiasOff, ref, m0, tile * BN, nq, nk,
-                                                      Bias::vectorizable(ref), tid);
+                    Bias::template copy<kThreads, BM>(sbase + kBiasOff, bias_ref, m0, tile * BN, nq, nk, bias_vector,
+                                                      tid);
             }
         };
         auto apply_hooks = [&](float (&s)[kMF][kNT][4], int tile, TileClass cls) {
