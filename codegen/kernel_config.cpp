@@ -42,6 +42,17 @@ std::string known_archs_text() {
     return out;
 }
 
+namespace {
+
+// A score convolution's kernel: its tile, and the sm80 loop, the only one with the
+// convolution (f32 keeps its loop and is refused by check_config).
+void use_score_conv_defaults(KernelConfig& c, int sm) {
+    c.tile = default_score_conv_tile(sm, c.head_dim_qk, c.head_dim_v, c.kind);
+    if (c.elem != ElemKind::f32) c.mainloop = MainloopKind::sm80;
+}
+
+}  // namespace
+
 int supported_sm_version(const std::string& arch) {
     const int sm = sm_version(arch);
     user_check(sm >= kOldestSupportedSm)
@@ -57,10 +68,7 @@ void check_config(const KernelConfig& c, const std::string& arch) {
         KernelConfig d = default_config(c.kind, c.elem, c.head_dim_qk, c.head_dim_v, sm);
         d.score_conv = c.score_conv;
         d.bias_tile = c.bias_tile && d.tile.block_n % 32 == 0;
-        if (c.score_conv) {
-            d.tile = default_score_conv_tile(sm, c.head_dim_qk, c.head_dim_v, c.kind);
-            if (c.elem != ElemKind::f32) d.mainloop = MainloopKind::sm80;
-        }
+        if (c.score_conv) use_score_conv_defaults(d, sm);
         std::ostringstream fix;
         if (why_config_invalid_on(d, sm) == nullptr && d.tile != c.tile)
             fix << "; pick another tile (templates/attnjit/common/kernel_config.h lists the rules) or leave it unset to "
@@ -86,11 +94,7 @@ KernelConfig make_config(const dsl::AttentionSpec& spec, KernelKind kind, const 
     KernelConfig c = default_config(kind, elem_kind(spec.dtype()), spec.head_dim_qk(), spec.head_dim_v(), sm);
     c.score_conv = spec.has_score_conv() && (kind == KernelKind::forward || kind == KernelKind::backward_fused ||
                                              kind == KernelKind::backward_dq);
-    if (c.score_conv) {
-        c.tile = default_score_conv_tile(sm, c.head_dim_qk, c.head_dim_v, kind);
-        // Only the sm80 loop has the convolution (f32 is refused by check_config).
-        if (c.elem != ElemKind::f32) c.mainloop = MainloopKind::sm80;
-    }
+    if (c.score_conv) use_score_conv_defaults(c, sm);
     // The sm80 forward stages score_mod's bias tile (codegen/bias_tile.h) when its tile's
     // rows are whole 16-byte chunk groups; otherwise the bias is read element by element.
     const bool stages_bias = kind == KernelKind::forward && c.mainloop == MainloopKind::sm80 && !c.score_conv &&

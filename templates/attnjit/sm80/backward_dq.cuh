@@ -88,11 +88,16 @@ struct BackwardDq {
         copy_tile<E, kThreads, BM + kQHalo, DQK, kConv, kDqkReal>(q_s, qg - kQHalo * qsn, qsn, nq - m0 + kQHalo, safe,
                                                                  tid, kQHalo - m0);
     }
-    // K's tile at key n0 (with kConv, keys [n0 - 8, n0 + BN + 8)).
-    __device__ __forceinline__ static void load_k(unsigned k_s, const E* kg, long long ksn, int nk, int n0, int tid) {
-        const int first = n0 - kKHalo;
-        copy_tile<E, kThreads, BN + 2 * kKHalo, DQK, kConv, kDqkReal>(k_s, kg + (long long)first * ksn, ksn, nk - first,
-                                                                     kg, tid, -first);
+    // K's tile at key n0 (k_n0: its first row), with kConv keys [n0 - 8, n0 + BN + 8).
+    __device__ __forceinline__ static void load_k(unsigned k_s, const E* kg, const E* k_n0, long long ksn, int nk, int n0,
+                                                  int tid) {
+        if constexpr (kConv) {
+            const int first = n0 - kKHalo;
+            copy_tile<E, kThreads, BN + 2 * kKHalo, DQK, true, kDqkReal>(k_s, kg + (long long)first * ksn, ksn,
+                                                                        nk - first, kg, tid, -first);
+        } else {
+            copy_tile<E, kThreads, BN, DQK, false, kDqkReal>(k_s, k_n0, ksn, nk - n0, kg, tid);
+        }
     }
 
     // The tile's scores: S = Q K^T, or with kConv the convolution's C (ScoreConv::tile_scores,
@@ -159,7 +164,7 @@ struct BackwardDq {
         auto issue = [&](int tile, int stage) {
             if (tile >= 0) {
                 const unsigned dst = kv_s + stage * kKvStage;
-                load_k(dst, kg, ksn, nk, tile * BN, tid);
+                load_k(dst, kg, kg + (long long)tile * BN * ksn, ksn, nk, tile * BN, tid);
                 copy_tile<E, kThreads, BN, DV, false, kDvReal>(dst + kVInStage, vg + (long long)tile * BN * vsn, vsn,
                                                                nk - tile * BN, vg, tid);
             }
@@ -324,7 +329,7 @@ struct BackwardDq {
             load_q(q_s, qg + m0 * a.q_stride[2], a.q_stride[2], nq, m0, qg, tid);
             copy_tile<E, kThreads, BM, DV, false, kDvReal>(do_s, dog + m0 * a.do_stride[2], a.do_stride[2], nq - m0, dog,
                                                            tid);
-            load_k(kv_s, kg, a.k_stride[2], nk, n0, tid);
+            load_k(kv_s, kg, kg + n0 * a.k_stride[2], a.k_stride[2], nk, n0, tid);
             copy_tile<E, kThreads, BN, DV, false, kDvReal>(kv_s + kVInStage, vg + n0 * a.v_stride[2], a.v_stride[2],
                                                            nk - n0, vg, tid);
             const float* ws = a.stats + ((long long)b * a.q_heads + h) * nq + m0;
