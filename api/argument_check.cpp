@@ -185,6 +185,16 @@ void check_launch_args(const AttentionSpec& spec, const SpecInputs& in, const La
                                        << shape_str(s.shape) << " but must be [Hq] = [" << q[1]
                                        << "]: one sink logit per query head";
     }
+    if (spec.has_reciprocal_band()) {
+        // alpha read at [h]; s_ji pairs query j with key i, so the lengths must agree.
+        const TensorView& al = a.tensors.at(spec.reciprocal_band_alpha());
+        user_check(al.shape[0] == q[1]) << "the reciprocal band's alpha '" << spec.reciprocal_band_alpha()
+                                        << "' has shape " << shape_str(al.shape) << " but must be [Hq] = [" << q[1]
+                                        << "]: one weight a query head (a stride of 0 shares one)";
+        user_check(q[2] == k[2]) << "the reciprocal band adds s_ji = <q_j, k_i> to s_ij, which needs self-attention: "
+                                 << "q has " << q[2] << " rows and k " << k[2]
+                                 << "; give q and k the same length (Nq == Nk)";
+    }
     if (spec.has_gate()) {
         // Read at [b][h][q][d] for every output element (stride 0 broadcasts).
         const TensorView& g = a.tensors.at(spec.gate_name());

@@ -104,6 +104,11 @@ public:
             w_.line(std::string("using ScoreConvElement = ") + cuda_elem_type(plan_.spec.score_conv_dtype()) + ";");
             if (plan_.conv_mask.defined()) w_.line("static constexpr bool kScoreConvMask = true;");
         }
+        if (plan_.reciprocal_band) {
+            w_.line("static constexpr int kRecipBandWidth = " + std::to_string(plan_.spec.reciprocal_band_width()) + ";");
+            w_.line(std::string("static constexpr bool kRecipBandCausal = ") +
+                    (plan_.spec.reciprocal_band_causal() ? "true" : "false") + ";");
+        }
         if (plan_.grad_planes) w_.line("static constexpr bool kInputGradPlanes = true;");
         if (plan_.has_input_grads()) {
             w_.line("static constexpr bool kInputGrads = true;");
@@ -194,6 +199,14 @@ public:
             w_.line("// Attention sink logit of query head h: " + plan_.spec.sinks_name() + "[h].");
             w_.open("__device__ static float sink(const Params& p, int h)");
             w_.line("return " + element_read(plan_.spec.sinks_name(), {"h"}) + ";");
+            w_.close();
+            w_.line();
+        }
+
+        if (plan_.reciprocal_band) {
+            w_.line("// The reciprocal band's weight of query head h: " + plan_.spec.reciprocal_band_alpha() + "[h].");
+            w_.open("__device__ static float recip_band_alpha(const Params& p, int h)");
+            w_.line("return " + element_read(plan_.spec.reciprocal_band_alpha(), {"h"}) + ";");
             w_.close();
             w_.line();
         }

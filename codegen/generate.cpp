@@ -46,7 +46,11 @@ void entry(SourceWriter& w, const KernelKindInfo& kind, const KernelConfig& c, D
            ", " + cuda_elem_type(dtype) + ", " + std::to_string(c.head_dim_qk) + ", " + std::to_string(c.head_dim_v) +
            ", " + std::to_string(t.block_m) + ", " + std::to_string(t.block_n) + ", " + std::to_string(t.warps) +
            ", " + std::to_string(t.stages) +
-           (c.bias_tile ? ", false, true" : c.score_conv ? ", true" : "") + ">;");
+           (c.recip_band ? std::string(c.score_conv ? ", true" : ", false") + (c.bias_tile ? ", true" : ", false") + ", true"
+            : c.bias_tile ? ", false, true"
+            : c.score_conv ? ", true"
+                           : "") +
+           ">;");
     w.line();
     w.line("extern \"C\" __global__ void __launch_bounds__(Traits::kThreads" +
            (min_blocks > 0 ? ", " + std::to_string(min_blocks) : std::string()) + ")");

@@ -68,7 +68,9 @@ void check_config(const KernelConfig& c, const std::string& arch) {
         KernelConfig d = default_config(c.kind, c.elem, c.head_dim_qk, c.head_dim_v, sm);
         d.score_conv = c.score_conv;
         d.bias_tile = c.bias_tile && d.tile.block_n % 32 == 0;
+        d.recip_band = c.recip_band;
         if (c.score_conv) use_score_conv_defaults(d, sm);
+        if (c.recip_band && d.mainloop == MainloopKind::sm80) d.tile = default_recip_band_tile(d, sm);
         std::ostringstream fix;
         if (why_config_invalid_on(d, sm) == nullptr && d.tile != c.tile)
             fix << "; pick another tile (templates/attnjit/common/kernel_config.h lists the rules) or leave it unset to "
@@ -100,6 +102,9 @@ KernelConfig make_config(const dsl::AttentionSpec& spec, KernelKind kind, const 
     const bool stages_bias = kind == KernelKind::forward && c.mainloop == MainloopKind::sm80 && !c.score_conv &&
                              bias_tile_of(spec).has_value();
     if (stages_bias) c.tile = default_bias_tile_tile(c.head_dim_qk, c.head_dim_v, c.tile);
+    c.bias_tile = stages_bias && c.tile.block_n % 32 == 0;
+    c.recip_band = spec.has_reciprocal_band() && kind == KernelKind::forward;
+    if (c.recip_band && c.mainloop == MainloopKind::sm80) c.tile = default_recip_band_tile(c, sm);
     if (tile) c.tile = *tile;
     c.bias_tile = stages_bias && c.tile.block_n % 32 == 0;
     check_config(c, arch);
@@ -120,7 +125,8 @@ std::ostream& operator<<(std::ostream& os, const KernelConfig& c) {
        << c.head_dim_qk << "x" << c.head_dim_v << " ";
     const int tq = tile_head_dim(c.head_dim_qk), tv = tile_head_dim(c.head_dim_v);
     if (head_dims_padded(c)) os << "(tiles d" << tq << "x" << tv << ") ";
-    return os << c.tile << (c.score_conv ? " score_conv" : "") << (c.bias_tile ? " bias_tile" : "");
+    return os << c.tile << (c.score_conv ? " score_conv" : "") << (c.bias_tile ? " bias_tile" : "")
+              << (c.recip_band ? " recip_band" : "");
 }
 
 }  // namespace attnjit
@@ -139,7 +145,7 @@ std::string config_id(const KernelConfig& c) {
     s << kernel_kind_info(c.kind).name_prefix << "_" << mainloop_kind_name(c.mainloop)
       << "_" << elem_kind_name(c.elem) << "_d" << c.head_dim_qk << "x" << c.head_dim_v << "_m" << t.block_m << "n"
       << t.block_n << "w" << t.warps << "s" << t.stages << (c.score_conv ? "_conv" : "")
-      << (c.bias_tile ? "_bias" : "");
+      << (c.bias_tile ? "_bias" : "") << (c.recip_band ? "_band" : "");
     return s.str();
 }
 

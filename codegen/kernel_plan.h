@@ -126,6 +126,10 @@ struct KernelPlan {
     // the Variant gets kHasBiasTile, bias_tile(p, hd) (and kBiasTileBatchInvariant when no
     // leading index reads b), and score_mod takes the bias as an argument.
     std::optional<BiasTile> bias_tile;
+    // A reciprocal band (spec.reciprocal_band(); forward plans): mask holds the causal mask of
+    // its causal form; the Variant gets kRecipBandWidth, kRecipBandCausal and
+    // recip_band_alpha(p, h).
+    bool reciprocal_band = false;
     // Attention sinks (spec.sinks()): the Variant gets kHasSink and sink(p, h).
     bool has_sinks() const { return spec.has_sinks(); }
     // head, row, then the element bindings of score_mod and of mask (each name once).

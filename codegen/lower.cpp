@@ -98,6 +98,13 @@ KernelPlan lower(const dsl::AttentionSpec& spec, SpecInputs inputs, KernelKind k
                        "backward_fused's, with backward_dq for the gradients of captured tensors and scalars "
                        "(AttentionBackward chooses them)";
     }
+    // The reciprocal band has a forward only (sm80/reciprocal_band.cuh); its backward is refused
+    // rather than run without the band's terms.
+    user_check(!spec.has_reciprocal_band() || !is_backward(kind))
+        << "AttentionSpec.reciprocal_band(" << spec.reciprocal_band_width() << ", \"" << spec.reciprocal_band_alpha()
+        << "\"): " << kernel_kind_name(kind)
+        << ": the reciprocal band runs forward only for now (no backward kernel has its s_ji terms yet); run the "
+           "forward alone, or train without the band";
     KernelPlan plan;
     plan.spec = spec;
     plan.inputs = std::move(inputs);
@@ -106,6 +113,7 @@ KernelPlan lower(const dsl::AttentionSpec& spec, SpecInputs inputs, KernelKind k
     // a hook.
     plan.output_gate = spec.has_gate() && kind == KernelKind::forward;
     plan.score_conv = spec.has_score_conv();
+    plan.reciprocal_band = spec.has_reciprocal_band();
     // The forward stages the bias tile; backward_dq's batch-sum launch reads a tile that
     // every batch row shares once (sm80/backward_dq.cuh); elsewhere score_mod gathers it.
     if (kind == KernelKind::forward || kind == KernelKind::backward_dq) plan.bias_tile = bias_tile_of(spec);
@@ -118,7 +126,11 @@ KernelPlan lower(const dsl::AttentionSpec& spec, SpecInputs inputs, KernelKind k
         // The score convolution is causal (top-left): its output keeps j <= i (Mask_-inf).
         // A spec mask with it keeps both, and also gates its taps (conv_mask,
         // docs/score_convolution.md).
-        if (!spec.has_score_conv()) {
+        if (spec.has_reciprocal_band() && spec.reciprocal_band_causal()) {
+            // The causal band's T keeps j <= i (top-left), like causal().
+            mask = simplify(spec.mask().defined() ? dsl::operator&&(dsl::mods::causal(), spec.mask())
+                                                  : dsl::mods::causal());
+        } else if (!spec.has_score_conv()) {
             mask = simplify(spec.mask());
         } else if (spec.mask().defined()) {
             conv_mask = simplify(spec.mask());

@@ -84,6 +84,22 @@ AttentionSpec& AttentionSpec::no_score_conv() {
     return *this;
 }
 
+AttentionSpec& AttentionSpec::reciprocal_band(int width, const std::string& alpha, bool causal) {
+    user_check(!alpha.empty()) << "AttentionSpec.reciprocal_band(" << width
+                               << ", \"\"): name the captured f32 tensor [Hq] that holds alpha, or call "
+                                  "no_reciprocal_band()";
+    band_width_ = width;
+    band_alpha_ = alpha;
+    band_causal_ = causal;
+    return *this;
+}
+AttentionSpec& AttentionSpec::no_reciprocal_band() {
+    band_alpha_.clear();
+    band_width_ = -1;
+    band_causal_ = true;
+    return *this;
+}
+
 double AttentionSpec::scale_or_default() const { return scale_ ? *scale_ : 1.0 / std::sqrt(double(dqk_)); }
 
 namespace {
@@ -149,6 +165,7 @@ Inputs collect_inputs(const AttentionSpec& s) {
     if (s.has_sinks()) in.add_structural(s.sinks_name(), {s.sinks_dtype(), 1}, "sinks");
     if (s.has_gate()) in.add_structural(s.gate_name(), {s.dtype(), 4}, "gate");
     if (s.has_score_conv()) in.add_structural(s.score_conv_name(), {s.score_conv_dtype(), 3}, "score_conv");
+    if (s.has_reciprocal_band()) in.add_structural(s.reciprocal_band_alpha(), {DType::f32, 1}, "reciprocal_band alpha");
     return in;
 }
 
@@ -286,6 +303,24 @@ std::optional<std::string> AttentionSpec::why_invalid() const {
             return why.str();
         }
     }
+    if (has_reciprocal_band()) {
+        const std::string call = "AttentionSpec.reciprocal_band(" + std::to_string(band_width_) + ", \"" +
+                                 band_alpha_ + "\"" + (band_causal_ ? "" : ", false") + ")";
+        if (!is_valid_user_name(band_alpha_)) {
+            why << call << ": the alpha tensor's name must be a C identifier that is not a built-in name";
+            return why.str();
+        }
+        if (band_width_ < 0 || band_width_ > kMaxReciprocalBandWidth) {
+            why << call << ": the band width W must be in [0, " << kMaxReciprocalBandWidth
+                << "] (W = 0 is the diagonal alone)";
+            return why.str();
+        }
+        if (has_score_conv()) {
+            why << call << ": a reciprocal band and a score convolution cannot be combined (both rewrite the score "
+                           "tile before score_mod); use one of them";
+            return why.str();
+        }
+    }
     Inputs in = collect_inputs(*this);
     if (in.conflict) return in.conflict;
     if (in.tensors.size() > static_cast<size_t>(kMaxCapturedTensors)) {
@@ -327,6 +362,10 @@ uint64_t AttentionSpec::hash() const {
         h = hash_combine(hash_combine(h, static_cast<uint64_t>(conv_rows_)), static_cast<uint64_t>(conv_cols_));
         h = hash_combine(h, static_cast<uint64_t>(conv_dtype_));
     }
+    if (has_reciprocal_band()) {
+        h = hash_combine(h, hash_string("reciprocal_band/" + band_alpha_));
+        h = hash_combine(hash_combine(h, static_cast<uint64_t>(band_width_)), band_causal_ ? 1 : 2);
+    }
     return h;
 }
 
@@ -335,7 +374,8 @@ bool AttentionSpec::operator==(const AttentionSpec& o) const {
            kv_heads_ == o.kv_heads_ && scale_ == o.scale_ && equal(score_mod_, o.score_mod_) &&
            equal(mask_, o.mask_) && return_lse_ == o.return_lse_ && sinks_name_ == o.sinks_name_ &&
            sinks_dtype_ == o.sinks_dtype_ && gate_name_ == o.gate_name_ && conv_name_ == o.conv_name_ &&
-           conv_rows_ == o.conv_rows_ && conv_cols_ == o.conv_cols_ && conv_dtype_ == o.conv_dtype_;
+           conv_rows_ == o.conv_rows_ && conv_cols_ == o.conv_cols_ && conv_dtype_ == o.conv_dtype_ &&
+           band_alpha_ == o.band_alpha_ && band_width_ == o.band_width_ && band_causal_ == o.band_causal_;
 }
 
 std::ostream& operator<<(std::ostream& os, const AttentionSpec& s) {
@@ -351,6 +391,9 @@ std::ostream& operator<<(std::ostream& os, const AttentionSpec& s) {
     if (s.has_score_conv())
         os << ", score_conv=" << s.score_conv_name() << "[" << dtype_name(s.score_conv_dtype()) << ", "
            << s.score_conv_rows() << "x" << s.score_conv_cols() << "]";
+    if (s.has_reciprocal_band())
+        os << ", reciprocal_band=" << s.reciprocal_band_alpha() << "[W=" << s.reciprocal_band_width()
+           << (s.reciprocal_band_causal() ? ", causal" : ", non-causal") << "]";
     return os << ")";
 }
 

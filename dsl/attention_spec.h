@@ -63,6 +63,14 @@ public:
     // output and keeps each tap inside the mask (docs/score_convolution.md).
     AttentionSpec& score_conv(const std::string& name, int c_q, int c_k, DType dtype = DType::f32);
     AttentionSpec& no_score_conv();
+    // Reciprocal band (RA, SEMANTICS.md section 4): T_ij = s_ij + alpha_h * [band] * s_ji with
+    // s_ji = scale * <q_j, k_i>, before score_mod. Causal (the default): band 0 <= i - j <= W,
+    // and keys j > i are masked (top-left, as with causal()); non-causal: |i - j| <= W, no
+    // mask implied. alpha is the captured f32 tensor `alpha` [Hq] (one weight per query head; a
+    // single weight is a stride-0 view of one float), a runtime value that may require a
+    // gradient. Self-attention only: Nq == Nk at launch. 0 <= width <= kMaxReciprocalBandWidth.
+    AttentionSpec& reciprocal_band(int width, const std::string& alpha, bool causal = true);
+    AttentionSpec& no_reciprocal_band();
 
     DType dtype() const { return dtype_; }
     int head_dim_qk() const { return dqk_; }
@@ -84,6 +92,10 @@ public:
     int score_conv_rows() const { return conv_rows_; }                  // c_q (0 without)
     int score_conv_cols() const { return conv_cols_; }                  // c_k (0 without)
     DType score_conv_dtype() const { return conv_dtype_; }
+    bool has_reciprocal_band() const { return !band_alpha_.empty(); }
+    int reciprocal_band_width() const { return band_width_; }              // W (-1 without a band)
+    const std::string& reciprocal_band_alpha() const { return band_alpha_; }  // empty without one
+    bool reciprocal_band_causal() const { return band_causal_; }
 
     // Captured tensors and scalars the expressions read (and the sinks tensor), sorted by name.
     std::map<std::string, TensorInfo> tensors() const;
@@ -111,12 +123,18 @@ private:
     std::string conv_name_;  // empty: no score convolution
     int conv_rows_ = 0, conv_cols_ = 0;
     DType conv_dtype_ = DType::f32;
+    std::string band_alpha_;  // empty: no reciprocal band
+    int band_width_ = -1;
+    bool band_causal_ = true;
 };
 
 // Largest score convolution kernel (c_q x c_k) the kernels take: the MTA paper's 6 x 11 and
 // every smaller one fit.
 inline constexpr int kMaxScoreConvRows = 8;
 inline constexpr int kMaxScoreConvCols = 15;
+// Widest reciprocal band: W is a compile-time constant of the kernels, and a band wider than
+// any sequence the kernels take is no band limit at all.
+inline constexpr int kMaxReciprocalBandWidth = 1 << 30;
 
 std::ostream& operator<<(std::ostream& os, const AttentionSpec& s);
 

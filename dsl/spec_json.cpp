@@ -25,8 +25,9 @@ constexpr const char* kFormat = "attnjit.spec/1";
 const std::vector<std::string> kKeys = {"format",  "dtype",   "head_dim",   "head_dim_qk", "head_dim_v",
                                         "q_heads", "kv_heads", "scale",     "return_lse",  "scalars",
                                         "tensors", "score_mod", "mask",      "sinks",
-                                        "gate",    "score_conv"};
+                                        "gate",    "score_conv", "reciprocal_band"};
 const std::vector<std::string> kScoreConvKeys = {"tensor", "c_q", "c_k"};
+const std::vector<std::string> kReciprocalBandKeys = {"width", "alpha", "causal"};
 const std::vector<std::string> kTensorKeys = {"dtype", "rank"};
 
 std::string join(const std::vector<std::string>& items) {
@@ -366,6 +367,7 @@ private:
         read_sinks(spec);
         read_gate(spec);
         read_score_conv(spec);
+        read_reciprocal_band(spec);
         check_all_declarations_used(spec);
 
         if (const Json* s = member("scale"); s && !s->is_null()) {
@@ -459,6 +461,44 @@ private:
         check(spec.score_conv(name, c_q, c_k, info.dtype), "/score_conv");
     }
 
+    // "reciprocal_band": null, or {"width": int, "alpha": name of a declared f32 tensor of rank
+    // 1 [Hq], "causal": bool (optional, default true)}.
+    void read_reciprocal_band(AttentionSpec& spec) const {
+        const Json* c = member("reciprocal_band");
+        if (!c || c->is_null()) return;
+        if (!c->is_object())
+            fail("/reciprocal_band",
+                 "\"reciprocal_band\" is {\"width\": 64, \"alpha\": \"alpha\", \"causal\": true} or null; found " +
+                     describe(*c));
+        for (const auto& [key, value] : c->items())
+            if (std::find(kReciprocalBandKeys.begin(), kReciprocalBandKeys.end(), key) == kReciprocalBandKeys.end())
+                fail_key(json_pointer("/reciprocal_band", key), "unknown key " + key_text(key) +
+                                                                    " in \"reciprocal_band\"; expected " +
+                                                                    join(kReciprocalBandKeys));
+        for (const char* key : {"width", "alpha"})
+            if (!c->contains(key))
+                fail("/reciprocal_band", std::string("\"reciprocal_band\" needs \"") + key + "\" (keys: " +
+                                             join(kReciprocalBandKeys) + "; \"causal\" defaults to true)");
+        const Json& a = c->at("alpha");
+        if (!a.is_string())
+            fail("/reciprocal_band/alpha", "\"alpha\" is the name of the alpha tensor [Hq]; found " + describe(a));
+        const std::string name = a.get<std::string>();
+        const TensorInfo& info = declared_tensor("/reciprocal_band/alpha", name, "{\"dtype\": \"f32\", \"rank\": 1}");
+        if (info.rank != 1 || info.dtype != DType::f32)
+            fail("/reciprocal_band/alpha", "the alpha tensor " + key_text(name) + " is declared as " +
+                                               dtype_name(info.dtype) + ", rank " + std::to_string(info.rank) +
+                                               "; it is an f32 tensor of rank 1, [Hq]");
+        const int width = read_int("/reciprocal_band/width", c->at("width"), "\"width\"");
+        bool causal = true;
+        if (c->contains("causal")) {
+            const Json& k = c->at("causal");
+            if (!k.is_boolean())
+                fail("/reciprocal_band/causal", "\"causal\" is true or false; found " + describe(k));
+            causal = k.get<bool>();
+        }
+        check(spec.reciprocal_band(width, name, causal), "/reciprocal_band");
+    }
+
     // "head_dim" for both, or "head_dim_qk" and "head_dim_v"; returns the key to blame.
     std::string read_head_dims(AttentionSpec& spec) const {
         const Json* both = member("head_dim");
@@ -502,7 +542,8 @@ private:
         for (const auto& [name, info] : names_.tensors)
             if (!used_tensors.count(name))
                 fail_key(json_pointer("/tensors", name), "tensor \"" + name +
-                                                             "\" is declared but nothing reads it (score_mod, mask, sinks, gate, score_conv); "
+                                                             "\" is declared but nothing reads it (score_mod, mask, sinks, gate, score_conv, "
+                                                             "reciprocal_band); "
                                                              "remove the declaration or use it");
     }
 
@@ -552,6 +593,10 @@ std::string spec_to_json(const AttentionSpec& spec) {
         j["score_conv"] = Json{{"tensor", spec.score_conv_name()},
                                {"c_q", spec.score_conv_rows()},
                                {"c_k", spec.score_conv_cols()}};
+    if (spec.has_reciprocal_band())
+        j["reciprocal_band"] = Json{{"width", spec.reciprocal_band_width()},
+                                    {"alpha", spec.reciprocal_band_alpha()},
+                                    {"causal", spec.reciprocal_band_causal()}};
     return j.dump(2) + "\n";
 }
 

@@ -103,6 +103,9 @@ void plain_backward(const dsl::AttentionSpec& spec, const ForwardInputs& in, con
 BackwardResult backward(const dsl::AttentionSpec& spec, const ForwardInputs& in, const HostTensor& d_o,
                         const std::set<std::string>& wanted, int threads) {
     const Dims x = check_inputs(spec, in, "reference::backward");
+    user_check(!spec.has_reciprocal_band())
+        << "reference::backward: the reciprocal band's backward (dQ, dK, dV and d alpha through s_ji) has no "
+           "reference yet; the forward reference (reference::forward) covers it";
     const int64_t B = x.B, Hq = x.Hq, Nq = x.Nq, Dv = x.Dv;
     user_check(d_o.rank() == 4 && d_o.size(0) == B && d_o.size(1) == Hq && d_o.size(2) == Nq && d_o.size(3) == Dv)
         << "reference::backward: d_o is " << d_o.describe() << "; it must be [B, Hq, Nq, Dv] = [" << B << ", " << Hq

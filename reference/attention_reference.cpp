@@ -8,6 +8,7 @@
 #include "dsl/interpreter.h"
 #include "reference/gate.h"
 #include "reference/inputs.h"
+#include "reference/reciprocal_band.h"
 #include "reference/score_conv.h"
 #include "reference/parallel.h"
 #include "support/error.h"
@@ -74,6 +75,9 @@ ForwardResult forward(const dsl::AttentionSpec& spec, const ForwardInputs& in, i
             if (spec.has_score_conv())
                 conv_row_scores(spec, env, in.tensors.at(spec.score_conv_name()), qi - i * Dqk, i, kb, Nq, Nk, Dqk, kept,
                                 sc, t);
+            else if (spec.has_reciprocal_band())
+                band_row_scores(spec, env, in.tensors.at(spec.reciprocal_band_alpha()).get({h}), qi - i * Dqk, i, kb,
+                                Nk, Dqk, kept, sc, t);
             else
                 row_scores(spec, env, qi, kb, Nk, Dqk, kept, sc, t);
             // Attention sinks: the sink logit joins the denominator and takes no value

@@ -73,6 +73,10 @@ struct ForwardResult {
 //                   i' = i - (c_q - 1) + a, j' = j - p_k + b
 //   and the row is the one above with keep_j = keep0(i, j) and t_j = score_mod(C[i, j]).
 //   The [.] keeps every tap inside the mask (a document mask: per document, zero padding).
+// With a reciprocal band (spec.reciprocal_band(W, alpha, causal), reference/reciprocal_band.h),
+//   Nq == Nk, alpha_h = tensors[alpha][h]: s_ij is replaced by
+//   s_ij + alpha_h [band(i, j)] scale <q_j, k_i> before score_mod, band 0 <= i - j <= W and
+//   keep_j &= j <= i (causal), or |i - j| <= W (non-causal).
 // A score_mod giving +inf or NaN yields NaN (a kernel would too).
 // Rows are split over `threads` threads (0: std::thread::hardware_concurrency()).
 ForwardResult forward(const dsl::AttentionSpec& spec, const ForwardInputs& in, int threads = 0);

@@ -86,6 +86,14 @@ Dims check_inputs(const dsl::AttentionSpec& spec, const ForwardInputs& in, const
             << "; it must be [Hq, c_q, c_k] = [" << Hq << ", " << spec.score_conv_rows() << ", "
             << spec.score_conv_cols() << "]";
     }
+    if (spec.has_reciprocal_band()) {
+        const HostTensor& al = in.tensors.at(spec.reciprocal_band_alpha());
+        user_check(al.shape().size() == 1 && al.shape()[0] == Hq)
+            << who << ": the reciprocal band's alpha '" << spec.reciprocal_band_alpha() << "' is " << al.describe()
+            << "; it must be [Hq] = [" << Hq << "] (one weight a query head)";
+        user_check(Nq == Nk) << who << ": the reciprocal band pairs query i with key i (s_ji = <q_j, k_i>), so it "
+                             << "needs self-attention, Nq == Nk; q has " << Nq << " rows and k " << Nk;
+    }
     x.B = B;
     x.Hq = Hq;
     x.Nq = Nq;

@@ -1,4 +1,4 @@
-// The output gate and the score convolution in AttentionSpec (dsl/attention_spec.h) and in
+// The output gate, the score convolution and the reciprocal band in AttentionSpec (dsl/attention_spec.h) and in
 // the JSON format (dsl/spec_json.h): builder, validation, hash and ==, printing, round
 // trips, and located JSON errors.
 #include <sstream>
@@ -241,6 +241,66 @@ TEST(SpecJsonStructural, ErrorsNameTheProblem) {
         const std::string what = parse_error(text);
         EXPECT_NE(what.find(needle), std::string::npos) << text << "\n  -> " << what;
         EXPECT_NE(what.find("s.json:1:"), std::string::npos) << what;
+    }
+}
+
+TEST(AttentionSpecReciprocalBand, BuilderValidationHashAndPrinting) {
+    const AttentionSpec s = AttentionSpec(kBase).reciprocal_band(64, "alpha");
+    EXPECT_TRUE(s.has_reciprocal_band());
+    EXPECT_EQ(s.reciprocal_band_width(), 64);
+    EXPECT_EQ(s.reciprocal_band_alpha(), "alpha");
+    EXPECT_TRUE(s.reciprocal_band_causal());
+    EXPECT_EQ(s.tensors().at("alpha"), (TensorInfo{DType::f32, 1}));  // [Hq]
+    EXPECT_EQ(why(s), "(valid)");
+    EXPECT_FALSE(kBase.has_reciprocal_band());
+    EXPECT_EQ(kBase.reciprocal_band_width(), -1);
+    EXPECT_EQ(AttentionSpec(s).no_reciprocal_band(), kBase);
+    EXPECT_EQ(AttentionSpec(s).no_reciprocal_band().hash(), kBase.hash());
+    // Every field changes == and the hash.
+    for (const AttentionSpec& other : {AttentionSpec(kBase).reciprocal_band(63, "alpha"),
+                                       AttentionSpec(kBase).reciprocal_band(64, "beta"),
+                                       AttentionSpec(kBase).reciprocal_band(64, "alpha", false), kBase}) {
+        EXPECT_NE(other, s);
+        EXPECT_NE(other.hash(), s.hash());
+    }
+    std::ostringstream printed;
+    printed << AttentionSpec(kBase).reciprocal_band(7, "a", false);
+    EXPECT_NE(printed.str().find("reciprocal_band=a[W=7, non-causal]"), std::string::npos) << printed.str();
+    const std::pair<AttentionSpec, std::string> bad[] = {
+        {AttentionSpec(kBase).reciprocal_band(-1, "alpha"), "the band width W must be in [0, "},
+        {AttentionSpec(kBase).reciprocal_band(8, "2alpha"), "the alpha tensor's name must be a C identifier"},
+        {AttentionSpec(kBase).reciprocal_band(8, "alpha").score_conv("theta", 3, 3), "cannot be combined"},
+        {AttentionSpec(kBase).reciprocal_band(8, "alpha").score_mod(score() + Tensor("alpha", DType::f32, 2)(0, 0)),
+         "tensor 'alpha' is the reciprocal_band alpha tensor (f32, rank 1) but is also used as f32/rank 2"},
+    };
+    for (const auto& [spec, needle] : bad) EXPECT_NE(why(spec).find(needle), std::string::npos) << why(spec);
+    EXPECT_USER_ERROR(AttentionSpec().reciprocal_band(4, ""), "AttentionSpec.reciprocal_band(4, \"\"): name");
+}
+
+TEST(SpecJsonReciprocalBand, RoundTripAndErrors) {
+    const AttentionSpec s = AttentionSpec(kBase).reciprocal_band(64, "alpha", false);
+    EXPECT_EQ(spec_from_json(spec_to_json(s)), s);
+    const std::string alpha = "\"alpha\": {\"dtype\": \"f32\", \"rank\": 1}";
+    auto band = [](const std::string& body) { return ", \"reciprocal_band\": {" + body + "}"; };
+    // "causal" defaults to true.
+    EXPECT_EQ(spec_from_json(doc(alpha, band("\"width\": 3, \"alpha\": \"alpha\""))),
+              AttentionSpec(kBase).reciprocal_band(3, "alpha"));
+    EXPECT_EQ(spec_from_json(doc("", ", \"reciprocal_band\": null")), kBase);
+    const std::pair<std::string, std::string> bad[] = {
+        {doc(alpha, band("\"width\": 3, \"alpha\": \"alpha\", \"side\": 1")),
+         "unknown key \"side\" in \"reciprocal_band\"; expected width, alpha, causal"},
+        {doc(alpha, band("\"alpha\": \"alpha\"")), "\"reciprocal_band\" needs \"width\""},
+        {doc(alpha, band("\"width\": 3")), "\"reciprocal_band\" needs \"alpha\""},
+        {doc("", band("\"width\": 3, \"alpha\": \"alpha\"")), "names tensor \"alpha\", which is not declared"},
+        {doc("\"alpha\": {\"dtype\": \"bf16\", \"rank\": 1}", band("\"width\": 3, \"alpha\": \"alpha\"")),
+         "the alpha tensor \"alpha\" is declared as bf16, rank 1; it is an f32 tensor of rank 1"},
+        {doc(alpha, band("\"width\": -2, \"alpha\": \"alpha\"")), "the band width W must be in [0, "},
+        {doc(alpha, band("\"width\": 3, \"alpha\": \"alpha\", \"causal\": 1")), "\"causal\" is true or false"},
+        {doc(alpha, ", \"reciprocal_band\": 64"), "\"reciprocal_band\" is {\"width\": 64"},
+    };
+    for (const auto& [text, needle] : bad) {
+        const std::string what = parse_error(text);
+        EXPECT_NE(what.find(needle), std::string::npos) << text << "\n  -> " << what;
     }
 }
 

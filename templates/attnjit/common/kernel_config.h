@@ -102,6 +102,9 @@ struct KernelConfig {
     // [..., q_idx, kv_idx], common/bias_tile.cuh) is copied tile by tile into shared memory
     // beside the K/V pipeline, rather than read element by element from global memory.
     bool bias_tile = false;
+    // Forward sm80 only: the reciprocal band (RA, sm80/reciprocal_band.cuh): the K rows at the
+    // query tile's positions, and a ring of Q tiles at the key tiles' positions beside K.
+    bool recip_band = false;
 };
 
 ATTNJIT_HD constexpr bool operator==(const TileConfig& a, const TileConfig& b) {
@@ -111,7 +114,7 @@ ATTNJIT_HD constexpr bool operator!=(const TileConfig& a, const TileConfig& b) {
 ATTNJIT_HD constexpr bool operator==(const KernelConfig& a, const KernelConfig& b) {
     return a.kind == b.kind && a.mainloop == b.mainloop && a.elem == b.elem && a.head_dim_qk == b.head_dim_qk &&
            a.head_dim_v == b.head_dim_v && a.tile == b.tile && a.score_conv == b.score_conv &&
-           a.bias_tile == b.bias_tile;
+           a.bias_tile == b.bias_tile && a.recip_band == b.recip_band;
 }
 ATTNJIT_HD constexpr bool operator!=(const KernelConfig& a, const KernelConfig& b) { return !(a == b); }
 
@@ -213,6 +216,8 @@ constexpr int kSimtRowPad = 4;
 //                V [stages][block_n x dv]       (XOR-swizzled, no padding)
 //  forward sm80 with bias_tile: the above | bias [block_m x block_n] (16-bit, XOR-swizzled;
 //                one buffer: refilled after each step's score hooks, common/bias_tile.cuh)
+//  forward sm80 with recip_band: the above | K at the query rows [block_m x dqk] |
+//                Q at the key rows [stages][block_n x dqk] (XOR-swizzled; the Q ring travels with K)
 //  forward sm80 with score_conv: scratch | Q [(block_m + 16) x dqk] |
 //                K [stages][(block_n + 16) x dqk] | V [stages][block_n x dv] |
 //                S0 [(block_m + 16) x (block_n + 24)] f16 (row-major, unswizzled) |
@@ -294,7 +299,8 @@ ATTNJIT_HD constexpr int smem_bytes(const KernelConfig& c) {
                      2 * (t.block_m + 16) * (t.block_n + 24) + kScoreConvFragmentBytes +
                      score_conv_mask_bytes(t.block_m, t.block_n)
                : scratch_bytes(t.warps) + elem_bytes(c.elem) * (t.block_m * dqk + t.stages * t.block_n * (dqk + dv)) +
-                     (c.bias_tile ? 2 * t.block_m * t.block_n : 0);
+                     (c.bias_tile ? 2 * t.block_m * t.block_n : 0) +
+                     (c.recip_band ? elem_bytes(c.elem) * (t.block_m + t.stages * t.block_n) * dqk : 0);
 }
 
 ATTNJIT_HD constexpr int threads(const KernelConfig& c) { return c.tile.warps * 32; }
@@ -322,6 +328,8 @@ ATTNJIT_HD constexpr const char* why_config_invalid(const KernelConfig& c) {
     if (c.bias_tile && (c.kind != KernelKind::forward || c.mainloop != MainloopKind::sm80 || c.score_conv))
         return "the staged bias tile is a feature of the sm80 forward without a score convolution";
     if (c.bias_tile && t.block_n % 32 != 0) return "the staged bias tile needs block_n a multiple of 32";
+    if (c.recip_band && (c.kind != KernelKind::forward || c.mainloop != MainloopKind::sm80 || c.score_conv))
+        return "the reciprocal band runs in the sm80 forward only (f16 / bf16, no score convolution) for now";
     if (c.score_conv && (t.block_n % 16 != 0 || t.block_m % 16 != 0))
         return "the score convolution needs block_m and block_n multiples of 16";
     if (c.score_conv && c.kind == KernelKind::backward_fused && (t.block_n != 64 || t.block_m % 32 != 0))
@@ -481,6 +489,18 @@ ATTNJIT_HD constexpr TileConfig default_score_conv_tile(int sm, int dqk, int dv,
 // 2026-11-24-h100-94479f9-bias-tile.md); other head dims keep default_tile.
 ATTNJIT_HD constexpr TileConfig default_bias_tile_tile(int dqk, int dv, TileConfig plain) {
     return dqk <= 32 && dv <= 32 ? TileConfig{64, 64, 4, 2} : plain;
+}
+
+// The forward tile with a reciprocal band (KernelConfig::recip_band): the plain tile where its
+// two more operand tiles fit the GPU, else 64 x 64 with 4 warps, two stages or one.
+ATTNJIT_HD constexpr TileConfig default_recip_band_tile(KernelConfig c, int sm) {
+    const int limit = max_dynamic_smem_bytes(sm);
+    const TileConfig tiles[] = {c.tile, TileConfig{64, 64, 4, 2}, TileConfig{64, 64, 4, 1}};
+    for (const TileConfig& t : tiles) {
+        c.tile = t;
+        if (limit == 0 || smem_bytes(c) <= limit) return t;
+    }
+    return tiles[2];
 }
 
 ATTNJIT_HD constexpr KernelConfig default_config(KernelKind kind, ElemKind e, int dqk, int dv, int sm) {

@@ -55,6 +55,11 @@ struct VariantDefaults {
     //   static float sink(const Params&, int h);   using SinkElement = float;  // or half_t, bf16_t
     // It joins each row's softmax denominator (OnlineSoftmax::set_sink) and takes no value.
     static constexpr bool kHasSink = false;
+    // Reciprocal band (RA, sm80/reciprocal_band.cuh), forward: T_ij = s_ij + alpha_h s_ji inside
+    // the band 0 <= i - j <= W (kRecipBandCausal) or |i - j| <= W, before score_mod; -1: none.
+    //   static float recip_band_alpha(const Params&, int h);
+    static constexpr int kRecipBandWidth = -1;
+    static constexpr bool kRecipBandCausal = true;
 
     // ---- structural hooks (the next features; off by default) ---------------------------
     // Output transform, applied in the epilogue to every output element of a written row,
@@ -119,6 +124,17 @@ struct BiasScoreModOk<V, P, typename AlwaysVoid<decltype(V::score_mod(
                                 declval_<const typename V::Row&>(), 0.f, 0, 0, 0.f) +
                             V::bias_tile(declval_<const P&>(), declval_<const typename V::Head&>()).at(0, 0))>::type> {
     static constexpr bool value = true;
+};
+// Main loops that implement the reciprocal band say so with kSupportsRecipBand = true.
+template <class M, class = void> struct SupportsRecipBand { static constexpr bool value = false; };
+template <class M>
+struct SupportsRecipBand<M, typename AlwaysVoid<decltype(M::kSupportsRecipBand)>::type> {
+    static constexpr bool value = M::kSupportsRecipBand;
+};
+template <class V, class P, class = void> struct RecipBandAlphaOk { static constexpr bool value = false; };
+template <class V, class P>
+struct RecipBandAlphaOk<V, P, typename AlwaysVoid<decltype(V::recip_band_alpha(declval_<const P&>(), 0))>::type> {
+    static constexpr bool value = SameType<decltype(V::recip_band_alpha(declval_<const P&>(), 0)), float>::value;
 };
 template <class V, class P, class = void> struct MaskOk { static constexpr bool value = false; };
 template <class V, class P>
@@ -190,6 +206,11 @@ __device__ __forceinline__ void check_variant() {
                       "int q, int k)` when kHasScoreGrad");
         static_assert(!V::kHasSink || detail::SinkOk<V, Params>::value,
                       "Variant must declare `static float sink(const Params&, int h)` when kHasSink");
+        static_assert(V::kRecipBandWidth < 0 || detail::RecipBandAlphaOk<V, Params>::value,
+                      "Variant must declare `static float recip_band_alpha(const Params&, int h)` when "
+                      "kRecipBandWidth >= 0");
+        static_assert(V::kRecipBandWidth < 0 || detail::SupportsRecipBand<Mainloop>::value,
+                      "Variant declares a reciprocal band (kRecipBandWidth) but this main loop does not support it");
         static_assert(!V::kClassifyReadsMemory || V::kCanClassify,
                       "Variant: kClassifyReadsMemory requires kCanClassify (it says how classify runs)");
         static_assert(!V::kHasOutputTransform || detail::TransformOutputOk<V, Params>::value,

@@ -24,9 +24,10 @@ namespace attnjit {
 
 // kDqk_, kDv_: the real head dims (the main loops pad their tiles: tile_head_dim).
 // kScoreConv_: the score convolution's layout (KernelConfig::score_conv); kBiasTile_: the
-// staged bias tile (KernelConfig::bias_tile).
+// staged bias tile (KernelConfig::bias_tile); kRecipBand_: the reciprocal band's operand tiles
+// (KernelConfig::recip_band).
 template <MainloopKind kMainloop_, class Element_, int kDqk_, int kDv_, int kBlockM_, int kBlockN_, int kWarps_,
-          int kStages_, bool kScoreConv_ = false, bool kBiasTile_ = false>
+          int kStages_, bool kScoreConv_ = false, bool kBiasTile_ = false, bool kRecipBand_ = false>
 struct ForwardTraits {
     using Element = Element_;
     static constexpr MainloopKind kMainloop = kMainloop_;
@@ -40,7 +41,7 @@ struct ForwardTraits {
     static constexpr ElemKind kElem = ElemKindOf<Element>::value;
     static constexpr KernelConfig kConfig{KernelKind::forward, kMainloop, kElem, kDqk, kDv,
                                           TileConfig{kBlockM, kBlockN, kWarps, kStages}, kScoreConv_,
-                                          kBiasTile_};
+                                          kBiasTile_, kRecipBand_};
 
     static_assert(config_is_valid(kConfig), "kernel configuration rejected by why_config_invalid() in kernel_config.h");
 #ifdef __CUDA_ARCH__
@@ -51,7 +52,7 @@ struct ForwardTraits {
     using Mainloop = typename Select<kMainloop == MainloopKind::simt,
                                      simt::Mainloop<kDqk, kDv, kBlockM, kBlockN, kWarps>,
                                      sm80::Mainloop<Element, kDqk, kDv, kBlockM, kBlockN, kWarps, kStages,
-                                                    kOrderAuto, kScoreConv_, kBiasTile_>>::type;
+                                                    kOrderAuto, kScoreConv_, kBiasTile_, kRecipBand_>>::type;
     static constexpr int kSmemBytes = Mainloop::kSmemBytes;
 };
 

@@ -21,6 +21,9 @@
 // (sm80/bias_tile.cuh). Bias_{j+1} is issued once every warp is past step j's score hooks
 // (with K_{j+1} when S == 1), and lands during softmax, P V_j and Q K_{j+1}^T; with S >= 2
 // the top of step j then waits for every group in flight (bias_j is the newest).
+// kRecipBand (KernelConfig::recip_band, sm80/reciprocal_band.cuh): K at the query tile's rows,
+// loaded with Q, and a ring of S Q tiles at the key tiles' rows, each copied with its K tile
+// (same group) when the tile meets the band.
 #pragma once
 
 #include "attnjit/common/cta_tile.cuh"
@@ -39,6 +42,7 @@
 #include "attnjit/sm80/bias_tile.cuh"
 #include "attnjit/sm80/fragment.cuh"
 #include "attnjit/sm80/gemm.cuh"
+#include "attnjit/sm80/reciprocal_band.cuh"
 #include "attnjit/sm80/score_conv.cuh"
 #include "attnjit/sm80/swizzle.cuh"
 
@@ -52,7 +56,7 @@ namespace sm80 {
 // columns past the real dims zero-filled on load (they add nothing to Q K^T, and give O
 // columns of zeros) and not stored.
 template <class E, int kDqkReal, int kDvReal, int BM, int BN, int W, int S, int kOrder = kOrderAuto,
-          bool kConv = false, bool kBiasTile = false>
+          bool kConv = false, bool kBiasTile = false, bool kRecipBand = false>
 struct Mainloop {
     static constexpr int DQK = tile_head_dim(kDqkReal), DV = tile_head_dim(kDvReal);
     static constexpr int kThreads = W * 32;
@@ -76,10 +80,13 @@ struct Mainloop {
     static constexpr int kFragOff = kS0Off + kS0Bytes;
     static constexpr int kMaskOff = kFragOff + (kConv ? kScoreConvFragmentBytes : 0);  // conv mask bits
     static constexpr int kBiasOff = kMaskOff + (kConv ? score_conv_mask_bytes(BM, BN) : 0);  // bias tile
-    static constexpr int kSmemBytes = kBiasOff + (kBiasTile ? BM * BN * 2 : 0);
+    static constexpr int kKrOff = kBiasOff + (kBiasTile ? BM * BN * 2 : 0);  // recip band: K at the query rows
+    static constexpr int kQrOff = kKrOff + (kRecipBand ? BM * DQK * 2 : 0);  // and Q at the key rows
+    static constexpr int kQrStage = BN * DQK * 2;
+    static constexpr int kSmemBytes = kQrOff + (kRecipBand ? S * kQrStage : 0);
     static_assert(kSmemBytes == smem_bytes(KernelConfig{KernelKind::forward, MainloopKind::sm80, ElemKindOf<E>::value,
                                                         kDqkReal, kDvReal, TileConfig{BM, BN, W, S}, kConv,
-                                                        kBiasTile}),
+                                                        kBiasTile, kRecipBand}),
                   "sm80::Mainloop shared-memory layout disagrees with smem_bytes in common/kernel_config.h");
     static_assert(kMF >= 1 && BM % (16 * W) == 0, "block_m must be a multiple of 16 rows per warp");
     static_assert(BN % 16 == 0, "block_n must be a multiple of 16");
@@ -90,6 +97,7 @@ struct Mainloop {
     static constexpr const char* kName = "sm80";
     static constexpr bool kSupportsOutputTransform = true;
     static constexpr bool kSupportsScoreTileTransform = false;  // needs the tile staged in smem
+    static constexpr bool kSupportsRecipBand = kRecipBand;
 
     using SLayout = MmaCLayout<kMF, kNT>;  // S = Q K^T, then P
     using OLayout = MmaCLayout<kMF, kDT, 1, kDvReal>;  // O accumulator (stores the real columns)
@@ -127,6 +135,8 @@ struct Mainloop {
         } else {
             load_tile<BM, DQK, kDqkReal>(q_s, qg, a.q_stride[2], nq - m0, static_cast<const E*>(a.q), tid);
         }
+        if constexpr (kRecipBand)  // K at the query rows (Nq == Nk), the A operand of R = K Q^T
+            load_tile<BM, DQK, kDqkReal>(sbase + kKrOff, kg + (long long)m0 * ksn, ksn, nk - m0, kg, tid);
         ptx::cp_async_commit();
 
         const typename Variant::Head hd = Variant::make_head(p, b, h, cta.kvh);
@@ -137,8 +147,22 @@ struct Mainloop {
         const OLayout ol;
         const ScoreHooks<Variant, Params, SLayout::kRows> hooks(p, hd, sl, m0, nq, nk, a.scale);
 
+        static_assert(kRecipBand == (Variant::kRecipBandWidth >= 0),
+                      "a Variant with a reciprocal band needs the main loop's kRecipBand layout, and only it");
+        using Band = RecipBand<E, kMF, kNT, kKQ, kCprQ, (kRecipBand ? Variant::kRecipBandWidth : 0),
+                               Variant::kRecipBandCausal>;
+        const int last_row = cta.last_row(nq);
+        auto band_tile = [&](int tile) { return Band::meets(m0, last_row, tile * BN, tile * BN + BN - 1); };
         auto issue_k = [&](int tile, int stage) {
             if (tile < 0) return;
+            if constexpr (kRecipBand) {  // Q at the key tile's rows, in K's group
+                if (band_tile(tile)) {
+                    const E* q_head = qg - (long long)m0 * a.q_stride[2];
+                    load_tile<BN, DQK, kDqkReal>(sbase + kQrOff + stage * kQrStage,
+                                                 q_head + (long long)tile * BN * a.q_stride[2], a.q_stride[2],
+                                                 nq - tile * BN, static_cast<const E*>(a.q), tid);
+                }
+            }
             if constexpr (kConv) {  // keys [n0 - 8, n0 + BN + 8)
                 const int first = tile * BN - kKHalo;
                 copy_tile<E, kThreads, BN + 2 * kKHalo, DQK, true, kDqkReal>(
@@ -186,6 +210,12 @@ struct Mainloop {
         if constexpr (kConv) Conv::template prepare<Variant>(p, h, reinterpret_cast<unsigned*>(smem + kFragOff), s0);
         int conv_prev = -2;                // the last tile convolved
         uint4 carry[kConv ? Conv::kCarry : 1];  // its last 16 extended keys (Conv::take_carry)
+
+        // The reciprocal band's operands: the lane's ldmatrix rows as in q_ld and k_ld.
+        const unsigned kr_ld = sbase + kKrOff + (warp * 16 * kMF + (lane & 7) + ((lane >> 3) & 1) * 8) * kCprQ * 16;
+        const unsigned qr_ld = sbase + kQrOff + ((lane & 7) + (lane >> 4) * 8) * kCprQ * 16;
+        float band_alpha = 0.f;
+        if constexpr (kRecipBand) band_alpha = Variant::recip_band_alpha(p, h);
 
         float o[kMF][kDT][4];
         OLayout::clear(o);
@@ -252,6 +282,10 @@ struct Mainloop {
                 conv_prev = tile;
             } else {
                 gemm_nt<E, kMF, kNT, kKQ, kCprQ, kCprQ>(s, q_ld, k_ld + slot * kKStage, lq, lk);  // S = Q K^T
+                if constexpr (kRecipBand) {
+                    if (band_tile(tile))  // S += alpha [band] K_rows(m0) Q_rows(n0)^T
+                        Band::add(s, sl, kr_ld, qr_ld + slot * kQrStage, lq, lk, band_alpha, m0, tile * BN);
+                }
             }
             apply_hooks(s, tile, cls);
 
