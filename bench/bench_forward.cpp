@@ -107,6 +107,18 @@ std::vector<Case> cases() {
                            a.tensors["theta"] = keep.back().view;
                        }});
     }
+    // The reciprocal band (RA, W 64, causal) beside causal attention on the same shapes (D 128,
+    // H 16, B * N = 16384); both counted at causal density.
+    for (int N : {1024, 4096, 16384}) {
+        const int B = 16384 / N, H = 16, D = 128;
+        auto base = AttentionSpec().dtype(DType::bf16).head_dim(D);
+        if (N == 16384) out.push_back({"causal_h16", AttentionSpec(base).mask(mods::causal()), B, H, N, D, 0.5, nullptr});
+        out.push_back({"reciprocal_band_w64", AttentionSpec(base).reciprocal_band(64, "alpha"), B, H, N, D, 0.5,
+                       [H](LaunchArgs& a, std::vector<runtime::DeviceTensor>& keep) {
+                           keep.push_back(random_device(DType::f32, {H}, 11));
+                           a.tensors["alpha"] = keep.back().view;
+                       }});
+    }
     return out;
 }
 
@@ -146,9 +158,10 @@ void compile_timings(const std::string& gpu, const std::string& commit) {
 
 int main(int argc, char** argv) {
     const std::string commit = argc > 1 ? argv[1] : "unknown";
-    // `bench_forward COMMIT conv_tiles`: the score convolution's cases only, on each tile
-    // of kConvTiles (a tuning sweep; variant names carry the tile).
-    const bool conv_tiles = argc > 2 && std::string(argv[2]) == "conv_tiles";
+    // `bench_forward COMMIT conv_tiles` / `band_tiles`: the score convolution's (reciprocal
+    // band's) cases only, on each tile of the sweep (variant names carry the tile).
+    const std::string sweep = argc > 2 ? argv[2] : "";
+    const bool conv_tiles = sweep == "conv_tiles" || sweep == "band_tiles";
     if (auto why = runtime::why_no_gpu()) {
         std::fprintf(stderr, "bench_forward needs a GPU: %s\n", why->c_str());
         return 77;
@@ -161,9 +174,14 @@ int main(int argc, char** argv) {
             todo.push_back(c);
             continue;
         }
-        if (!c.spec.has_score_conv()) continue;
-        for (const TileConfig& t : {TileConfig{128, 128, 8, 1}, TileConfig{128, 128, 8, 2}, TileConfig{128, 64, 8, 1},
-                                    TileConfig{64, 128, 4, 2}, TileConfig{64, 64, 4, 2}}) {
+        const bool band = sweep == "band_tiles";
+        if (band ? !c.spec.has_reciprocal_band() : !c.spec.has_score_conv()) continue;
+        const std::vector<TileConfig> tiles =
+            band ? std::vector<TileConfig>{TileConfig{128, 64, 4, 2}, TileConfig{128, 64, 4, 1}, TileConfig{64, 64, 4, 2},
+                                           TileConfig{64, 64, 4, 1}, TileConfig{128, 128, 8, 2}, TileConfig{64, 128, 4, 2}}
+                 : std::vector<TileConfig>{TileConfig{128, 128, 8, 1}, TileConfig{128, 128, 8, 2},
+                                           TileConfig{128, 64, 8, 1}, TileConfig{64, 128, 4, 2}, TileConfig{64, 64, 4, 2}};
+        for (const TileConfig& t : tiles) {
             Case tc = c;
             tc.tile = t;
             tc.variant += "_m" + std::to_string(t.block_m) + "n" + std::to_string(t.block_n) + "w" +

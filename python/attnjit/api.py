@@ -27,14 +27,15 @@ def compile(score_mod=None, mask=None, causal=False, scale=None, enable_gqa=Fals
     dQ with fp32 atomics where that exists (fp16 / bf16, head dims 64 and 128): faster, but
     dQ's bits may change from run to run. The kernel is compiled on the first call for each
     (dtype, head dims, device) and cached in the process (and on disk by attnjit).
-    The callable also takes sinks=, gate= and score_conv=: fn(q, k, v, sinks=t, gate=g,
-    score_conv=theta) (see attention()).
+    The callable also takes sinks=, gate=, score_conv= and reciprocal_band=: fn(q, k, v,
+    sinks=t, gate=g, score_conv=theta, reciprocal_band=(W, alpha)) (see attention()); the
+    band's causal form follows `causal`.
     """
     return CompiledAttention(score_mod, mask, causal, scale, enable_gqa, return_lse, tile, deterministic)
 
 
 def attention(q, k, v, *, score_mod=None, mask=None, causal=False, scale=None, enable_gqa=False,
-              return_lse=False, sinks=None, gate=None, score_conv=None):
+              return_lse=False, sinks=None, gate=None, score_conv=None, reciprocal_band=None):
     """out = softmax(mask ? score_mod(scale * q k^T) : -inf) v, like torch SDPA / FlexAttention.
 
     q [B, Hq, Nq, Dqk], k [B, Hkv, Nk, Dqk], v [B, Hkv, Nk, Dv]: CUDA tensors of one dtype
@@ -64,12 +65,22 @@ def attention(q, k, v, *, score_mod=None, mask=None, causal=False, scale=None, e
     head dim (over 128 on sm_90 / sm_100 GPUs), and of score_mod's captured tensors read per
     element (a bias, or a pair bias broadcast over the batch), per query or per head, or as
     tables; not yet those read per key or broadcast over the heads (a clear error says so).
+
+    reciprocal_band: (W, alpha), a reciprocal band of width W (an int >= 0, fixed per compiled
+    kernel) that adds the transposed score inside the band before score_mod:
+    T_ij = s_ij + alpha[h] * [band(i, j)] * s_ji with s_ji = scale * <q_j, k_i>. With
+    causal=True the band is 0 <= i - j <= W (keys j > i masked), with causal=False |i - j| <= W.
+    alpha: a Python float, a one-element tensor or a [Hq] tensor (one weight per query head),
+    float32 (float16 / bfloat16 are converted), on q's device. Self-attention only (Nq == Nk),
+    float16 / bfloat16 q, k, v, no score_conv; forward only for now: a call that needs
+    gradients (q, k, v, alpha or a captured tensor requiring grad, grad mode on) raises, so
+    train without the band or call it under torch.no_grad().
     """
     if _compiled._is_compiling():  # torch.compile (dynamo) is tracing this call: the torch ops
         return _torch_ops.attention_compiled(q, k, v, score_mod, mask, causal, scale, enable_gqa, return_lse,
-                                             (sinks, gate, score_conv))
+                                             (sinks, gate, score_conv, reciprocal_band))
     fn = _cached(score_mod, mask, causal, scale, enable_gqa, return_lse)
-    return fn(q, k, v, sinks=sinks, gate=gate, score_conv=score_conv)
+    return fn(q, k, v, sinks=sinks, gate=gate, score_conv=score_conv, reciprocal_band=reciprocal_band)
 
 
 def _cached(score_mod, mask, causal, scale, enable_gqa, return_lse) -> CompiledAttention:
@@ -93,12 +104,13 @@ def _cached(score_mod, mask, causal, scale, enable_gqa, return_lse) -> CompiledA
 
 def spec_json(score_mod=None, mask=None, causal=False, scale=None, return_lse=False, *, dtype="bf16",
               head_dim: int = 128, head_dim_v: int | None = None, sinks_dtype: str | None = None,
-              gate: bool = False, score_conv: tuple | None = None) -> str:
+              gate: bool = False, score_conv: tuple | None = None, reciprocal_band: tuple | None = None) -> str:
     """The JSON spec (docs/spec_format.md) of a score_mod / mask for one dtype and head dims,
     without torch or a GPU: the text attnjit_spec_from_json reads. gate: with an output
-    gate; score_conv: (c_q, c_k, kernel dtype) of a score convolution."""
+    gate; score_conv: (c_q, c_k, kernel dtype) of a score convolution; reciprocal_band:
+    (W, causal) of a reciprocal band (its alpha an f32 tensor [Hq])."""
     traced = trace(score_mod, mask, causal)
     return _spec_json.build(traced, dtype=dtype, head_dim_qk=head_dim,
                             head_dim_v=head_dim if head_dim_v is None else head_dim_v,
                             scale=scale, return_lse=return_lse, sinks_dtype=sinks_dtype, gate=gate,
-                            score_conv=score_conv)
+                            score_conv=score_conv, reciprocal_band=reciprocal_band)

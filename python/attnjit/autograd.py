@@ -72,9 +72,10 @@ class Call:
     __slots__ = ("backward", "code", "device", "tensors", "scalars", "grad_names", "grad_values", "extra_names")
 
     def __init__(self, backward, code: int, device: int, tensors, scalars, grad_names=(), grad_values=(),
-                 extra_names=(None, None, None)):
+                 extra_names=(None, None, None, None)):
         self.backward, self.code, self.device = backward, code, device
-        self.extra_names = extra_names  # the spec's names of the sinks, gate and score_conv tensors
+        # the spec's names of the sinks, gate, score_conv and reciprocal band alpha tensors
+        self.extra_names = extra_names
         self.tensors, self.scalars = tensors, scalars
         # Captured tensors that require grad: their spec names and the tensors (inputs of
         # the autograd Function, in this order).
@@ -119,11 +120,11 @@ def attention_function():
 
         class AttentionFunction(torch.autograd.Function):
             @staticmethod
-            def forward(ctx, call, launch, q, k, v, sinks, gate, conv, *captured):  # captured: those needing grad
+            def forward(ctx, call, launch, q, k, v, sinks, gate, conv, band, *captured):  # captured: those needing grad
                 out, lse = launch()
                 # the structural tensors too: the backward reads them again, and autograd's
                 # version check then refuses one changed in place before loss.backward()
-                ctx.save_for_backward(q, k, v, out, lse, sinks, gate, conv)
+                ctx.save_for_backward(q, k, v, out, lse, sinks, gate, conv, band)
                 ctx.call = call
                 ctx.mark_non_differentiable(lse)
                 return out, lse
@@ -142,13 +143,13 @@ def attention_function():
                 needs = ctx.needs_input_grad
                 bufs = [grad_output(value) for value in call.grad_values]
                 input_grads = [(name, buf) for name, (buf, _) in zip(call.grad_names, bufs)]
-                d_extras = [None, None, None]  # sinks and gate: by name, like a captured tensor's
+                d_extras = [None, None, None, None]  # by the spec's name, like a captured tensor's
                 for i, x in enumerate(extras):
                     if x is not None and needs[5 + i]:
                         d_extras[i] = torch.empty(x.shape, dtype=x.dtype, device=x.device)
                         input_grads.append((call.extra_names[i], d_extras[i]))
                 call.launch(q, k, v, out, lse, d_o, dq, dk, dv, input_grads)
-                captured = [g if needs[8 + i] else None for i, (_, g) in enumerate(bufs)]
+                captured = [g if needs[9 + i] else None for i, (_, g) in enumerate(bufs)]
                 return (None, None, dq if needs[2] else None, dk if needs[3] else None, dv if needs[4] else None,
                         *d_extras, *captured)
 

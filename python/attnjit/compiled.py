@@ -14,10 +14,12 @@ from . import autograd, capi, dtypes, spec_json, torch_ops
 from .errors import ArgumentError, InternalError, RuntimeEnvironmentError
 from ._load_once import LoadOnce
 from .launcher import Launcher
+from .reciprocal_band import band_forward_only, check_reciprocal_band
 from .trace import trace
 
 _MAX_VARIANTS = 8          # traces kept per callable (int constants / functions that changed)
 _kernels = LoadOnce()      # (spec json, device, tile) -> capi.Kernel, shared by all callables
+_NO_EXTRAS = (None, None, None, None)  # sinks, gate, score_conv, reciprocal_band: none given
 
 
 def _not_compiling() -> bool:  # torch without torch.library.custom_op (< 2.4)
@@ -76,15 +78,16 @@ class _Variant:
         self.tensor_reads = [(t.slot.read, t.torch_dtype, 0 if t.zero_dim else t.rank, dtypes.CODES[t.dtype], t)
                              for t in traced.tensors]
         self.scalar_reads = [s.slot.read for s in traced.scalars]
-        # structural tensors (sinks, gate, score_conv): their names in the spec, which sorts
-        # them among the captured tensors
+        # structural tensors (sinks, gate, score_conv, the reciprocal band's alpha): their names
+        # in the spec, which sorts them among the captured tensors
         self.extra_names = tuple(spec_json.structural_name(traced, kind) for kind in spec_json.STRUCTURAL)
         self.sinks_name = self.extra_names[0]
         self.tensor_names = [t.name for t in traced.tensors]
 
     def merge(self, tensors: list, values: list, extras) -> tuple:
         """The launch's tensors and their values in the spec's (name) order: the captured
-        ones, and the structural tensors given (extras: sinks, gate, score_conv, or None)."""
+        ones, and the structural tensors given (extras: sinks, gate, score_conv, the reciprocal
+        band's alpha [Hq], or None)."""
         if all(x is None for x in extras):
             return tensors, values
         rows = list(zip(self.tensor_names, tensors, values))
@@ -97,13 +100,15 @@ class _Variant:
     def expected(self, sig) -> list:
         """(name, dtype, rank) of the spec's tensors for the structural signature sig."""
         rows = [(t.name, t.dtype, t.rank) for t in self.traced.tensors]
-        sd, gate_dtype, conv = sig
+        sd, gate_dtype, conv, band = sig
         if sd is not None:
             rows.append((self.extra_names[0], sd, 1))
         if gate_dtype is not None:
             rows.append((self.extra_names[1], gate_dtype, 4))
         if conv is not None:
             rows.append((self.extra_names[2], conv[2], 3))
+        if band is not None:
+            rows.append((self.extra_names[3], "f32", 1))
         return sorted(rows)
 
 
@@ -131,14 +136,16 @@ class CompiledAttention:
         return self._variant.traced
 
     def spec_json(self, dtype="bf16", head_dim: int = 128, head_dim_v: int | None = None,
-                  sinks_dtype: str | None = None, gate: bool = False, score_conv: tuple | None = None) -> str:
+                  sinks_dtype: str | None = None, gate: bool = False, score_conv: tuple | None = None,
+                  reciprocal_band: tuple | None = None) -> str:
         """The JSON spec this callable compiles for one dtype and head dims (and, with
-        sinks_dtype, gate or score_conv (c_q, c_k, dtype), for calls that pass sinks= of
-        that dtype, gate= or score_conv=)."""
+        sinks_dtype, gate, score_conv (c_q, c_k, dtype) or reciprocal_band (W, causal), for
+        calls that pass sinks= of that dtype, gate=, score_conv= or reciprocal_band=; a call's
+        band is causal when the callable is)."""
         return spec_json.build(self.traced, dtype=dtype, head_dim_qk=head_dim,
                                head_dim_v=head_dim if head_dim_v is None else head_dim_v,
                                scale=self.scale, return_lse=self.return_lse, sinks_dtype=sinks_dtype, gate=gate,
-                               score_conv=score_conv)
+                               score_conv=score_conv, reciprocal_band=reciprocal_band)
 
     def __repr__(self):
         t = self.traced
@@ -173,13 +180,13 @@ class CompiledAttention:
         return True
 
     # ---- the call -----------------------------------------------------------------------
-    def __call__(self, q, k, v, sinks=None, gate=None, score_conv=None):
-        extras = (sinks, gate, score_conv)
+    def __call__(self, q, k, v, sinks=None, gate=None, score_conv=None, reciprocal_band=None):
+        extras = (sinks, gate, score_conv, reciprocal_band)
         if _is_compiling():  # torch.compile (dynamo) is tracing this call: the torch ops
             return torch_ops.call_compiled(self, q, k, v, extras)
         return self._call(q, k, v, extras)
 
-    def _call(self, q, k, v, extras=(None, None, None), op=None):
+    def _call(self, q, k, v, extras=_NO_EXTRAS, op=None):
         """The call; op = (variant, captured tensors, scalars, need_lse) when the torch op
         attnjit::attention runs it (below autograd, with the values the graph passed)."""
         if op is None:
@@ -203,7 +210,8 @@ class CompiledAttention:
                 and (Hq == Hkv or (self.enable_gqa and Hkv > 0 and Hq % Hkv == 0))
                 and qst[3] == 1 and kst[3] == 1 and vst[3] == 1 and Nk > 0):
             self._bad_arguments(q, k, v)
-        extras, sig = self._check_extras(extras, q, vs[3], device)
+        given_extras = extras  # as passed: a retrace calls again with them
+        extras, sig = self._check_extras(extras, q, k, vs[3], device)
         training = q.requires_grad or k.requires_grad or v.requires_grad or any(
             x is not None and x.requires_grad for x in extras)
 
@@ -218,7 +226,7 @@ class CompiledAttention:
                 if op is not None:
                     raise InternalError(f"attnjit::attention got captured tensor '{t.name}' as {value.dtype} rank "
                                         f"{value.dim()}, but its plan was traced for {torch_dtype} rank {ndim}")
-                return self._retrace_call(q, k, v, extras)
+                return self._retrace_call(q, k, v, given_extras)
             if value.get_device() != device:
                 raise ArgumentError(f"captured tensor '{t.name}' ({t.slot.where}) is on "
                                     f"{value.device} but q is on {q.device}; move it to the same device")
@@ -232,6 +240,9 @@ class CompiledAttention:
         tensors, values = variant.merge(tensors, values, extras)  # in the spec's order
         if op is not None:
             return self._op_launch(variant, q, k, v, qs, ks, vs, qst, kst, vst, device, tensors, scalars, sig, op[3])
+        if sig[3] is not None and (training or grad_by_name) and _torch().is_grad_enabled():
+            # no backward has the band's s_ji terms yet (the C library refuses to build one)
+            raise ArgumentError(band_forward_only((q, k, v), extras, grad_by_name))
         if (training or grad_by_name) and _torch().is_grad_enabled() and B and Nq and Hq:
             return self._call_training(variant, q, k, v, qs, ks, vs, qst, kst, vst, device, tensors, values, scalars,
                                        grad_by_name, extras, sig)
@@ -281,7 +292,7 @@ class CompiledAttention:
                 results.append(g)
                 input_grads.append((t.name, g.reshape(1) if g.dim() == 0 else g))  # the kernels see [1]
                 grad_by_name[t.name] = value
-        extras, sig = self._check_extras(extras, q, v.shape[3], device)
+        extras, sig = self._check_extras(extras, q, k, v.shape[3], device)
         for name, x, need in zip(variant.extra_names, extras, extras_needs):
             if x is not None and need:
                 g = torch.empty(x.shape, dtype=x.dtype, device=x.device)
@@ -317,15 +328,15 @@ class CompiledAttention:
         call.launch(q, k, v, out, lse, d_o, dq, dk, dv, input_grads)
         return dq, dk, dv, results
 
-    @staticmethod
-    def _check_extras(extras, q, dv: int, device: int) -> tuple:
+    def _check_extras(self, extras, q, k, dv: int, device: int) -> tuple:
         """(extras, sig): the structural tensors checked (a gate broadcastable to the output
         is expanded to it; one that requires grad is then materialised, since its gradient
-        is per element), and the signature of the spec they need: (sinks dtype, gate dtype,
-        (c_q, c_k, dtype) of score_conv), None where absent."""
-        sinks, gate, conv = extras
-        if sinks is None and gate is None and conv is None:
-            return extras, (None, None, None)
+        is per element; the reciprocal band's (W, alpha) becomes alpha as a float32 tensor
+        [Hq]), and the signature of the spec they need: (sinks dtype, gate dtype, (c_q, c_k,
+        dtype) of score_conv, (W, causal) of the reciprocal band), None where absent."""
+        sinks, gate, conv, band = extras
+        if sinks is None and gate is None and conv is None and band is None:
+            return extras, _NO_EXTRAS
         torch = _torch()
         B, Hq, Nq = q.shape[0], q.shape[1], q.shape[2]
         for name, x in (("sinks", sinks), ("gate", gate), ("score_conv", conv)):
@@ -367,9 +378,13 @@ class CompiledAttention:
                 raise ArgumentError(f"score_conv is {conv.dtype} of shape {tuple(conv.shape)}; the convolution's "
                                     f"kernel is a float32, float16 or bfloat16 tensor [Hq, c_q, c_k] with Hq = {Hq}")
             cs = (int(conv.shape[1]), int(conv.shape[2]), cd)
-        return (sinks, gate, conv), (sd, gd, cs)
+        bs = None
+        if band is not None:
+            width, band = check_reciprocal_band(band, q, k, torch)
+            bs = (width, self.causal)  # the band's causal form is the callable's
+        return (sinks, gate, conv, band), (sd, gd, cs, bs)
 
-    def _retrace_call(self, q, k, v, extras=(None, None, None)):
+    def _retrace_call(self, q, k, v, extras=_NO_EXTRAS):
         """A captured tensor changed dtype or rank: trace again (once) and call."""
         variant = self._current_variant()
         for t in variant.traced.tensors:
@@ -405,7 +420,7 @@ class CompiledAttention:
         return (out, lse) if self.return_lse else out
 
     def _make_launcher(self, variant, q, dv: int, device: int, return_lse: bool | None = None,
-                       sig: tuple = (None, None, None)) -> Launcher:
+                       sig: tuple = _NO_EXTRAS) -> Launcher:
         if device < 0:
             raise ArgumentError(f"q, k and v must be CUDA tensors, got {q.device}")
         dtype = dtypes.name_of(q.dtype)
@@ -415,7 +430,7 @@ class CompiledAttention:
         with_lse = self.return_lse if return_lse is None else return_lse
         text = spec_json.build(traced, dtype=dtype, head_dim_qk=q.shape[3], head_dim_v=dv,
                                scale=self.scale, return_lse=with_lse, sinks_dtype=sig[0], gate=sig[1] is not None,
-                               score_conv=sig[2])
+                               score_conv=sig[2], reciprocal_band=sig[3])
         kernel = kernel_for(text, device, self.tile)
         spec = kernel.spec
         expected = variant.expected(sig)

@@ -13,8 +13,9 @@ SINK_DTYPES = ("f32", "f16", "bf16")
 
 
 # The structural tensors a call may pass besides the captured ones, by keyword: attention
-# sinks [Hq], an output gate [B, Hq, Nq, Dv] and a score convolution's kernel [Hq, c_q, c_k].
-STRUCTURAL = ("sinks", "gate", "score_conv")
+# sinks [Hq], an output gate [B, Hq, Nq, Dv], a score convolution's kernel [Hq, c_q, c_k] and
+# the reciprocal band's alpha [Hq] (f32).
+STRUCTURAL = ("sinks", "gate", "score_conv", "reciprocal_band")
 
 
 def structural_name(traced, kind: str) -> str:
@@ -35,11 +36,12 @@ def sinks_name(traced) -> str:
 
 def build(traced, *, dtype: str, head_dim_qk: int, head_dim_v: int, scale=None,
           return_lse: bool = False, q_heads: int = 0, kv_heads: int = 0, sinks_dtype: str | None = None,
-          gate: bool = False, score_conv: tuple | None = None) -> str:
+          gate: bool = False, score_conv: tuple | None = None, reciprocal_band: tuple | None = None) -> str:
     """The spec of a trace for one dtype and head dims. Head counts stay 0 (taken from the
     tensors at launch) unless pinned. sinks_dtype ("f32", "f16", "bf16"): attention sinks,
     a tensor [Hq] named sinks_name(traced). gate: an output gate, a tensor [B, Hq, Nq, Dv] of
-    the dtype. score_conv (c_q, c_k, dtype): a score convolution, its kernel [Hq, c_q, c_k]."""
+    the dtype. score_conv (c_q, c_k, dtype): a score convolution, its kernel [Hq, c_q, c_k].
+    reciprocal_band (W, causal): the reciprocal band of width W, its alpha an f32 tensor [Hq]."""
     name = dtypes.name_of(dtype)
     if name not in dtypes.ATTENTION_DTYPES:
         raise SpecError(f"dtype {dtype!r}: q, k and v must be float16, bfloat16 or float32")
@@ -76,6 +78,13 @@ def build(traced, *, dtype: str, head_dim_qk: int, head_dim_v: int, scale=None,
         name = structural_name(traced, "score_conv")
         doc["tensors"][name] = {"dtype": dtypes.name_of(cd), "rank": 3}
         doc["score_conv"] = {"tensor": name, "c_q": int(c_q), "c_k": int(c_k)}
+    if reciprocal_band is not None:
+        width, causal = reciprocal_band
+        if isinstance(width, bool) or not isinstance(width, int) or width < 0:
+            raise SpecError(f"reciprocal_band width {width!r}: the band width W is an int >= 0 (0: the diagonal alone)")
+        name = structural_name(traced, "reciprocal_band")
+        doc["tensors"][name] = {"dtype": "f32", "rank": 1}
+        doc["reciprocal_band"] = {"width": width, "alpha": name, "causal": bool(causal)}
     doc["tensors"] = dict(sorted(doc["tensors"].items()))
     try:
         return json.dumps(doc, indent=2, allow_nan=False)

@@ -25,7 +25,8 @@ import itertools
 import types
 import weakref
 
-from .errors import InternalError
+from .errors import ArgumentError, InternalError
+from .reciprocal_band import band_forward_only, check_reciprocal_band
 
 _callables = weakref.WeakValueDictionary()  # uid -> CompiledAttention (plans keep theirs alive)
 _uids = itertools.count(1)
@@ -148,7 +149,8 @@ _plan_for_functions._dynamo_marked_constant = True
 # ---- what dynamo traces --------------------------------------------------------------------
 
 def call_compiled(fn, q, k, v, extras):
-    """CompiledAttention.__call__ under torch.compile; extras: (sinks, gate, score_conv)."""
+    """CompiledAttention.__call__ under torch.compile; extras: (sinks, gate, score_conv,
+    reciprocal_band)."""
     return _call_plan(_plan_for_callable(fn._uid), q, k, v, extras)
 
 
@@ -172,24 +174,34 @@ def _call_plan(name, q, k, v, extras):
             raise InternalError("a traced int constant changed while torch.compile traced attnjit")
     captured = [read() for read in p.tensor_readers]
     scalars = [float(read()) for read in p.scalar_readers]
-    sinks, gate, conv = extras
+    sinks, gate, conv, band = extras
+    width, alpha = -1, None
+    if band is not None:  # (W, alpha) -> W, alpha as a float32 tensor [Hq], as an eager call takes it
+        width, alpha = check_reciprocal_band(band, q, k, torch)
+    structural = (sinks, gate, conv, alpha)
     training = False
     if torch.is_grad_enabled():
         training = q.requires_grad or k.requires_grad or v.requires_grad or any(
-            x is not None and x.requires_grad for x in extras)
+            x is not None and x.requires_grad for x in structural)
         for t in captured:
             training = training or t.requires_grad
+        if alpha is not None and training:  # forward only: attnjit::attention_backward has no band
+            names = [t.name for t, value in zip(p.variant.traced.tensors, captured) if value.requires_grad]
+            raise ArgumentError(band_forward_only((q, k, v), structural, names))
         if gate is not None and gate.requires_grad:  # its gradient is per element: materialise a broadcast
             gate = gate.expand(q.shape[0], q.shape[1], q.shape[2], v.shape[3]).contiguous()
-    out, lse = torch.ops.attnjit.attention(q, k, v, captured, scalars, sinks, gate, conv, name,
+    out, lse = torch.ops.attnjit.attention(q, k, v, captured, scalars, sinks, gate, conv, alpha, width, name,
                                            p.return_lse or training)
     return (out, lse) if p.return_lse else out
 
 
 # ---- the ops -------------------------------------------------------------------------------
 
+# reciprocal_band: the band's alpha [Hq] float32, reciprocal_band_width its W (-1 without a
+# band). The backward takes no band: a call with one never trains (forward only for now).
 FORWARD_SCHEMA = ("(Tensor q, Tensor k, Tensor v, Tensor[] captured, float[] scalars, Tensor? sinks, Tensor? gate, "
-                  "Tensor? score_conv, str plan, bool need_lse) -> (Tensor, Tensor)")
+                  "Tensor? score_conv, Tensor? reciprocal_band, int reciprocal_band_width, str plan, bool need_lse) "
+                  "-> (Tensor, Tensor)")
 BACKWARD_SCHEMA = ("(Tensor d_out, Tensor q, Tensor k, Tensor v, Tensor out, Tensor lse, Tensor[] captured, "
                    "float[] scalars, Tensor? sinks, Tensor? gate, Tensor? score_conv, str plan, bool[] captured_needs, "
                    "bool sinks_needs, bool gate_needs) -> (Tensor, Tensor, Tensor, Tensor[])")
@@ -224,13 +236,15 @@ def _define_ops(torch):
 
     @torch.library.custom_op("attnjit::attention", mutates_args=(), schema=FORWARD_SCHEMA)
     def attention_op(q: Tensor, k: Tensor, v: Tensor, captured: list, scalars: list, sinks, gate, score_conv,
-                     plan: str, need_lse: bool):
+                     reciprocal_band, reciprocal_band_width: int, plan: str, need_lse: bool):
         p = get_plan(plan)
-        return p.fn._op_forward(p.variant, q, k, v, list(captured), list(scalars), (sinks, gate, score_conv),
+        band = None if reciprocal_band is None else (reciprocal_band_width, reciprocal_band)
+        return p.fn._op_forward(p.variant, q, k, v, list(captured), list(scalars), (sinks, gate, score_conv, band),
                                 need_lse)
 
     @attention_op.register_fake
-    def _(q, k, v, captured, scalars, sinks, gate, score_conv, plan, need_lse):
+    def _(q, k, v, captured, scalars, sinks, gate, score_conv, reciprocal_band, reciprocal_band_width, plan,
+          need_lse):
         # as the eager call allocates them: contiguous out [B, Hq, Nq, Dv] in q's dtype, lse fp32
         B, Hq, Nq = q.shape[0], q.shape[1], q.shape[2]
         out = q.new_empty((B, Hq, Nq, v.shape[3]))
@@ -243,7 +257,8 @@ def _define_ops(torch):
                               sinks_needs: bool, gate_needs: bool):
         p = get_plan(plan)
         return p.fn._op_backward(p.variant, d_out, q, k, v, out, lse, list(captured), list(scalars),
-                                 (sinks, gate, score_conv), list(captured_needs), (sinks_needs, gate_needs, False))
+                                 (sinks, gate, score_conv, None), list(captured_needs),
+                                 (sinks_needs, gate_needs, False, False))
 
     @attention_backward_op.register_fake
     def _(d_out, q, k, v, out, lse, captured, scalars, sinks, gate, score_conv, plan, captured_needs, sinks_needs,
@@ -255,14 +270,18 @@ def _define_ops(torch):
         return q.new_empty(q.shape), k.new_empty(k.shape), v.new_empty(v.shape), grads
 
     def setup_context(ctx, inputs, output):
-        q, k, v, captured, scalars, sinks, gate, score_conv, plan, _need_lse = inputs
+        q, k, v, captured, scalars, sinks, gate, score_conv, reciprocal_band, _width, plan, _need_lse = inputs
         out, lse = output
         ctx.mark_non_differentiable(lse)  # as in eager: lse carries no gradient
         ctx.save_for_backward(q, k, v, out, lse, sinks, gate, score_conv, *captured)
         ctx.attnjit_scalars = list(scalars)
         ctx.attnjit_plan = plan
+        ctx.attnjit_band = reciprocal_band is not None
 
     def backward(ctx, d_out, _d_lse):
+        if ctx.attnjit_band:  # a direct call of the op (compiled calls refuse training first)
+            raise ArgumentError("reciprocal_band has a forward only for now (no backward has the band's s_ji "
+                                "terms yet): call attnjit::attention with a band under torch.no_grad()")
         q, k, v, out, lse, sinks, gate, score_conv, *captured = ctx.saved_tensors
         needs = ctx.needs_input_grad  # a list input (captured) has a list of flags
         captured_needs = needs[3] if isinstance(needs[3], (list, tuple)) else [bool(needs[3])] * len(captured)
@@ -285,6 +304,6 @@ def _define_ops(torch):
         # the gradient's structure follows the inputs': a list for a list of tensors (also
         # when empty), one None for a (non-empty) list of floats
         return (dq if needs[0] else None, dk if needs[1] else None, dv if needs[2] else None, captured_grads,
-                None if ctx.attnjit_scalars else [], d_sinks, d_gate, None, None, None)
+                None if ctx.attnjit_scalars else [], d_sinks, d_gate, None, None, None, None, None)
 
     attention_op.register_autograd(backward, setup_context=setup_context)

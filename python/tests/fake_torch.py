@@ -124,6 +124,24 @@ class Tensor:
             return self
         return Tensor(self.shape, self.dtype, device=self._device)
 
+    def numel(self):
+        n = 1
+        for d in self.shape:
+            n *= d
+        return n
+
+    def reshape(self, *shape):
+        try:
+            return self.view(*shape)
+        except RuntimeError:
+            return self.contiguous().view(*shape)
+
+    def float(self):
+        return self if self.dtype is float32 else Tensor(self.shape, float32, device=self._device)
+
+    def new_full(self, shape, fill_value, dtype=None):
+        return Tensor(shape, dtype or self.dtype, device=self._device)
+
 
 def empty(*shape, dtype=float32, device=0):
     return Tensor(shape, dtype, device=device)

@@ -12,7 +12,7 @@ from attnjit import autograd  # noqa: E402
 class FakeCall:
     """Fills each gradient with a constant; records whether d sinks was asked for (by the
     sinks' name among the input gradients, as captured tensors' are)."""
-    grad_names, grad_values, extra_names = (), (), ("sinks", "gate", "score_conv")
+    grad_names, grad_values, extra_names = (), (), ("sinks", "gate", "score_conv", "reciprocal_band")
 
     def __init__(self):
         self.asked_d_sinks = []
@@ -38,7 +38,7 @@ def run(sinks, qkv_grad=True, gate=None):
     q, k, v = (torch.randn(1, 2, 3, 4, requires_grad=qkv_grad) for _ in range(3))
     call = FakeCall()
     out, lse = autograd.attention_function().apply(
-        call, lambda: (torch.zeros(1, 2, 3, 4), torch.zeros(1, 2, 3)), q, k, v, sinks, gate, None)
+        call, lambda: (torch.zeros(1, 2, 3, 4), torch.zeros(1, 2, 3)), q, k, v, sinks, gate, None, None)
     return call, (q, k, v), out, lse
 
 

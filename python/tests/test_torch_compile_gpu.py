@@ -94,9 +94,9 @@ def test_opcheck_forward_and_backward():
     name = torch_ops.plan_name(fn)
     q, k, v = qkv(requires_grad=True)
     torch.library.opcheck(torch.ops.attnjit.attention.default,
-                          (q, k, v, [slopes], [], None, None, None, name, True))
+                          (q, k, v, [slopes], [], None, None, None, None, -1, name, True))
     with torch.no_grad():
-        out, lse = torch.ops.attnjit.attention(q, k, v, [slopes], [], None, None, None, name, True)
+        out, lse = torch.ops.attnjit.attention(q, k, v, [slopes], [], None, None, None, None, -1, name, True)
     d_out = torch.randn_like(out)
     torch.library.opcheck(torch.ops.attnjit.attention_backward.default,
                           (d_out, q.detach(), k.detach(), v.detach(), out, lse, [slopes.detach()], [], None, None,

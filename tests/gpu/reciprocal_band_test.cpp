@@ -2,7 +2,8 @@
 // reference: band widths 0, 1, 63, 64, 200 and wider than the sequence, causal and not,
 // head dims 32, 40 (padded), 64, 128 and 256, f16 and bf16, ragged lengths (1, and lengths
 // that are not multiples of the tile), GQA, per-head alpha of both signs, a score_mod and a
-// mask on top, sinks and a gate, and tiles other than the default. Outputs are poisoned
+// mask on top, a pair bias (the staged bias tile), sinks and a gate, and tiles other than the
+// default. Outputs are poisoned
 // before the launch; NaN and unwritten elements fail. O at the dtype's tolerance, LSE at 1e-3.
 #include <gtest/gtest.h>
 
@@ -29,13 +30,14 @@ struct BandCase {
     bool causal = true;
     int batch = 1, hq = 4, hkv = 4, n = 333;
     bool softcap = false, window = false, gate = false, sinks = false;
+    bool pair_bias = false;  // score_mod adds bias[0][h][q_idx][kv_idx] (the staged bias tile)
     std::optional<TileConfig> tile;
 
     std::string name() const {
         std::ostringstream s;
         s << dtype_name(dtype) << "_d" << d << "_W" << width << (causal ? "_causal" : "_noncausal") << "_b" << batch
           << "_h" << hq << "x" << hkv << "_n" << n << (softcap ? "_softcap" : "") << (window ? "_window" : "")
-          << (gate ? "_gate" : "") << (sinks ? "_sinks" : "");
+          << (gate ? "_gate" : "") << (sinks ? "_sinks" : "") << (pair_bias ? "_pairbias" : "");
         if (tile) s << "_m" << tile->block_m << "n" << tile->block_n << "w" << tile->warps << "s" << tile->stages;
         return s.str();
     }
@@ -46,6 +48,8 @@ dsl::AttentionSpec band_spec(const BandCase& c) {
     dsl::AttentionSpec s;
     s.dtype(c.dtype).head_dim(c.d).return_lse().reciprocal_band(c.width, "alpha", c.causal);
     if (c.softcap) s.score_mod(dsl::mods::softcap(dsl::scalar("cap")));
+    if (c.pair_bias)
+        s.score_mod(dsl::score() + dsl::Tensor("bias", c.dtype, 4)(dsl::Expr(0), dsl::head(), dsl::q_idx(), dsl::kv_idx()));
     // A window on the other side of the band (non-causal: keys up to 90 ahead), so that the
     // mask cuts through band tiles.
     if (c.window) s.mask(dsl::kv_idx() - dsl::q_idx() < dsl::Expr(90));
@@ -68,6 +72,11 @@ reference::ForwardInputs band_inputs(const BandCase& c) {
     reference::fill_normal(alpha, seed + 4, 0.0, 0.7);
     in.tensors.emplace("alpha", std::move(alpha));
     if (c.softcap) in.scalars["cap"] = 5.0;
+    if (c.pair_bias) {
+        HostTensor bias(c.dtype, {1, c.hq, c.n, c.n});
+        reference::fill_normal(bias, seed + 7);
+        in.tensors.emplace("bias", std::move(bias));
+    }
     if (c.gate) {
         HostTensor g(c.dtype, {c.batch, c.hq, c.n, c.d});
         reference::fill_normal(g, seed + 5);
@@ -118,6 +127,11 @@ std::vector<BandCase> band_cases() {
     BandCase gated{DType::f16, 64, 48, true, 2, 2, 2, 300};
     gated.gate = gated.sinks = true;
     add(gated);
+    for (int d : {32, 128}) {  // the band beside the staged bias tile
+        BandCase pb{DType::bf16, d, 64, true, 1, 2, 2, 300};
+        pb.pair_bias = true;
+        add(pb);
+    }
     // Tiles other than the default: one stage, three stages, square and wide.
     for (TileConfig t : {TileConfig{64, 64, 4, 1}, TileConfig{128, 128, 8, 2}, TileConfig{64, 128, 4, 3},
                          TileConfig{128, 32, 4, 2}}) {

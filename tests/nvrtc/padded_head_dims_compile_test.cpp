@@ -1,12 +1,13 @@
 // Head dims between the tile sizes (padded inside the kernels: kernel_config.h) compile with
 // NVRTC: the forward and every backward kind that exists at d 8, 16, 40, 72, 200 for bf16
 // (sm80 loops; d200 the simt backward) and f32 (simt), Dqk != Dv, on sm_80 and on the
-// 99 KiB sm_86; with sinks, a gate, a document mask and the score convolution (its
-// backward at head dims over 128 too).
+// 99 KiB sm_86; with sinks, a gate, a document mask, the score convolution (its backward at
+// head dims over 128 too) and the reciprocal band.
 #include <gtest/gtest.h>
 
 #include "codegen/generate.h"
 #include "codegen/kernel_config.h"
+#include "dsl/dsl.h"
 #include "dsl/example_specs.h"
 #include "runtime/compiler.h"
 #include "runtime/cuda_api.h"
@@ -80,6 +81,26 @@ TEST(PaddedHeadDimsCompile, StructuralFeatures) {
     add(jobs, doc, "document f16 d16", "sm_90a", {KernelKind::forward});
     dsl::AttentionSpec conv = dsl::AttentionSpec().dtype(DType::bf16).head_dim(40).return_lse();
     add(jobs, conv.score_conv("theta", 6, 11), "score_conv bf16 d40", "sm_90a", {KernelKind::forward});
+    for (const auto& f : compile_all(jobs)) ADD_FAILURE() << f;
+}
+
+// The reciprocal band's forward (its K and Q operand tiles beside the pipeline) at every tile
+// head dim, padded ones, Dqk != Dv, both forms, with a staged bias tile, on the default tile of
+// sm_90a, sm_80 and the 99 KiB sm_86.
+TEST(PaddedHeadDimsCompile, ReciprocalBandForward) {
+    if (auto why = runtime::why_no_libnvrtc()) GTEST_SKIP() << *why;
+    std::vector<Job> jobs;
+    for (const char* arch : {"sm_90a", "sm_80", "sm_86"})
+        for (auto [dqk, dv] : {std::pair{32, 32}, std::pair{40, 40}, std::pair{64, 64}, std::pair{128, 128},
+                               std::pair{256, 256}, std::pair{64, 128}}) {
+            dsl::AttentionSpec band = dsl::AttentionSpec().dtype(DType::bf16).head_dims(dqk, dv).return_lse();
+            band.reciprocal_band(64, "alpha", dqk != 40);
+            if (dqk == 64 && dv == 64)  // a pair bias read at [0][h][q_idx][kv_idx]: the staged bias tile
+                band.score_mod(dsl::score() +
+                               dsl::Tensor("bias", DType::bf16, 4)(dsl::Expr(0), dsl::head(), dsl::q_idx(), dsl::kv_idx()));
+            add(jobs, band, "reciprocal_band bf16 " + dims_name(dqk, dv), arch, {KernelKind::forward});
+        }
+    ASSERT_EQ(jobs.size(), 18u);
     for (const auto& f : compile_all(jobs)) ADD_FAILURE() << f;
 }
 

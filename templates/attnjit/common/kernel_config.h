@@ -491,16 +491,23 @@ ATTNJIT_HD constexpr TileConfig default_bias_tile_tile(int dqk, int dv, TileConf
     return dqk <= 32 && dv <= 32 ? TileConfig{64, 64, 4, 2} : plain;
 }
 
-// The forward tile with a reciprocal band (KernelConfig::recip_band): the plain tile where its
-// two more operand tiles fit the GPU, else 64 x 64 with 4 warps, two stages or one.
+// The forward tile with a reciprocal band (KernelConfig::recip_band): its two more operand
+// tiles cost shared memory, and two CTAs an SM matter more than a second stage (d128 on the
+// H200: 128 x 64 with one stage is 1.4-1.5x faster than with two, which leave one CTA an SM;
+// bench/results/2026-11-27-h200-reciprocal-band-forward.md). So: the plain tile, then it with
+// one stage, then 64 x 64 with two stages or one (32 x 32 for d256 on the 99 KiB GPUs), the
+// first that fits two CTAs an SM, else the first that fits one.
 ATTNJIT_HD constexpr TileConfig default_recip_band_tile(KernelConfig c, int sm) {
     const int limit = max_dynamic_smem_bytes(sm);
-    const TileConfig tiles[] = {c.tile, TileConfig{64, 64, 4, 2}, TileConfig{64, 64, 4, 1}};
-    for (const TileConfig& t : tiles) {
-        c.tile = t;
-        if (limit == 0 || smem_bytes(c) <= limit) return t;
-    }
-    return tiles[2];
+    const TileConfig plain = c.tile;
+    const TileConfig tiles[] = {plain, TileConfig{plain.block_m, plain.block_n, plain.warps, 1},
+                                TileConfig{64, 64, 4, 2}, TileConfig{64, 64, 4, 1}, TileConfig{32, 32, 2, 1}};
+    for (int ctas = 2; ctas >= 1; --ctas)
+        for (const TileConfig& t : tiles) {
+            c.tile = t;
+            if (limit == 0 || ctas * smem_bytes(c) <= limit) return t;
+        }
+    return tiles[4];
 }
 
 ATTNJIT_HD constexpr KernelConfig default_config(KernelKind kind, ElemKind e, int dqk, int dv, int sm) {
