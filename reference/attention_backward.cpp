@@ -9,6 +9,7 @@
 #include "reference/grad_partials.h"
 #include "reference/inputs.h"
 #include "reference/parallel.h"
+#include "reference/reciprocal_band.h"
 #include "reference/score_conv.h"
 #include "support/error.h"
 
@@ -34,6 +35,10 @@ void plain_backward(const dsl::AttentionSpec& spec, const ForwardInputs& in, con
     const CapturedReader reader{&in.tensors};
     // Attention sinks: d sink_h = -sum_{b, i} exp(sink_h - LSE_i) Delta_i, when asked for.
     const bool want_sinks = spec.has_sinks() && wanted.count(spec.sinks_name()) > 0;
+    // The reciprocal band (T_ij = s_ij + alpha_h band(i, j) s_ji, Nq == Nk): dS_ij also reaches
+    // q_j and k_i, and d alpha_h = sum dS_ij band(i, j) s_ji.
+    const bool band = spec.has_reciprocal_band();
+    const bool want_alpha = band && wanted.count(spec.reciprocal_band_alpha()) > 0;
 
     const int64_t groups = B * Hkv;
     const int workers = worker_count(groups, threads, 1);
@@ -71,7 +76,12 @@ void plain_backward(const dsl::AttentionSpec& spec, const ForwardInputs& in, con
                                 std::exp(sink - lse) * delta;
                     }
                     if (lse == -kInf) continue;  // no kept key: zero gradients
-                    row_scores(spec, env, qi, kb, Nk, Dqk, kept, s, t);
+                    const double* qb = qi - i * Dqk;  // the head's query rows (the band reads q_j)
+                    const double alpha = band ? in.tensors.at(spec.reciprocal_band_alpha()).get({h}) : 0.0;
+                    if (band)
+                        band_row_scores(spec, env, alpha, qb, i, kb, Nk, Dqk, kept, s, t);
+                    else
+                        row_scores(spec, env, qi, kb, Nk, Dqk, kept, s, t);
                     for (int64_t j = 0; j < Nk; ++j) {
                         if (!kept[j] || t[j] == -kInf) continue;
                         env.kv_idx = j;
@@ -90,6 +100,21 @@ void plain_backward(const dsl::AttentionSpec& spec, const ForwardInputs& in, con
                             dqi[d] += scale * ds * kj[d];
                             dkj[d] += scale * ds * qi[d];
                         }
+                        if (band && in_reciprocal_band(spec, i, j)) {  // through s_ji = scale <q_j, k_i>
+                            const double* qj = qb + j * Dqk;
+                            const double* ki = kb + i * Dqk;
+                            double* dqj = dqi + (j - i) * Dqk;
+                            double* dki = dkb + i * Dqk;
+                            double dot = 0;
+                            for (int64_t d = 0; d < Dqk; ++d) {
+                                dqj[d] += scale * alpha * ds * ki[d];
+                                dki[d] += scale * alpha * ds * qj[d];
+                                dot += qj[d] * ki[d];
+                            }
+                            if (want_alpha)
+                                mine.dtensors.at(spec.reciprocal_band_alpha()).data[static_cast<size_t>(h)] +=
+                                    ds * scale * dot;
+                        }
                         add_score_mod_grads(grads, reader, env, dt, mine);
                     }
                 }
@@ -103,9 +128,6 @@ void plain_backward(const dsl::AttentionSpec& spec, const ForwardInputs& in, con
 BackwardResult backward(const dsl::AttentionSpec& spec, const ForwardInputs& in, const HostTensor& d_o,
                         const std::set<std::string>& wanted, int threads) {
     const Dims x = check_inputs(spec, in, "reference::backward");
-    user_check(!spec.has_reciprocal_band())
-        << "reference::backward: the reciprocal band's backward (dQ, dK, dV and d alpha through s_ji) has no "
-           "reference yet; the forward reference (reference::forward) covers it";
     const int64_t B = x.B, Hq = x.Hq, Nq = x.Nq, Dv = x.Dv;
     user_check(d_o.rank() == 4 && d_o.size(0) == B && d_o.size(1) == Hq && d_o.size(2) == Nq && d_o.size(3) == Dv)
         << "reference::backward: d_o is " << d_o.describe() << "; it must be [B, Hq, Nq, Dv] = [" << B << ", " << Hq

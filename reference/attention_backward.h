@@ -17,7 +17,9 @@
 // runs reference/score_conv.h's conv_backward instead: dS0 is the transposed convolution
 // of dC = dT * d score_mod / d s (at C), d theta the taps' sum of dC * S0, and score_mod's
 // captured tensors and scalars take dT at C's position, as above. dK and dV sum over the
-// query heads of a group (GQA). A row with no kept key has zero gradients. Accumulation is
+// query heads of a group (GQA). A reciprocal band (T_ij = s_ij + alpha_h band(i, j) s_ji)
+// adds dQ_j += scale alpha_h dS_ij k_i, dK_i += scale alpha_h dS_ij q_j and d alpha_h +=
+// dS_ij s_ji over the band. A row with no kept key has zero gradients. Accumulation is
 // in a fixed order for a given thread count (per-worker partials summed in worker order).
 //
 //   reference::BackwardResult g = reference::backward(spec, in, d_o, {"bias", "cap"});

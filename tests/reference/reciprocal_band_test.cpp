@@ -1,6 +1,7 @@
 // The fp64 reference of the reciprocal band (SEMANTICS.md section 4): a case worked out by
 // hand, the definition written out directly (both forms, per-head alpha, a mask and a
-// score_mod on top), W = 0 as a diagonal score_mod, and the input errors.
+// score_mod on top), W = 0 as a diagonal score_mod, the input errors, and the backward (dQ,
+// dK, dV and d alpha through both paths) against finite differences.
 #include <cmath>
 #include <vector>
 
@@ -8,6 +9,7 @@
 
 #include "common/expect_error.h"
 #include "dsl/dsl.h"
+#include "finite_differences.h"
 #include "reference/attention_reference.h"
 
 namespace attnjit::reference {
@@ -108,6 +110,25 @@ TEST(ReferenceReciprocalBand, ZeroWidthIsAScaledDiagonal) {
     const ForwardResult a = forward(band, in), b = forward(diag, in);
     for (size_t n = 0; n < a.o.data.size(); ++n) ASSERT_NEAR(a.o.data[n], b.o.data[n], 1e-12);
     for (size_t n = 0; n < a.lse.data.size(); ++n) ASSERT_NEAR(a.lse.data[n], b.lse.data[n], 1e-12);
+}
+
+// The backward against central differences of the forward: both forms, GQA, a softcap (its
+// derivative at T) and a window mask on top, alpha per head (and its gradient).
+TEST(ReferenceReciprocalBand, BackwardMatchesFiniteDifferences) {
+    for (bool causal : {true, false})
+        for (int w : {0, 2, 30}) {
+            fd::Problem p = fd::make(1, 4, 2, 9, 9, 4, 3, 40 + w);
+            HostTensor alpha(DType::f32, {4});
+            fill_normal(alpha, 7 + w, 0.0, 0.8);
+            p.in.tensors.emplace("alpha", std::move(alpha));
+            p.in.scalars["cap"] = 3.0;
+            p.spec.reciprocal_band(w, "alpha", causal)
+                .score_mod(mods::softcap(scalar("cap")))
+                .mask(kv_idx() - q_idx() < Expr(6));
+            p.wanted = {"alpha"};
+            SCOPED_TRACE(std::string(causal ? "causal" : "non-causal") + " W " + std::to_string(w));
+            fd::check(p, 2);
+        }
 }
 
 TEST(ReferenceReciprocalBand, InputErrors) {
