@@ -40,6 +40,8 @@ BackwardPath choose_path(const AttentionSpec& spec, const codegen::SpecInputs& i
                          const api::Target& target) {
     const KernelConfig c = default_config(KernelKind::backward_fused, codegen::elem_kind(spec.dtype()),
                                           spec.head_dim_qk(), spec.head_dim_v(), codegen::sm_version(target.arch));
+    // The reciprocal band's backward: backward_dq, then backward_dkdv (sm80/reciprocal_band.cuh).
+    if (spec.has_reciprocal_band()) return BackwardPath::two_pass;
     if (spec.has_score_conv()) {
         // backward_fused has the convolution's backward (sm80/score_conv_backward.cuh);
         // backward_dq, with the forward's convolution, the gradients of captured tensors.
@@ -82,6 +84,7 @@ struct AttentionBackward::Impl {
     int sm_count = 0;  // of the GPU it runs on (0: compile only)
     bool sinks_grad_asked = false;  // CompileOptions.grads names the sinks: their gradient is required
     bool gate_grad_asked = false;   // CompileOptions.grads names the gate (backward_stats writes it)
+    bool alpha_grad_asked = false;  // CompileOptions.grads names the reciprocal band's alpha
     bool conv_grad_asked = false;   // CompileOptions.grads names the score convolution's kernel
     std::vector<api::PreparedKernel> kernels;  // in launch order
     // Gradients of captured tensors and scalars (CompileOptions.grads), from backward_dq's plan.
@@ -127,6 +130,8 @@ AttentionBackward::AttentionBackward(const AttentionSpec& spec, const CompileOpt
     if (spec.has_gate()) impl_->gate_grad_asked = opts.grads.erase(spec.gate_name()) > 0;
     // The score convolution's kernel gradient: backward_fused's sums, added by backward_dq_convert.
     if (spec.has_score_conv()) impl_->conv_grad_asked = opts.grads.erase(spec.score_conv_name()) > 0;
+    // The reciprocal band's alpha: backward_dq's sums (BackwardArgs::d_alpha).
+    if (spec.has_reciprocal_band()) impl_->alpha_grad_asked = opts.grads.erase(spec.reciprocal_band_alpha()) > 0;
     impl_->path = choose_path(spec, impl_->inputs, opts, target);
     if (target.on_device) impl_->sm_count = runtime::current_device().sm_count;
     bool batch_sum_plan = false;  // the plan allows the batch-sum launch (impl_->batch_sum_ok)
@@ -210,10 +215,12 @@ AttentionBackward::Impl::Launch AttentionBackward::Impl::check(const LaunchArgs&
     if (spec.has_sinks()) structural.insert(spec.sinks_name());
     if (spec.has_gate()) structural.insert(spec.gate_name());
     if (spec.has_score_conv()) structural.insert(spec.score_conv_name());
+    if (spec.has_reciprocal_band()) structural.insert(spec.reciprocal_band_alpha());
     check_input_grad_args(fwd, grads_in, grad_outputs, structural);
     for (const auto& [asked, name, what] :
          {std::tuple{sinks_grad_asked, spec.sinks_name(), "sinks"}, std::tuple{gate_grad_asked, spec.gate_name(), "gate"},
-          std::tuple{conv_grad_asked, spec.score_conv_name(), "score convolution's kernel"}})
+          std::tuple{conv_grad_asked, spec.score_conv_name(), "score convolution's kernel"},
+          std::tuple{alpha_grad_asked, spec.reciprocal_band_alpha(), "reciprocal band's alpha"}})
         user_check(!asked || grads_in.grads.count(name))
             << "the gradient of the " << what << " '" << name << "' is missing: GradArgs::grads[\"" << name
             << "\"] must be given (CompileOptions.grads names it)";
@@ -221,7 +228,7 @@ AttentionBackward::Impl::Launch AttentionBackward::Impl::check(const LaunchArgs&
     const auto& q = fwd.q.shape;
     // Gradients of captured tensors and scalars are written by backward_dq, which has no CTA
     // without a score element.
-    user_check(grads.empty() || (q[0] > 0 && q[1] > 0 && q[2] > 0))
+    user_check((grads.empty() && !alpha_grad_asked) || (q[0] > 0 && q[1] > 0 && q[2] > 0))
         << "this backward computes gradients of captured tensors or scalars, which no score element reads when B, "
            "Hq or Nq is 0 (got q of shape ["
         << q[0] << ", " << q[1] << ", " << q[2] << ", " << q[3] << "]): they are all zero; skip the backward";
@@ -396,6 +403,28 @@ void AttentionBackward::operator()(const LaunchArgs& fwd, const GradArgs& grads_
         for (auto& [name, pl] : planes)
             pl.planes = reinterpret_cast<float*>(static_cast<unsigned char*>(plane_buffer->data()) +
                                                  reinterpret_cast<size_t>(pl.planes));
+    }
+    // The reciprocal band: f32 workspaces of backward_dq's dQ sums and U (zeroed), and d
+    // alpha's per-CTA sums with a zeroed ticket per head (backward/args.h).
+    std::optional<runtime::StreamBuffer> band_buffer;
+    if (impl_->spec.has_reciprocal_band()) {
+        const size_t rows = static_cast<size_t>(q[0] * q[1] * q[2]), cols = static_cast<size_t>(q[3]);
+        const unsigned query_tiles = api::backward_grid(impl_->kernel(KernelKind::backward_dq).config, fwd).x;
+        const size_t partials = static_cast<size_t>(q[0] * q[1]) * query_tiles;
+        const size_t bytes = sizeof(float) * (2 * rows * cols + partials) + sizeof(unsigned) * static_cast<size_t>(q[1]);
+        band_buffer.emplace(bytes, cu_stream);
+        auto* base = static_cast<float*>(band_buffer->data());
+        block.band_dq = base;
+        block.band_dk = base + rows * cols;
+        block.band_alpha_partials = base + 2 * rows * cols;
+        block.band_tickets = reinterpret_cast<unsigned*>(base + 2 * rows * cols + partials);
+        band_buffer->zero(sizeof(float) * rows * cols, sizeof(float) * rows * cols);
+        band_buffer->zero(sizeof(float) * (2 * rows * cols + partials), sizeof(unsigned) * static_cast<size_t>(q[1]));
+        if (impl_->alpha_grad_asked) {
+            const TensorView& d_alpha = grads.grads.at(impl_->spec.reciprocal_band_alpha());
+            block.d_alpha = static_cast<float*>(d_alpha.data);
+            block.d_alpha_stride = d_alpha.strides[0];
+        }
     }
     block.batch_sum = l.batch_sum ? 1 : 0;  // backward_dq skips the site the batch-sum launch sums
     for (const api::PreparedKernel& kernel : impl_->kernels) {

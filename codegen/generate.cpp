@@ -38,6 +38,24 @@ void provenance(SourceWriter& w, const KernelSource& k, const dsl::AttentionSpec
     w.line("// templates: sha256 " + templates_hash());
 }
 
+// The Traits' trailing flags: ForwardTraits <..., conv, bias tile, band>, BackwardDqTraits
+// <..., conv, band>, BackwardDkdvTraits <..., band>, BackwardFusedTraits <..., conv>; left
+// off where they are false (so the text of a kernel without them stays as it was).
+std::string structural_traits(const KernelConfig& c) {
+    auto flag = [](bool on) { return std::string(on ? ", true" : ", false"); };
+    switch (c.kind) {
+        case KernelKind::forward:
+            return c.recip_band ? flag(c.score_conv) + flag(c.bias_tile) + flag(true)
+                   : c.bias_tile ? flag(false) + flag(true)
+                   : c.score_conv ? flag(true)
+                                  : "";
+        case KernelKind::backward_dq:
+            return c.recip_band ? flag(c.score_conv) + flag(true) : c.score_conv ? flag(true) : "";
+        case KernelKind::backward_dkdv: return c.recip_band ? flag(true) : "";
+        default: return c.score_conv ? flag(true) : "";
+    }
+}
+
 // The kind's Traits (every field of the config) and the extern "C" entry.
 // min_blocks > 0: __launch_bounds__'s minimum CTAs per SM (a register cap).
 void entry(SourceWriter& w, const KernelKindInfo& kind, const KernelConfig& c, DType dtype, int min_blocks) {
@@ -46,11 +64,7 @@ void entry(SourceWriter& w, const KernelKindInfo& kind, const KernelConfig& c, D
            ", " + cuda_elem_type(dtype) + ", " + std::to_string(c.head_dim_qk) + ", " + std::to_string(c.head_dim_v) +
            ", " + std::to_string(t.block_m) + ", " + std::to_string(t.block_n) + ", " + std::to_string(t.warps) +
            ", " + std::to_string(t.stages) +
-           (c.recip_band ? std::string(c.score_conv ? ", true" : ", false") + (c.bias_tile ? ", true" : ", false") + ", true"
-            : c.bias_tile ? ", false, true"
-            : c.score_conv ? ", true"
-                           : "") +
-           ">;");
+           structural_traits(c) + ">;");
     w.line();
     w.line("extern \"C\" __global__ void __launch_bounds__(Traits::kThreads" +
            (min_blocks > 0 ? ", " + std::to_string(min_blocks) : std::string()) + ")");

@@ -126,7 +126,8 @@ struct KernelPlan {
     // the Variant gets kHasBiasTile, bias_tile(p, hd) (and kBiasTileBatchInvariant when no
     // leading index reads b), and score_mod takes the bias as an argument.
     std::optional<BiasTile> bias_tile;
-    // A reciprocal band (spec.reciprocal_band(); forward plans): mask holds the causal mask of
+    // A reciprocal band (spec.reciprocal_band(); forward, backward_dq and backward_dkdv plans;
+    // the others have none): mask (every plan) holds the causal mask of
     // its causal form; the Variant gets kRecipBandWidth, kRecipBandCausal and
     // recip_band_alpha(p, h).
     bool reciprocal_band = false;

@@ -98,13 +98,12 @@ KernelPlan lower(const dsl::AttentionSpec& spec, SpecInputs inputs, KernelKind k
                        "backward_fused's, with backward_dq for the gradients of captured tensors and scalars "
                        "(AttentionBackward chooses them)";
     }
-    // The reciprocal band has a forward only (sm80/reciprocal_band.cuh); its backward is refused
-    // rather than run without the band's terms.
-    user_check(!spec.has_reciprocal_band() || !is_backward(kind))
+    // The reciprocal band's backward is the two-pass one (sm80/reciprocal_band.cuh);
+    // backward_fused has no band terms, and is refused rather than run without them.
+    user_check(!spec.has_reciprocal_band() || kind != KernelKind::backward_fused)
         << "AttentionSpec.reciprocal_band(" << spec.reciprocal_band_width() << ", \"" << spec.reciprocal_band_alpha()
-        << "\"): " << kernel_kind_name(kind)
-        << ": the reciprocal band runs forward only for now (no backward kernel has its s_ji terms yet); run the "
-           "forward alone, or train without the band";
+        << "\"): backward_fused has no reciprocal band; its backward is backward_dq then backward_dkdv "
+           "(AttentionBackward chooses them)";
     KernelPlan plan;
     plan.spec = spec;
     plan.inputs = std::move(inputs);
@@ -113,7 +112,8 @@ KernelPlan lower(const dsl::AttentionSpec& spec, SpecInputs inputs, KernelKind k
     // a hook.
     plan.output_gate = spec.has_gate() && kind == KernelKind::forward;
     plan.score_conv = spec.has_score_conv();
-    plan.reciprocal_band = spec.has_reciprocal_band();
+    plan.reciprocal_band = spec.has_reciprocal_band() && (kind == KernelKind::forward || kind == KernelKind::backward_dq ||
+                                                          kind == KernelKind::backward_dkdv);
     // The forward stages the bias tile; backward_dq's batch-sum launch reads a tile that
     // every batch row shares once (sm80/backward_dq.cuh); elsewhere score_mod gathers it.
     if (kind == KernelKind::forward || kind == KernelKind::backward_dq) plan.bias_tile = bias_tile_of(spec);

@@ -81,6 +81,21 @@ struct BackwardArgs {
     int batch_sum_chunks;
     float* batch_sum_partials;
     unsigned* batch_sum_tickets;
+    // The reciprocal band (spec.reciprocal_band, sm80/reciprocal_band.cuh; the two-pass
+    // backward), null without one. Workspaces [B, Hq, Nq, Dqk] f32, contiguous:
+    //   band_dq: backward_dq stores its dQ sums there (unscaled) instead of dq; backward_dkdv
+    //     adds alpha_h sum_i band dS_ij k_i to the rows of its key tile and stores dq;
+    //   band_dk: zeroed; backward_dq adds U_i = sum_j band dS_ij q_j; backward_dkdv adds
+    //     alpha_h U over the heads of its group to dK.
+    // d alpha [Hq] (f32, element stride d_alpha_stride; null: not asked for) = scale sum
+    // <k_i, U_i>: backward_dq's CTAs store their sums in band_alpha_partials [Hq, B, query
+    // tiles], and the last CTA of a head (band_tickets [Hq], zeroed) adds them in order.
+    float* band_dq;
+    float* band_dk;
+    float* d_alpha;
+    long long d_alpha_stride;
+    float* band_alpha_partials;
+    unsigned* band_tickets;
 };
 
 }  // namespace attnjit

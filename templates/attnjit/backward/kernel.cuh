@@ -33,13 +33,14 @@ namespace attnjit {
 // kDqk_, kDv_: the real head dims. The sm80 kinds pad their tiles (tile_head_dim); the simt
 // backward, BackwardRows and BackwardSinkGrad work element by element at the real dims.
 template <KernelKind kKind_, MainloopKind kMainloop_, class Element_, int kDqk_, int kDv_, int kBlockM_,
-          int kBlockN_, int kWarps_, int kStages_, bool kScoreConv_ = false>
+          int kBlockN_, int kWarps_, int kStages_, bool kScoreConv_ = false, bool kRecipBand_ = false>
 struct BackwardTraits {
     using Element = Element_;
     static constexpr MainloopKind kMainloop = kMainloop_;
     static constexpr int kThreads = kWarps_ * 32;
     static constexpr KernelConfig kConfig{kKind_, kMainloop, ElemKindOf<Element>::value, kDqk_,
-                                          kDv_, TileConfig{kBlockM_, kBlockN_, kWarps_, kStages_}, kScoreConv_};
+                                          kDv_, TileConfig{kBlockM_, kBlockN_, kWarps_, kStages_}, kScoreConv_,
+                                          false, kRecipBand_};
 
     static_assert(config_is_valid(kConfig), "kernel configuration rejected by why_config_invalid() in kernel_config.h");
 #ifdef __CUDA_ARCH__
@@ -56,18 +57,19 @@ struct BackwardTraits {
                                         sm80::BackwardFused<Element, kDqk_, kDv_, kBlockM_, kBlockN_, kWarps_, kStages_, kScoreConv_>,
                                         typename Select<owns_keys(kKind_),
                                                         sm80::BackwardDkdv<Element, kDqk_, kDv_, kBlockM_, kBlockN_,
-                                                                           kWarps_>,
+                                                                           kWarps_, kRecipBand_>,
                                                         sm80::BackwardDq<Element, kDqk_, kDv_, kBlockM_, kBlockN_,
-                                                                         kWarps_, kScoreConv_>>::type>::type,
+                                                                         kWarps_, kScoreConv_, kRecipBand_>>::type>::type,
                         simt::Backward<Element, kDqk_, kDv_, kBlockM_, kBlockN_, kWarps_>>::type>::type>::type;
     static constexpr int kSmemBytes = Mainloop::kSmemBytes;
     static_assert(kSmemBytes == smem_bytes(kConfig), "backward main loop and smem_bytes disagree");
 };
 
-template <MainloopKind M, class E, int Dqk, int Dv, int BM, int BN, int W, int S>
-using BackwardDkdvTraits = BackwardTraits<KernelKind::backward_dkdv, M, E, Dqk, Dv, BM, BN, W, S>;
-template <MainloopKind M, class E, int Dqk, int Dv, int BM, int BN, int W, int S, bool kScoreConv = false>
-using BackwardDqTraits = BackwardTraits<KernelKind::backward_dq, M, E, Dqk, Dv, BM, BN, W, S, kScoreConv>;
+template <MainloopKind M, class E, int Dqk, int Dv, int BM, int BN, int W, int S, bool kRecipBand = false>
+using BackwardDkdvTraits = BackwardTraits<KernelKind::backward_dkdv, M, E, Dqk, Dv, BM, BN, W, S, false, kRecipBand>;
+template <MainloopKind M, class E, int Dqk, int Dv, int BM, int BN, int W, int S, bool kScoreConv = false,
+          bool kRecipBand = false>
+using BackwardDqTraits = BackwardTraits<KernelKind::backward_dq, M, E, Dqk, Dv, BM, BN, W, S, kScoreConv, kRecipBand>;
 template <MainloopKind M, class E, int Dqk, int Dv, int BM, int BN, int W, int S>
 using BackwardStatsTraits = BackwardTraits<KernelKind::backward_stats, M, E, Dqk, Dv, BM, BN, W, S>;
 template <MainloopKind M, class E, int Dqk, int Dv, int BM, int BN, int W, int S, bool kScoreConv = false>

@@ -102,8 +102,9 @@ struct KernelConfig {
     // [..., q_idx, kv_idx], common/bias_tile.cuh) is copied tile by tile into shared memory
     // beside the K/V pipeline, rather than read element by element from global memory.
     bool bias_tile = false;
-    // Forward sm80 only: the reciprocal band (RA, sm80/reciprocal_band.cuh): the K rows at the
-    // query tile's positions, and a ring of Q tiles at the key tiles' positions beside K.
+    // Forward, backward_dq and backward_dkdv sm80: the reciprocal band (RA,
+    // sm80/reciprocal_band.cuh): K at the query tile's rows and Q at the key tile's rows
+    // beside the pipeline.
     bool recip_band = false;
 };
 
@@ -280,6 +281,15 @@ ATTNJIT_HD constexpr int smem_bytes(const KernelConfig& c) {
                elem_bytes(c.elem) * ((t.block_m + 16) * dqk + t.block_m * dv + 2 * ((t.block_n + 16) * dqk + t.block_n * dv)) +
                2 * 4 * t.block_m + 2 * (t.block_m + 16) * (t.block_n + 24) + kScoreConvFragmentBytes +
                score_conv_mask_bytes(t.block_m, t.block_n);
+    // The reciprocal band in the two-pass backward: backward_dq keeps K at its query rows and
+    // copies Q at the key rows with each K/V stage; backward_dkdv copies both with each Q/dO
+    // stage (the Q rows at its keys are the streamed head's).
+    if (c.recip_band && c.kind == KernelKind::backward_dq)
+        return scratch_bytes(t.warps) + elem_bytes(c.elem) * (t.block_m + 2 * t.block_n) * (dqk + dv) +
+               2 * 4 * t.block_m + elem_bytes(c.elem) * (t.block_m + 2 * t.block_n) * dqk;
+    if (c.recip_band && c.kind == KernelKind::backward_dkdv)
+        return scratch_bytes(t.warps) + elem_bytes(c.elem) * (t.block_n + t.stages * t.block_m) * (dqk + dv) +
+               t.stages * 2 * 4 * t.block_m + elem_bytes(c.elem) * t.stages * (t.block_m + t.block_n) * dqk;
     if (is_backward(c.kind) && c.mainloop == MainloopKind::sm80)
         return owns_keys(c.kind)
                    ? scratch_bytes(t.warps) + elem_bytes(c.elem) * (t.block_n + t.stages * t.block_m) * (dqk + dv) +
@@ -328,8 +338,11 @@ ATTNJIT_HD constexpr const char* why_config_invalid(const KernelConfig& c) {
     if (c.bias_tile && (c.kind != KernelKind::forward || c.mainloop != MainloopKind::sm80 || c.score_conv))
         return "the staged bias tile is a feature of the sm80 forward without a score convolution";
     if (c.bias_tile && t.block_n % 32 != 0) return "the staged bias tile needs block_n a multiple of 32";
-    if (c.recip_band && (c.kind != KernelKind::forward || c.mainloop != MainloopKind::sm80 || c.score_conv))
-        return "the reciprocal band runs in the sm80 forward only (f16 / bf16, no score convolution) for now";
+    if (c.recip_band && ((c.kind != KernelKind::forward && c.kind != KernelKind::backward_dq &&
+                          c.kind != KernelKind::backward_dkdv) ||
+                         c.mainloop != MainloopKind::sm80 || c.score_conv))
+        return "the reciprocal band runs in the sm80 forward, backward_dq and backward_dkdv (f16 / bf16, head dims up "
+               "to 128 in the backward, no score convolution)";
     if (c.score_conv && (t.block_n % 16 != 0 || t.block_m % 16 != 0))
         return "the score convolution needs block_m and block_n multiples of 16";
     if (c.score_conv && c.kind == KernelKind::backward_fused && (t.block_n != 64 || t.block_m % 32 != 0))
@@ -496,10 +509,16 @@ ATTNJIT_HD constexpr TileConfig default_bias_tile_tile(int dqk, int dv, TileConf
 // H200: 128 x 64 with one stage is 1.4-1.5x faster than with two, which leave one CTA an SM;
 // bench/results/2026-11-27-h200-reciprocal-band-forward.md). So: the plain tile, then it with
 // one stage, then 64 x 64 with two stages or one (32 x 32 for d256 on the 99 KiB GPUs), the
-// first that fits two CTAs an SM, else the first that fits one.
+// first that fits two CTAs an SM, else the first that fits one. The backward kinds: their plain
+// tile where it fits, else one with half the streamed tile.
 ATTNJIT_HD constexpr TileConfig default_recip_band_tile(KernelConfig c, int sm) {
     const int limit = max_dynamic_smem_bytes(sm);
     const TileConfig plain = c.tile;
+    if (is_backward(c.kind)) {  // two stages; a smaller streamed tile where 64 x 64 does not fit
+        const TileConfig small = c.kind == KernelKind::backward_dq ? TileConfig{64, 32, 4, 2} : TileConfig{32, 64, 4, 2};
+        c.tile = plain;
+        return limit == 0 || smem_bytes(c) <= limit ? plain : small;
+    }
     const TileConfig tiles[] = {plain, TileConfig{plain.block_m, plain.block_n, plain.warps, 1},
                                 TileConfig{64, 64, 4, 2}, TileConfig{64, 64, 4, 1}, TileConfig{32, 32, 2, 1}};
     for (int ctas = 2; ctas >= 1; --ctas)

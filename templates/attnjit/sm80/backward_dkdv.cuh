@@ -16,7 +16,13 @@
 //   leaves a head the quads reduce (fixed butterfly) and the row leaders store one sum per
 //   (b, h, key), directly or into planes that the CTA finishing last sums in plane order.
 // Shared memory (smem_bytes in common/kernel_config.h): scratch | K [BN x DQK] |
-// V [BN x DV] | 2 x (Q [BM x DQK] | dO [BM x DV]) | 2 x (LSE2 [BM] | Delta [BM]) (f32).
+// V [BN x DV] | 2 x (Q [BM x DQK] | dO [BM x DV]) | 2 x (LSE2 [BM] | Delta [BM]) (f32),
+// and with kRecip (a reciprocal band, sm80/reciprocal_band.cuh) 2 x (K at the step's query
+// rows [BM x DQK] | Q of the step's head at the tile's key rows [BN x DQK]), copied with the
+// step's Q and dO when it meets the band. Then R^T = Q_rows(n0) K_rows(m0)^T joins S^T, the
+// band's dQ_j += alpha (band dS)^T K_rows(m0) goes to BackwardArgs::band_dq (rows of this key
+// tile: no other CTA writes them), and at the end the CTA stores dq for its key tile's rows
+// of every head of the group, and adds alpha_h U (band_dk, from backward_dq) to dK.
 #pragma once
 
 #include "attnjit/backward/args.h"
@@ -30,11 +36,12 @@
 #include "attnjit/sm80/copy.cuh"
 #include "attnjit/sm80/fragment.cuh"
 #include "attnjit/sm80/gemm.cuh"
+#include "attnjit/sm80/reciprocal_band.cuh"
 
 namespace attnjit {
 namespace sm80 {
 
-template <class E, int kDqkReal, int kDvReal, int BM, int BN, int W>
+template <class E, int kDqkReal, int kDvReal, int BM, int BN, int W, bool kRecip = false>
 struct BackwardDkdv {
     // Tiles at the tile head dims; columns past the real ones zero-filled on load, not stored.
     static constexpr int DQK = tile_head_dim(kDqkReal), DV = tile_head_dim(kDvReal);
@@ -50,10 +57,13 @@ struct BackwardDkdv {
     static constexpr int kQStage = BM * (DQK + DV) * 2;
     static constexpr int kStatOff = kQOff + 2 * kQStage;
     static constexpr int kStatStage = 2 * BM * 4;  // LSE2 [BM] | Delta [BM]
-    static constexpr int kSmemBytes = kStatOff + 2 * kStatStage;
-    static_assert(kSmemBytes == smem_bytes(KernelConfig{KernelKind::backward_dkdv,
-                                                        MainloopKind::sm80,
-                                                        ElemKindOf<E>::value, kDqkReal, kDvReal, TileConfig{BM, BN, W, 2}}),
+    static constexpr int kBandOff = kStatOff + 2 * kStatStage;  // band: K at the query rows | Q at the key rows
+    static constexpr int kQrInStage = BM * DQK * 2;
+    static constexpr int kBandStage = (BM + BN) * DQK * 2;
+    static constexpr int kSmemBytes = kBandOff + (kRecip ? 2 * kBandStage : 0);
+    static_assert(kSmemBytes == smem_bytes(KernelConfig{KernelKind::backward_dkdv, MainloopKind::sm80,
+                                                        ElemKindOf<E>::value, kDqkReal, kDvReal, TileConfig{BM, BN, W, 2},
+                                                        false, false, kRecip}),
                   "sm80::BackwardDkdv shared-memory layout disagrees with smem_bytes in common/kernel_config.h");
     static_assert(kMF >= 1 && BN % (16 * W) == 0, "block_n must be a multiple of 16 keys per warp");
     static_assert(BM % 16 == 0, "block_m must be a multiple of 16");
@@ -61,10 +71,42 @@ struct BackwardDkdv {
     static constexpr const char* kName = "sm80 backward";
     static constexpr bool kSupportsOutputTransform = false;
     static constexpr bool kSupportsScoreTileTransform = false;
+    static constexpr bool kSupportsRecipBand = kRecip;
 
     using SLayout = MmaCLayout<kMF, kNT>;       // S^T, P^T, dP^T, dS^T
     using KLayout = MmaCLayout<kMF, DQK / 8, 1, kDqkReal>;  // dK (stores the real columns)
     using VLayout = MmaCLayout<kMF, DV / 8, 1, kDvReal>;    // dV
+
+    // The reciprocal band's ends (kRecip): dK += alpha_h U (band_dk) over the heads of the group,
+    // for this thread's elements; then, once every warp's adds to band_dq are done, dq =
+    // scale band_dq for the tile's rows of each head of the group (Nq == Nk: the key tiles
+    // cover every query row once).
+    template <class Variant, class Params>
+    __device__ __forceinline__ static void store_band_grads(const Params& p, const KLayout& kl,
+                                                            float (&dk)[kMF][DQK / 8][4], int b, int kvh, int n0) {
+        const BackwardArgs& a = p.args;
+        const int nq = a.q_len;
+        for (int h = kvh * a.group; h < (kvh + 1) * a.group; ++h) {
+            const float alpha = Variant::recip_band_alpha(p, h);
+            const float* u = a.band_dk + ((long long)b * a.q_heads + h) * nq * kDqkReal;
+            auto add = [&](float& v, int r, int c) {
+                const int j = n0 + kl.row(r);
+                if (j < nq && c < kDqkReal) v += alpha * u[(long long)j * kDqkReal + c];
+            };
+            kl.for_each(dk, add);
+        }
+        block_sync();  // every thread's adds to band_dq (this tile's rows) are done
+        const int rows = (n0 + BN < nq ? n0 + BN : nq) - n0;
+        const long long per_head = (long long)rows * kDqkReal;
+        for (long long n = threadIdx.x; n < a.group * per_head; n += kThreads) {
+            const int h = kvh * a.group + static_cast<int>(n / per_head);
+            const long long rc = n % per_head;
+            const int j = n0 + static_cast<int>(rc / kDqkReal), c = static_cast<int>(rc % kDqkReal);
+            const float v = a.band_dq[(((long long)b * a.q_heads + h) * nq + j) * kDqkReal + c];
+            static_cast<E*>(a.dq)[b * a.dq_stride[0] + h * a.dq_stride[1] + j * a.dq_stride[2] + c] =
+                FromFloat<E>::cvt(v * a.scale);
+        }
+    }
 
     template <class Variant, class Params>
     __device__ __forceinline__ static void run_dkdv(const Params& p, unsigned char* smem) {
@@ -88,10 +130,27 @@ struct BackwardDkdv {
             a.v_stride[2], nk - n0, static_cast<const E*>(a.v), tid);
         ptx::cp_async_commit();
 
+        static_assert(kRecip == (Variant::kRecipBandWidth >= 0),
+                      "a Variant with a reciprocal band needs backward_dkdv's kRecip layout, and only it");
+        using Band = RecipBand<E, kMF, kNT, DQK / 16, kCprQ, (kRecip ? Variant::kRecipBandWidth : 0),
+                               Variant::kRecipBandCausal, true>;
         BlockCtx ctx{reinterpret_cast<long long*>(smem), tid, kThreads};
-        QueryCursor<Variant, Params, BM> cursor(a, n0, (n0 + BN < nk ? n0 + BN : nk) - 1);
+        const int last_key = (n0 + BN < nk ? n0 + BN : nk) - 1;
+        QueryCursor<Variant, Params, BM> cursor(a, n0, last_key);
+        auto band_step = [&](const QueryStep& st) {
+            return kRecip && Band::meets(st.m0, st.m0 + BM - 1, n0, last_key);
+        };
+        const E* kvh_k = static_cast<const E*>(a.k) + b * a.k_stride[0] + kvh * a.k_stride[1];
         auto issue = [&](const QueryStep& st, int stage) {
             if (st.h >= 0) {
+                if (band_step(st)) {  // K at the step's query rows, Q of its head at the key rows
+                    const unsigned band_dst = sbase + kBandOff + stage * kBandStage;
+                    copy_tile<E, kThreads, BM, DQK, false, kDqkReal>(band_dst, kvh_k + st.m0 * a.k_stride[2],
+                                                                     a.k_stride[2], nk - st.m0, kvh_k, tid);
+                    copy_tile<E, kThreads, BN, DQK, false, kDqkReal>(band_dst + kQrInStage,
+                                                                     qh + st.h * a.q_stride[1] + n0 * qsn, qsn, nq - n0,
+                                                                     qh, tid);
+                }
                 const unsigned dst = q_s + stage * kQStage;
                 const int valid = nq - st.m0;
                 copy_tile<E, kThreads, BM, DQK, false, kDqkReal>(dst, qh + st.h * a.q_stride[1] + st.m0 * qsn, qsn,
@@ -119,6 +178,11 @@ struct BackwardDkdv {
         const unsigned q_nt = q_s + b_row * kCprQ * 16, do_nt = q_s + kDoInStage + b_row * kCprV * 16;
         const unsigned q_t = q_s + a_row * kCprQ * 16, do_t = q_s + kDoInStage + a_row * kCprV * 16;
         const float* stats = reinterpret_cast<const float*>(smem + kStatOff);
+
+        // The band's operands: Q at the key rows as the A operand (like k_ld), K at the query
+        // rows as the B operand (like q_nt) and read transposed (like q_t).
+        const unsigned qr_ld = sbase + kBandOff + kQrInStage + (warp * 16 * kMF + a_row) * kCprQ * 16;
+        const unsigned kr_nt = sbase + kBandOff + b_row * kCprQ * 16, kr_t = sbase + kBandOff + a_row * kCprQ * 16;
 
         const SLayout sl;
         float dk[kMF][DQK / 8][4], dv[kMF][DV / 8][4];
@@ -148,6 +212,14 @@ struct BackwardDkdv {
             SLayout::clear(s);
             SLayout::clear(dp);
             gemm_nt<E, kMF, kNT, DQK / 16, kCprQ, kCprQ>(s, k_ld, q_nt + so, la, lb);
+            const bool band = band_step(cur);
+            float band_alpha = 0.f;
+            if constexpr (kRecip) {
+                band_alpha = Variant::recip_band_alpha(p, cur.h);
+                if (band)  // S^T += alpha [band] Q_rows(n0) K_rows(m0)^T
+                    Band::add(s, sl, qr_ld + stage * kBandStage, kr_nt + stage * kBandStage, la, lb, band_alpha, n0,
+                              cur.m0);
+            }
             gemm_nt<E, kMF, kNT, DV / 16, kCprV, kCprV>(dp, v_ld, do_nt + so, la, lb);
             const BackwardScores<Variant, Params> scores{p, hd, a.scale, a.scale * kLog2e,
                                                          Variant::kHasMask && cur.cls == TileClass::kPartial};
@@ -170,6 +242,25 @@ struct BackwardDkdv {
             gemm_rn<E, kMF, DV / 8, kNT / 2, kCprV>(dv, pa, do_t + so, la);
             pack_a<E>(dp, pa);
             gemm_rn<E, kMF, DQK / 8, kNT / 2, kCprQ>(dk, pa, q_t + so, la);
+            if constexpr (kRecip) {
+                if (band) {  // dQ_j += alpha sum_i band dS_ij k_i, into band_dq (this tile's rows)
+                    Band::mask(dp, sl, n0, cur.m0);
+                    pack_a<E>(dp, pa);
+                    float* wq = a.band_dq + ((long long)b * a.q_heads + cur.h) * nq * kDqkReal;
+                    auto add_dq = [&](float (&u)[kMF][2][4], int pair) {
+#pragma unroll
+                        for (int mf = 0; mf < kMF; ++mf)
+#pragma unroll
+                            for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+                                for (int e = 0; e < 4; ++e) {
+                                    const int j = n0 + sl.row(2 * mf + (e >> 1)), c = 16 * pair + 8 * nt + sl.col(0, e);
+                                    if (j < nq && c < kDqkReal) wq[(long long)j * kDqkReal + c] += band_alpha * u[mf][nt][e];
+                                }
+                    };
+                    Band::template band_products<DQK>(pa, kr_t + stage * kBandStage, la, add_dq);
+                }
+            }
             cur = next;
             stage ^= 1;
         }
@@ -178,6 +269,7 @@ struct BackwardDkdv {
 
         const KLayout kl;
         const VLayout vl;
+        if constexpr (kRecip) store_band_grads<Variant>(p, kl, dk, b, kvh, n0);
         E* dkg = static_cast<E*>(a.dk) + b * a.dk_stride[0] + kvh * a.dk_stride[1];
         E* dvg = static_cast<E*>(a.dv) + b * a.dv_stride[0] + kvh * a.dv_stride[1];
         const float scale = a.scale;

@@ -22,7 +22,10 @@
 // Shared memory (smem_bytes in common/kernel_config.h): scratch | Q [(BM + qh) x DQK] |
 // dO [BM x DV] | 2 x (K [(BN + 2 kh) x DQK] | V [BN x DV]) | LSE2 [BM] | Delta [BM] (f32),
 // qh, kh = 16, 8 with kConv (then S0, the Toeplitz fragments and the mask bits follow),
-// else 0.
+// else 0. kRecip (a reciprocal band, sm80/reciprocal_band.cuh): then K at the tile's query
+// rows [BM x DQK] and 2 x Q at the key tile's rows [BN x DQK] (copied with K and V when the
+// tile meets the band); dQ's sums go to BackwardArgs::band_dq (backward_dkdv adds the band's
+// part and stores dq), U to band_dk, and the CTAs' sums of <k_i, U_i> make d alpha.
 #pragma once
 
 #include "attnjit/backward/args.h"
@@ -37,12 +40,13 @@
 #include "attnjit/sm80/copy.cuh"
 #include "attnjit/sm80/fragment.cuh"
 #include "attnjit/sm80/gemm.cuh"
+#include "attnjit/sm80/reciprocal_band.cuh"
 #include "attnjit/sm80/score_conv.cuh"
 
 namespace attnjit {
 namespace sm80 {
 
-template <class E, int kDqkReal, int kDvReal, int BM, int BN, int W, bool kConv = false>
+template <class E, int kDqkReal, int kDvReal, int BM, int BN, int W, bool kConv = false, bool kRecip = false>
 struct BackwardDq {
     // Tiles at the tile head dims; columns past the real ones zero-filled on load, not stored.
     static constexpr int DQK = tile_head_dim(kDqkReal), DV = tile_head_dim(kDvReal);
@@ -63,10 +67,13 @@ struct BackwardDq {
     static constexpr int kS0Off = kDeltaOff + BM * 4;  // score_conv: S0, the Toeplitz fragments, the mask bits
     static constexpr int kFragOff = kS0Off + (kConv ? 2 * (BM + 16) * (BN + 24) : 0);
     static constexpr int kMaskOff = kFragOff + (kConv ? kScoreConvFragmentBytes : 0);
-    static constexpr int kSmemBytes = kMaskOff + (kConv ? score_conv_mask_bytes(BM, BN) : 0);
+    static constexpr int kKrOff = kMaskOff + (kConv ? score_conv_mask_bytes(BM, BN) : 0);  // band: K at the rows
+    static constexpr int kQrOff = kKrOff + (kRecip ? BM * DQK * 2 : 0);  // band: 2 x Q at the key tile's rows
+    static constexpr int kQrStage = BN * DQK * 2;
+    static constexpr int kSmemBytes = kQrOff + (kRecip ? 2 * kQrStage : 0);
     static_assert(kSmemBytes == smem_bytes(KernelConfig{KernelKind::backward_dq, MainloopKind::sm80,
                                                         ElemKindOf<E>::value, kDqkReal, kDvReal, TileConfig{BM, BN, W, 2},
-                                                        kConv}),
+                                                        kConv, false, kRecip}),
                   "sm80::BackwardDq shared-memory layout disagrees with smem_bytes in common/kernel_config.h");
     static_assert(kMF >= 1 && BM % (16 * W) == 0, "block_m must be a multiple of 16 rows per warp");
     static_assert(BN % 16 == 0, "block_n must be a multiple of 16");
@@ -74,11 +81,15 @@ struct BackwardDq {
     static constexpr const char* kName = "sm80 backward";
     static constexpr bool kSupportsOutputTransform = false;
     static constexpr bool kSupportsScoreTileTransform = false;
+    static constexpr bool kSupportsRecipBand = kRecip;
 
     using SLayout = MmaCLayout<kMF, kNT>;         // S, P, dP, dS
     using DLayout = MmaCLayout<kMF, DQK / 8, 1, kDqkReal>;  // dQ (stores the real columns)
     static constexpr int kRows = SLayout::kRows;  // row slots per thread
 
+    template <class Variant>
+    using Band = RecipBand<E, kMF, kNT, DQK / 16, kCprQ, (kRecip ? Variant::kRecipBandWidth : 0),
+                           Variant::kRecipBandCausal>;
     template <class Variant>
     using Conv = ScoreConv<E, BM, BN, W, (kConv ? Variant::kScoreConvRows : 1), (kConv ? Variant::kScoreConvCols : 1)>;
 
@@ -125,6 +136,8 @@ struct BackwardDq {
     __device__ __forceinline__ static void prepare(const Params& p, int h, unsigned char* smem) {
         static_assert(kConv == (Variant::kScoreConvRows > 0),
                       "a Variant with a score convolution needs backward_dq's kConv layout, and only it");
+        static_assert(kRecip == (Variant::kRecipBandWidth >= 0),
+                      "a Variant with a reciprocal band needs backward_dq's kRecip layout, and only it");
         if constexpr (kConv)
             Conv<Variant>::template prepare<Variant>(p, h, reinterpret_cast<unsigned*>(smem + kFragOff),
                                                      reinterpret_cast<unsigned*>(smem + kS0Off));
@@ -150,6 +163,9 @@ struct BackwardDq {
         load_q(q_s, qg, a.q_stride[2], nq, m0, static_cast<const E*>(a.q), tid);
         copy_tile<E, kThreads, BM, DV, false, kDvReal>(do_s, dog, a.do_stride[2], nq - m0,
                                                        static_cast<const E*>(a.d_o), tid);
+        if constexpr (kRecip)  // K at the tile's query rows (Nq == Nk): the A operand of R = K Q^T
+            copy_tile<E, kThreads, BM, DQK, false, kDqkReal>(sbase + kKrOff, kg + (long long)m0 * ksn, ksn, nk - m0, kg,
+                                                             tid);
         ptx::cp_async_commit();
         prepare<Variant>(p, h, smem);
 
@@ -160,9 +176,17 @@ struct BackwardDq {
             if (!site_elsewhere) zero_fill_input_grads<Variant, Params, kThreads>(p, hd, m0, BM, nq, nk);
         }
         BlockCtx ctx{reinterpret_cast<long long*>(smem), tid, kThreads};
-        KvCursor<Variant, Params, BN> cursor(nk, m0, (m0 + BM < nq ? m0 + BM : nq) - 1);
+        const int last_row = (m0 + BM < nq ? m0 + BM : nq) - 1;
+        KvCursor<Variant, Params, BN> cursor(nk, m0, last_row);
+        auto band_tile = [&](int tile) {
+            return kRecip && Band<Variant>::meets(m0, last_row, tile * BN, tile * BN + BN - 1);
+        };
         auto issue = [&](int tile, int stage) {
             if (tile >= 0) {
+                if (band_tile(tile))  // Q at the key tile's rows, in K's group
+                    copy_tile<E, kThreads, BN, DQK, false, kDqkReal>(
+                        sbase + kQrOff + stage * kQrStage, qg + (long long)(tile * BN - m0) * a.q_stride[2],
+                        a.q_stride[2], nq - tile * BN, static_cast<const E*>(a.q), tid);
                 const unsigned dst = kv_s + stage * kKvStage;
                 load_k(dst, kg, kg + (long long)tile * BN * ksn, ksn, nk, tile * BN, tid);
                 copy_tile<E, kThreads, BN, DV, false, kDvReal>(dst + kVInStage, vg + (long long)tile * BN * vsn, vsn,
@@ -200,6 +224,14 @@ struct BackwardDq {
         const unsigned k_nt = kv_s + b_row * kCprQ * 16, v_nt = kv_s + kVInStage + b_row * kCprV * 16;
         const unsigned k_t = kv_s + LaneRows::a_row(lane) * kCprQ * 16;
 
+        // The band's operands (as q_ld, k_nt, k_t), its weight, and this thread's part of
+        // sum_i <k_i, U_i> (d alpha).
+        const unsigned kr_ld = sbase + kKrOff + a_row * kCprQ * 16, qr_nt = sbase + kQrOff + b_row * kCprQ * 16,
+                       qr_t = sbase + kQrOff + LaneRows::a_row(lane) * kCprQ * 16;
+        float band_alpha = 0.f, alpha_sum = 0.f;
+        if constexpr (kRecip) band_alpha = Variant::recip_band_alpha(p, h);
+        float* const band_dk_h = a.band_dk + ((long long)b * a.q_heads + h) * nq * kDqkReal;
+
         float dq[kMF][DQK / 8][4];
         DLayout::clear(dq);
         InputGradAcc<Variant, (Variant::kInputGradQuerySites > 0 ? kRows : 1)> gacc;  // row sums per row slot
@@ -220,6 +252,11 @@ struct BackwardDq {
             SLayout::clear(dp);
             const int k0 = tile * BN;
             scores<Variant>(p, hd, h, s, smem, q_ld, k_nt + so, la, lb, m0, k0, nq, nk);
+            const bool band = band_tile(tile);
+            if constexpr (kRecip) {
+                if (band)  // S += alpha [band] K_rows(m0) Q_rows(k0)^T
+                    Band<Variant>::add(s, sl, kr_ld, qr_nt + stage * kQrStage, la, lb, band_alpha, m0, k0);
+            }
             gemm_nt<E, kMF, kNT, DV / 16, kCprV, kCprV>(dp, do_ld, v_nt + so, la, lb);
             const BackwardScores<Variant, Params> scores{p, hd, a.scale, a.scale * kLog2e,
                                                          Variant::kHasMask && tcls == TileClass::kPartial};
@@ -245,12 +282,44 @@ struct BackwardDq {
                 pack_a<E>(dp, ds_a);
                 gemm_rn<E, kMF, DQK / 8, kNT / 2, kCprQ>(dq, ds_a, k_t + so, la);
             }
+            if constexpr (kRecip) {
+                if (band) {  // U_i += sum_j band dS_ij q_j (band_dk), and <k_i, U_i> for d alpha
+                    Band<Variant>::mask(dp, sl, m0, k0);
+                    unsigned bds_a[kMF][kNT / 2][4];
+                    pack_a<E>(dp, bds_a);
+                    auto add_u = [&](float (&u)[kMF][2][4], int pair) {
+#pragma unroll
+                        for (int mf = 0; mf < kMF; ++mf)
+#pragma unroll
+                            for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+                                for (int e = 0; e < 4; ++e) {
+                                    const int i = m0 + sl.row(2 * mf + (e >> 1)), c = 16 * pair + 8 * nt + sl.col(0, e);
+                                    if (i < nq && c < kDqkReal) {
+                                        band_dk_h[(long long)i * kDqkReal + c] += u[mf][nt][e];
+                                        alpha_sum += u[mf][nt][e] * to_float(kg[(long long)i * ksn + c]);
+                                    }
+                                }
+                    };
+                    Band<Variant>::template band_products<DQK>(bds_a, qr_t + stage * kQrStage, la, add_u);
+                }
+            }
             tile = next;
             stage ^= 1;
         }
         ptx::cp_async_wait<0>();
 
-        if constexpr (!kConv) {
+        if constexpr (kRecip) {
+            // dQ's sums (unscaled) for backward_dkdv, which adds the band's part and stores dq.
+            const DLayout dl;
+            float* wq = a.band_dq + ((long long)b * a.q_heads + h) * nq * kDqkReal;
+            auto put = [&](float& v, int r, int c) {
+                const int q = m0 + dl.row(r);
+                if (q < nq && c < kDqkReal) wq[(long long)q * kDqkReal + c] = v;
+            };
+            dl.for_each(dq, put);
+            if (a.d_alpha != nullptr) store_alpha_sum<Variant>(a, smem, alpha_sum, b, h);
+        } else if constexpr (!kConv) {
             const DLayout dl;
             E* dqg = static_cast<E*>(a.dq) + b * a.dq_stride[0] + h * a.dq_stride[1];
             const float scale = a.scale;
@@ -265,6 +334,38 @@ struct BackwardDq {
         // Per-query sites: each row's sum over its keys (common/input_grads.cuh).
         if constexpr (Variant::kInputGradQuerySites > 0) store_row_sums<Variant, false>(p, hd, gacc, sl, m0, nq);
         if constexpr (Variant::kInputGrads) finish_input_grads<Variant, Params, kThreads, kSmemBytes>(p, hd, gacc, smem);
+    }
+
+    // d alpha_h = scale sum <k_i, U_i> (the reciprocal band): the CTA's sum (a fixed tree over
+    // its threads) to band_alpha_partials [Hq, B, query tiles]; the last CTA of head h adds
+    // the head's partials in order and stores. Shared memory is free (after the main loop).
+    template <class Variant>
+    __device__ __forceinline__ static void store_alpha_sum(const BackwardArgs& a, unsigned char* smem, float v, int b,
+                                                           int h) {
+        const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) v += shfl_xor(v, o);
+        float* warp_sums = reinterpret_cast<float*>(smem) + 4;  // after last_to_arrive's flag
+        block_sync();  // every warp is past its last use of shared memory
+        if (lane == 0) warp_sums[warp] = v;
+        block_sync();
+        const int per_head = a.batch * static_cast<int>(gridDim.x);
+        float* part = a.band_alpha_partials + (long long)h * per_head;
+        if (tid == 0) {
+            float total = 0.f;
+            for (int w = 0; w < W; ++w) total += warp_sums[w];
+            part[b * gridDim.x + blockIdx.x] = total;
+        }
+        grad_detail::fence_gpu();
+        block_sync();
+        if (!grad_detail::last_to_arrive(a.band_tickets + h, static_cast<unsigned>(per_head),
+                                         reinterpret_cast<unsigned*>(smem)))
+            return;
+        if (tid == 0) {
+            float total = 0.f;
+            for (int n = 0; n < per_head; ++n) total += __ldcg(part + n);
+            a.d_alpha[h * a.d_alpha_stride] = total * a.scale;
+        }
     }
 
     // The batch-sum launch (Variant::kInputGradBatchSum, BackwardArgs::batch_sum; after

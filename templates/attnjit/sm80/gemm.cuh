@@ -70,7 +70,9 @@ __device__ __forceinline__ void pack_a(const float (&c)[kMF][kNT][4], unsigned (
         }
 }
 
-template <class E, int kMF, int kNT, int kKS, int kCprB, int DP = 0>
+// kPair0: B's first pair of column chunks (16 columns a pair): C holds B's columns
+// [16 kPair0, 16 kPair0 + 8 kNT).
+template <class E, int kMF, int kNT, int kKS, int kCprB, int kPair0 = 0, int DP = 0>
 __device__ __forceinline__ void gemm_rn(float (&c)[kMF][kNT][4], const unsigned (&a)[kMF][kKS][4], unsigned b_ld,
                                         const LaneChunks& lb) {
     static_assert(kNT % 2 == 0, "gemm_rn: B columns in pairs of n8 tiles");
@@ -78,14 +80,14 @@ __device__ __forceinline__ void gemm_rn(float (&c)[kMF][kNT][4], const unsigned 
 #pragma unroll
         for (int kc = 0; kc < kKS; ++kc) {
             unsigned b0, b1, b2, b3;
-            ptx::ldmatrix_x4_trans(b_ld + kc * 16 * kCprB * 16 + chunk_bytes<kCprB, DP>(lb), b0, b1, b2, b3);
+            ptx::ldmatrix_x4_trans(b_ld + kc * 16 * kCprB * 16 + chunk_bytes<kCprB, kPair0 + DP>(lb), b0, b1, b2, b3);
 #pragma unroll
             for (int mf = 0; mf < kMF; ++mf) {
                 ptx::Mma16816<E>::run(c[mf][2 * DP], a[mf][kc], b0, b1);
                 ptx::Mma16816<E>::run(c[mf][2 * DP + 1], a[mf][kc], b2, b3);
             }
         }
-        gemm_rn<E, kMF, kNT, kKS, kCprB, DP + 1>(c, a, b_ld, lb);
+        gemm_rn<E, kMF, kNT, kKS, kCprB, kPair0, DP + 1>(c, a, b_ld, lb);
     }
 }
 

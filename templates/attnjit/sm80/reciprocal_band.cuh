@@ -1,12 +1,20 @@
-// The reciprocal band (RA, SEMANTICS.md section 4) in the sm80 forward:
+// The reciprocal band (RA, SEMANTICS.md section 4) in the sm80 kernels:
 //   T_ij = s_ij + alpha_h [band(i, j)] s_ji,   s_ji = <q_j, k_i>   (scaled with s_ij, later)
-// band: 0 <= i - j <= W (causal) or |i - j| <= W. For a query tile [m0, m0 + BM) and a key
-// tile [n0, n0 + BN) that meet the band, the transposed scores are one more tensor-core
-// product in the S tile's own layout: R = K[m0 .. m0 + BM) Q[n0 .. n0 + BN)^T (row i, column
-// j), so no transpose is needed. The main loop keeps K at the query tile's rows in shared
-// memory (loaded with Q) and copies Q at the key tile's rows beside each K tile that meets
-// the band (the same cp.async group, a ring of its own). R is computed 16 columns at a time
-// (8 kMF registers, not a second S tile) and only where a warp's rows meet the band.
+// band: 0 <= i - j <= W (causal) or |i - j| <= W. For a query tile [i0, i0 + BM) and a key
+// tile [j0, j0 + BN) that meet the band, the transposed scores are one more tensor-core
+// product in the score tile's own layout, so no transpose is needed:
+//   queries as rows (forward, backward_dq): R = K[i0 ..) Q[j0 ..)^T    R[i, j] = <k_i, q_j>
+//   keys as rows (backward_dkdv):           R^T = Q[j0 ..) K[i0 ..)^T  R^T[j, i] = <q_j, k_i>
+// The kernels keep K at the query tile's rows and Q at the key tile's rows in shared memory
+// beside their pipelines. R is computed 16 columns at a time (8 kMF registers, not a
+// second score tile) and only where a warp's rows meet the band.
+//
+// Backward (dS the score gradient after score_mod's derivative, at T):
+//   dQ_j += alpha_h sum_i band dS_ij k_i,  dK_i += alpha_h sum_j band dS_ij q_j
+//   d alpha_h = sum_ij band dS_ij <q_j, k_i> = sum_i <k_i, U_i>,  U_i = sum_j band dS_ij q_j
+// (all times scale). backward_dq forms U (its rows are queries i), backward_dkdv the dQ term
+// (its rows are keys j): band_products hands out (band o dS) times a tile in shared memory,
+// 16 columns at a time, for the caller to add where it keeps the sums.
 #pragma once
 
 #include "attnjit/sm80/fragment.cuh"
@@ -15,27 +23,35 @@
 namespace attnjit {
 namespace sm80 {
 
-template <class E, int kMF, int kNT, int kKQ, int kCprQ, int kWidth, bool kCausal>
+template <class E, int kMF, int kNT, int kKQ, int kCprQ, int kWidth, bool kCausal, bool kKeysAreRows = false>
 struct RecipBand {
-    static_assert(kNT % 2 == 0, "RecipBand: the S tile's columns go in 16-column chunks");
+    static_assert(kNT % 2 == 0, "RecipBand: the score tile's columns go in 16-column chunks");
     static constexpr int kLow = kCausal ? 0 : -kWidth;  // the band: kLow <= i - j <= kWidth
 
-    // Whether rows [i0, i1] and columns [j0, j1] have a pair in the band.
+    // Whether queries [i0, i1] and keys [j0, j1] have a pair in the band.
     __device__ __forceinline__ static bool meets(int i0, int i1, int j0, int j1) {
         return i1 - j0 >= kLow && i0 - j1 <= kWidth;
     }
+    // The same for rows [r0, r1] and columns [c0, c1] of the score tile.
+    __device__ __forceinline__ static bool meets_tile(int r0, int r1, int c0, int c1) {
+        return kKeysAreRows ? meets(c0, c1, r0, r1) : meets(r0, r1, c0, c1);
+    }
+    __device__ __forceinline__ static bool in_band(int row, int col) {
+        const int d = kKeysAreRows ? col - row : row - col;
+        return d >= kLow && d <= kWidth;
+    }
 
-    // s += alpha * [band] * R for the warp's rows of the tile at (m0, n0). kr_ld: the lane's
-    // ldmatrix row address of the K rows at the tile's queries (as an A operand, like Q);
-    // qr_ld: that of the Q rows at the tile's keys (as a B operand, like K).
+    // s += alpha * [band] * R for the warp's rows of the tile whose rows start at r0 and
+    // columns at c0 (positions). a_ld: the lane's ldmatrix row address of the tile's A operand
+    // (K at the query rows; keys as rows: Q at the key rows), b_ld: of its B operand (Q at the
+    // key columns; keys as rows: K at the query columns).
     template <class SLayout>
-    __device__ __forceinline__ static void add(float (&s)[kMF][kNT][4], const SLayout& sl, unsigned kr_ld,
-                                               unsigned qr_ld, const LaneChunks& la, const LaneChunks& lb,
-                                               float alpha, int m0, int n0) {
-        const int warp_row0 = m0 + (threadIdx.x >> 5) * 16 * kMF;
+    __device__ __forceinline__ static void add(float (&s)[kMF][kNT][4], const SLayout& sl, unsigned a_ld, unsigned b_ld,
+                                               const LaneChunks& la, const LaneChunks& lb, float alpha, int r0, int c0) {
+        const int warp_row0 = r0 + (threadIdx.x >> 5) * 16 * kMF;
 #pragma unroll
         for (int c = 0; c < kNT / 2; ++c) {
-            if (!meets(warp_row0, warp_row0 + 16 * kMF - 1, n0 + 16 * c, n0 + 16 * c + 15)) continue;  // warp-uniform
+            if (!meets_tile(warp_row0, warp_row0 + 16 * kMF - 1, c0 + 16 * c, c0 + 16 * c + 15)) continue;  // warp-uniform
             float r[kMF][2][4];
 #pragma unroll
             for (int mf = 0; mf < kMF; ++mf)
@@ -43,16 +59,46 @@ struct RecipBand {
                 for (int nt = 0; nt < 2; ++nt)
 #pragma unroll
                     for (int e = 0; e < 4; ++e) r[mf][nt][e] = 0.f;
-            gemm_nt<E, kMF, 2, kKQ, kCprQ, kCprQ>(r, kr_ld, qr_ld + c * 16 * kCprQ * 16, la, lb);
+            gemm_nt<E, kMF, 2, kKQ, kCprQ, kCprQ>(r, a_ld, b_ld + c * 16 * kCprQ * 16, la, lb);
 #pragma unroll
             for (int mf = 0; mf < kMF; ++mf)
 #pragma unroll
                 for (int nt = 0; nt < 2; ++nt)
 #pragma unroll
-                    for (int e = 0; e < 4; ++e) {
-                        const int d = (m0 + sl.row(2 * mf + (e >> 1))) - (n0 + sl.col(2 * c + nt, e));
-                        if (d >= kLow && d <= kWidth) s[mf][2 * c + nt][e] += alpha * r[mf][nt][e];
-                    }
+                    for (int e = 0; e < 4; ++e)
+                        if (in_band(r0 + sl.row(2 * mf + (e >> 1)), c0 + sl.col(2 * c + nt, e)))
+                            s[mf][2 * c + nt][e] += alpha * r[mf][nt][e];
+        }
+    }
+
+    // ds = [band] ds (the elements outside the band take no part in the band's gradients).
+    template <class SLayout>
+    __device__ __forceinline__ static void mask(float (&ds)[kMF][kNT][4], const SLayout& sl, int r0, int c0) {
+        auto op = [&](float& v, int r, int col) {
+            if (!in_band(r0 + sl.row(r), c0 + col)) v = 0.f;
+        };
+        sl.for_each(ds, op);
+    }
+
+    // out(u, pair) for each pair of 16 columns of the [16 kMF x DQK] product of the packed
+    // band-masked dS (a, k steps of 16 over the tile's columns) with the tile B [BN x DQK] in
+    // shared memory, read transposed (b_t: the lane's row address, as gemm_rn takes it):
+    // u[mf][nt][e] is at the warp's row slot 2 mf + (e >> 1) and column 16 pair + 8 nt +
+    // (col0 + (e & 1)) of MmaCLayout<kMF, 2>.
+    template <int kDqk, int kPair = 0, class Out>
+    __device__ __forceinline__ static void band_products(const unsigned (&a)[kMF][kNT / 2][4], unsigned b_t,
+                                                         const LaneChunks& la, Out& out) {
+        if constexpr (kPair < kDqk / 16) {
+            float u[kMF][2][4];
+#pragma unroll
+            for (int mf = 0; mf < kMF; ++mf)
+#pragma unroll
+                for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+                    for (int e = 0; e < 4; ++e) u[mf][nt][e] = 0.f;
+            gemm_rn<E, kMF, 2, kNT / 2, kCprQ, kPair>(u, a, b_t, la);
+            out(u, kPair);
+            band_products<kDqk, kPair + 1>(a, b_t, la, out);
         }
     }
 };
