@@ -35,6 +35,7 @@ NAIVE_BYTES_PER_SCORE = 12  # naive's peak per score element (16-bit scores, fp3
 NAIVE_MAX_GIB = 40.0
 MTA_C = (6, 11)           # the MTA paper's kernel: c_q x c_k
 MTA_N = (1024, 2048, 4096, 8192)
+RA_W = 64                 # the reciprocal band's width (seed 000's ra_window)
 MSA_HEADS, MSA_DIM = 8, 32    # AlphaFold's Evoformer MSA attention
 MSA_S, MSA_N = (128, 512), (256, 768)  # MSA depth, residues
 
@@ -50,11 +51,12 @@ VARIANTS = {
     "gqa": "grouped-query attention, Hq = 32, Hkv = 8",
     "gqa_causal": "grouped-query attention, Hq = 32, Hkv = 8, causal",
     "mta_conv": f"Multi-Token Attention: score convolution {MTA_C[0]} x {MTA_C[1]} (theta [H, c_q, c_k]), causal",
+    "reciprocal_band": f"reciprocal band (RA): s_ij + alpha[h] s_ji for 0 <= i - j <= {RA_W} (alpha [H]), causal",
     "msa_row": "AlphaFold MSA row attention: + pair bias [1, H, N, N] + mask bias [S, 1, 1, N], output gate; B = S",
     "msa_col": "AlphaFold MSA column attention: + mask bias [N_res, 1, 1, S], output gate; B = N_res, N = S",
 }
 MSA_VARIANTS = ("msa_row", "msa_col")
-CAUSAL_VARIANTS = {"causal", "alibi_causal", "softcap_causal", "gqa_causal", "mta_conv"}
+CAUSAL_VARIANTS = {"causal", "alibi_causal", "softcap_causal", "gqa_causal", "mta_conv", "reciprocal_band"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -102,7 +104,9 @@ class Case:
         return None
 
     def naive_peak_gib(self) -> float:
-        return self.scores * NAIVE_BYTES_PER_SCORE / 2**30
+        # the reciprocal band's naive form holds a second score matrix (the transposed one)
+        per_score = NAIVE_BYTES_PER_SCORE + (4 if self.variant == "reciprocal_band" else 0)
+        return self.scores * per_score / 2**30
 
     def row(self) -> dict:
         """The case's keys of a result row."""
@@ -163,6 +167,8 @@ def all_cases(dtypes=DTYPES, modes=("fwd",)) -> list[Case]:
                     cases.append(Case(variant, dtype, TOKENS // N, 32, 8, N, 64, mode))
             for N in MTA_N:
                 cases.append(Case("mta_conv", dtype, TOKENS // N, 16, 16, N, 128, mode))
+            for N in VARIANT_N:
+                cases.append(Case("reciprocal_band", dtype, TOKENS // N, 16, 16, N, 128, mode))
             for S in MSA_S:
                 for N in MSA_N:
                     cases.append(Case("msa_row", dtype, S, MSA_HEADS, MSA_HEADS, N, MSA_DIM, mode))
@@ -206,6 +212,8 @@ def runs(case: Case, impl: str) -> str | None:
         return skip
     if impl == "attnjit_fast" and case.mode != "fwdbwd":
         return "attnjit_fast differs from attnjit in the backward only"
+    if impl == "attnjit_fast" and case.variant == "reciprocal_band":
+        return "the reciprocal band's backward is the deterministic two-pass one either way"
     if impl == "sdpa_flash" and case.variant not in ("plain", "causal", "gqa", "gqa_causal"):
         return "SDPA's flash backend takes no mask, bias or score_mod (not emulated)"
     if impl == "sdpa_cudnn" and case.variant not in ("plain", "causal", "gqa", "gqa_causal", "pair_bias",
@@ -213,6 +221,8 @@ def runs(case: Case, impl: str) -> str | None:
         return "SDPA's cuDNN backend: only is_causal and an additive attn_mask; this variant is not emulated"
     if case.variant == "mta_conv" and impl == "flex":
         return "FlexAttention's score_mod is pointwise: it cannot convolve the score matrix"
+    if case.variant == "reciprocal_band" and impl == "flex":
+        return "FlexAttention's score_mod is pointwise: it cannot add the transposed score s_ji"
     if impl == "naive" and case.naive_peak_gib() > NAIVE_MAX_GIB:
         return (f"naive would materialise {case.scores / 2**30:.1f} Gi scores "
                 f"(~{case.naive_peak_gib():.0f} GiB peak > {NAIVE_MAX_GIB:g} GiB)")

@@ -21,7 +21,7 @@ import time
 import zlib
 from typing import Callable
 
-from cases import MTA_C, Case
+from cases import MTA_C, RA_W, Case
 from mods import Variant, and_masks, attnjit_variant, causal_mask, inline_variant
 
 
@@ -89,6 +89,9 @@ def make_inputs(case: Case) -> Inputs:
         theta = 0.3 * torch.randn(case.H, c_q, c_k, device="cuda", generator=g)
         theta[:, c_q - 1, (c_k - 1) // 2] += 1.0  # near the identity (the paper's init), not equal to it
         caps["theta"] = theta
+    if case.variant == "reciprocal_band":
+        # seed 000's alpha (0.5), a different one per head, trained in fwdbwd
+        caps["alpha"] = 0.5 + 0.1 * torch.randn(case.H, device="cuda", generator=g)
     if case.variant in ("msa_row", "msa_col"):
         # AlphaFold: mask bias 1e9 (mask - 1) over keys (10% masked), gate logits like the output
         keep = torch.rand(case.B, 1, 1, case.N, device="cuda", generator=g) > 0.1
@@ -96,7 +99,7 @@ def make_inputs(case: Case) -> Inputs:
         caps["gate"] = torch.randn(case.B, case.H, case.N, case.D, device="cuda", dtype=dt, generator=g)
         if case.variant == "msa_row":
             caps["pair"] = torch.randn(1, case.H, case.N, case.N, device="cuda", dtype=dt, generator=g)
-    trained = ("slopes", "bias", "pair", "gate", "theta")  # the float captured tensors trained in fwdbwd
+    trained = ("slopes", "bias", "pair", "gate", "theta", "alpha")  # the float captured tensors trained in fwdbwd
     if grad:  # every implementation gives their gradients too
         for name in trained:
             if name in caps:
@@ -165,6 +168,8 @@ def build_attnjit(case: Case, inp: Inputs, opts, deterministic: bool = True) -> 
     setup = time.perf_counter() - t0
     q, k, v = inp.q, inp.k, inp.v
     extras = {name: inp.caps[cap] for name, cap in (("gate", "gate"), ("score_conv", "theta")) if cap in inp.caps}
+    if case.variant == "reciprocal_band":
+        extras["reciprocal_band"] = (RA_W, inp.caps["alpha"])
 
     def forward():
         out = fn(q, k, v, **extras)
@@ -259,6 +264,8 @@ def build_naive(case: Case, inp: Inputs, opts) -> Built:
     groups = case.H // case.Hkv
     if case.variant == "mta_conv":
         return Built(_with_backward(_naive_mta(q, k, v, inp.caps["theta"], scale), inp, case.mode))
+    if case.variant == "reciprocal_band":
+        return Built(_with_backward(_naive_ra(q, k, v, inp.caps["alpha"], scale), inp, case.mode))
 
     def forward():
         kk, vv = k, v
@@ -276,6 +283,26 @@ def build_naive(case: Case, inp: Inputs, opts) -> Built:
         del s
         return torch.matmul(p.to(dt), vv)
     return Built(_with_backward(_gated(forward, inp), inp, case.mode))
+
+
+def _naive_ra(q, k, v, alpha, scale):
+    """RA as a PyTorch user writes it (seed 000's intended math): two score matrices in the
+    input dtype, the transposed one added inside the causal band, an fp32 softmax."""
+    import torch
+
+    def forward():
+        N = q.shape[2]
+        i = torch.arange(N, device=q.device)
+        d = i.view(N, 1) - i.view(1, N)
+        band = (d >= 0) & (d <= RA_W)
+        s = torch.matmul(q, k.transpose(-1, -2)) * scale
+        t = s + torch.where(band, alpha.to(s.dtype).view(1, -1, 1, 1) * s.transpose(-1, -2), torch.zeros_like(s))
+        del s
+        t = t.masked_fill(d < 0, -math.inf)
+        p = torch.softmax(t, dim=-1, dtype=torch.float32)
+        del t
+        return torch.matmul(p.to(q.dtype), v)
+    return forward
 
 
 def _naive_mta(q, k, v, theta, scale):

@@ -97,6 +97,8 @@ def inline_variant(variant: str, caps: dict) -> Variant:
         return Variant(score_mod=pair_bias(caps["bias"]))
     if variant == "mta_conv":
         return Variant()  # the convolution is structural: impls and reference apply caps["theta"]
+    if variant == "reciprocal_band":
+        return Variant(causal=True)  # the band is structural: impls and reference apply caps["alpha"]
     if variant in ("msa_row", "msa_col"):
         return Variant(score_mod=msa_biases(caps["mask_bias"], caps.get("pair")))
     raise ValueError(f"unknown variant {variant}")

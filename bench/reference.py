@@ -268,6 +268,55 @@ def conv_reference_grad(q, k, v, theta, dO):
     return tuple(grads) + (dtheta,)
 
 
+def _band_scores(qh, kh, alpha_h, width):
+    """T = s + alpha_h [0 <= i - j <= width] s^T, -inf above the diagonal (SEMANTICS.md
+    section 4's causal band), for one (batch, head) in the dtype of qh."""
+    import torch
+    N, D = qh.shape
+    s = (qh @ kh.T) / math.sqrt(D)
+    i = torch.arange(N, device=qh.device)
+    d = i.view(N, 1) - i.view(1, N)
+    t = s + alpha_h * ((d >= 0) & (d <= width)).to(s.dtype) * s.T
+    return t.masked_fill(d < 0, -math.inf)
+
+
+def band_reference(q, k, v, alpha, width):
+    """The causal reciprocal band in float64 for q, k, v [B, H, N, D] and alpha [H], one
+    (batch, head) at a time."""
+    import torch
+    with torch.no_grad():
+        B, H, N, _ = q.shape
+        out = torch.empty(B, H, N, v.shape[-1], dtype=torch.float64, device=q.device)
+        a = alpha.detach().double()
+        for b in range(B):
+            for h in range(H):
+                t = _band_scores(q[b, h].double(), k[b, h].double(), a[h], width)
+                out[b, h] = torch.softmax(t, dim=-1) @ v[b, h].double()
+                del t
+        return out
+
+
+def band_reference_grad(q, k, v, alpha, width, dO):
+    """fp64 gradients (dq, dk, dv, dalpha) of sum(band_reference(...) * dO), by autograd, one
+    (batch, head) at a time (H == Hkv)."""
+    import torch
+    B, H, N, _ = q.shape
+    grads = [torch.empty(t.shape, dtype=torch.float64, device=q.device) for t in (q, k, v)]
+    dalpha = torch.zeros(alpha.shape, dtype=torch.float64, device=q.device)
+    for b in range(B):
+        for h in range(H):
+            with torch.enable_grad():
+                qh, kh, vh = (t.detach().double().requires_grad_(True) for t in (q[b, h], k[b, h], v[b, h]))
+                ah = alpha[h].detach().double().requires_grad_(True)
+                out = torch.softmax(_band_scores(qh, kh, ah, width), dim=-1) @ vh
+                got = torch.autograd.grad(out, (qh, kh, vh, ah), dO[b, h].double())
+            for g, d in zip(grads, got[:3]):
+                g[b, h] = d
+            dalpha[h] += got[3]
+            del out, got
+    return tuple(grads) + (dalpha,)
+
+
 def reference_of(case, inp):
     """The fp64 reference of a case's inputs (impls.Inputs), with the variant's mods
     rebuilt over float64 copies of the small captured tensors (ALiBi slopes); an output
@@ -276,6 +325,9 @@ def reference_of(case, inp):
     import torch
     if case.variant == "mta_conv":
         return conv_reference(inp.q.detach(), inp.k.detach(), inp.v.detach(), inp.caps["theta"])
+    if case.variant == "reciprocal_band":
+        from cases import RA_W
+        return band_reference(inp.q.detach(), inp.k.detach(), inp.v.detach(), inp.caps["alpha"], RA_W)
     var = inline_variant(case.variant, upcast_caps(inp.caps))
     out = reference(inp.q.detach(), inp.k.detach(), inp.v.detach(), var.score_mod, var.mask, var.causal)
     if "gate" in inp.caps:
@@ -290,6 +342,9 @@ def reference_grads_of(case, inp):
     import torch
     if case.variant == "mta_conv":  # q, k, v, then theta (the one captured tensor trained)
         return conv_reference_grad(inp.q, inp.k, inp.v, inp.caps["theta"], inp.dO)
+    if case.variant == "reciprocal_band":  # q, k, v, then alpha
+        from cases import RA_W
+        return band_reference_grad(inp.q, inp.k, inp.v, inp.caps["alpha"], RA_W, inp.dO)
     caps = upcast_caps(inp.caps)
     leaves, summed, d_gate = [], {}, None
     dO = inp.dO

@@ -193,3 +193,33 @@ def test_check_grads_missing_or_misshapen():
     res = check_grads([grads[0], None, grads[2][..., :8]], ref, "fp32")
     assert not res["grad_ok"] and res["dk_max_err"] is None
     assert "dk: no gradient" in res["grad_check_error"] and "dv: shape" in res["grad_check_error"]
+
+
+def test_band_reference_matches_the_definition_and_its_gradient():
+    """band_reference (the reciprocal band's fp64 check of the harness) against the causal
+    band written element by element, and band_reference_grad against central differences."""
+    from reference import band_reference, band_reference_grad
+    g = torch.Generator().manual_seed(3)
+    B, H, N, D, W = 1, 2, 7, 4, 2
+    q, k, v = (torch.randn(B, H, N, D, generator=g, dtype=torch.float64) for _ in range(3))
+    alpha = torch.tensor([0.5, -0.7], dtype=torch.float64)
+    out = band_reference(q, k, v, alpha, W)
+    for h in range(H):
+        s = lambda i, j: float(q[0, h, i] @ k[0, h, j]) / math.sqrt(D)
+        for i in range(N):
+            t = [s(i, j) + (alpha[h].item() * s(j, i) if i - j <= W else 0.0) for j in range(i + 1)]
+            p = torch.softmax(torch.tensor(t, dtype=torch.float64), dim=0)
+            assert torch.allclose(out[0, h, i], p @ v[0, h, : i + 1], atol=1e-12)
+    dO = torch.randn(B, H, N, D, generator=g, dtype=torch.float64)
+    dq, dk, dv, dalpha = band_reference_grad(q, k, v, alpha, W, dO)
+    loss = lambda a: float((band_reference(q, k, v, a, W) * dO).sum())
+    for h in range(H):
+        e = torch.zeros(H, dtype=torch.float64)
+        e[h] = 1e-6
+        fd = (loss(alpha + e) - loss(alpha - e)) / 2e-6
+        assert abs(dalpha[h].item() - fd) < 1e-6 * max(1.0, abs(fd))
+    e = torch.zeros_like(q)
+    e[0, 1, 3, 2] = 1e-6
+    fd = (float((band_reference(q + e, k, v, alpha, W) * dO).sum()) -
+          float((band_reference(q - e, k, v, alpha, W) * dO).sum())) / 2e-6
+    assert abs(dq[0, 1, 3, 2].item() - fd) < 1e-6 * max(1.0, abs(fd))

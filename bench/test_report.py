@@ -187,7 +187,11 @@ def test_later_rows_replace_earlier(tmp_path):
 # ---------------------------------------------------------------- the case list
 def test_case_list():
     cs = C.all_cases()
-    assert len(cs) == 142  # per dtype: 59 before, 4 mta_conv, 4 msa_row, 4 msa_col
+    assert len(cs) == 152  # per dtype: 59 before, 4 mta_conv, 4 msa_row, 4 msa_col, 5 reciprocal_band
+    ra = [c for c in cs if c.variant == "reciprocal_band" and c.dtype == "bf16"]
+    assert [(c.B, c.N) for c in ra] == [(16, 1024), (8, 2048), (4, 4096), (2, 8192), (1, 16384)]
+    assert all(c.causal and c.flop_fraction() == 0.5 and c.D == 128 and c.H == 16 for c in ra)
+    assert C.runs(ra[0], "flex") and not C.runs(ra[0], "attnjit") and not C.runs(ra[0], "naive")
     mta = [c for c in cs if c.variant == "mta_conv" and c.dtype == "bf16"]
     assert [(c.B, c.N) for c in mta] == [(16, 1024), (8, 2048), (4, 4096), (2, 8192)] and all(c.causal for c in mta)
     assert C.runs(mta[0], "flex") and not C.runs(mta[0], "attnjit") and not C.runs(mta[0], "naive")
