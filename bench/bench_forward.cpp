@@ -154,6 +154,76 @@ void compile_timings(const std::string& gpu, const std::string& commit) {
     std::fflush(stdout);
 }
 
+// `bench_forward COMMIT band_backward`: the reciprocal band's forward + backward (d alpha
+// too) beside causal attention's (fused and two-pass backward), D 128, H 16, B * N = 16384,
+// on the backward tiles of a sweep (CompileOptions.tile: backward_dq's and backward_dkdv's).
+// only_n, only_run: one N and one run (by name) of the sweep, for a profiler; 0 / empty: all.
+void band_backward_sweep(const std::string& gpu, const std::string& commit, int only_n, const std::string& only_run) {
+    for (int N : {1024, 4096, 16384}) {
+        if (only_n && N != only_n) continue;
+        const int B = 16384 / N, H = 16, D = 128;
+        auto base = AttentionSpec().dtype(DType::bf16).head_dim(D).return_lse();
+        auto q = random_device(DType::bf16, {B, H, N, D}, 1), k = random_device(DType::bf16, {B, H, N, D}, 2);
+        auto v = random_device(DType::bf16, {B, H, N, D}, 3), d_o = random_device(DType::bf16, {B, H, N, D}, 4);
+        auto alpha = random_device(DType::f32, {H}, 5);
+        runtime::DeviceBuffer o(size_t(B) * H * N * D * 2), lse(size_t(B) * H * N * 4), dq(size_t(B) * H * N * D * 2),
+            dk(size_t(B) * H * N * D * 2), dv(size_t(B) * H * N * D * 2), dalpha(size_t(H) * 4);
+        LaunchArgs a;
+        a.q = q.view;
+        a.k = k.view;
+        a.v = v.view;
+        a.o = TensorView::contiguous(o.data(), DType::bf16, {B, H, N, D});
+        a.lse = TensorView::contiguous(lse.data(), DType::f32, {B, H, N});
+        GradArgs g{d_o.view, TensorView::contiguous(dq.data(), DType::bf16, {B, H, N, D}),
+                   TensorView::contiguous(dk.data(), DType::bf16, {B, H, N, D}),
+                   TensorView::contiguous(dv.data(), DType::bf16, {B, H, N, D})};
+        struct Run {
+            std::string name;
+            AttentionSpec spec;
+            std::optional<TileConfig> tile;
+            bool fused;
+        };
+        std::vector<Run> runs = {{"causal_fused", AttentionSpec(base).mask(mods::causal()), std::nullopt, true},
+                                 {"causal_two_pass", AttentionSpec(base).mask(mods::causal()), std::nullopt, false}};
+        runs.push_back({"band_default", AttentionSpec(base).reciprocal_band(64, "alpha"), std::nullopt, false});
+        for (const TileConfig& t : {TileConfig{64, 64, 4, 2}, TileConfig{32, 32, 2, 2}})
+            runs.push_back({"band_m" + std::to_string(t.block_m) + "n" + std::to_string(t.block_n) + "w" +
+                                std::to_string(t.warps),
+                            AttentionSpec(base).reciprocal_band(64, "alpha"), t, false});
+        for (const Run& r : runs) {
+            if (!only_run.empty() && r.name != only_run) continue;
+            LaunchArgs ra = a;
+            GradArgs rg = g;
+            CompileOptions bopts;
+            bopts.tile = r.tile;
+            bopts.fused_backward = r.fused;
+            if (r.spec.has_reciprocal_band()) {
+                ra.tensors["alpha"] = alpha.view;
+                rg.grads["alpha"] = TensorView::contiguous(dalpha.data(), DType::f32, {H});
+                bopts.grads = {"alpha"};
+            }
+            try {
+                const Attention fwd(r.spec);
+                const AttentionBackward bwd(r.spec, bopts);
+                const double f = time_ms([&] { fwd(ra); });
+                const double fb = time_ms([&] {
+                    fwd(ra);
+                    bwd(ra, rg);
+                });
+                const double flops = 4.0 * B * H * double(N) * N * D * 0.5;
+                std::printf("{\"kind\": \"band_backward\", \"run\": \"%s\", \"N\": %d, \"B\": %d, \"fwd_ms\": %.4f, "
+                            "\"fwdbwd_ms\": %.4f, \"fwd_tflops\": %.1f, \"fwdbwd_tflops\": %.1f, \"gpu\": \"%s\", "
+                            "\"commit\": \"%s\"}\n",
+                            r.name.c_str(), N, B, f, fb, flops / f / 1e9, 3.5 * flops / fb / 1e9, gpu.c_str(),
+                            commit.c_str());
+                std::fflush(stdout);
+            } catch (const UserError& e) {
+                std::fprintf(stderr, "%s: %s\n", r.name.c_str(), e.what());
+            }
+        }
+    }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -167,6 +237,10 @@ int main(int argc, char** argv) {
         return 77;
     }
     const std::string gpu = runtime::current_device().name;
+    if (sweep == "band_backward") {
+        band_backward_sweep(gpu, commit, argc > 3 ? std::atoi(argv[3]) : 0, argc > 4 ? argv[4] : "");
+        return 0;
+    }
     if (!conv_tiles) compile_timings(gpu, commit);
     std::vector<Case> todo;
     for (const Case& c : cases()) {

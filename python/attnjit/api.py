@@ -25,7 +25,8 @@ def compile(score_mod=None, mask=None, causal=False, scale=None, enable_gqa=Fals
     allows Hq to be a multiple of Hkv. tile optionally pins the kernel's tile configuration
     (block_m, block_n, warps, stages). deterministic=False lets the backward (autograd) sum
     dQ with fp32 atomics where that exists (fp16 / bf16, head dims 64 and 128): faster, but
-    dQ's bits may change from run to run. The kernel is compiled on the first call for each
+    dQ's bits may change from run to run (a call with reciprocal_band= always runs its
+    deterministic two-pass backward). The kernel is compiled on the first call for each
     (dtype, head dims, device) and cached in the process (and on disk by attnjit).
     The callable also takes sinks=, gate=, score_conv= and reciprocal_band=: fn(q, k, v,
     sinks=t, gate=g, score_conv=theta, reciprocal_band=(W, alpha)) (see attention()); the
@@ -72,9 +73,13 @@ def attention(q, k, v, *, score_mod=None, mask=None, causal=False, scale=None, e
     causal=True the band is 0 <= i - j <= W (keys j > i masked), with causal=False |i - j| <= W.
     alpha: a Python float, a one-element tensor or a [Hq] tensor (one weight per query head),
     float32 (float16 / bfloat16 are converted), on q's device. Self-attention only (Nq == Nk),
-    float16 / bfloat16 q, k, v, no score_conv; forward only for now: a call that needs
-    gradients (q, k, v, alpha or a captured tensor requiring grad, grad mode on) raises, so
-    train without the band or call it under torch.no_grad().
+    float16 / bfloat16 q, k, v, no score_conv. The band trains: loss.backward() gives q, k, v
+    (and sinks, gate, captured tensors that require grad) their gradients through the band's
+    s_ji terms, and alpha its gradient when alpha is a tensor that requires grad (a [Hq]
+    tensor gets one per head; a one-element tensor, expanded to every head, gets the sum over
+    the heads; a Python float is never differentiable), all deterministic (the two-pass
+    backward, also with compile(..., deterministic=False)). Training with the band: float16 /
+    bfloat16, head dims up to 128 (a training call with a larger one raises SpecError).
     """
     if _compiled._is_compiling():  # torch.compile (dynamo) is tracing this call: the torch ops
         return _torch_ops.attention_compiled(q, k, v, score_mod, mask, causal, scale, enable_gqa, return_lse,

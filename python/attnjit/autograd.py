@@ -3,8 +3,9 @@ q, k or v requires grad. The forward runs the spec with LSE; loss.backward() run
 backward kernels (C API attnjit_launch_backward), deterministic unless compile(...,
 deterministic=False) allows the fast backward (dQ summed with fp32 atomics), with the
 derivative of score_mod derived from the traced expression. Captured torch tensors that require
-grad (a bias, ALiBi slopes, a 0-dim temperature) and attention sinks (sinks= [Hq]) that
-require grad receive .grad too, from the same backward
+grad (a bias, ALiBi slopes, a 0-dim temperature), attention sinks (sinks= [Hq]), an output
+gate and the reciprocal band's alpha (reciprocal_band=(W, alpha), alpha [Hq] float32, also a
+stride-0 view of one weight) that require grad receive .grad too, from the same backward
 (deterministic; see docs/semantics.md for the reads supported); Python floats stay
 non-differentiable runtime scalars. The captured tensors are kept alive until the backward,
 which reads them again: changing one in place in between changes the gradients (PyTorch's
@@ -146,6 +147,10 @@ def attention_function():
                 d_extras = [None, None, None, None]  # by the spec's name, like a captured tensor's
                 for i, x in enumerate(extras):
                     if x is not None and needs[5 + i]:
+                        # contiguous, of the tensor's shape: for the band's alpha expanded from
+                        # one weight (stride 0) a dense [Hq] buffer, which ExpandBackward sums.
+                        # Asked for only when alpha requires grad: the backward was then
+                        # compiled with alpha's name among its gradients (compiled._backward).
                         d_extras[i] = torch.empty(x.shape, dtype=x.dtype, device=x.device)
                         input_grads.append((call.extra_names[i], d_extras[i]))
                 call.launch(q, k, v, out, lse, d_o, dq, dk, dv, input_grads)

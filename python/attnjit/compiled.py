@@ -14,7 +14,7 @@ from . import autograd, capi, dtypes, spec_json, torch_ops
 from .errors import ArgumentError, InternalError, RuntimeEnvironmentError
 from ._load_once import LoadOnce
 from .launcher import Launcher
-from .reciprocal_band import band_forward_only, check_reciprocal_band
+from .reciprocal_band import check_reciprocal_band
 from .trace import trace
 
 _MAX_VARIANTS = 8          # traces kept per callable (int constants / functions that changed)
@@ -240,9 +240,6 @@ class CompiledAttention:
         tensors, values = variant.merge(tensors, values, extras)  # in the spec's order
         if op is not None:
             return self._op_launch(variant, q, k, v, qs, ks, vs, qst, kst, vst, device, tensors, scalars, sig, op[3])
-        if sig[3] is not None and (training or grad_by_name) and _torch().is_grad_enabled():
-            # no backward has the band's s_ji terms yet (the C library refuses to build one)
-            raise ArgumentError(band_forward_only((q, k, v), extras, grad_by_name))
         if (training or grad_by_name) and _torch().is_grad_enabled() and B and Nq and Hq:
             return self._call_training(variant, q, k, v, qs, ks, vs, qst, kst, vst, device, tensors, values, scalars,
                                        grad_by_name, extras, sig)
@@ -278,8 +275,9 @@ class CompiledAttention:
     def _op_backward(self, variant, d_out, q, k, v, out, lse, captured, scalars, extras, captured_needs,
                      extras_needs):
         """attnjit::attention_backward: (dq, dk, dv, gradients of the captured tensors asked
-        for, in their order, then of the structural tensors (sinks, gate) asked for), as the
-        eager backward computes them."""
+        for, in their order, then of the structural tensors (sinks, gate, the reciprocal band's
+        alpha) asked for), as the eager backward computes them. extras: (sinks, gate,
+        score_conv, (W, alpha) or None)."""
         torch = _torch()
         device = q.get_device()
         dq = torch.empty(q.shape, dtype=q.dtype, device=q.device)
@@ -295,6 +293,8 @@ class CompiledAttention:
         extras, sig = self._check_extras(extras, q, k, v.shape[3], device)
         for name, x, need in zip(variant.extra_names, extras, extras_needs):
             if x is not None and need:
+                # contiguous, of the tensor's shape: a stride-0 alpha [Hq] (one weight for
+                # every head) gets a dense [Hq] gradient that autograd sums into its element
                 g = torch.empty(x.shape, dtype=x.dtype, device=x.device)
                 results.append(g)
                 input_grads.append((name, g))
@@ -314,11 +314,8 @@ class CompiledAttention:
         if launcher is None:
             launcher = self._make_launcher(variant, q, v.shape[3], device, return_lse=True, sig=sig)
         grads = tuple(sorted(grad_by_name))
-        backward_key = (q.dtype, q.shape[3], v.shape[3], device, grads, sig)
-        backward = variant.backwards.get(backward_key)
-        if backward is None:
-            backward = variant.backwards[backward_key] = autograd.backward_for(
-                launcher.kernel.spec.to_json(), device, None, self.deterministic, grads)
+        backward = self._backward(variant, launcher, q, v.shape[3], device, grads, sig,
+                                  extras[3] is not None and bool(extras_needs[3]))
         call = autograd.Call(backward, dtypes.CODES[dtypes.name_of(q.dtype)], device,
                              [(value, *t) for value, t in zip(values, tensors)], scalars, grads,
                              [grad_by_name[n] for n in grads], variant.extra_names)
@@ -397,18 +394,17 @@ class CompiledAttention:
     def _call_training(self, variant, q, k, v, qs, ks, vs, qst, kst, vst, device, tensors, values, scalars,
                        grad_by_name, extras, sig):
         """The call with autograd: the forward with LSE, the backward kernels on loss.backward();
-        grad_by_name: captured tensors that require grad (they get .grad too, as do sinks)."""
+        grad_by_name: captured tensors that require grad (they get .grad too, as do sinks, the
+        gate and the reciprocal band's alpha)."""
         key = (q.dtype, q.shape[3], vs[3], device, get_ident(), sig, "train")
         launcher = variant.launchers.get(key)
         if launcher is None:
             launcher = self._make_launcher(variant, q, vs[3], device, return_lse=True, sig=sig)
         grads = tuple(sorted(grad_by_name))
-        backward_key = (q.dtype, q.shape[3], vs[3], device, grads, sig)
-        backward = variant.backwards.get(backward_key)
-        if backward is None:
-            # `tile` is the forward kernel's; the backward kernels take their own default tile.
-            backward = variant.backwards[backward_key] = autograd.backward_for(
-                launcher.kernel.spec.to_json(), device, None, self.deterministic, grads)
+        # the reciprocal band's alpha: its gradient is computed only when asked for at compile
+        # time (when alpha requires grad, which is also the autograd Function's needs_input_grad)
+        backward = self._backward(variant, launcher, q, vs[3], device, grads, sig,
+                                  extras[3] is not None and extras[3].requires_grad)
         # Captured tensors are kept alive with the call: the backward reads them again.
         grad_values = [grad_by_name[n] for n in grads]
         call = autograd.Call(backward, dtypes.CODES[dtypes.name_of(q.dtype)], device,
@@ -418,6 +414,22 @@ class CompiledAttention:
             call, lambda: launcher(q, k, v, qs, ks, vs, qst, kst, vst, device, tensors, scalars), q, k, v, *extras,
             *grad_values)
         return (out, lse) if self.return_lse else out
+
+    def _backward(self, variant, launcher, q, dv: int, device: int, grads: tuple, sig: tuple, alpha_grad: bool):
+        """The compiled backward of a training launcher's spec; grads: the captured tensors
+        whose gradients it computes (sorted names). alpha_grad: it also computes the reciprocal
+        band's d alpha, which the C library computes only when the backward was compiled with
+        alpha's name among its gradients (the sinks' and the gate's come whenever their buffer
+        is passed at launch): alpha's name is then asked for too."""
+        if alpha_grad:
+            grads = grads + (variant.extra_names[3],)
+        key = (q.dtype, q.shape[3], dv, device, grads, sig)
+        backward = variant.backwards.get(key)
+        if backward is None:
+            # `tile` is the forward kernel's; the backward kernels take their own default tile.
+            backward = variant.backwards[key] = autograd.backward_for(
+                launcher.kernel.spec.to_json(), device, None, self.deterministic, grads)
+        return backward
 
     def _make_launcher(self, variant, q, dv: int, device: int, return_lse: bool | None = None,
                        sig: tuple = _NO_EXTRAS) -> Launcher:

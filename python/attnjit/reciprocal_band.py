@@ -9,8 +9,9 @@ from .errors import ArgumentError
 def check_reciprocal_band(band, q, k, torch) -> tuple:
     """(W, alpha) of a call's reciprocal_band=(W, alpha), checked against q and k, with alpha
     as the kernel reads it: a float32 tensor [Hq] on q's device (a float or a one-element
-    tensor becomes a stride-0 [Hq] view, which keeps autograd and sums alpha's gradient over
-    the heads). Dynamo traces it too (torch_ops._call_plan): torch ops and attributes only."""
+    tensor becomes a stride-0 [Hq] view, which keeps autograd: the backward writes d alpha
+    as a dense [Hq] buffer and autograd's ExpandBackward sums it over the heads into the one
+    element). Dynamo traces it too (torch_ops._call_plan): torch ops and attributes only."""
     if not isinstance(band, (tuple, list)) or len(band) != 2:
         got = f"a {type(band).__name__} of {len(band)}" if isinstance(band, (tuple, list)) else type(band).__name__
         raise ArgumentError(f"reciprocal_band must be a pair (W, alpha), got {got}: W the band width (an int >= 0), "
@@ -45,13 +46,3 @@ def check_reciprocal_band(band, q, k, torch) -> tuple:
                             f"be [Hq] = [{Hq}]: one weight per query head")
     return width, alpha
 
-
-def band_forward_only(qkv, extras, captured_names) -> str:
-    """The message for a call with a reciprocal band that needs gradients: which inputs do."""
-    needing = [name for name, t in zip("qkv", qkv) if t.requires_grad]
-    needing += [name for name, x in zip(("sinks", "gate", "score_conv", "reciprocal_band's alpha"), extras)
-                if x is not None and x.requires_grad]
-    needing += [f"captured tensor '{name}'" for name in captured_names]
-    return (f"reciprocal_band has a forward only for now (no backward has the band's s_ji terms yet), but "
-            f"{', '.join(needing)} require{'s' if len(needing) == 1 else ''} grad with grad mode on: train without "
-            "the band, or call under torch.no_grad() (or detach the inputs)")

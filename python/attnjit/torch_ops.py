@@ -25,8 +25,8 @@ import itertools
 import types
 import weakref
 
-from .errors import ArgumentError, InternalError
-from .reciprocal_band import band_forward_only, check_reciprocal_band
+from .errors import InternalError
+from .reciprocal_band import check_reciprocal_band
 
 _callables = weakref.WeakValueDictionary()  # uid -> CompiledAttention (plans keep theirs alive)
 _uids = itertools.count(1)
@@ -185,9 +185,6 @@ def _call_plan(name, q, k, v, extras):
             x is not None and x.requires_grad for x in structural)
         for t in captured:
             training = training or t.requires_grad
-        if alpha is not None and training:  # forward only: attnjit::attention_backward has no band
-            names = [t.name for t, value in zip(p.variant.traced.tensors, captured) if value.requires_grad]
-            raise ArgumentError(band_forward_only((q, k, v), structural, names))
         if gate is not None and gate.requires_grad:  # its gradient is per element: materialise a broadcast
             gate = gate.expand(q.shape[0], q.shape[1], q.shape[2], v.shape[3]).contiguous()
     out, lse = torch.ops.attnjit.attention(q, k, v, captured, scalars, sinks, gate, conv, alpha, width, name,
@@ -197,14 +194,16 @@ def _call_plan(name, q, k, v, extras):
 
 # ---- the ops -------------------------------------------------------------------------------
 
-# reciprocal_band: the band's alpha [Hq] float32, reciprocal_band_width its W (-1 without a
-# band). The backward takes no band: a call with one never trains (forward only for now).
+# reciprocal_band: the band's alpha [Hq] float32 (a stride-0 view of one weight too),
+# reciprocal_band_width its W (-1 without a band); the backward takes both again, and
+# reciprocal_band_needs asks it for d alpha ([Hq] float32, contiguous).
 FORWARD_SCHEMA = ("(Tensor q, Tensor k, Tensor v, Tensor[] captured, float[] scalars, Tensor? sinks, Tensor? gate, "
                   "Tensor? score_conv, Tensor? reciprocal_band, int reciprocal_band_width, str plan, bool need_lse) "
                   "-> (Tensor, Tensor)")
 BACKWARD_SCHEMA = ("(Tensor d_out, Tensor q, Tensor k, Tensor v, Tensor out, Tensor lse, Tensor[] captured, "
-                   "float[] scalars, Tensor? sinks, Tensor? gate, Tensor? score_conv, str plan, bool[] captured_needs, "
-                   "bool sinks_needs, bool gate_needs) -> (Tensor, Tensor, Tensor, Tensor[])")
+                   "float[] scalars, Tensor? sinks, Tensor? gate, Tensor? score_conv, Tensor? reciprocal_band, "
+                   "int reciprocal_band_width, str plan, bool[] captured_needs, bool sinks_needs, bool gate_needs, "
+                   "bool reciprocal_band_needs) -> (Tensor, Tensor, Tensor, Tensor[])")
 
 
 def install() -> bool:
@@ -253,46 +252,46 @@ def _define_ops(torch):
 
     @torch.library.custom_op("attnjit::attention_backward", mutates_args=(), schema=BACKWARD_SCHEMA)
     def attention_backward_op(d_out: Tensor, q: Tensor, k: Tensor, v: Tensor, out: Tensor, lse: Tensor,
-                              captured: list, scalars: list, sinks, gate, score_conv, plan: str, captured_needs: list,
-                              sinks_needs: bool, gate_needs: bool):
+                              captured: list, scalars: list, sinks, gate, score_conv, reciprocal_band,
+                              reciprocal_band_width: int, plan: str, captured_needs: list, sinks_needs: bool,
+                              gate_needs: bool, reciprocal_band_needs: bool):
         p = get_plan(plan)
+        band = None if reciprocal_band is None else (reciprocal_band_width, reciprocal_band)
         return p.fn._op_backward(p.variant, d_out, q, k, v, out, lse, list(captured), list(scalars),
-                                 (sinks, gate, score_conv, None), list(captured_needs),
-                                 (sinks_needs, gate_needs, False, False))
+                                 (sinks, gate, score_conv, band), list(captured_needs),
+                                 (sinks_needs, gate_needs, False, reciprocal_band_needs))
 
     @attention_backward_op.register_fake
-    def _(d_out, q, k, v, out, lse, captured, scalars, sinks, gate, score_conv, plan, captured_needs, sinks_needs,
-          gate_needs):
+    def _(d_out, q, k, v, out, lse, captured, scalars, sinks, gate, score_conv, reciprocal_band,
+          reciprocal_band_width, plan, captured_needs, sinks_needs, gate_needs, reciprocal_band_needs):
         grads = [t.new_empty(t.shape) for t, need in zip(captured, captured_needs) if need]
-        for x, need in ((sinks, sinks_needs), (gate, gate_needs)):
+        for x, need in ((sinks, sinks_needs), (gate, gate_needs), (reciprocal_band, reciprocal_band_needs)):
             if x is not None and need:
-                grads.append(x.new_empty(x.shape))
+                grads.append(x.new_empty(x.shape))  # contiguous (alpha's too, when it is a stride-0 view)
         return q.new_empty(q.shape), k.new_empty(k.shape), v.new_empty(v.shape), grads
 
     def setup_context(ctx, inputs, output):
-        q, k, v, captured, scalars, sinks, gate, score_conv, reciprocal_band, _width, plan, _need_lse = inputs
+        q, k, v, captured, scalars, sinks, gate, score_conv, reciprocal_band, width, plan, _need_lse = inputs
         out, lse = output
         ctx.mark_non_differentiable(lse)  # as in eager: lse carries no gradient
-        ctx.save_for_backward(q, k, v, out, lse, sinks, gate, score_conv, *captured)
+        ctx.save_for_backward(q, k, v, out, lse, sinks, gate, score_conv, reciprocal_band, *captured)
         ctx.attnjit_scalars = list(scalars)
         ctx.attnjit_plan = plan
-        ctx.attnjit_band = reciprocal_band is not None
+        ctx.attnjit_band_width = width
 
     def backward(ctx, d_out, _d_lse):
-        if ctx.attnjit_band:  # a direct call of the op (compiled calls refuse training first)
-            raise ArgumentError("reciprocal_band has a forward only for now (no backward has the band's s_ji "
-                                "terms yet): call attnjit::attention with a band under torch.no_grad()")
-        q, k, v, out, lse, sinks, gate, score_conv, *captured = ctx.saved_tensors
+        q, k, v, out, lse, sinks, gate, score_conv, band, *captured = ctx.saved_tensors
         needs = ctx.needs_input_grad  # a list input (captured) has a list of flags
         captured_needs = needs[3] if isinstance(needs[3], (list, tuple)) else [bool(needs[3])] * len(captured)
         captured_needs = [bool(n) for n in captured_needs]
         sinks_needs = sinks is not None and bool(needs[5])
         gate_needs = gate is not None and bool(needs[6])
+        band_needs = band is not None and bool(needs[8])  # d alpha: asked for only when alpha requires grad
         if d_out is None:
             d_out = torch.zeros_like(out)
         dq, dk, dv, grads = torch.ops.attnjit.attention_backward(
-            d_out, q, k, v, out, lse, captured, ctx.attnjit_scalars, sinks, gate, score_conv, ctx.attnjit_plan,
-            captured_needs, sinks_needs, gate_needs)
+            d_out, q, k, v, out, lse, captured, ctx.attnjit_scalars, sinks, gate, score_conv, band,
+            ctx.attnjit_band_width, ctx.attnjit_plan, captured_needs, sinks_needs, gate_needs, band_needs)
         at = 0
         captured_grads = []
         for need in captured_needs:
@@ -301,9 +300,11 @@ def _define_ops(torch):
         d_sinks = grads[at] if sinks_needs else None
         at += 1 if sinks_needs else 0
         d_gate = grads[at] if gate_needs else None
+        at += 1 if gate_needs else 0
+        d_alpha = grads[at] if band_needs else None  # [Hq]; autograd sums it into an expanded weight
         # the gradient's structure follows the inputs': a list for a list of tensors (also
         # when empty), one None for a (non-empty) list of floats
         return (dq if needs[0] else None, dk if needs[1] else None, dv if needs[2] else None, captured_grads,
-                None if ctx.attnjit_scalars else [], d_sinks, d_gate, None, None, None, None, None)
+                None if ctx.attnjit_scalars else [], d_sinks, d_gate, None, d_alpha, None, None, None)
 
     attention_op.register_autograd(backward, setup_context=setup_context)

@@ -2,7 +2,10 @@
 launch_packing_check.py): calls with reciprocal_band= must get through all of the C API's
 argument checks (alpha packed as an f32 [Hq] tensor, stride 0 when one weight is shared)
 and stop only at "cannot launch" (kernels compiled for sm_90a without a GPU); bad arguments
-must be refused by Python with their own message. Prints one line per check."""
+must be refused by Python with their own message; training calls compile the backward (d
+alpha asked for when alpha requires grad) and its launch, with the gradient buffers
+AttentionFunction.backward passes, must pass every C argument check too. Prints one line
+per check."""
 import json
 import os
 import sys
@@ -122,16 +125,97 @@ rejected("with a score convolution (C)", attnjit.SpecError, "cannot be combined"
          lambda: fn(q, k, v, score_conv=torch.empty(H, 3, 3), reciprocal_band=(1, 0.5)))
 print("ok refusals")
 
-# forward only: any input that requires grad (grad mode is on in fake_torch) is refused
-q_grad = torch.empty(2, H, 33, 64, dtype=torch.bfloat16)
-q_grad.requires_grad = True
-rejected("q requires grad", A, "forward only", lambda: fn(q_grad, k, v, reciprocal_band=(1, 0.5)))
-alpha_grad = torch.empty(H)
-alpha_grad.requires_grad = True
-rejected("alpha requires grad", A, "reciprocal_band's alpha requires grad",
-         lambda: attnjit.attention(q, k, v, reciprocal_band=(1, alpha_grad)))
-bias = torch.empty(H)
-bias.requires_grad = True
-rejected("a captured tensor requires grad", A, "captured tensor 'bias' requires grad", lambda: attnjit.compile(
-    lambda s, b, h, qi, kv: s + bias[h])(q, k, v, reciprocal_band=(1, 0.5)))
-print("ok forward only")
+# training: any input that requires grad (grad mode is on in fake_torch) takes the autograd
+# path. Its backward is compiled for sm_90a (recorded with the gradients it was asked for: d
+# alpha by alpha's name exactly when alpha requires grad), and the fake autograd Function
+# below launches the forward (with LSE) and then the backward as AttentionFunction.backward
+# does, with a buffer for each gradient asked for: both must pass every C argument check and
+# stop only at "cannot launch".
+from attnjit import autograd  # noqa: E402
+
+backwards = []  # (spec json, grads) of each backward compiled
+applied = []  # (input gradient names, their buffers' (shape, strides, dtype)) of each backward launch
+
+
+def backward_for_sm90a(json_text, device, tile, deterministic=True, grads=()):
+    backwards.append((json_text, tuple(grads)))
+    return capi.Backward(capi.Spec.from_json(json_text), "sm_90a", tile, fast_backward=not deterministic,
+                         grads=tuple(grads))
+
+
+class FakeFunction:
+    @staticmethod
+    def apply(call, launch, q, k, v, sinks, gate, conv, band, *captured):
+        try:
+            launch()
+        except attnjit.RuntimeEnvironmentError as err:
+            assert "cannot launch" in err.message, err.message
+        else:
+            raise AssertionError("the forward launched on a fake GPU?")
+        B, Hq, Nq = q.shape[0], q.shape[1], q.shape[2]
+        out = q.new_empty((B, Hq, Nq, v.shape[3]))
+        lse = q.new_empty((B, Hq, Nq), dtype=torch.float32)
+        d_o, dq, dk, dv = out.new_empty(out.shape), q.new_empty(q.shape), k.new_empty(k.shape), v.new_empty(v.shape)
+        # as autograd.grad_output: one contiguous buffer of each captured tensor's shape (none is 0-dim here)
+        input_grads = [(name, torch.empty(*value.shape, dtype=value.dtype))
+                       for name, value in zip(call.grad_names, call.grad_values)]
+        for name, x in zip(call.extra_names, (sinks, gate, conv, band)):
+            if x is not None and x.requires_grad:  # needs_input_grad
+                input_grads.append((name, torch.empty(*x.shape, dtype=x.dtype)))
+        try:
+            call.launch(q, k, v, out, lse, d_o, dq, dk, dv, input_grads)
+        except attnjit.RuntimeEnvironmentError as err:
+            assert "cannot launch" in err.message, err.message
+        else:
+            raise AssertionError("the backward launched on a fake GPU?")
+        applied.append(([n for n, _ in input_grads], [(tuple(b.shape), b.stride(), b.dtype) for _, b in input_grads]))
+        return out, lse
+
+
+autograd.backward_for = backward_for_sm90a
+autograd.attention_function = lambda: FakeFunction
+
+
+def trains(name, call, grads, input_grads):
+    """The call trains: its backward was compiled asking for `grads` and launched with buffers
+    for `input_grads` (names)."""
+    before = len(applied)
+    call()
+    assert len(applied) == before + 1, f"{name}: no training call"
+    doc = json.loads(backwards[-1][0])
+    assert doc["return_lse"] is True and "reciprocal_band" in doc, backwards[-1][0]
+    assert backwards[-1][1] == tuple(grads), f"{name}: the backward was asked for {backwards[-1][1]}"
+    assert sorted(applied[-1][0]) == sorted(input_grads), f"{name}: launched with {applied[-1][0]}"
+    print("ok", name)
+
+
+def needing_grad(t):
+    t.requires_grad = True
+    return t
+
+
+q_grad = needing_grad(torch.empty(2, H, 33, 64, dtype=torch.bfloat16))
+trains("q requires grad, float alpha", lambda: fn(q_grad, k, v, reciprocal_band=(1, 0.5)), (), [])
+alpha_grad = needing_grad(torch.empty(H))
+trains("alpha requires grad", lambda: attnjit.attention(q, k, v, reciprocal_band=(1, alpha_grad)),
+       ("reciprocal_band",), ["reciprocal_band"])
+assert applied[-1][1] == [((H,), (1,), torch.float32)], applied[-1]  # d alpha: a dense [Hq] float32 buffer
+trains("causal, q and a frozen [Hq] alpha", lambda: attnjit.attention(
+    q_grad, k, v, causal=True, reciprocal_band=(64, torch.empty(H))), (), [])
+bias = needing_grad(torch.empty(H))
+sinks = needing_grad(torch.empty(H))
+trains("a captured tensor, sinks and alpha require grad", lambda: attnjit.compile(
+    lambda s, b, h, qi, kv: s + bias[h], causal=True)(q, k, v, sinks=sinks, reciprocal_band=(1, alpha_grad)),
+    ("bias", "reciprocal_band"), ["bias", "reciprocal_band", "sinks"])
+# beside a captured tensor named "reciprocal_band" (the module global above), alpha is
+# "reciprocal_band_1", in the spec and among the gradients
+reciprocal_band.requires_grad = True
+trains("alpha beside a captured tensor named reciprocal_band", lambda: attnjit.attention(
+    q, k, v, score_mod=mod, reciprocal_band=(8, alpha_grad)), ("reciprocal_band", "reciprocal_band_1"),
+    ["reciprocal_band", "reciprocal_band_1"])
+assert json.loads(backwards[-1][0])["reciprocal_band"]["alpha"] == "reciprocal_band_1"
+reciprocal_band.requires_grad = False
+trains("gqa, f16, alpha requires grad", lambda: attnjit.attention(
+    *(torch.empty(2, 33, h, 128, dtype=torch.float16).transpose(1, 2) for h in (8, 2, 2)), enable_gqa=True,
+    causal=True, reciprocal_band=(3, needing_grad(torch.empty(8)))), ("reciprocal_band",), ["reciprocal_band"])
+print("ok training")

@@ -1,8 +1,10 @@
 """The reciprocal band (reciprocal_band=(W, alpha)) without a GPU: its spec (names, sorting,
-the C library parsing it and printing it back), a forward compiled for sm_90a and the
-backward refused; the call path with fake_torch (reciprocal_band_check.py: alpha's forms
-reach the launch past every C argument check, bad arguments are refused by Python); with
-torch, the argument checks on CPU tensors, before anything needs CUDA.
+the C library parsing it and printing it back), its forward and backward (d alpha asked for
+or not) compiled for sm_90a; the call path with fake_torch (reciprocal_band_check.py:
+alpha's forms reach the launch past every C argument check, bad arguments are refused by
+Python, training calls compile the backward and its launch passes every C argument check);
+with torch, the argument checks on CPU tensors, before anything needs CUDA, and the autograd
+plumbing of d alpha with a fake backward launch.
 
 The spec tests need neither torch nor the library; the others skip without the library
 (unless ATTNJIT_LIBRARY names it: then it must load) or without torch."""
@@ -79,13 +81,21 @@ def test_the_library_parses_the_band_and_prints_it_back():
         assert back == json.loads(text)
 
 
-def test_forward_compiles_for_sm90a_and_the_backward_is_refused():
+def test_forward_and_backward_compile_for_sm90a():
     _library_or_skip()
     text = attnjit.spec_json(causal=True, dtype="f16", head_dim=64, return_lse=True, reciprocal_band=(64, True))
     kernel = capi.Kernel(capi.Spec.from_json(text), "sm_90a")
     assert kernel.arch == "sm_90a" and kernel.spec.returns_lse
-    with pytest.raises(SpecError, match="forward only"):
-        capi.Backward(capi.Spec.from_json(text), "sm_90a")
+    assert capi.Backward(capi.Spec.from_json(text), "sm_90a").handle  # d q, k, v only
+    # d alpha is asked for by alpha's name in the spec, like a structural tensor's gradient
+    assert capi.Backward(capi.Spec.from_json(text), "sm_90a", grads=("reciprocal_band",)).handle
+    text = attnjit.spec_json(dtype="bf16", head_dim=128, return_lse=True, sinks_dtype="f32", gate=True,
+                             reciprocal_band=(0, False))
+    assert capi.Backward(capi.Spec.from_json(text), "sm_90a", grads=("gate", "reciprocal_band", "sinks")).handle
+    # training with the band: head dims up to 128
+    text = attnjit.spec_json(dtype="bf16", head_dim=256, return_lse=True, reciprocal_band=(4, False))
+    with pytest.raises(SpecError, match="head dims up to 128 in the backward"):
+        capi.Backward(capi.Spec.from_json(text), "sm_90a", grads=("reciprocal_band",))
 
 
 def test_the_library_refuses_what_the_band_cannot_do():
@@ -112,7 +122,7 @@ def test_band_calls_pass_every_c_check_with_a_fake_torch():
     out = subprocess.run([sys.executable, script], capture_output=True, text=True, env=env, timeout=600)
     assert out.returncode == 0, out.stdout + out.stderr
     lines = out.stdout.split("\n")
-    for section in ("alpha forms", "names", "refusals", "forward only"):
+    for section in ("alpha forms", "names", "refusals", "training"):
         assert f"ok {section}" in lines, out.stdout
 
 
@@ -147,19 +157,101 @@ def test_band_arguments_are_checked_before_cuda():
             attnjit.attention(q, k, v, causal=True, reciprocal_band=(64, alpha))
 
 
-def test_a_band_call_that_needs_gradients_is_refused():
+def test_a_band_call_that_needs_gradients_goes_to_the_training_path(monkeypatch):
+    """A call with a band whose q, k, v, alpha or captured tensor requires grad is no longer
+    refused: it takes the autograd path (_call_training), which asks the backward for d
+    alpha exactly when alpha requires grad; on CPU tensors it then stops at the CUDA check."""
     torch = pytest.importorskip("torch", reason="PyTorch is not installed")
+    from attnjit import compiled
+
+    seen = []
+
+    def training(self, variant, q, k, v, qs, ks, vs, qst, kst, vst, device, tensors, values, scalars, grad_by_name,
+                 extras, sig):
+        seen.append((sorted(grad_by_name), extras[3], sig[3]))
+        raise attnjit.ArgumentError("reached the training path")
+    monkeypatch.setattr(compiled.CompiledAttention, "_call_training", training)
     q, k, v = (torch.zeros(1, 2, 16, 32, dtype=torch.float16) for _ in range(3))
     alpha = torch.zeros(1, dtype=torch.bfloat16, requires_grad=True)  # converted and expanded: still needs grad
-    with pytest.raises(attnjit.ArgumentError, match="reciprocal_band's alpha requires grad") as info:
+    with pytest.raises(attnjit.ArgumentError, match="reached the training path"):
         attnjit.attention(q, k, v, reciprocal_band=(4, alpha))
-    assert "torch.no_grad()" in str(info.value)
-    with pytest.raises(attnjit.ArgumentError, match="q requires grad"):
-        attnjit.attention(q.clone().requires_grad_(), k, v, reciprocal_band=(4, 0.5))
+    grads, band_alpha, band_sig = seen[-1]
+    assert grads == [] and band_sig == (4, False)
+    assert band_alpha.requires_grad and band_alpha.dtype == torch.float32 and tuple(band_alpha.shape) == (2,)
+    assert band_alpha.stride() == (0,)  # one weight for both heads
+    with pytest.raises(attnjit.ArgumentError, match="reached the training path"):
+        attnjit.attention(q.clone().requires_grad_(), k, v, causal=True, reciprocal_band=(4, 0.5))
+    assert not seen[-1][1].requires_grad and seen[-1][2] == (4, True)  # a float alpha: no gradient
     bias = torch.zeros(2, requires_grad=True)
     fn = attnjit.compile(lambda score, b, h, q_idx, kv_idx: score + bias[h])
-    with pytest.raises(attnjit.ArgumentError, match="captured tensor 'bias' requires grad"):
+    with pytest.raises(attnjit.ArgumentError, match="reached the training path"):
         fn(q, k, v, reciprocal_band=(4, 0.5))
-    with torch.no_grad():  # no gradients asked for: the call goes on (to the CUDA check here)
+    assert seen[-1][0] == ["bias"]
+    count = len(seen)
+    with torch.no_grad():  # no gradients asked for: the plain call (to the CUDA check here)
         with pytest.raises(attnjit.ArgumentError, match="must be CUDA tensors"):
             fn(q.clone().requires_grad_(), k, v, reciprocal_band=(4, alpha))
+    assert len(seen) == count
+
+
+class _BandCall:
+    """Stands for autograd.Call: fills d alpha (asked for by the band's name among the input
+    gradients, as sinks' are) with 1, 2, ... per head, and records what was asked for."""
+    grad_names, grad_values = (), ()
+    extra_names = ("sinks", "gate", "score_conv", "reciprocal_band")
+
+    def __init__(self):
+        self.asked = []
+
+    def launch(self, q, k, v, out, lse, d_o, dq, dk, dv, input_grads=()):
+        import torch
+        for g in (dq, dk, dv):
+            g.fill_(1.0)
+        d_alpha = dict(input_grads).get("reciprocal_band")
+        if d_alpha is not None:
+            # the C library writes d alpha as a dense [Hq] float32 buffer
+            assert d_alpha.dtype == torch.float32 and d_alpha.shape == (q.shape[1],) and d_alpha.stride() == (1,)
+            d_alpha.copy_(torch.arange(1, q.shape[1] + 1, dtype=torch.float32))
+        self.asked.append(sorted(name for name, _ in input_grads))
+
+
+def _run_band_function(alpha, qkv_grad=True):
+    torch = pytest.importorskip("torch", reason="PyTorch is not installed")
+    from attnjit import autograd
+    from attnjit.reciprocal_band import check_reciprocal_band
+
+    q, k, v = (torch.randn(1, 4, 3, 8, dtype=torch.float16, requires_grad=qkv_grad) for _ in range(3))
+    _, band = check_reciprocal_band((2, alpha), q, k, torch)
+    call = _BandCall()
+    out, _ = autograd.attention_function().apply(
+        call, lambda: (torch.zeros(1, 4, 3, 8, dtype=torch.float16), torch.zeros(1, 4, 3)), q, k, v, None, None,
+        None, band)
+    out.float().sum().backward()
+    return call, q
+
+
+def test_per_head_alpha_gets_its_gradient():
+    torch = pytest.importorskip("torch", reason="PyTorch is not installed")
+    alpha = torch.zeros(4, requires_grad=True)
+    call, q = _run_band_function(alpha)
+    assert call.asked == [["reciprocal_band"]]
+    assert torch.equal(alpha.grad, torch.tensor([1.0, 2.0, 3.0, 4.0])) and q.grad is not None
+
+
+def test_one_element_alpha_gets_the_sum_over_the_heads():
+    # expanded to [Hq] with stride 0: the dense [Hq] gradient is summed by ExpandBackward
+    torch = pytest.importorskip("torch", reason="PyTorch is not installed")
+    for alpha in (torch.zeros(1, requires_grad=True), torch.tensor(0.5, requires_grad=True)):
+        call, _ = _run_band_function(alpha)
+        assert call.asked == [["reciprocal_band"]]
+        assert alpha.grad.shape == alpha.shape and alpha.grad.item() == 10.0
+    alpha = torch.zeros(1, dtype=torch.bfloat16, requires_grad=True)  # converted to f32, then expanded
+    _run_band_function(alpha, qkv_grad=False)
+    assert alpha.grad.dtype == torch.bfloat16 and alpha.grad.item() == 10.0
+
+
+def test_frozen_or_float_alpha_asks_for_no_gradient():
+    torch = pytest.importorskip("torch", reason="PyTorch is not installed")
+    for alpha in (0.5, torch.zeros(4), torch.zeros(1)):
+        call, q = _run_band_function(alpha)
+        assert call.asked == [[]] and q.grad is not None

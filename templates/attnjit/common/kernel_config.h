@@ -514,10 +514,15 @@ ATTNJIT_HD constexpr TileConfig default_bias_tile_tile(int dqk, int dv, TileConf
 ATTNJIT_HD constexpr TileConfig default_recip_band_tile(KernelConfig c, int sm) {
     const int limit = max_dynamic_smem_bytes(sm);
     const TileConfig plain = c.tile;
-    if (is_backward(c.kind)) {  // two stages; a smaller streamed tile where 64 x 64 does not fit
+    if (is_backward(c.kind)) {  // two stages; half the streamed tile where that fits two CTAs an SM
         const TileConfig small = c.kind == KernelKind::backward_dq ? TileConfig{64, 32, 4, 2} : TileConfig{32, 64, 4, 2};
-        c.tile = plain;
-        return limit == 0 || smem_bytes(c) <= limit ? plain : small;
+        const TileConfig both[] = {plain, small};
+        for (int ctas = 2; ctas >= 1; --ctas)
+            for (const TileConfig& t : both) {
+                c.tile = t;
+                if (limit == 0 || ctas * smem_bytes(c) <= limit) return t;
+            }
+        return small;
     }
     const TileConfig tiles[] = {plain, TileConfig{plain.block_m, plain.block_n, plain.warps, 1},
                                 TileConfig{64, 64, 4, 2}, TileConfig{64, 64, 4, 1}, TileConfig{32, 32, 2, 1}};

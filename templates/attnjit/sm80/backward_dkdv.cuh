@@ -96,15 +96,32 @@ struct BackwardDkdv {
             kl.for_each(dk, add);
         }
         block_sync();  // every thread's adds to band_dq (this tile's rows) are done
+        // dq = scale band_dq, kBatch elements a thread at a time: their loads, then their stores.
+        constexpr int kBatch = 8;
         const int rows = (n0 + BN < nq ? n0 + BN : nq) - n0;
-        const long long per_head = (long long)rows * kDqkReal;
-        for (long long n = threadIdx.x; n < a.group * per_head; n += kThreads) {
-            const int h = kvh * a.group + static_cast<int>(n / per_head);
-            const long long rc = n % per_head;
-            const int j = n0 + static_cast<int>(rc / kDqkReal), c = static_cast<int>(rc % kDqkReal);
-            const float v = a.band_dq[(((long long)b * a.q_heads + h) * nq + j) * kDqkReal + c];
-            static_cast<E*>(a.dq)[b * a.dq_stride[0] + h * a.dq_stride[1] + j * a.dq_stride[2] + c] =
-                FromFloat<E>::cvt(v * a.scale);
+        const long long per_head = (long long)rows * kDqkReal, total = a.group * per_head;
+        for (long long n0b = (long long)threadIdx.x; n0b < total; n0b += (long long)kBatch * kThreads) {
+            float v[kBatch];
+#pragma unroll
+            for (int x = 0; x < kBatch; ++x) {
+                const long long n = n0b + (long long)x * kThreads;
+                if (n < total) {
+                    const int h = kvh * a.group + static_cast<int>(n / per_head);
+                    const long long rc = n % per_head;
+                    v[x] = a.band_dq[(((long long)b * a.q_heads + h) * nq + n0) * kDqkReal + rc];
+                }
+            }
+#pragma unroll
+            for (int x = 0; x < kBatch; ++x) {
+                const long long n = n0b + (long long)x * kThreads;
+                if (n < total) {
+                    const int h = kvh * a.group + static_cast<int>(n / per_head);
+                    const long long rc = n % per_head;
+                    const int j = n0 + static_cast<int>(rc / kDqkReal), c = static_cast<int>(rc % kDqkReal);
+                    static_cast<E*>(a.dq)[b * a.dq_stride[0] + h * a.dq_stride[1] + j * a.dq_stride[2] + c] =
+                        FromFloat<E>::cvt(v[x] * a.scale);
+                }
+            }
         }
     }
 
@@ -247,7 +264,8 @@ struct BackwardDkdv {
                     Band::mask(dp, sl, n0, cur.m0);
                     pack_a<E>(dp, pa);
                     float* wq = a.band_dq + ((long long)b * a.q_heads + cur.h) * nq * kDqkReal;
-                    auto add_dq = [&](float (&u)[kMF][2][4], int pair) {
+                    auto add_dq = [&](float (&u)[kMF][2][4], int pair) {  // loads first, then stores
+                        float old[kMF][2][4];
 #pragma unroll
                         for (int mf = 0; mf < kMF; ++mf)
 #pragma unroll
@@ -255,7 +273,17 @@ struct BackwardDkdv {
 #pragma unroll
                                 for (int e = 0; e < 4; ++e) {
                                     const int j = n0 + sl.row(2 * mf + (e >> 1)), c = 16 * pair + 8 * nt + sl.col(0, e);
-                                    if (j < nq && c < kDqkReal) wq[(long long)j * kDqkReal + c] += band_alpha * u[mf][nt][e];
+                                    old[mf][nt][e] = j < nq && c < kDqkReal ? wq[(long long)j * kDqkReal + c] : 0.f;
+                                }
+#pragma unroll
+                        for (int mf = 0; mf < kMF; ++mf)
+#pragma unroll
+                            for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+                                for (int e = 0; e < 4; ++e) {
+                                    const int j = n0 + sl.row(2 * mf + (e >> 1)), c = 16 * pair + 8 * nt + sl.col(0, e);
+                                    if (j < nq && c < kDqkReal)
+                                        wq[(long long)j * kDqkReal + c] = old[mf][nt][e] + band_alpha * u[mf][nt][e];
                                 }
                     };
                     Band::template band_products<DQK>(pa, kr_t + stage * kBandStage, la, add_dq);
