@@ -94,12 +94,6 @@ GradProblem make_grad_problem(const Case& c) {
     return g;
 }
 
-Check check_gradient(const std::string& what, const HostTensor& actual, const reference::DoubleTensor& expected,
-                     DType dt) {
-    double g_max = 0;
-    for (double x : expected.data) g_max = std::max(g_max, std::fabs(x));
-    return check_output(what, actual, expected, reference::gradient_tolerance(dt, g_max));
-}
 
 // Where backward_fused runs (kernel_config.h) on the GPUs the tests run on (sm_90): fp16 /
 // bf16, head dims 40 to 64, 104 to 128 and 136 to 256 (tiles of 64, 128 and 256; not Q/K's

@@ -113,6 +113,15 @@ struct Check {
 Check check_output(const std::string& what, const HostTensor& actual,
                    const reference::DoubleTensor& expected, reference::Tolerance tol);
 
+// A gradient at the dtype's tolerance relative to its largest reference element
+// (reference::gradient_tolerance); a gradient summed over many score elements (d theta, d
+// alpha, d sinks) at reference::summed_gradient_tolerance, relative to the same.
+double max_abs(const reference::DoubleTensor& t);
+Check check_gradient(const std::string& what, const HostTensor& actual, const reference::DoubleTensor& expected,
+                     DType dt);
+Check check_summed_gradient(const std::string& what, const HostTensor& actual, const reference::DoubleTensor& expected,
+                            DType dt);
+
 // A case with attention sinks of `sinks_dtype` (f32, f16, bf16).
 Case with_sinks(Case c, DType sinks_dtype = DType::f32);
 // A case with an output gate.

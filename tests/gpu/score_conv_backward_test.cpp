@@ -83,22 +83,6 @@ ConvGrads run_backward_on_gpu(const ConvCase& c, const dsl::AttentionSpec& spec,
     return g;
 }
 
-double max_abs(const reference::DoubleTensor& t) {
-    double m = 0;
-    for (double x : t.data) m = std::max(m, std::fabs(x));
-    return m;
-}
-
-Check check_gradient(const std::string& what, const HostTensor& actual, const reference::DoubleTensor& expected,
-                     DType dt) {
-    return check_output(what, actual, expected, reference::gradient_tolerance(dt, max_abs(expected)));
-}
-
-Check check_summed_gradient(const std::string& what, const HostTensor& actual,
-                            const reference::DoubleTensor& expected, DType dt) {
-    const double t = reference::summed_gradient_tolerance(dt);
-    return check_output(what, actual, expected, reference::Tolerance{t * std::max(max_abs(expected), 1e-6), t});
-}
 
 HostTensor random_d_o(const ConvCase& c) {
     HostTensor d_o(c.dtype, {c.batch, c.hq, c.nq, c.dv()});

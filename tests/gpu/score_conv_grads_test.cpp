@@ -110,12 +110,6 @@ ConvGradProblem make_problem(const ConvGradCase& gc) {
 
 HostTensor like(const HostTensor& t) { return HostTensor(t.dtype(), t.shape()); }
 
-double max_abs(const reference::DoubleTensor& t) {
-    double m = 0;
-    for (double x : t.data) m = std::max(m, std::fabs(x));
-    return m;
-}
-
 // attnjit's forward and backward of the problem (every gradient poisoned first); the checks.
 std::vector<Check> run_and_check(const ConvGradCase& gc, const ConvGradProblem& p, const reference::BackwardResult& ref,
                                  const HostTensor& d_o, bool deterministic) {

@@ -266,25 +266,13 @@ struct BackwardDkdv {
                     float* wq = a.band_dq + ((long long)b * a.q_heads + cur.h) * nq * kDqkReal;
                     auto add_dq = [&](float (&u)[kMF][2][4], int pair) {  // loads first, then stores
                         float old[kMF][2][4];
-#pragma unroll
-                        for (int mf = 0; mf < kMF; ++mf)
-#pragma unroll
-                            for (int nt = 0; nt < 2; ++nt)
-#pragma unroll
-                                for (int e = 0; e < 4; ++e) {
-                                    const int j = n0 + sl.row(2 * mf + (e >> 1)), c = 16 * pair + 8 * nt + sl.col(0, e);
-                                    old[mf][nt][e] = j < nq && c < kDqkReal ? wq[(long long)j * kDqkReal + c] : 0.f;
-                                }
-#pragma unroll
-                        for (int mf = 0; mf < kMF; ++mf)
-#pragma unroll
-                            for (int nt = 0; nt < 2; ++nt)
-#pragma unroll
-                                for (int e = 0; e < 4; ++e) {
-                                    const int j = n0 + sl.row(2 * mf + (e >> 1)), c = 16 * pair + 8 * nt + sl.col(0, e);
-                                    if (j < nq && c < kDqkReal)
-                                        wq[(long long)j * kDqkReal + c] = old[mf][nt][e] + band_alpha * u[mf][nt][e];
-                                }
+                        Band::for_each_product(sl, pair, [&](int mf, int nt, int e, int r, int c) {
+                            old[mf][nt][e] = n0 + r < nq && c < kDqkReal ? wq[(long long)(n0 + r) * kDqkReal + c] : 0.f;
+                        });
+                        Band::for_each_product(sl, pair, [&](int mf, int nt, int e, int r, int c) {
+                            if (n0 + r < nq && c < kDqkReal)
+                                wq[(long long)(n0 + r) * kDqkReal + c] = old[mf][nt][e] + band_alpha * u[mf][nt][e];
+                        });
                     };
                     Band::template band_products<DQK>(pa, kr_t + stage * kBandStage, la, add_dq);
                 }

@@ -291,28 +291,16 @@ struct BackwardDq {
                     // that the compiler must assume aliases).
                     auto add_u = [&](float (&u)[kMF][2][4], int pair) {
                         float old[kMF][2][4], kv[kMF][2][4];
-#pragma unroll
-                        for (int mf = 0; mf < kMF; ++mf)
-#pragma unroll
-                            for (int nt = 0; nt < 2; ++nt)
-#pragma unroll
-                                for (int e = 0; e < 4; ++e) {
-                                    const int i = m0 + sl.row(2 * mf + (e >> 1)), c = 16 * pair + 8 * nt + sl.col(0, e);
-                                    const bool ok = i < nq && c < kDqkReal;
-                                    old[mf][nt][e] = ok ? band_dk_h[(long long)i * kDqkReal + c] : 0.f;
-                                    kv[mf][nt][e] = ok ? to_float(kg[(long long)i * ksn + c]) : 0.f;
-                                }
-#pragma unroll
-                        for (int mf = 0; mf < kMF; ++mf)
-#pragma unroll
-                            for (int nt = 0; nt < 2; ++nt)
-#pragma unroll
-                                for (int e = 0; e < 4; ++e) {
-                                    const int i = m0 + sl.row(2 * mf + (e >> 1)), c = 16 * pair + 8 * nt + sl.col(0, e);
-                                    if (i < nq && c < kDqkReal)
-                                        band_dk_h[(long long)i * kDqkReal + c] = old[mf][nt][e] + u[mf][nt][e];
-                                    alpha_sum += u[mf][nt][e] * kv[mf][nt][e];
-                                }
+                        Band<Variant>::for_each_product(sl, pair, [&](int mf, int nt, int e, int r, int c) {
+                            const bool ok = m0 + r < nq && c < kDqkReal;
+                            old[mf][nt][e] = ok ? band_dk_h[(long long)(m0 + r) * kDqkReal + c] : 0.f;
+                            kv[mf][nt][e] = ok ? to_float(kg[(long long)(m0 + r) * ksn + c]) : 0.f;
+                        });
+                        Band<Variant>::for_each_product(sl, pair, [&](int mf, int nt, int e, int r, int c) {
+                            if (m0 + r < nq && c < kDqkReal)
+                                band_dk_h[(long long)(m0 + r) * kDqkReal + c] = old[mf][nt][e] + u[mf][nt][e];
+                            alpha_sum += u[mf][nt][e] * kv[mf][nt][e];
+                        });
                     };
                     Band<Variant>::template band_products<DQK>(bds_a, qr_t + stage * kQrStage, la, add_u);
                 }

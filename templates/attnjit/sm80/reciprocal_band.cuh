@@ -80,6 +80,18 @@ struct RecipBand {
         sl.for_each(ds, op);
     }
 
+    // fn(mf, nt, e, row, col) for each element of a band product u [kMF][2][4] of the column
+    // pair `pair` (band_products): its row and column in the tile.
+    template <class SLayout, class Fn>
+    __device__ __forceinline__ static void for_each_product(const SLayout& sl, int pair, Fn&& fn) {
+#pragma unroll
+        for (int mf = 0; mf < kMF; ++mf)
+#pragma unroll
+            for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+                for (int e = 0; e < 4; ++e) fn(mf, nt, e, sl.row(2 * mf + (e >> 1)), 16 * pair + 8 * nt + sl.col(0, e));
+    }
+
     // out(u, pair) for each pair of 16 columns of the [16 kMF x DQK] product of the packed
     // band-masked dS (a, k steps of 16 over the tile's columns) with the tile B [BN x DQK] in
     // shared memory, read transposed (b_t: the lane's row address, as gemm_rn takes it):
