@@ -144,6 +144,12 @@ class Tensor:
 
 
 def empty(*shape, dtype=float32, device=0):
+    """torch.empty(2, 3) or torch.empty((2, 3)) (a shape tuple, as attnjit allocates
+    gradients); device an index or a fake tensor's device text ("cuda:0", "cpu")."""
+    if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+        shape = tuple(shape[0])
+    if isinstance(device, str):
+        device = -1 if device == "cpu" else int(device.split(":")[1])
     return Tensor(shape, dtype, device=device)
 
 

@@ -218,4 +218,31 @@ reciprocal_band.requires_grad = False
 trains("gqa, f16, alpha requires grad", lambda: attnjit.attention(
     *(torch.empty(2, 33, h, 128, dtype=torch.float16).transpose(1, 2) for h in (8, 2, 2)), enable_gqa=True,
     causal=True, reciprocal_band=(3, needing_grad(torch.empty(8)))), ("reciprocal_band",), ["reciprocal_band"])
+
+# the torch ops' implementations (attnjit::attention and attnjit::attention_backward under
+# torch.compile): the op's backward asks for d alpha by its name exactly when
+# reciprocal_band_needs, and its launch passes every C argument check
+launched = []  # input gradient names of each backward launch through autograd.Call
+original_launch = autograd.Call.launch
+
+
+def recording_launch(self, q, k, v, out, lse, d_o, dq, dk, dv, input_grads=()):
+    launched.append(sorted(name for name, _ in input_grads))
+    return original_launch(self, q, k, v, out, lse, d_o, dq, dk, dv, input_grads)
+
+
+autograd.Call.launch = recording_launch
+alpha_op = torch.empty(H)
+out_op, lse_op = torch.empty(2, H, 33, 64, dtype=torch.bfloat16), torch.empty(2, H, 33)
+for needs in (True, False):
+    op_fn = attnjit.compile(causal=True)  # a fresh callable: its backward is compiled here
+    variant = op_fn._current_variant()
+    reaches_the_launch(f"op forward, needs {needs}", lambda: op_fn._op_forward(
+        variant, q, k, v, [], [], (None, None, None, (64, alpha_op)), True))
+    reaches_the_launch(f"op backward, needs {needs}", lambda: op_fn._op_backward(
+        variant, torch.empty(2, H, 33, 64, dtype=torch.bfloat16), q, k, v, out_op, lse_op, [], [],
+        (None, None, None, (64, alpha_op)), [], (False, False, False, needs)))
+    assert backwards[-1][1] == (("reciprocal_band",) if needs else ()), backwards[-1][1]
+    assert launched[-1] == (["reciprocal_band"] if needs else []), launched[-1]
+autograd.Call.launch = original_launch
 print("ok training")

@@ -255,3 +255,73 @@ def test_frozen_or_float_alpha_asks_for_no_gradient():
     for alpha in (0.5, torch.zeros(4), torch.zeros(1)):
         call, q = _run_band_function(alpha)
         assert call.asked == [[]] and q.grad is not None
+
+
+def test_the_torch_ops_backward_passes_the_band_and_returns_d_alpha():
+    """torch_ops' registered backward of attnjit::attention (what aot-autograd traces under
+    torch.compile), captured from _define_ops with a stand-in torch.library (any torch): it
+    passes alpha and W to attnjit::attention_backward, asks for d alpha exactly when alpha
+    needs a gradient, and returns it at alpha's input position."""
+    torch = pytest.importorskip("torch", reason="PyTorch is not installed")
+    import types
+
+    from attnjit import torch_ops
+
+    registered = {}
+
+    class Op:
+        def __init__(self, fn):
+            self.fn = fn
+
+        def register_fake(self, fn):
+            return fn
+
+        def register_autograd(self, backward, setup_context):
+            registered["backward"], registered["setup_context"] = backward, setup_context
+
+    def custom_op(name, mutates_args, schema):
+        return Op
+
+    calls = []
+
+    def attention_backward(d_out, q, k, v, out, lse, captured, scalars, sinks, gate, score_conv, band, width, plan,
+                           captured_needs, sinks_needs, gate_needs, band_needs):
+        calls.append((band, width, plan, list(captured_needs), sinks_needs, gate_needs, band_needs))
+        grads = [torch.full(t.shape, 5.0) for t, need in zip(captured, captured_needs) if need]
+        grads += [torch.full(x.shape, 6.0) for x, need in ((sinks, sinks_needs), (band, band_needs)) if need]
+        return torch.ones_like(q), torch.ones_like(k), torch.ones_like(v), grads
+
+    stand_in = types.SimpleNamespace(
+        Tensor=torch.Tensor, float32=torch.float32, zeros_like=torch.zeros_like,
+        library=types.SimpleNamespace(custom_op=custom_op),
+        ops=types.SimpleNamespace(attnjit=types.SimpleNamespace(attention_backward=attention_backward)))
+    torch_ops._define_ops(stand_in)
+
+    class Ctx:
+        def mark_non_differentiable(self, *tensors):
+            pass
+
+        def save_for_backward(self, *tensors):
+            self.saved_tensors = tensors
+
+    q, k, v = (torch.zeros(1, 4, 8, 16) for _ in range(3))
+    out, lse = torch.zeros(1, 4, 8, 16), torch.zeros(1, 4, 8)
+    alpha, bias, sinks = torch.zeros(4), torch.zeros(4), torch.zeros(4)
+    for band_needs, sinks_needs in ((True, True), (False, True), (True, False)):
+        ctx = Ctx()
+        registered["setup_context"](ctx, (q, k, v, [bias], [0.5], sinks, None, None, alpha, 64, "p1", True), (out, lse))
+        ctx.needs_input_grad = (True, False, True, [True], False, sinks_needs, False, False, band_needs, False, False,
+                                False)
+        grads = registered["backward"](ctx, torch.ones_like(out), None)
+        assert len(grads) == 12  # one per input of attnjit::attention
+        assert calls[-1][:3] == (alpha, 64, "p1") and calls[-1][3:] == ([True], sinks_needs, False, band_needs)
+        assert grads[8] is not None if band_needs else grads[8] is None  # d alpha at alpha's position
+        if band_needs:
+            assert torch.equal(grads[8], torch.full((4,), 6.0))
+        assert torch.equal(grads[3][0], torch.full((4,), 5.0)) and grads[1] is None
+        assert (grads[5] is not None) == sinks_needs and grads[6] is None
+    ctx = Ctx()  # no band: none asked for, none returned
+    registered["setup_context"](ctx, (q, k, v, [], [], None, None, None, None, -1, "p1", True), (out, lse))
+    ctx.needs_input_grad = (True, True, True, [], False, False, False, False, False, False, False, False)
+    grads = registered["backward"](ctx, torch.ones_like(out), None)
+    assert calls[-1][0] is None and calls[-1][-1] is False and grads[8] is None

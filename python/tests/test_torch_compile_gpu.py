@@ -100,7 +100,7 @@ def test_opcheck_forward_and_backward():
     d_out = torch.randn_like(out)
     torch.library.opcheck(torch.ops.attnjit.attention_backward.default,
                           (d_out, q.detach(), k.detach(), v.detach(), out, lse, [slopes.detach()], [], None, None,
-                           None, name, [True], False, False))
+                           None, None, -1, name, [True], False, False, False))
     # the op gives what the eager call gives
     assert_same(out, fn(q.detach(), k.detach(), v.detach()), "op vs eager out")
 
