@@ -16,16 +16,8 @@ import sys
 import pytest
 
 import attnjit
+from library_or_skip import load_library_or_skip
 from attnjit import SpecError, TensorPlaceholder as P, _library, capi
-
-
-def _library_or_skip():
-    if os.environ.get("ATTNJIT_LIBRARY"):
-        return _library.load()
-    try:
-        return _library.load()
-    except attnjit.LibraryNotFoundError as err:
-        pytest.skip(f"libattnjit_c.so not built: {err}")
 
 
 # ---- the spec ------------------------------------------------------------------------------
@@ -67,7 +59,7 @@ def test_spec_json_refuses_a_bad_width():
 # ---- the C library -------------------------------------------------------------------------
 
 def test_the_library_parses_the_band_and_prints_it_back():
-    _library_or_skip()
+    load_library_or_skip()
     reciprocal_band = P("f32", 1)
 
     def mod(score, b, h, q_idx, kv_idx):
@@ -82,7 +74,7 @@ def test_the_library_parses_the_band_and_prints_it_back():
 
 
 def test_forward_and_backward_compile_for_sm90a():
-    _library_or_skip()
+    load_library_or_skip()
     text = attnjit.spec_json(causal=True, dtype="f16", head_dim=64, return_lse=True, reciprocal_band=(64, True))
     kernel = capi.Kernel(capi.Spec.from_json(text), "sm_90a")
     assert kernel.arch == "sm_90a" and kernel.spec.returns_lse
@@ -99,7 +91,7 @@ def test_forward_and_backward_compile_for_sm90a():
 
 
 def test_the_library_refuses_what_the_band_cannot_do():
-    _library_or_skip()
+    load_library_or_skip()
     with pytest.raises(SpecError, match="cannot be combined"):
         capi.Spec.from_json(attnjit.spec_json(dtype="f16", head_dim=64, score_conv=(3, 3, "f32"),
                                               reciprocal_band=(4, True)))
@@ -118,7 +110,8 @@ def test_band_calls_pass_every_c_check_with_a_fake_torch():
     script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "reciprocal_band_check.py")
     # No GPU for the subprocess even on a GPU machine: the fake tensors' pointers must
     # never reach a real launch.
-    env = dict(os.environ, ATTNJIT_LIBRARY=_library_or_skip().attnjit_path, CUDA_VISIBLE_DEVICES="")
+    load_library_or_skip()
+    env = dict(os.environ, ATTNJIT_LIBRARY=_library.load().attnjit_path, CUDA_VISIBLE_DEVICES="")
     out = subprocess.run([sys.executable, script], capture_output=True, text=True, env=env, timeout=600)
     assert out.returncode == 0, out.stdout + out.stderr
     lines = out.stdout.split("\n")
