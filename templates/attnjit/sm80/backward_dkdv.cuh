@@ -207,6 +207,8 @@ struct BackwardDkdv {
         VLayout::clear(dv);
         typename Variant::Head hd = Variant::make_head(p, b, kvh * a.group, kvh);
         int hd_h = kvh * a.group;
+        float band_alpha = 0.f;  // alpha of head hd_h (kRecip)
+        if constexpr (kRecip) band_alpha = Variant::recip_band_alpha(p, hd_h);
         // Per-key sites: the thread's sums of its key rows for query head hd_h.
         InputGradAcc<Variant, (Variant::kInputGradKeySites > 0 ? SLayout::kRows : 1)> kacc;
         kacc.clear();
@@ -222,6 +224,7 @@ struct BackwardDkdv {
                 store_key_sums<Variant>(p, hd, kacc, sl, b, kvh, hd_h, cur.h, n0, nk);  // head hd_h is done
                 hd = Variant::make_head(p, b, cur.h, kvh);
                 hd_h = cur.h;
+                if constexpr (kRecip) band_alpha = Variant::recip_band_alpha(p, hd_h);
             }
 
             const unsigned so = stage * kQStage;
@@ -230,9 +233,7 @@ struct BackwardDkdv {
             SLayout::clear(dp);
             gemm_nt<E, kMF, kNT, DQK / 16, kCprQ, kCprQ>(s, k_ld, q_nt + so, la, lb);
             const bool band = band_step(cur);
-            float band_alpha = 0.f;
             if constexpr (kRecip) {
-                band_alpha = Variant::recip_band_alpha(p, cur.h);
                 if (band)  // S^T += alpha [band] Q_rows(n0) K_rows(m0)^T
                     Band::add(s, sl, qr_ld + stage * kBandStage, kr_nt + stage * kBandStage, la, lb, band_alpha, n0,
                               cur.m0);

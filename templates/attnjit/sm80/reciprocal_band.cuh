@@ -27,6 +27,7 @@ template <class E, int kMF, int kNT, int kKQ, int kCprQ, int kWidth, bool kCausa
 struct RecipBand {
     static_assert(kNT % 2 == 0, "RecipBand: the score tile's columns go in 16-column chunks");
     static constexpr int kLow = kCausal ? 0 : -kWidth;  // the band: kLow <= i - j <= kWidth
+    using Pair = MmaCLayout<kMF, 2>;                    // a band product: 16 columns of the warp's rows
 
     // Whether queries [i0, i1] and keys [j0, j1] have a pair in the band.
     __device__ __forceinline__ static bool meets(int i0, int i1, int j0, int j1) {
@@ -53,12 +54,7 @@ struct RecipBand {
         for (int c = 0; c < kNT / 2; ++c) {
             if (!meets_tile(warp_row0, warp_row0 + 16 * kMF - 1, c0 + 16 * c, c0 + 16 * c + 15)) continue;  // warp-uniform
             float r[kMF][2][4];
-#pragma unroll
-            for (int mf = 0; mf < kMF; ++mf)
-#pragma unroll
-                for (int nt = 0; nt < 2; ++nt)
-#pragma unroll
-                    for (int e = 0; e < 4; ++e) r[mf][nt][e] = 0.f;
+            Pair::clear(r);
             gemm_nt<E, kMF, 2, kKQ, kCprQ, kCprQ>(r, a_ld, b_ld + c * 16 * kCprQ * 16, la, lb);
 #pragma unroll
             for (int mf = 0; mf < kMF; ++mf)
@@ -102,12 +98,7 @@ struct RecipBand {
                                                          const LaneChunks& la, Out& out) {
         if constexpr (kPair < kDqk / 16) {
             float u[kMF][2][4];
-#pragma unroll
-            for (int mf = 0; mf < kMF; ++mf)
-#pragma unroll
-                for (int nt = 0; nt < 2; ++nt)
-#pragma unroll
-                    for (int e = 0; e < 4; ++e) u[mf][nt][e] = 0.f;
+            Pair::clear(u);
             gemm_rn<E, kMF, 2, kNT / 2, kCprQ, kPair>(u, a, b_t, la);
             out(u, kPair);
             band_products<kDqk, kPair + 1>(a, b_t, la, out);
