@@ -135,6 +135,8 @@ inline constexpr int kMaxScoreConvCols = 15;
 // Widest reciprocal band: W is a compile-time constant of the kernels, and a band wider than
 // any sequence the kernels take is no band limit at all.
 inline constexpr int kMaxReciprocalBandWidth = 1 << 30;
+// AttentionSpec::latent's largest L (DeepSeek's MLA has L = 512).
+inline constexpr int kMaxLatentDim = 512;
 
 std::ostream& operator<<(std::ostream& os, const AttentionSpec& s);
 
