@@ -108,6 +108,30 @@ void check_scalars(const SpecInputs& in, const LaunchArgs& a) {
     }
 }
 
+// The latent projections [Hq, Dqk, L] and [Hq, L, Dv]: copied 16 bytes at a time by rows
+// (sm80/latent.cuh), so columns contiguous and rows and heads 16-byte aligned.
+void check_latent_weights(const AttentionSpec& spec, const LaunchArgs& a, int64_t hq) {
+    const int64_t L = spec.latent_dim();
+    const struct {
+        const std::string& name;
+        const char* what;
+        std::vector<int64_t> shape;
+    } weights[] = {{spec.latent_w_qlat(), "w_qlat", {hq, spec.head_dim_qk(), L}},
+                   {spec.latent_w_vup(), "w_vup", {hq, L, spec.head_dim_v()}}};
+    for (const auto& w : weights) {
+        const TensorView& t = a.tensors.at(w.name);
+        user_check(t.shape == w.shape) << "the latent projection's " << w.what << " '" << w.name << "' has shape "
+                                       << shape_str(t.shape) << " but must be " << shape_str(w.shape)
+                                       << (w.shape[1] == L ? " [Hq, L, Dv]" : " [Hq, Dqk, L]");
+        const size_t es = dtype_size(t.dtype);
+        user_check(t.strides[2] == 1 && reinterpret_cast<uintptr_t>(t.data) % 16 == 0 &&
+                   (t.strides[1] * es) % 16 == 0 && ((t.strides[0] * es) % 16 == 0 || t.shape[0] == 1))
+            << "the latent projection's " << w.what << " '" << w.name << "' (strides " << shape_str(t.strides)
+            << ") must have contiguous rows starting on 16-byte boundaries (it is copied 16 bytes at a time); "
+               "pass a contiguous tensor";
+    }
+}
+
 }  // namespace
 
 void check_launch_args(const AttentionSpec& spec, const LaunchArgs& a) {
@@ -122,12 +146,18 @@ void check_launch_args(const AttentionSpec& spec, const SpecInputs& in, const La
     check_qkvo("o", a.o, dt);
     const auto &q = a.q.shape, &k = a.k.shape, &v = a.v.shape, &o = a.o.shape;
     const int dqk = spec.head_dim_qk(), dv = spec.head_dim_v();
+    // With a latent projection K and V are the latent tensors [B, 1, Nk, L].
+    const int dk = spec.has_latent() ? spec.latent_dim() : dqk, dvk = spec.has_latent() ? spec.latent_dim() : dv;
+    const char* latent = spec.has_latent() ? " (the latent dim L: K and V are the latent tensors)" : "";
     user_check(q[3] == dqk) << "argument 'q' has head dim " << q[3] << " (shape " << shape_str(q)
                             << ") but the spec was compiled for Dqk = " << dqk;
-    user_check(k[3] == dqk) << "argument 'k' has head dim " << k[3] << " (shape " << shape_str(k)
-                            << ") but the spec was compiled for Dqk = " << dqk;
-    user_check(v[3] == dv) << "argument 'v' has head dim " << v[3] << " (shape " << shape_str(v)
-                           << ") but the spec was compiled for Dv = " << dv;
+    user_check(k[3] == dk) << "argument 'k' has head dim " << k[3] << " (shape " << shape_str(k)
+                           << ") but the spec was compiled for " << dk << latent;
+    user_check(v[3] == dvk) << "argument 'v' has head dim " << v[3] << " (shape " << shape_str(v)
+                            << ") but the spec was compiled for " << dvk << latent;
+    user_check(!spec.has_latent() || k[1] == 1)
+        << "argument 'k' has " << k[1] << " heads (shape " << shape_str(k)
+        << ") but a latent projection's K and V are shared by every query head: pass [B, 1, Nk, L]";
     user_check(k[0] == q[0] && v[0] == q[0] && o[0] == q[0])
         << "batch sizes differ: q " << shape_str(q) << ", k " << shape_str(k) << ", v " << shape_str(v)
         << ", o " << shape_str(o) << "; dimension 0 must agree";
@@ -195,6 +225,7 @@ void check_launch_args(const AttentionSpec& spec, const SpecInputs& in, const La
                                  << "q has " << q[2] << " rows and k " << k[2]
                                  << "; give q and k the same length (Nq == Nk)";
     }
+    if (spec.has_latent()) check_latent_weights(spec, a, q[1]);
     if (spec.has_gate()) {
         // Read at [b][h][q][d] for every output element (stride 0 broadcasts).
         const TensorView& g = a.tensors.at(spec.gate_name());

@@ -72,6 +72,21 @@ public:
         w_.line();
     }
 
+    // Where query head h's latent projections start, and their row strides (the launcher
+    // checked their columns contiguous and 16-byte aligned).
+    void latent_hook() {
+        const std::string& wq = plan_.spec.latent_w_qlat();
+        const std::string& wv = plan_.spec.latent_w_vup();
+        const std::string fq = "p." + tensor_field(wq), fv = "p." + tensor_field(wv);
+        w_.line("// The latent projections of query head h: " + wq + "[h] [Dqk x L] and " + wv + "[h] [L x Dv].");
+        w_.open(std::string("__device__ static attnjit::LatentWeights<") + cuda_elem_type(plan_.spec.dtype()) +
+                "> latent_weights(const Params& p, int h)");
+        w_.line("return {" + fq + ".ptr + h * " + fq + ".stride[0], " + fq + ".stride[1], " + fv + ".ptr + h * " + fv +
+                ".stride[0], " + fv + ".stride[1]};");
+        w_.close();
+        w_.line();
+    }
+
     void fields(const Bindings& bs) {
         for (const auto& b : bs)
             w_.line(std::string(cuda_type(b.value.type())) + " " + b.name + ";  // " + dsl_text(b.value));
@@ -109,6 +124,7 @@ public:
             w_.line(std::string("static constexpr bool kRecipBandCausal = ") +
                     (plan_.spec.reciprocal_band_causal() ? "true" : "false") + ";");
         }
+        if (plan_.latent) w_.line("static constexpr int kLatentDim = " + std::to_string(plan_.spec.latent_dim()) + ";");
         if (plan_.grad_planes) w_.line("static constexpr bool kInputGradPlanes = true;");
         if (plan_.has_input_grads()) {
             w_.line("static constexpr bool kInputGrads = true;");
@@ -210,6 +226,8 @@ public:
             w_.close();
             w_.line();
         }
+
+        if (plan_.latent) latent_hook();
 
         if (plan_.output_gate) {
             w_.line("// The output gate: o * sigmoid(" + plan_.spec.gate_name() + "[b][h][q][d]).");

@@ -38,14 +38,16 @@ void provenance(SourceWriter& w, const KernelSource& k, const dsl::AttentionSpec
     w.line("// templates: sha256 " + templates_hash());
 }
 
-// The Traits' trailing flags: ForwardTraits <..., conv, bias tile, band>, BackwardDqTraits
+// The Traits' trailing flags: ForwardTraits <..., conv, bias tile, band, latent dim>, BackwardDqTraits
 // <..., conv, band>, BackwardDkdvTraits <..., band>, BackwardFusedTraits <..., conv>; left
 // off where they are false (so the text of a kernel without them stays as it was).
 std::string structural_traits(const KernelConfig& c) {
     auto flag = [](bool on) { return std::string(on ? ", true" : ", false"); };
     switch (c.kind) {
         case KernelKind::forward:
-            return c.recip_band ? flag(c.score_conv) + flag(c.bias_tile) + flag(true)
+            return c.latent > 0 ? flag(c.score_conv) + flag(c.bias_tile) + flag(c.recip_band) + ", " +
+                                      std::to_string(c.latent)
+                   : c.recip_band ? flag(c.score_conv) + flag(c.bias_tile) + flag(true)
                    : c.bias_tile ? flag(false) + flag(true)
                    : c.score_conv ? flag(true)
                                   : "";

@@ -71,6 +71,8 @@ void check_config(const KernelConfig& c, const std::string& arch) {
         d.recip_band = c.recip_band;
         if (c.score_conv) use_score_conv_defaults(d, sm);
         if (c.recip_band && d.mainloop == MainloopKind::sm80) d.tile = default_recip_band_tile(d, sm);
+        d.latent = c.latent;
+        if (c.latent > 0) d.tile = default_latent_tile(d, sm);
         std::ostringstream fix;
         if (why_config_invalid_on(d, sm) == nullptr && d.tile != c.tile)
             fix << "; pick another tile (templates/attnjit/common/kernel_config.h lists the rules) or leave it unset to "
@@ -106,8 +108,19 @@ KernelConfig make_config(const dsl::AttentionSpec& spec, KernelKind kind, const 
     c.recip_band = spec.has_reciprocal_band() && (kind == KernelKind::forward || kind == KernelKind::backward_dq ||
                                                   kind == KernelKind::backward_dkdv);
     if (c.recip_band && c.mainloop == MainloopKind::sm80) c.tile = default_recip_band_tile(c, sm);
+    if (spec.has_latent() && kind == KernelKind::forward) {
+        const std::string call = "AttentionSpec.latent(" + std::to_string(spec.latent_dim()) + ", ...)";
+        user_check(c.mainloop == MainloopKind::sm80)
+            << call << ": the latent projection runs on the sm80 main loop, which takes f16 or bf16; use one of them";
+        user_check(head_dim_supported(spec.latent_dim()))
+            << call << ": latent dims over " << kMaxHeadDim
+            << " need a main loop that splits the latent columns across warps, which is not built yet; use L <= "
+            << kMaxHeadDim;
+        c.latent = spec.latent_dim();
+        c.tile = default_latent_tile(c, sm);
+    }
     if (tile) c.tile = *tile;
-    c.bias_tile = stages_bias && c.tile.block_n % 32 == 0;
+    c.bias_tile = stages_bias && c.latent == 0 && c.tile.block_n % 32 == 0;
     check_config(c, arch);
     return c;
 }
@@ -127,7 +140,7 @@ std::ostream& operator<<(std::ostream& os, const KernelConfig& c) {
     const int tq = tile_head_dim(c.head_dim_qk), tv = tile_head_dim(c.head_dim_v);
     if (head_dims_padded(c)) os << "(tiles d" << tq << "x" << tv << ") ";
     return os << c.tile << (c.score_conv ? " score_conv" : "") << (c.bias_tile ? " bias_tile" : "")
-              << (c.recip_band ? " recip_band" : "");
+              << (c.recip_band ? " recip_band" : "") << (c.latent ? " latent=" + std::to_string(c.latent) : "");
 }
 
 }  // namespace attnjit
@@ -146,7 +159,8 @@ std::string config_id(const KernelConfig& c) {
     s << kernel_kind_info(c.kind).name_prefix << "_" << mainloop_kind_name(c.mainloop)
       << "_" << elem_kind_name(c.elem) << "_d" << c.head_dim_qk << "x" << c.head_dim_v << "_m" << t.block_m << "n"
       << t.block_n << "w" << t.warps << "s" << t.stages << (c.score_conv ? "_conv" : "")
-      << (c.bias_tile ? "_bias" : "") << (c.recip_band ? "_band" : "");
+      << (c.bias_tile ? "_bias" : "") << (c.recip_band ? "_band" : "")
+      << (c.latent ? "_lat" + std::to_string(c.latent) : "");
     return s.str();
 }
 

@@ -131,6 +131,9 @@ struct KernelPlan {
     // its causal form; the Variant gets kRecipBandWidth, kRecipBandCausal and
     // recip_band_alpha(p, h).
     bool reciprocal_band = false;
+    // A latent projection (spec.latent(); forward plans): the Variant gets kLatentDim and
+    // latent_weights(p, h), the projections of query head h (sm80/latent.cuh).
+    bool latent = false;
     // Attention sinks (spec.sinks()): the Variant gets kHasSink and sink(p, h).
     bool has_sinks() const { return spec.has_sinks(); }
     // head, row, then the element bindings of score_mod and of mask (each name once).

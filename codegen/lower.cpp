@@ -104,6 +104,15 @@ KernelPlan lower(const dsl::AttentionSpec& spec, SpecInputs inputs, KernelKind k
         << "AttentionSpec.reciprocal_band(" << spec.reciprocal_band_width() << ", \"" << spec.reciprocal_band_alpha()
         << "\"): backward_fused has no reciprocal band; its backward is backward_dq then backward_dkdv "
            "(AttentionBackward chooses them)";
+    // The latent projection has a forward only so far (sm80/latent.cuh).
+    user_check(!spec.has_latent() || kind == KernelKind::forward)
+        << "AttentionSpec.latent(" << spec.latent_dim() << ", \"" << spec.latent_w_qlat() << "\", \""
+        << spec.latent_w_vup() << "\"): " << kernel_kind_name(kind)
+        << ": the latent projection runs forward only for now (no backward kernel projects Q and O yet); run the "
+           "forward alone";
+    user_check(!spec.has_latent() || !spec.has_reciprocal_band())
+        << "AttentionSpec.latent(" << spec.latent_dim() << ", ...) with a reciprocal band: not supported yet (the band's "
+           "s_ji needs the projected queries at the key positions); use one of them";
     KernelPlan plan;
     plan.spec = spec;
     plan.inputs = std::move(inputs);
@@ -112,6 +121,7 @@ KernelPlan lower(const dsl::AttentionSpec& spec, SpecInputs inputs, KernelKind k
     // a hook.
     plan.output_gate = spec.has_gate() && kind == KernelKind::forward;
     plan.score_conv = spec.has_score_conv();
+    plan.latent = spec.has_latent() && kind == KernelKind::forward;
     plan.reciprocal_band = spec.has_reciprocal_band() && (kind == KernelKind::forward || kind == KernelKind::backward_dq ||
                                                           kind == KernelKind::backward_dkdv);
     // The forward stages the bias tile; backward_dq's batch-sum launch reads a tile that

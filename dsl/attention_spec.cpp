@@ -100,7 +100,26 @@ AttentionSpec& AttentionSpec::no_reciprocal_band() {
     return *this;
 }
 
-double AttentionSpec::scale_or_default() const { return scale_ ? *scale_ : 1.0 / std::sqrt(double(dqk_)); }
+AttentionSpec& AttentionSpec::latent(int dim, const std::string& w_qlat, const std::string& w_vup) {
+    user_check(!w_qlat.empty() && !w_vup.empty())
+        << "AttentionSpec.latent(" << dim << ", \"" << w_qlat << "\", \"" << w_vup
+        << "\"): name both captured tensors, w_qlat [Hq, Dqk, L] and w_vup [Hq, L, Dv], or call no_latent()";
+    latent_dim_ = dim;
+    latent_w_qlat_ = w_qlat;
+    latent_w_vup_ = w_vup;
+    return *this;
+}
+AttentionSpec& AttentionSpec::no_latent() {
+    latent_w_qlat_.clear();
+    latent_w_vup_.clear();
+    latent_dim_ = 0;
+    return *this;
+}
+
+// With a latent projection the scores are dot products of width L, not Dqk.
+double AttentionSpec::scale_or_default() const {
+    return scale_ ? *scale_ : 1.0 / std::sqrt(double(has_latent() ? latent_dim_ : dqk_));
+}
 
 namespace {
 
@@ -166,6 +185,10 @@ Inputs collect_inputs(const AttentionSpec& s) {
     if (s.has_gate()) in.add_structural(s.gate_name(), {s.dtype(), 4}, "gate");
     if (s.has_score_conv()) in.add_structural(s.score_conv_name(), {s.score_conv_dtype(), 3}, "score_conv");
     if (s.has_reciprocal_band()) in.add_structural(s.reciprocal_band_alpha(), {DType::f32, 1}, "reciprocal_band alpha");
+    if (s.has_latent()) {
+        in.add_structural(s.latent_w_qlat(), {s.dtype(), 3}, "latent w_qlat");
+        in.add_structural(s.latent_w_vup(), {s.dtype(), 3}, "latent w_vup");
+    }
     return in;
 }
 
@@ -321,6 +344,35 @@ std::optional<std::string> AttentionSpec::why_invalid() const {
             return why.str();
         }
     }
+    if (has_latent()) {
+        const std::string call = "AttentionSpec.latent(" + std::to_string(latent_dim_) + ", \"" + latent_w_qlat_ +
+                                 "\", \"" + latent_w_vup_ + "\")";
+        for (const auto& [name, what] : {std::pair{&latent_w_qlat_, "w_qlat"}, std::pair{&latent_w_vup_, "w_vup"}})
+            if (!is_valid_user_name(*name)) {
+                why << call << ": the " << what << " tensor's name must be a C identifier that is not a built-in name";
+                return why.str();
+            }
+        if (latent_w_qlat_ == latent_w_vup_) {
+            why << call << ": w_qlat [Hq, Dqk, L] and w_vup [Hq, L, Dv] are two different tensors; give them "
+                           "different names";
+            return why.str();
+        }
+        if (latent_dim_ < 8 || latent_dim_ > kMaxLatentDim || latent_dim_ % 8 != 0) {
+            why << call << ": the latent dim L must be a multiple of 8 in [8, " << kMaxLatentDim << "]";
+            return why.str();
+        }
+        if (kv_heads_ > 1) {
+            why << call << ": the latent K and V are one head shared by every query head, so kv_heads is 1 (or 0 to "
+                           "take it from the tensors), not "
+                << kv_heads_ << "; write heads(" << q_heads_ << ", 1)";
+            return why.str();
+        }
+        if (has_score_conv()) {
+            why << call << ": a latent projection and a score convolution cannot be combined (no kernel or "
+                           "reference computes both); use one of them";
+            return why.str();
+        }
+    }
     Inputs in = collect_inputs(*this);
     if (in.conflict) return in.conflict;
     if (in.tensors.size() > static_cast<size_t>(kMaxCapturedTensors)) {
@@ -366,6 +418,11 @@ uint64_t AttentionSpec::hash() const {
         h = hash_combine(h, hash_string("reciprocal_band/" + band_alpha_));
         h = hash_combine(hash_combine(h, static_cast<uint64_t>(band_width_)), band_causal_ ? 1 : 2);
     }
+    if (has_latent()) {
+        h = hash_combine(h, hash_string("latent/" + latent_w_qlat_));
+        h = hash_combine(h, hash_string("latent_vup/" + latent_w_vup_));
+        h = hash_combine(h, static_cast<uint64_t>(latent_dim_));
+    }
     return h;
 }
 
@@ -375,7 +432,8 @@ bool AttentionSpec::operator==(const AttentionSpec& o) const {
            equal(mask_, o.mask_) && return_lse_ == o.return_lse_ && sinks_name_ == o.sinks_name_ &&
            sinks_dtype_ == o.sinks_dtype_ && gate_name_ == o.gate_name_ && conv_name_ == o.conv_name_ &&
            conv_rows_ == o.conv_rows_ && conv_cols_ == o.conv_cols_ && conv_dtype_ == o.conv_dtype_ &&
-           band_alpha_ == o.band_alpha_ && band_width_ == o.band_width_ && band_causal_ == o.band_causal_;
+           band_alpha_ == o.band_alpha_ && band_width_ == o.band_width_ && band_causal_ == o.band_causal_ &&
+           latent_w_qlat_ == o.latent_w_qlat_ && latent_w_vup_ == o.latent_w_vup_ && latent_dim_ == o.latent_dim_;
 }
 
 std::ostream& operator<<(std::ostream& os, const AttentionSpec& s) {
@@ -394,6 +452,7 @@ std::ostream& operator<<(std::ostream& os, const AttentionSpec& s) {
     if (s.has_reciprocal_band())
         os << ", reciprocal_band=" << s.reciprocal_band_alpha() << "[W=" << s.reciprocal_band_width()
            << (s.reciprocal_band_causal() ? ", causal" : ", non-causal") << "]";
+    if (s.has_latent()) os << ", latent=" << s.latent_dim() << "[" << s.latent_w_qlat() << ", " << s.latent_w_vup() << "]";
     return os << ")";
 }
 

@@ -33,7 +33,8 @@ public:
     // Query and key/value heads; 0 means "taken from the tensors at launch".
     // Hq == Hkv is MHA, Hkv == 1 is MQA, anything else dividing Hq is GQA.
     AttentionSpec& heads(int q_heads, int kv_heads);
-    // Softmax scale; default 1/sqrt(Dqk). A runtime value: changing it never recompiles.
+    // Softmax scale; default 1/sqrt(Dqk) (1/sqrt(L) with latent()). A runtime value: changing
+    // it never recompiles.
     AttentionSpec& scale(double s);
     // t = score_mod(score, ...): a float expression that may read score().
     AttentionSpec& score_mod(Expr e);
@@ -71,6 +72,15 @@ public:
     // gradient. Self-attention only: Nq == Nk at launch. 0 <= width <= kMaxReciprocalBandWidth.
     AttentionSpec& reciprocal_band(int width, const std::string& alpha, bool causal = true);
     AttentionSpec& no_reciprocal_band();
+    // Latent projection (MLA, SEMANTICS.md section 4): K and V are the latent tensors
+    // [B, 1, Nk, L], one KV head shared by every query head. Per query head h:
+    // Q_lat = Q_h w_qlat[h], s_ij = scale * <Q_lat_i, K_j>, O_h = (P V) w_vup[h], with the
+    // captured tensors w_qlat [Hq, Dqk, L] and w_vup [Hq, L, Dv] of the spec's dtype; the
+    // default scale is 1/sqrt(L). head_dims() stay Q's and O's. score_mod, mask, sinks and a
+    // reciprocal band act on these scores as usual; the gate on O_h. L a multiple of 8 in
+    // [8, kMaxLatentDim]; kv heads 1 (or 0: from the tensors); not with a score convolution.
+    AttentionSpec& latent(int dim, const std::string& w_qlat, const std::string& w_vup);
+    AttentionSpec& no_latent();
 
     DType dtype() const { return dtype_; }
     int head_dim_qk() const { return dqk_; }
@@ -96,6 +106,10 @@ public:
     int reciprocal_band_width() const { return band_width_; }              // W (-1 without a band)
     const std::string& reciprocal_band_alpha() const { return band_alpha_; }  // empty without one
     bool reciprocal_band_causal() const { return band_causal_; }
+    bool has_latent() const { return !latent_w_qlat_.empty(); }
+    int latent_dim() const { return latent_dim_; }                       // L (0 without)
+    const std::string& latent_w_qlat() const { return latent_w_qlat_; }  // empty without one
+    const std::string& latent_w_vup() const { return latent_w_vup_; }    // empty without one
 
     // Captured tensors and scalars the expressions read (and the sinks tensor), sorted by name.
     std::map<std::string, TensorInfo> tensors() const;
@@ -126,6 +140,8 @@ private:
     std::string band_alpha_;  // empty: no reciprocal band
     int band_width_ = -1;
     bool band_causal_ = true;
+    std::string latent_w_qlat_, latent_w_vup_;  // empty: no latent projection
+    int latent_dim_ = 0;
 };
 
 // Largest score convolution kernel (c_q x c_k) the kernels take: the MTA paper's 6 x 11 and

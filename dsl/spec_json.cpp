@@ -25,9 +25,10 @@ constexpr const char* kFormat = "attnjit.spec/1";
 const std::vector<std::string> kKeys = {"format",  "dtype",   "head_dim",   "head_dim_qk", "head_dim_v",
                                         "q_heads", "kv_heads", "scale",     "return_lse",  "scalars",
                                         "tensors", "score_mod", "mask",      "sinks",
-                                        "gate",    "score_conv", "reciprocal_band"};
+                                        "gate",    "score_conv", "reciprocal_band", "latent"};
 const std::vector<std::string> kScoreConvKeys = {"tensor", "c_q", "c_k"};
 const std::vector<std::string> kReciprocalBandKeys = {"width", "alpha", "causal"};
+const std::vector<std::string> kLatentKeys = {"dim", "w_qlat", "w_vup"};
 const std::vector<std::string> kTensorKeys = {"dtype", "rank"};
 
 std::string join(const std::vector<std::string>& items) {
@@ -368,6 +369,7 @@ private:
         read_gate(spec);
         read_score_conv(spec);
         read_reciprocal_band(spec);
+        read_latent(spec);
         check_all_declarations_used(spec);
 
         if (const Json* s = member("scale"); s && !s->is_null()) {
@@ -499,6 +501,40 @@ private:
         check(spec.reciprocal_band(width, name, causal), "/reciprocal_band");
     }
 
+    // "latent": null, or {"dim": int, "w_qlat": name, "w_vup": name}: two declared tensors of the
+    // spec's dtype and rank 3, [Hq, Dqk, L] and [Hq, L, Dv].
+    void read_latent(AttentionSpec& spec) const {
+        const Json* c = member("latent");
+        if (!c || c->is_null()) return;
+        if (!c->is_object())
+            fail("/latent", "\"latent\" is {\"dim\": 512, \"w_qlat\": \"w_qlat\", \"w_vup\": \"w_vup\"} or null; found " +
+                                describe(*c));
+        for (const auto& [key, value] : c->items())
+            if (std::find(kLatentKeys.begin(), kLatentKeys.end(), key) == kLatentKeys.end())
+                fail_key(json_pointer("/latent", key),
+                         "unknown key " + key_text(key) + " in \"latent\"; expected " + join(kLatentKeys));
+        for (const auto& key : kLatentKeys)
+            if (!c->contains(key)) fail("/latent", "\"latent\" needs \"" + key + "\" (keys: " + join(kLatentKeys) + ")");
+        // Both projections are of the spec's dtype, like Q: [Hq, Dqk, L] and [Hq, L, Dv].
+        const std::string declaration = "{\"dtype\": \"" + std::string(dtype_name(spec.dtype())) + "\", \"rank\": 3}";
+        std::string names[2];
+        for (int n = 0; n < 2; ++n) {
+            const std::string key = n == 0 ? "w_qlat" : "w_vup", shape = n == 0 ? "[Hq, Dqk, L]" : "[Hq, L, Dv]";
+            const std::string pointer = "/latent/" + key;
+            const Json& t = c->at(key);
+            if (!t.is_string())
+                fail(pointer, "\"" + key + "\" is the name of the projection tensor " + shape + "; found " + describe(t));
+            names[n] = t.get<std::string>();
+            const TensorInfo& info = declared_tensor(pointer, names[n], declaration);
+            if (info.rank != 3 || info.dtype != spec.dtype())
+                fail(pointer, "the " + key + " tensor " + key_text(names[n]) + " is declared as " + dtype_name(info.dtype) +
+                                  ", rank " + std::to_string(info.rank) + "; it is " + shape +
+                                  " of the spec's dtype: " + declaration);
+        }
+        const int dim = read_int("/latent/dim", c->at("dim"), "\"dim\"");
+        check(spec.latent(dim, names[0], names[1]), "/latent");
+    }
+
     // "head_dim" for both, or "head_dim_qk" and "head_dim_v"; returns the key to blame.
     std::string read_head_dims(AttentionSpec& spec) const {
         const Json* both = member("head_dim");
@@ -543,7 +579,7 @@ private:
             if (!used_tensors.count(name))
                 fail_key(json_pointer("/tensors", name), "tensor \"" + name +
                                                              "\" is declared but nothing reads it (score_mod, mask, sinks, gate, score_conv, "
-                                                             "reciprocal_band); "
+                                                             "reciprocal_band, latent); "
                                                              "remove the declaration or use it");
     }
 
@@ -597,6 +633,8 @@ std::string spec_to_json(const AttentionSpec& spec) {
         j["reciprocal_band"] = Json{{"width", spec.reciprocal_band_width()},
                                     {"alpha", spec.reciprocal_band_alpha()},
                                     {"causal", spec.reciprocal_band_causal()}};
+    if (spec.has_latent())
+        j["latent"] = Json{{"dim", spec.latent_dim()}, {"w_qlat", spec.latent_w_qlat()}, {"w_vup", spec.latent_w_vup()}};
     return j.dump(2) + "\n";
 }
 

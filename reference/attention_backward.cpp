@@ -8,6 +8,7 @@
 #include "reference/gate.h"
 #include "reference/grad_partials.h"
 #include "reference/inputs.h"
+#include "reference/latent.h"
 #include "reference/parallel.h"
 #include "reference/reciprocal_band.h"
 #include "reference/score_conv.h"
@@ -18,18 +19,19 @@ namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
-// SEMANTICS.md section 2 row by row, from the ungated forward `fwd` and dO of the ungated
-// output. Workers own whole (b, kv head) groups: dK and dV of a group, dQ of its rows.
-void plain_backward(const dsl::AttentionSpec& spec, const ForwardInputs& in, const ForwardResult& fwd,
-                    const DoubleTensor& dout, const codegen::ScoreModGradients& grads,
-                    const std::set<std::string>& wanted, int threads, BackwardResult& out) {
-    const int64_t B = in.q.size(0), Hq = in.q.size(1), Nq = in.q.size(2), Dqk = in.q.size(3);
-    const int64_t Hkv = in.k.size(1), Nk = in.k.size(2), Dv = in.v.size(3);
+// SEMANTICS.md section 2 row by row, on the operands q, k, v in double (as attend() takes
+// them), from the ungated forward `fwd` and dO of the ungated output. Workers own whole
+// (b, kv head) groups: dK and dV of a group, dQ of its rows.
+void plain_backward(const dsl::AttentionSpec& spec, const ForwardInputs& in, const DoubleTensor& q,
+                    const DoubleTensor& k, const DoubleTensor& v, const ForwardResult& fwd, const DoubleTensor& dout,
+                    const codegen::ScoreModGradients& grads, const std::set<std::string>& wanted, int threads,
+                    BackwardResult& out) {
+    const int64_t B = q.shape[0], Hq = q.shape[1], Nq = q.shape[2], Dqk = q.shape[3];
+    const int64_t Hkv = k.shape[1], Nk = k.shape[2], Dv = v.shape[3];
     out.delta = DoubleTensor({B, Hq, Nq});
     out.dq = DoubleTensor({B, Hq, Nq, Dqk});
     out.dk = DoubleTensor({B, Hkv, Nk, Dqk});
     out.dv = DoubleTensor({B, Hkv, Nk, Dv});
-    const DoubleTensor q = to_double(in.q), k = to_double(in.k), v = to_double(in.v);
     const double scale = spec.scale_or_default();
     const int64_t group = Hq / Hkv;
     const CapturedReader reader{&in.tensors};
@@ -123,6 +125,29 @@ void plain_backward(const dsl::AttentionSpec& spec, const ForwardInputs& in, con
     merge_partials(partials, out);
 }
 
+// MLA (reference/latent.h): the plain backward at width L between the two projections, on
+// Q_lat and with dO_lat = dO w_vup[h]^T (dO of the ungated output); its dQ_lat gives
+// dq = dQ_lat w_qlat[h]^T. d w_vup and d w_qlat add to what score_mod's reads of them gave.
+void latent_backward(const dsl::AttentionSpec& spec, const ForwardInputs& in, const DoubleTensor& dout,
+                     const codegen::ScoreModGradients& grads, const std::set<std::string>& wanted, int threads,
+                     BackwardResult& out) {
+    const HostTensor& w_qlat = in.tensors.at(spec.latent_w_qlat());
+    const HostTensor& w_vup = in.tensors.at(spec.latent_w_vup());
+    const DoubleTensor q = to_double(in.q), k = to_double(in.k), v = to_double(in.v);
+    const DoubleTensor q_lat = project(q, w_qlat, threads);
+    const ForwardResult lat = attend(spec, in, q_lat, k, v, threads);  // O_lat and LSE
+    const bool want_vup = wanted.count(spec.latent_w_vup()) > 0;
+    DoubleTensor d_w_vup(w_vup.shape());
+    const DoubleTensor d_o_lat = project_backward(lat.o, w_vup, dout, want_vup ? &d_w_vup : nullptr, threads);
+    plain_backward(spec, in, q_lat, k, v, lat, d_o_lat, grads, wanted, threads, out);  // out.dq: dQ_lat
+    DoubleTensor* d_w_qlat = wanted.count(spec.latent_w_qlat()) ? &out.dtensors.at(spec.latent_w_qlat()) : nullptr;
+    out.dq = project_backward(q, w_qlat, out.dq, d_w_qlat, threads);
+    if (want_vup) {
+        auto& total = out.dtensors.at(spec.latent_w_vup()).data;
+        for (size_t n = 0; n < total.size(); ++n) total[n] += d_w_vup.data[n];
+    }
+}
+
 }  // namespace
 
 BackwardResult backward(const dsl::AttentionSpec& spec, const ForwardInputs& in, const HostTensor& d_o,
@@ -154,8 +179,11 @@ BackwardResult backward(const dsl::AttentionSpec& spec, const ForwardInputs& in,
     const ForwardResult& ungated = spec.has_gate() ? ungated_result : out.forward;
     if (spec.has_score_conv())
         conv_backward(spec, in, ungated, dout, grads, wanted, threads, out);
+    else if (spec.has_latent())
+        latent_backward(spec, in, dout, grads, wanted, threads, out);
     else
-        plain_backward(spec, in, ungated, dout, grads, wanted, threads, out);
+        plain_backward(spec, in, to_double(in.q), to_double(in.k), to_double(in.v), ungated, dout, grads, wanted,
+                       threads, out);
     if (spec.has_gate() && wanted.count(spec.gate_name())) {  // adds to what score_mod's reads gave
         auto& total = out.dtensors.at(spec.gate_name()).data;
         for (size_t n = 0; n < total.size(); ++n) total[n] += d_gate.data[n];

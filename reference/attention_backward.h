@@ -19,8 +19,14 @@
 // captured tensors and scalars take dT at C's position, as above. dK and dV sum over the
 // query heads of a group (GQA). A reciprocal band (T_ij = s_ij + alpha_h band(i, j) s_ji)
 // adds dQ_j += scale alpha_h dS_ij k_i, dK_i += scale alpha_h dS_ij q_j and d alpha_h +=
-// dS_ij s_ji over the band. A row with no kept key has zero gradients. Accumulation is
-// in a fixed order for a given thread count (per-worker partials summed in worker order).
+// dS_ij s_ji over the band. A latent projection (spec.latent(L, w_qlat, w_vup),
+// reference/latent.h; W_q = tensors[w_qlat], W_v = tensors[w_vup]) wraps all of the above at
+// width L, on Q_lat = q W_q[h] and O_lat: with dO of the ungated output (after the gate's
+// backward), dO_lat = dO W_v[h]^T and d W_v[h] += O_lat^T dO go in, and its dQ_lat gives
+// dq = dQ_lat W_q[h]^T and d W_q[h] += q^T dQ_lat; dk and dv are the latent K's and V's,
+// [B, 1, Nk, L] (Delta is the same either side of W_v). A row with no kept key has zero
+// gradients. Accumulation is in a fixed order for a given thread count (per-worker partials
+// summed in worker order).
 //
 //   reference::BackwardResult g = reference::backward(spec, in, d_o, {"bias", "cap"});
 //   g.dq, g.dk, g.dv, g.dtensors.at("bias"), g.dscalars.at("cap")
@@ -38,8 +44,8 @@ struct BackwardResult {
     ForwardResult forward;  // o and lse, as reference::forward gives them
     DoubleTensor delta;     // [B, Hq, Nq]
     DoubleTensor dq;        // [B, Hq, Nq, Dqk]
-    DoubleTensor dk;        // [B, Hkv, Nk, Dqk]
-    DoubleTensor dv;        // [B, Hkv, Nk, Dv]
+    DoubleTensor dk;        // [B, Hkv, Nk, Dqk] (k's shape: [B, 1, Nk, L] with a latent projection)
+    DoubleTensor dv;        // [B, Hkv, Nk, Dv]  (v's shape)
     // Per captured tensor asked for: its gradient in the tensor's logical shape, where a
     // broadcast dimension (extent 1, stride 0) holds the sum over every index read through it.
     std::map<std::string, DoubleTensor> dtensors;

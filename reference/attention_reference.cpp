@@ -8,6 +8,7 @@
 #include "dsl/interpreter.h"
 #include "reference/gate.h"
 #include "reference/inputs.h"
+#include "reference/latent.h"
 #include "reference/reciprocal_band.h"
 #include "reference/score_conv.h"
 #include "reference/parallel.h"
@@ -48,12 +49,10 @@ DoubleTensor to_double(const HostTensor& t) {
     return out;
 }
 
-ForwardResult forward(const dsl::AttentionSpec& spec, const ForwardInputs& in, int threads) {
-    const Dims x = check_inputs(spec, in, "reference::forward");
-    const int64_t B = x.B, Hq = x.Hq, Nq = x.Nq, Dqk = x.Dqk, Hkv = x.Hkv, Nk = x.Nk, Dv = x.Dv;
-
-    // Decode Q, K, V once into contiguous doubles (the values as stored in their dtype).
-    const DoubleTensor q = to_double(in.q), k = to_double(in.k), v = to_double(in.v);
+ForwardResult attend(const dsl::AttentionSpec& spec, const ForwardInputs& in, const DoubleTensor& q,
+                     const DoubleTensor& k, const DoubleTensor& v, int threads) {
+    const int64_t B = q.shape[0], Hq = q.shape[1], Nq = q.shape[2], Dqk = q.shape[3];
+    const int64_t Hkv = k.shape[1], Nk = k.shape[2], Dv = v.shape[3];
     ForwardResult out{DoubleTensor({B, Hq, Nq, Dv}), DoubleTensor({B, Hq, Nq})};
     const int64_t group = Hkv > 0 ? Hq / Hkv : 1;
     const int64_t rows = B * Hq * Nq;
@@ -113,14 +112,33 @@ ForwardResult forward(const dsl::AttentionSpec& spec, const ForwardInputs& in, i
                 const double* vj = vb + j * Dv;
                 for (int64_t d = 0; d < Dv; ++d) o[d] += p * vj[d];
             }
-            if (spec.has_gate()) {  // out = sigmoid(gate) * O
-                const HostTensor& g = in.tensors.at(spec.gate_name());
-                for (int64_t d = 0; d < Dv; ++d) o[d] *= gate_factor(g, b, h, i, d);
-            }
         }
     };
 
     parallel_ranges(rows, worker_count(rows, threads, 16), [&](int, int64_t begin, int64_t end) { run_rows(begin, end); });
+    return out;
+}
+
+ForwardResult forward(const dsl::AttentionSpec& spec, const ForwardInputs& in, int threads) {
+    const Dims x = check_inputs(spec, in, "reference::forward");
+    // Decode Q, K, V once into contiguous doubles (the values as stored in their dtype).
+    const DoubleTensor q = to_double(in.q), k = to_double(in.k), v = to_double(in.v);
+    ForwardResult out;
+    if (spec.has_latent()) {  // MLA: the attention at width L between the two projections
+        out = attend(spec, in, project(q, in.tensors.at(spec.latent_w_qlat()), threads), k, v, threads);
+        out.o = project(out.o, in.tensors.at(spec.latent_w_vup()), threads);
+    } else {
+        out = attend(spec, in, q, k, v, threads);
+    }
+    if (spec.has_gate()) {  // out = sigmoid(gate) * O; a row left NaN, or empty without a sink, stays so
+        const HostTensor& g = in.tensors.at(spec.gate_name());
+        for (int64_t row = 0; row < x.B * x.Hq * x.Nq; ++row) {
+            if (!std::isfinite(out.lse.data[static_cast<size_t>(row)])) continue;
+            const int64_t i = row % x.Nq, h = (row / x.Nq) % x.Hq, b = row / (x.Nq * x.Hq);
+            double* o = &out.o.data[static_cast<size_t>(row * x.Dv)];
+            for (int64_t d = 0; d < x.Dv; ++d) o[d] *= gate_factor(g, b, h, i, d);
+        }
+    }
     return out;
 }
 

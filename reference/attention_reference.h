@@ -35,8 +35,8 @@ struct DoubleTensor {
 
 struct ForwardInputs {
     HostTensor q;  // [B, Hq, Nq, Dqk]
-    HostTensor k;  // [B, Hkv, Nk, Dqk]
-    HostTensor v;  // [B, Hkv, Nk, Dv]
+    HostTensor k;  // [B, Hkv, Nk, Dqk]; [B, 1, Nk, L] with a latent projection
+    HostTensor v;  // [B, Hkv, Nk, Dv];  [B, 1, Nk, L] with a latent projection
     std::map<std::string, HostTensor> tensors;  // captured tensors, by name
     std::map<std::string, double> scalars;      // runtime scalars, by name
 };
@@ -77,6 +77,12 @@ struct ForwardResult {
 //   Nq == Nk, alpha_h = tensors[alpha][h]: s_ij is replaced by
 //   s_ij + alpha_h [band(i, j)] scale <q_j, k_i> before score_mod, band 0 <= i - j <= W and
 //   keep_j &= j <= i (causal), or |i - j| <= W (non-causal).
+// With a latent projection (spec.latent(L, w_qlat, w_vup), MLA, reference/latent.h), k and
+//   v are the latent [B, 1, Nk, L], W_q = tensors[w_qlat] [Hq, Dqk, L], W_v = tensors[w_vup]
+//   [Hq, L, Dv], and per (b, h) the row above runs on Q_lat = q W_q[h] (in double, never
+//   rounded) in place of q, at width L (scale defaults to 1/sqrt(L); a reciprocal band's s_ji
+//   is scale <Q_lat_j, k_i>), giving O_lat; then O_i = O_lat_i W_v[h] before the gate. LSE is
+//   the softmax's.
 // A score_mod giving +inf or NaN yields NaN (a kernel would too).
 // Rows are split over `threads` threads (0: std::thread::hardware_concurrency()).
 ForwardResult forward(const dsl::AttentionSpec& spec, const ForwardInputs& in, int threads = 0);

@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "reference/gate.h"
+#include "reference/latent.h"
 #include "support/error.h"
 
 namespace attnjit::reference {
@@ -23,16 +24,25 @@ Dims check_inputs(const dsl::AttentionSpec& spec, const ForwardInputs& in, const
     spec.validate();
     const DType dt = spec.dtype();
     check_qkv(who, in.q, "q", "[B, Hq, Nq, Dqk]", dt);
-    check_qkv(who, in.k, "k", "[B, Hkv, Nk, Dqk]", dt);
-    check_qkv(who, in.v, "v", "[B, Hkv, Nk, Dv]", dt);
+    const bool latent = spec.has_latent();
+    check_qkv(who, in.k, "k", latent ? "[B, 1, Nk, L]" : "[B, Hkv, Nk, Dqk]", dt);
+    check_qkv(who, in.v, "v", latent ? "[B, 1, Nk, L]" : "[B, Hkv, Nk, Dv]", dt);
     Dims x;
     const int64_t B = in.q.size(0), Hq = in.q.size(1), Nq = in.q.size(2), Dqk = in.q.size(3);
-    const int64_t Hkv = in.k.size(1), Nk = in.k.size(2), Dv = in.v.size(3);
-    user_check(Dqk == spec.head_dim_qk() && in.k.size(3) == Dqk)
-        << who << ": q " << in.q.describe() << " and k " << in.k.describe()
-        << " must have head dim " << spec.head_dim_qk() << " (the spec's)";
-    user_check(Dv == spec.head_dim_v()) << who << ": v " << in.v.describe() << " must have head dim "
-                                        << spec.head_dim_v() << " (the spec's)";
+    const int64_t Hkv = in.k.size(1), Nk = in.k.size(2);
+    // The output's head dim: w_vup's columns with a latent projection, else V's.
+    const int64_t Dv = latent ? spec.head_dim_v() : in.v.size(3);
+    if (latent) {
+        user_check(Dqk == spec.head_dim_qk())
+            << who << ": q " << in.q.describe() << " must have head dim " << spec.head_dim_qk() << " (the spec's)";
+        check_latent_kv(who, spec, in);
+    } else {
+        user_check(Dqk == spec.head_dim_qk() && in.k.size(3) == Dqk)
+            << who << ": q " << in.q.describe() << " and k " << in.k.describe() << " must have head dim "
+            << spec.head_dim_qk() << " (the spec's)";
+        user_check(Dv == spec.head_dim_v()) << who << ": v " << in.v.describe() << " must have head dim "
+                                            << spec.head_dim_v() << " (the spec's)";
+    }
     user_check(in.k.size(0) == B && in.v.size(0) == B)
         << who << ": batch differs: q " << in.q.describe() << ", k " << in.k.describe() << ", v "
         << in.v.describe();
@@ -77,6 +87,7 @@ Dims check_inputs(const dsl::AttentionSpec& spec, const ForwardInputs& in, const
             << who << ": the sinks tensor '" << spec.sinks_name() << "' must have shape [Hq] = [" << Hq << "]";
     }
 
+    if (latent) check_latent_weights(who, spec, in);
     if (spec.has_gate()) check_gate_shape(who, spec.gate_name(), in.tensors.at(spec.gate_name()), B, Hq, Nq, Dv);
     if (spec.has_score_conv()) {
         const HostTensor& th = in.tensors.at(spec.score_conv_name());
@@ -101,6 +112,7 @@ Dims check_inputs(const dsl::AttentionSpec& spec, const ForwardInputs& in, const
     x.Hkv = Hkv;
     x.Nk = Nk;
     x.Dv = Dv;
+    x.L = latent ? spec.latent_dim() : 0;
     return x;
 }
 

@@ -14,8 +14,10 @@
 
 namespace attnjit::reference {
 
+// Dv is the output's head dim; with a latent projection K and V have head dim L instead of
+// Dqk and Dv (L is 0 without one).
 struct Dims {
-    int64_t B = 0, Hq = 0, Nq = 0, Dqk = 0, Hkv = 0, Nk = 0, Dv = 0;
+    int64_t B = 0, Hq = 0, Nq = 0, Dqk = 0, Hkv = 0, Nk = 0, Dv = 0, L = 0;
 };
 
 // Validates the spec and the inputs (UserError starting with `who`) and returns the sizes.
@@ -49,5 +51,12 @@ inline dsl::Env reference_env(const ForwardInputs& in, int64_t nq, int64_t nk) {
 // qi: Dqk doubles; kb: the row's keys, Nk x Dqk. Vectors are resized to Nk.
 void row_scores(const dsl::AttentionSpec& spec, dsl::Env& env, const double* qi, const double* kb, int64_t nk,
                 int64_t dqk, std::vector<char>& kept, std::vector<double>& s, std::vector<double>& t);
+
+// reference::forward's attention on operands already in double, without the output gate:
+// q [B, Hq, Nq, D], k [B, Hkv, Nk, D], v [B, Hkv, Nk, Dv] (D and Dv: their own last
+// dims). With a latent projection q is Q_lat and D = Dv = L (reference/latent.h); the
+// backward recomputes it so.
+ForwardResult attend(const dsl::AttentionSpec& spec, const ForwardInputs& in, const DoubleTensor& q,
+                     const DoubleTensor& k, const DoubleTensor& v, int threads);
 
 }  // namespace attnjit::reference

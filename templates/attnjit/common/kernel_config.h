@@ -106,6 +106,10 @@ struct KernelConfig {
     // sm80/reciprocal_band.cuh): K at the query tile's rows and Q at the key tile's rows
     // beside the pipeline.
     bool recip_band = false;
+    // Forward sm80 only: the latent projection (MLA, sm80/latent.cuh), L > 0: the main loop runs
+    // at head dim L over K, V [Nk x L]; head_dim_qk and head_dim_v stay Q's and O's (the
+    // projections' other sides). 0: none.
+    int latent = 0;
 };
 
 ATTNJIT_HD constexpr bool operator==(const TileConfig& a, const TileConfig& b) {
@@ -115,7 +119,7 @@ ATTNJIT_HD constexpr bool operator!=(const TileConfig& a, const TileConfig& b) {
 ATTNJIT_HD constexpr bool operator==(const KernelConfig& a, const KernelConfig& b) {
     return a.kind == b.kind && a.mainloop == b.mainloop && a.elem == b.elem && a.head_dim_qk == b.head_dim_qk &&
            a.head_dim_v == b.head_dim_v && a.tile == b.tile && a.score_conv == b.score_conv &&
-           a.bias_tile == b.bias_tile && a.recip_band == b.recip_band;
+           a.bias_tile == b.bias_tile && a.recip_band == b.recip_band && a.latent == b.latent;
 }
 ATTNJIT_HD constexpr bool operator!=(const KernelConfig& a, const KernelConfig& b) { return !(a == b); }
 
@@ -219,6 +223,10 @@ constexpr int kSimtRowPad = 4;
 //                one buffer: refilled after each step's score hooks, common/bias_tile.cuh)
 //  forward sm80 with recip_band: the above | K at the query rows [block_m x dqk] |
 //                Q at the key rows [stages][block_n x dqk] (XOR-swizzled; the Q ring travels with K)
+//  forward sm80 with latent L (dl = tile_head_dim(L)): scratch | Q_lat [block_m x dl] | then
+//                one region, the largest of: K, V [stages][block_n x dl] (the main loop);
+//                Q [block_m x dqk] and W_qlat[h] [dqk x dl] (the prologue); W_vup[h] [dl x dv]
+//                (the epilogue)
 //  forward sm80 with score_conv: scratch | Q [(block_m + 16) x dqk] |
 //                K [stages][(block_n + 16) x dqk] | V [stages][block_n x dv] |
 //                S0 [(block_m + 16) x (block_n + 24)] f16 (row-major, unswizzled) |
@@ -290,6 +298,13 @@ ATTNJIT_HD constexpr int smem_bytes(const KernelConfig& c) {
     if (c.recip_band && c.kind == KernelKind::backward_dkdv)
         return scratch_bytes(t.warps) + elem_bytes(c.elem) * (t.block_n + t.stages * t.block_m) * (dqk + dv) +
                t.stages * 2 * 4 * t.block_m + elem_bytes(c.elem) * t.stages * (t.block_m + t.block_n) * dqk;
+    if (c.latent > 0 && c.kind == KernelKind::forward) {
+        const int dl = tile_head_dim(c.latent), pipeline = t.stages * t.block_n * 2 * dl;
+        const int prologue = t.block_m * dqk + dqk * dl, epilogue = dl * dv;
+        const int region = pipeline > prologue ? (pipeline > epilogue ? pipeline : epilogue)
+                                               : (prologue > epilogue ? prologue : epilogue);
+        return scratch_bytes(t.warps) + elem_bytes(c.elem) * (t.block_m * dl + region);
+    }
     if (is_backward(c.kind) && c.mainloop == MainloopKind::sm80)
         return owns_keys(c.kind)
                    ? scratch_bytes(t.warps) + elem_bytes(c.elem) * (t.block_n + t.stages * t.block_m) * (dqk + dv) +
@@ -343,6 +358,12 @@ ATTNJIT_HD constexpr const char* why_config_invalid(const KernelConfig& c) {
                          c.mainloop != MainloopKind::sm80 || c.score_conv))
         return "the reciprocal band runs in the sm80 forward, backward_dq and backward_dkdv (f16 / bf16, head dims up "
                "to 128 in the backward, no score convolution)";
+    if (c.latent != 0 && (c.kind != KernelKind::forward || c.mainloop != MainloopKind::sm80 || c.score_conv ||
+                          c.bias_tile || c.recip_band))
+        return "the latent projection runs in the sm80 forward only (f16 / bf16; no score convolution, staged bias "
+               "tile or reciprocal band) for now";
+    if (c.latent != 0 && !head_dim_supported(c.latent))
+        return "the latent dim L must be a multiple of 8 from 8 to 256 (over 256: not yet)";
     if (c.score_conv && (t.block_n % 16 != 0 || t.block_m % 16 != 0))
         return "the score convolution needs block_m and block_n multiples of 16";
     if (c.score_conv && c.kind == KernelKind::backward_fused && (t.block_n != 64 || t.block_m % 32 != 0))
@@ -532,6 +553,20 @@ ATTNJIT_HD constexpr TileConfig default_recip_band_tile(KernelConfig c, int sm) 
             if (limit == 0 || ctas * smem_bytes(c) <= limit) return t;
         }
     return tiles[4];
+}
+
+// The forward tile with a latent projection (KernelConfig::latent): the plain tile of head dim
+// L where its prologue's and epilogue's operands fit the GPU too, else 64 x 64 with 4 warps,
+// two stages or one.
+ATTNJIT_HD constexpr TileConfig default_latent_tile(KernelConfig c, int sm) {
+    const int limit = max_dynamic_smem_bytes(sm);
+    const TileConfig tiles[] = {default_tile(KernelKind::forward, MainloopKind::sm80, c.latent, c.latent, sm),
+                                TileConfig{64, 64, 4, 2}, TileConfig{64, 64, 4, 1}};
+    for (const TileConfig& t : tiles) {
+        c.tile = t;
+        if (limit == 0 || smem_bytes(c) <= limit) return t;
+    }
+    return tiles[2];
 }
 
 ATTNJIT_HD constexpr KernelConfig default_config(KernelKind kind, ElemKind e, int dqk, int dv, int sm) {

@@ -9,6 +9,16 @@
 
 namespace attnjit {
 
+// Query head h's latent projections (Variant::latent_weights): W_qlat[h] [Dqk x L] and
+// W_vup[h] [L x Dv], row-major with these row strides (elements; columns contiguous).
+template <class E>
+struct LatentWeights {
+    const E* w_qlat;
+    long long w_qlat_row;
+    const E* w_vup;
+    long long w_vup_row;
+};
+
 struct VariantDefaults {
     // ---- element hooks (generated) ------------------------------------------------------
     static constexpr bool kHasScoreMod = false;          // score_mod(p, hd, row, s, q, k) -> float
@@ -60,6 +70,10 @@ struct VariantDefaults {
     //   static float recip_band_alpha(const Params&, int h);
     static constexpr int kRecipBandWidth = -1;
     static constexpr bool kRecipBandCausal = true;
+    // Latent projection (MLA, sm80/latent.cuh), forward: the main loop runs at head dim
+    // kLatentDim over the latent K, V; 0: none.
+    //   static LatentWeights<E> latent_weights(const Params&, int h);
+    static constexpr int kLatentDim = 0;
 
     // ---- structural hooks (the next features; off by default) ---------------------------
     // Output transform, applied in the epilogue to every output element of a written row,
@@ -124,6 +138,12 @@ struct BiasScoreModOk<V, P, typename AlwaysVoid<decltype(V::score_mod(
                                 declval_<const typename V::Row&>(), 0.f, 0, 0, 0.f) +
                             V::bias_tile(declval_<const P&>(), declval_<const typename V::Head&>()).at(0, 0))>::type> {
     static constexpr bool value = true;
+};
+// Main loops that implement the latent projection say so with kSupportsLatent = true.
+template <class M, class = void> struct SupportsLatent { static constexpr bool value = false; };
+template <class M>
+struct SupportsLatent<M, typename AlwaysVoid<decltype(M::kSupportsLatent)>::type> {
+    static constexpr bool value = M::kSupportsLatent;
 };
 // Main loops that implement the reciprocal band say so with kSupportsRecipBand = true.
 template <class M, class = void> struct SupportsRecipBand { static constexpr bool value = false; };
@@ -211,6 +231,8 @@ __device__ __forceinline__ void check_variant() {
                       "kRecipBandWidth >= 0");
         static_assert(V::kRecipBandWidth < 0 || detail::SupportsRecipBand<Mainloop>::value,
                       "Variant declares a reciprocal band (kRecipBandWidth) but this main loop does not support it");
+        static_assert(V::kLatentDim == 0 || detail::SupportsLatent<Mainloop>::value,
+                      "Variant declares a latent projection (kLatentDim) but this main loop does not run one");
         static_assert(!V::kClassifyReadsMemory || V::kCanClassify,
                       "Variant: kClassifyReadsMemory requires kCanClassify (it says how classify runs)");
         static_assert(!V::kHasOutputTransform || detail::TransformOutputOk<V, Params>::value,

@@ -25,9 +25,10 @@ namespace attnjit {
 // kDqk_, kDv_: the real head dims (the main loops pad their tiles: tile_head_dim).
 // kScoreConv_: the score convolution's layout (KernelConfig::score_conv); kBiasTile_: the
 // staged bias tile (KernelConfig::bias_tile); kRecipBand_: the reciprocal band's operand tiles
-// (KernelConfig::recip_band).
+// (KernelConfig::recip_band); kLatent_: the latent dim L of a latent projection
+// (KernelConfig::latent; the sm80 loop then runs at head dim L, and kDqk, kDv are Q's and O's).
 template <MainloopKind kMainloop_, class Element_, int kDqk_, int kDv_, int kBlockM_, int kBlockN_, int kWarps_,
-          int kStages_, bool kScoreConv_ = false, bool kBiasTile_ = false, bool kRecipBand_ = false>
+          int kStages_, bool kScoreConv_ = false, bool kBiasTile_ = false, bool kRecipBand_ = false, int kLatent_ = 0>
 struct ForwardTraits {
     using Element = Element_;
     static constexpr MainloopKind kMainloop = kMainloop_;
@@ -41,7 +42,7 @@ struct ForwardTraits {
     static constexpr ElemKind kElem = ElemKindOf<Element>::value;
     static constexpr KernelConfig kConfig{KernelKind::forward, kMainloop, kElem, kDqk, kDv,
                                           TileConfig{kBlockM, kBlockN, kWarps, kStages}, kScoreConv_,
-                                          kBiasTile_, kRecipBand_};
+                                          kBiasTile_, kRecipBand_, kLatent_};
 
     static_assert(config_is_valid(kConfig), "kernel configuration rejected by why_config_invalid() in kernel_config.h");
 #ifdef __CUDA_ARCH__
@@ -51,8 +52,10 @@ struct ForwardTraits {
 
     using Mainloop = typename Select<kMainloop == MainloopKind::simt,
                                      simt::Mainloop<kDqk, kDv, kBlockM, kBlockN, kWarps>,
-                                     sm80::Mainloop<Element, kDqk, kDv, kBlockM, kBlockN, kWarps, kStages,
-                                                    kOrderAuto, kScoreConv_, kBiasTile_, kRecipBand_>>::type;
+                                     sm80::Mainloop<Element, (kLatent_ ? kLatent_ : kDqk), (kLatent_ ? kLatent_ : kDv),
+                                                    kBlockM, kBlockN, kWarps, kStages, kOrderAuto, kScoreConv_,
+                                                    kBiasTile_, kRecipBand_, (kLatent_ ? kDqk : 0),
+                                                    (kLatent_ ? kDv : 0)>>::type;
     static constexpr int kSmemBytes = Mainloop::kSmemBytes;
 };
 

@@ -24,6 +24,10 @@
 // kRecipBand (KernelConfig::recip_band, sm80/reciprocal_band.cuh): K at the query tile's rows,
 // loaded with Q, and a ring of S Q tiles at the key tiles' rows, each copied with its K tile
 // (same group) when the tile meets the band.
+// kLatQ > 0 (KernelConfig::latent, sm80/latent.cuh): the loop runs at head dim L (kDqkReal =
+// kDvReal = L) over the latent K, V; the prologue writes Q_lat = Q W_qlat[h] into the Q tile
+// and the epilogue stores O_lat W_vup[h] (kLatQ, kLatV: Q's and O's real head dims), both
+// staging their operands in the K/V region.
 #pragma once
 
 #include "attnjit/common/cta_tile.cuh"
@@ -42,6 +46,7 @@
 #include "attnjit/sm80/bias_tile.cuh"
 #include "attnjit/sm80/fragment.cuh"
 #include "attnjit/sm80/gemm.cuh"
+#include "attnjit/sm80/latent.cuh"
 #include "attnjit/sm80/reciprocal_band.cuh"
 #include "attnjit/sm80/score_conv.cuh"
 #include "attnjit/sm80/swizzle.cuh"
@@ -56,7 +61,7 @@ namespace sm80 {
 // columns past the real dims zero-filled on load (they add nothing to Q K^T, and give O
 // columns of zeros) and not stored.
 template <class E, int kDqkReal, int kDvReal, int BM, int BN, int W, int S, int kOrder = kOrderAuto,
-          bool kConv = false, bool kBiasTile = false, bool kRecipBand = false>
+          bool kConv = false, bool kBiasTile = false, bool kRecipBand = false, int kLatQ = 0, int kLatV = 0>
 struct Mainloop {
     static constexpr int DQK = tile_head_dim(kDqkReal), DV = tile_head_dim(kDvReal);
     static constexpr int kThreads = W * 32;
@@ -83,10 +88,21 @@ struct Mainloop {
     static constexpr int kKrOff = kBiasOff + (kBiasTile ? BM * BN * 2 : 0);  // recip band: K at the query rows
     static constexpr int kQrOff = kKrOff + (kRecipBand ? BM * DQK * 2 : 0);  // and Q at the key rows
     static constexpr int kQrStage = BN * DQK * 2;
-    static constexpr int kSmemBytes = kQrOff + (kRecipBand ? S * kQrStage : 0);
+    static constexpr bool kLatent = kLatQ > 0;
+    using Latent = LatentProjection<E, kThreads, kMF, BM, DQK, kDqkReal, (kLatent ? kLatQ : 8), (kLatent ? kLatV : 8)>;
+    // The latent projection stages its operands in the K/V region: at least that big.
+    static constexpr int kLatentRegion = kLatent ? ((BM * Latent::DQ + Latent::DQ * DQK) * 2 > DQK * Latent::DVO * 2
+                                                        ? (BM * Latent::DQ + Latent::DQ * DQK) * 2
+                                                        : DQK * Latent::DVO * 2)
+                                                 : 0;
+    static constexpr int kSmemBytes =
+        kLatent ? kKOff + (S * (kKStage + kVStage) > kLatentRegion ? S * (kKStage + kVStage) : kLatentRegion)
+                : kQrOff + (kRecipBand ? S * kQrStage : 0);
+    static_assert(!kLatent || !(kConv || kBiasTile || kRecipBand), "the latent projection runs without the other layouts");
     static_assert(kSmemBytes == smem_bytes(KernelConfig{KernelKind::forward, MainloopKind::sm80, ElemKindOf<E>::value,
-                                                        kDqkReal, kDvReal, TileConfig{BM, BN, W, S}, kConv,
-                                                        kBiasTile, kRecipBand}),
+                                                        kLatent ? kLatQ : kDqkReal, kLatent ? kLatV : kDvReal,
+                                                        TileConfig{BM, BN, W, S}, kConv, kBiasTile, kRecipBand,
+                                                        kLatent ? kDqkReal : 0}),
                   "sm80::Mainloop shared-memory layout disagrees with smem_bytes in common/kernel_config.h");
     static_assert(kMF >= 1 && BM % (16 * W) == 0, "block_m must be a multiple of 16 rows per warp");
     static_assert(BN % 16 == 0, "block_n must be a multiple of 16");
@@ -98,6 +114,7 @@ struct Mainloop {
     static constexpr bool kSupportsOutputTransform = true;
     static constexpr bool kSupportsScoreTileTransform = false;  // needs the tile staged in smem
     static constexpr bool kSupportsRecipBand = kRecipBand;
+    static constexpr bool kSupportsLatent = kLatent;
 
     using SLayout = MmaCLayout<kMF, kNT>;  // S = Q K^T, then P
     using OLayout = MmaCLayout<kMF, kDT, 1, kDvReal>;  // O accumulator (stores the real columns)
@@ -132,6 +149,10 @@ struct Mainloop {
             copy_tile<E, kThreads, BM + kQHalo, DQK, true, kDqkReal>(q_s, qg - kQHalo * a.q_stride[2], a.q_stride[2],
                                                                      nq - m0 + kQHalo, static_cast<const E*>(a.q), tid,
                                                                      kQHalo - m0);
+        } else if constexpr (kLatent) {  // Q_lat = Q W_qlat[h], staged in the free K/V region
+            static_assert(Variant::kLatentDim == kDqkReal, "the Variant's latent dim is the main loop's head dim");
+            Latent::project_q(q_s, k_s, qg, a.q_stride[2], nq - m0, static_cast<const E*>(a.q),
+                              Variant::latent_weights(p, h), tid);
         } else {
             load_tile<BM, DQK, kDqkReal>(q_s, qg, a.q_stride[2], nq - m0, static_cast<const E*>(a.q), tid);
         }
@@ -322,7 +343,14 @@ struct Mainloop {
         // Drain outstanding (empty or unused) copy groups before the CTA's smem is released.
         ptx::cp_async_wait<0>();
 
-        store_forward_output<E, Variant>(p, hd, hooks, softmax, ol, o, b, h, m0);
+        if constexpr (kLatent) {  // O = O_lat W_vup[h], W_vup[h] staged where K and V were
+            block_sync();        // every warp is done with the last K/V tiles
+            float out[kMF][Latent::DVO / 8][4];
+            Latent::project_out(o, k_s, Variant::latent_weights(p, h), tid, out);
+            store_forward_output<E, Variant>(p, hd, hooks, softmax, typename Latent::OutLayout{}, out, b, h, m0);
+        } else {
+            store_forward_output<E, Variant>(p, hd, hooks, softmax, ol, o, b, h, m0);
+        }
     }
 };
 

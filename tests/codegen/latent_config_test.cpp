@@ -1,0 +1,69 @@
+// The latent projection's kernel configuration (KernelConfig::latent, sm80/latent.cuh): the
+// forward runs the sm80 loop at head dim L with the projections staged in the K/V region,
+// shared memory counts all three uses of that region, and what it cannot run yet (L over 256,
+// f32, the backward, a reciprocal band beside it, a GPU too small) is a UserError that says so.
+#include <gtest/gtest.h>
+
+#include "codegen/generate.h"
+#include "codegen/kernel_config.h"
+#include "common/expect_error.h"
+#include "common/forward_source.h"
+
+namespace attnjit::codegen {
+namespace {
+
+using dsl::AttentionSpec;
+
+AttentionSpec latent_spec(int d, int dv, int l, DType dt = DType::bf16) {
+    return AttentionSpec().dtype(dt).head_dims(d, dv).latent(l, "w_qlat", "w_vup");
+}
+
+TEST(LatentConfig, ForwardRunsTheSm80LoopAtTheLatentDim) {
+    const KernelConfig c = make_config(latent_spec(128, 64, 256), KernelKind::forward, "sm_90a");
+    EXPECT_EQ(c.mainloop, MainloopKind::sm80);
+    EXPECT_EQ(c.latent, 256);
+    EXPECT_EQ(c.head_dim_qk, 128);  // Q's and O's dims stay the spec's
+    EXPECT_EQ(c.head_dim_v, 64);
+    EXPECT_FALSE(c.bias_tile);
+    EXPECT_NE(config_id(c).find("_lat256"), std::string::npos) << config_id(c);
+}
+
+TEST(LatentConfig, SharedMemoryHoldsTheLargestUseOfTheStagingRegion) {
+    KernelConfig c = make_config(latent_spec(128, 128, 128), KernelKind::forward, "sm_90a");
+    c.tile = TileConfig{64, 64, 4, 1};
+    // Q_lat [64 x 128], then max(K + V = 64 x 256, Q + W_qlat = 64 x 128 + 128 x 128, W_vup = 128 x 128).
+    EXPECT_EQ(smem_bytes(c), scratch_bytes(4) + 2 * (64 * 128 + 64 * 128 + 128 * 128));
+    c.tile = TileConfig{64, 64, 4, 2};  // two stages: the pipeline is the largest
+    EXPECT_EQ(smem_bytes(c), scratch_bytes(4) + 2 * (64 * 128 + 2 * 64 * 256));
+}
+
+TEST(LatentConfig, DefaultTilesFitEveryGpu) {
+    for (const char* arch : {"sm_80", "sm_86", "sm_90a"})
+        for (int l : {64, 128}) {
+            const KernelConfig c = make_config(latent_spec(128, 128, l), KernelKind::forward, arch);
+            EXPECT_LE(smem_bytes(c), max_dynamic_smem_bytes(sm_version(arch))) << arch << " L" << l;
+        }
+}
+
+TEST(LatentConfig, WhatIsNotBuiltYetIsAUserError) {
+    EXPECT_USER_ERROR(make_config(latent_spec(128, 128, 512), KernelKind::forward, "sm_90a"), "not built yet");
+    EXPECT_USER_ERROR(make_config(latent_spec(128, 128, 128, DType::f32), KernelKind::forward, "sm_90a"),
+                      "f16 or bf16");
+    // L 256 on the 99 KiB GPUs: its staging does not fit.
+    EXPECT_USER_ERROR(make_config(latent_spec(128, 128, 256), KernelKind::forward, "sm_86"), "shared memory");
+    const AttentionSpec spec = latent_spec(128, 128, 128);
+    EXPECT_USER_ERROR(generate(spec, make_config(spec, KernelKind::backward_fused, "sm_90a"), "sm_90a"), "forward only");
+    AttentionSpec band = latent_spec(128, 128, 128);
+    band.reciprocal_band(64, "alpha");
+    EXPECT_USER_ERROR(testing::forward_source(band, std::nullopt, "sm_90a"), "reciprocal band");
+}
+
+TEST(LatentConfig, TheVariantGetsTheWeightsOfItsHead) {
+    const std::string src = testing::forward_source(latent_spec(64, 64, 128), std::nullopt, "sm_90a").source;
+    EXPECT_NE(src.find("static constexpr int kLatentDim = 128;"), std::string::npos);
+    EXPECT_NE(src.find("latent_weights(const Params& p, int h)"), std::string::npos);
+    EXPECT_NE(src.find(", false, false, false, 128>;"), std::string::npos) << "the Traits carry L";
+}
+
+}  // namespace
+}  // namespace attnjit::codegen

@@ -1,0 +1,172 @@
+// The latent projection (MLA, SEMANTICS.md section 4) in the sm80 forward against the fp64
+// reference: L 64, 128, 200 (padded), 256; Q head dims 64 and 128, Dv 64, 128 and 96 (padded),
+// Dqk != Dv; f16 and bf16; ragged lengths (1, and lengths that are not multiples of the tile,
+// Nq != Nk), causal and not, many heads sharing one latent K/V, a score_mod, a sliding window,
+// sinks and a gate, and tiles other than the default. Outputs are poisoned before the launch;
+// NaN and unwritten elements fail. O at the dtype's tolerance. LSE at 1e-2 (bf16) and 3e-3
+// (f16) absolute: Q_lat is an mma operand, rounded to the element type (relative 2^-9 and
+// 2^-11), which moves a score by about u / sqrt(3) of its scale (measured: up to 4e-3 in bf16
+// over a few thousand rows); plain attention's 1e-3 has exact scores' inputs.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <optional>
+#include <sstream>
+
+#include "api/attention.h"
+#include "dsl/dsl.h"
+#include "dsl/mods.h"
+#include "reference/attention_reference.h"
+#include "tests/common/expect_error.h"
+#include "tests/gpu/score_conv_cases.h"
+
+namespace attnjit::gputest {
+namespace {
+
+reference::Tolerance lse_tolerance(DType dt) { return dt == DType::bf16 ? reference::Tolerance{1e-2, 1e-3} : reference::Tolerance{3e-3, 1e-3}; }
+
+struct LatentCase {
+    LatentCase(DType dt, int d_, int dv_, int l_, bool c, int b = 1, int h = 4, int nq_ = 333, int nk_ = 333)
+        : dtype(dt), d(d_), dv(dv_), l(l_), causal(c), batch(b), hq(h), nq(nq_), nk(nk_) {}
+    DType dtype;
+    int d, dv, l;
+    bool causal;
+    int batch, hq, nq, nk;
+    bool softcap = false, window = false, gate = false, sinks = false;
+    std::optional<TileConfig> tile;
+
+    std::string name() const {
+        std::ostringstream s;
+        s << dtype_name(dtype) << "_d" << d << "x" << dv << "_L" << l << (causal ? "_causal" : "_full") << "_b"
+          << batch << "_h" << hq << "_n" << nq << "x" << nk << (softcap ? "_softcap" : "") << (window ? "_window" : "")
+          << (gate ? "_gate" : "") << (sinks ? "_sinks" : "");
+        if (tile) s << "_m" << tile->block_m << "n" << tile->block_n << "w" << tile->warps << "s" << tile->stages;
+        return s.str();
+    }
+    uint64_t seed() const { return 7919u * d + 131u * l + 17u * nq + 5u * nk + 3u * hq + (causal ? 1 : 2); }
+};
+
+dsl::AttentionSpec latent_spec(const LatentCase& c) {
+    dsl::AttentionSpec s;
+    s.dtype(c.dtype).head_dims(c.d, c.dv).return_lse().latent(c.l, "w_qlat", "w_vup");
+    dsl::Expr mask;
+    if (c.causal) mask = dsl::mods::causal();
+    if (c.window) {
+        const dsl::Expr w = dsl::q_idx() - dsl::kv_idx() < dsl::Expr(100);
+        mask = mask.defined() ? (mask && w) : w;
+    }
+    if (mask.defined()) s.mask(mask);
+    if (c.softcap) s.score_mod(dsl::mods::softcap(dsl::scalar("cap")));
+    if (c.gate) s.gate("gate");
+    if (c.sinks) s.sinks("sinks");
+    return s;
+}
+
+// N(0, 1) Q and latent K, V; the projections N(0, 1/sqrt(fan-in)), so Q_lat and O have unit scale.
+reference::ForwardInputs latent_inputs(const LatentCase& c) {
+    const uint64_t seed = c.seed();
+    reference::ForwardInputs in{HostTensor(c.dtype, {c.batch, c.hq, c.nq, c.d}),
+                                HostTensor(c.dtype, {c.batch, 1, c.nk, c.l}),
+                                HostTensor(c.dtype, {c.batch, 1, c.nk, c.l}), {}, {}};
+    reference::fill_normal(in.q, seed + 1);
+    reference::fill_normal(in.k, seed + 2);
+    reference::fill_normal(in.v, seed + 3);
+    HostTensor wq(c.dtype, {c.hq, c.d, c.l}), wv(c.dtype, {c.hq, c.l, c.dv});
+    reference::fill_normal(wq, seed + 4, 0.0, 1.0 / std::sqrt(double(c.d)));
+    reference::fill_normal(wv, seed + 5, 0.0, 1.0 / std::sqrt(double(c.l)));
+    in.tensors.emplace("w_qlat", std::move(wq));
+    in.tensors.emplace("w_vup", std::move(wv));
+    if (c.softcap) in.scalars["cap"] = 5.0;
+    if (c.gate) {
+        HostTensor g(c.dtype, {c.batch, c.hq, c.nq, c.dv});
+        reference::fill_normal(g, seed + 6);
+        in.tensors.emplace("gate", std::move(g));
+    }
+    if (c.sinks) {
+        HostTensor s(DType::f32, {c.hq});
+        reference::fill_normal(s, seed + 7, 2.0, 1.0);
+        in.tensors.emplace("sinks", std::move(s));
+    }
+    return in;
+}
+
+ConvRun run_latent(const dsl::AttentionSpec& spec, const reference::ForwardInputs& in, const std::optional<TileConfig>& tile,
+                   int dv) {
+    const auto& q = in.q.shape();
+    ConvRun r{HostTensor(in.q.dtype(), {q[0], q[1], q[2], dv}), HostTensor(DType::f32, {q[0], q[1], q[2]})};
+    reference::fill_poison(r.o);
+    reference::fill_poison(r.lse);
+    const ConvDeviceArgs d = to_device_args(in, r.o, r.lse);
+    CompileOptions opts;
+    opts.tile = tile;
+    Attention attn(spec, opts);
+    attn(d.args);
+    runtime::synchronize("cuCtxSynchronize after the latent forward");
+    runtime::from_device(d.o, r.o);
+    runtime::from_device(d.lse, r.lse);
+    return r;
+}
+
+std::vector<LatentCase> latent_cases() {
+    std::vector<LatentCase> cases;
+    for (int l : {64, 128, 200, 256})
+        for (bool causal : {true, false}) cases.push_back({DType::bf16, 128, 128, l, causal});
+    cases.push_back({DType::f16, 64, 128, 128, true, 2, 3, 200, 200});   // Dqk != Dv
+    cases.push_back({DType::bf16, 128, 64, 256, false, 1, 2, 257, 100});  // Nq != Nk
+    cases.push_back({DType::bf16, 128, 96, 128, true, 1, 2, 1, 1});       // one row, padded Dv
+    cases.push_back({DType::f16, 128, 128, 256, true, 1, 16, 1000, 1000});  // many heads, one K/V
+    LatentCase mods{DType::bf16, 128, 128, 128, true, 2, 2, 500, 500};
+    mods.softcap = mods.window = true;
+    cases.push_back(mods);
+    LatentCase gated{DType::f16, 64, 64, 64, false, 2, 2, 300, 300};
+    gated.gate = gated.sinks = true;
+    cases.push_back(gated);
+    for (TileConfig t : {TileConfig{64, 64, 4, 1}, TileConfig{64, 64, 4, 2}, TileConfig{128, 32, 4, 2}}) {
+        LatentCase c{DType::bf16, 128, 128, 128, true, 1, 2, 450, 450};
+        c.tile = t;
+        cases.push_back(c);
+    }
+    return cases;
+}
+
+class LatentForward : public ::testing::TestWithParam<LatentCase> {};
+
+TEST_P(LatentForward, MatchesReference) {
+    ATTNJIT_SKIP_WITHOUT_GPU();
+    const LatentCase& c = GetParam();
+    const dsl::AttentionSpec spec = latent_spec(c);
+    const reference::ForwardInputs in = latent_inputs(c);
+    const ConvRun r = run_latent(spec, in, c.tile, c.dv);
+    const reference::ForwardResult ref = reference::forward(spec, in);
+    const Check o = check_output(c.name() + " O", r.o, ref.o, reference::output_tolerance(c.dtype));
+    const Check lse = check_output(c.name() + " LSE", r.lse, ref.lse, lse_tolerance(c.dtype));
+    EXPECT_TRUE(o.ok) << o.message;
+    EXPECT_TRUE(lse.ok) << lse.message;
+}
+
+INSTANTIATE_TEST_SUITE_P(Matrix, LatentForward, ::testing::ValuesIn(latent_cases()),
+                         [](const ::testing::TestParamInfo<LatentCase>& info) { return info.param.name(); });
+
+// The launcher refuses what the kernel cannot read, before anything is launched.
+TEST(LatentForward, RefusesLatentKWithSeveralHeads) {
+    ATTNJIT_SKIP_WITHOUT_GPU();
+    LatentCase c{DType::bf16, 64, 64, 64, true, 1, 2, 40, 40};
+    reference::ForwardInputs in = latent_inputs(c);
+    in.k = HostTensor(c.dtype, {1, 2, 40, 64});
+    in.v = HostTensor(c.dtype, {1, 2, 40, 64});
+    reference::fill_normal(in.k, 1);
+    reference::fill_normal(in.v, 2);
+    EXPECT_USER_ERROR(run_latent(latent_spec(c), in, std::nullopt, c.dv), "shared by every query head");
+}
+
+TEST(LatentForward, RefusesProjectionOfWrongShape) {
+    ATTNJIT_SKIP_WITHOUT_GPU();
+    LatentCase c{DType::bf16, 64, 64, 64, true, 1, 2, 40, 40};
+    reference::ForwardInputs in = latent_inputs(c);
+    in.tensors.at("w_vup") = HostTensor(c.dtype, {2, 64, 32});
+    reference::fill_normal(in.tensors.at("w_vup"), 3);
+    EXPECT_USER_ERROR(run_latent(latent_spec(c), in, std::nullopt, c.dv), "w_vup");
+}
+
+}  // namespace
+}  // namespace attnjit::gputest
