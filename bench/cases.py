@@ -10,6 +10,7 @@ times the fraction of (i, j) pairs the variant computes: 1 without a mask, exact
 for causal and every causal variant (ALiBi, softcap, GQA causal), and the exact fraction
 of kept pairs for the sliding window and the document mask (counted once per case).
 fwd+bwd = 3.5 x forward. Every implementation of a case is credited the same FLOPs.
+The latent projection (MLA) adds its two projections to the attention's count (Case.flops).
 """
 from __future__ import annotations
 
@@ -18,9 +19,10 @@ import random
 
 DTYPES = ("bf16", "fp16")
 MODES = ("fwd", "fwdbwd")
-IMPLS = ("attnjit", "attnjit_fast", "sdpa_flash", "sdpa_cudnn", "flex", "naive")
+IMPLS = ("attnjit", "attnjit_fast", "sdpa_flash", "sdpa_cudnn", "flex", "naive", "unfused")
 # attnjit_fast: attnjit with compile(deterministic=False), the backward that sums dQ with
-# atomics; fwdbwd only (its forward is attnjit's).
+# atomics; fwdbwd only (its forward is attnjit's). unfused: the latent case's PyTorch pipeline
+# (einsum projections around SDPA, which picks its backend); latent only.
 ANCHORS = ("sdpa_flash", "sdpa_cudnn", "flex")  # the implementations attnjit is judged against
 
 PLAIN_N = (512, 1024, 2048, 4096, 8192, 16384)
@@ -38,6 +40,10 @@ MTA_N = (1024, 2048, 4096, 8192)
 RA_W = 64                 # the reciprocal band's width (seed 000's ra_window)
 MSA_HEADS, MSA_DIM = 8, 32    # AlphaFold's Evoformer MSA attention
 MSA_S, MSA_N = (128, 512), (256, 768)  # MSA depth, residues
+MLA_HEADS = (16, 128)     # query heads of the latent case (DeepSeek-V2/V3 run 128)
+MLA_L = (256, 512)        # latent dims: DeepSeek's c_kv is 512; the kernel takes 256 today, 512 soon
+MLA_D, MLA_DV = 128, 128  # q's head dim (its non-rope part) and the output's
+MLA_N = (1024, 2048, 4096, 8192)
 
 # Variants: name -> (description, causal flag (the mask implies j <= i), D list, heads)
 VARIANTS = {
@@ -54,9 +60,11 @@ VARIANTS = {
     "reciprocal_band": f"reciprocal band (RA): s_ij + alpha[h] s_ji for 0 <= i - j <= {RA_W} (alpha [H]), causal",
     "msa_row": "AlphaFold MSA row attention: + pair bias [1, H, N, N] + mask bias [S, 1, 1, N], output gate; B = S",
     "msa_col": "AlphaFold MSA column attention: + mask bias [N_res, 1, 1, S], output gate; B = N_res, N = S",
+    "latent": f"MLA latent projection: q [B, H, N, {MLA_D}] projected per head by w_qlat [H, {MLA_D}, L], attention "
+              f"over the latent K / V [B, N, L] shared by every head, up-projected by w_vup [H, L, {MLA_DV}]; causal",
 }
 MSA_VARIANTS = ("msa_row", "msa_col")
-CAUSAL_VARIANTS = {"causal", "alibi_causal", "softcap_causal", "gqa_causal", "mta_conv", "reciprocal_band"}
+CAUSAL_VARIANTS = {"causal", "alibi_causal", "softcap_causal", "gqa_causal", "mta_conv", "reciprocal_band", "latent"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -69,6 +77,7 @@ class Case:
     N: int      # Nq == Nk
     D: int
     mode: str = "fwd"
+    L: int = 0  # the latent dim of a latent case (K and V are [B, N, L]); 0 otherwise
 
     @property
     def causal(self) -> bool:
@@ -77,7 +86,8 @@ class Case:
 
     @property
     def name(self) -> str:
-        return f"{self.variant}/{self.dtype}/{self.mode}/D{self.D}/H{self.H}x{self.Hkv}/B{self.B}xN{self.N}"
+        latent = f"/L{self.L}" if self.L else ""
+        return f"{self.variant}/{self.dtype}/{self.mode}/D{self.D}{latent}/H{self.H}x{self.Hkv}/B{self.B}xN{self.N}"
 
     @property
     def elem_bytes(self) -> int:
@@ -92,7 +102,13 @@ class Case:
         return flop_fraction(self)
 
     def flops(self) -> float:
-        f = 4.0 * self.B * self.H * self.N * self.N * self.D * self.flop_fraction()
+        if self.L:
+            # latent: the attention at head dim L, 4 * B * H * N^2 * L (halved for causal), plus the
+            # projections Q w_qlat and O_lat w_vup, 2 * B * H * N * (D * L + L * Dv)
+            f = 4.0 * self.B * self.H * self.N * self.N * self.L * self.flop_fraction()
+            f += 2.0 * self.B * self.H * self.N * (self.D * self.L + self.L * MLA_DV)
+        else:
+            f = 4.0 * self.B * self.H * self.N * self.N * self.D * self.flop_fraction()
         return f * (3.5 if self.mode == "fwdbwd" else 1.0)
 
     def case_skip(self) -> str | None:
@@ -110,9 +126,12 @@ class Case:
 
     def row(self) -> dict:
         """The case's keys of a result row."""
-        return dict(variant=self.variant, dtype=self.dtype, B=self.B, H=self.H, Hkv=self.Hkv,
-                    Nq=self.N, Nk=self.N, D=self.D, causal=self.causal, mode=self.mode,
-                    flop_fraction=self.flop_fraction())
+        row = dict(variant=self.variant, dtype=self.dtype, B=self.B, H=self.H, Hkv=self.Hkv,
+                   Nq=self.N, Nk=self.N, D=self.D, causal=self.causal, mode=self.mode,
+                   flop_fraction=self.flop_fraction())
+        if self.L:
+            row["L"] = self.L
+        return row
 
 
 def doc_lengths(B: int, N: int) -> list[list[int]]:
@@ -173,6 +192,12 @@ def all_cases(dtypes=DTYPES, modes=("fwd",)) -> list[Case]:
                 for N in MSA_N:
                     cases.append(Case("msa_row", dtype, S, MSA_HEADS, MSA_HEADS, N, MSA_DIM, mode))
                     cases.append(Case("msa_col", dtype, N, MSA_HEADS, MSA_HEADS, S, MSA_DIM, mode))
+            # fwd only: the latent projection has no backward yet (no fwdbwd rows until it does)
+            if mode == "fwd":
+                for H in MLA_HEADS:
+                    for L in MLA_L:
+                        for N in MLA_N:
+                            cases.append(Case("latent", dtype, TOKENS // N, H, 1, N, MLA_D, mode, L))
     return cases
 
 
@@ -212,6 +237,10 @@ def runs(case: Case, impl: str) -> str | None:
         return skip
     if impl == "attnjit_fast" and case.mode != "fwdbwd":
         return "attnjit_fast differs from attnjit in the backward only"
+    if impl == "unfused" and case.variant != "latent":
+        return "unfused is the latent case's PyTorch pipeline"
+    if case.variant == "latent" and impl not in ("attnjit", "unfused", "naive"):
+        return "the latent case's PyTorch pipeline is the unfused row (SDPA, which picks its backend)"
     if impl == "attnjit_fast" and case.variant == "reciprocal_band":
         return "the reciprocal band's backward is the deterministic two-pass one either way"
     if impl == "sdpa_flash" and case.variant not in ("plain", "causal", "gqa", "gqa_causal"):
@@ -236,7 +265,7 @@ def estimate_s(case: Case, impls=IMPLS, seen=None) -> float:
     if case.case_skip():
         return 0.01
     # fp64 reference: fp64 GEMMs at ~50 TFLOP/s plus ~12 elementwise passes over the scores
-    t += 8.0 * case.B * case.H * case.N * case.N * case.D / 50e12 + case.scores * 1.2e-10
+    t += 8.0 * case.B * case.H * case.N * case.N * (case.L or case.D) / 50e12 + case.scores * 1.2e-10
     fwdbwd = 3.0 if case.mode == "fwdbwd" else 1.0
     for impl in impls:
         if runs(case, impl):

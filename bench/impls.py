@@ -5,7 +5,11 @@
     sdpa_cudnn  the same under sdpa_kernel(CUDNN_ATTENTION); pair bias as a float attn_mask
     flex        torch.compile(flex_attention, dynamic=False), same score_mod, block mask
                 from the same mask function (create_block_mask)
-    naive       materialised scores in the input dtype, float32 softmax
+    naive       materialised scores in the input dtype, float32 softmax (the latent case:
+                explicit matmuls and a softmax in the input dtype)
+    unfused     the latent case as a PyTorch user writes it: einsum projection of q, SDPA
+                over the latent K / V expanded across the heads (SDPA picks its backend,
+                recorded as sdpa_backend), einsum up-projection
 
 A step() returns the forward output (mode fwd), or runs forward and backward and returns the
 forward output (mode fwdbwd). Variants a backend cannot express are skipped before any GPU
@@ -21,7 +25,7 @@ import time
 import zlib
 from typing import Callable
 
-from cases import MTA_C, RA_W, Case
+from cases import MLA_DV, MTA_C, RA_W, Case
 from mods import Variant, and_masks, attnjit_variant, causal_mask, inline_variant
 
 
@@ -34,7 +38,8 @@ class Inputs:
     q: object
     k: object
     v: object
-    caps: dict              # captured tensors: slopes [H] f32, doc [B, N] i32, bias [1, H, N, N]
+    caps: dict              # captured tensors: slopes [H] f32, doc [B, N] i32, bias [1, H, N, N];
+                            # the latent case's w_qlat [H, D, L] and w_vup [H, L, Dv] (k, v: [B, N, L])
     variant: Variant        # the inline mods over caps
     dO: object = None       # gradient of the output (fwdbwd)
     grad_caps: tuple = ()   # names of the captured tensors that require grad (fwdbwd): bias, slopes
@@ -73,6 +78,8 @@ def make_inputs(case: Case) -> Inputs:
     dt = torch_dtype(case.dtype)
     g = torch.Generator(device="cuda")
     g.manual_seed(case_seed(case))
+    if case.variant == "latent":
+        return _latent_inputs(case, dt, g)
     grad = case.mode == "fwdbwd"
     q = torch.randn(case.B, case.H, case.N, case.D, device="cuda", dtype=dt, generator=g)
     k = torch.randn(case.B, case.Hkv, case.N, case.D, device="cuda", dtype=dt, generator=g)
@@ -111,6 +118,19 @@ def make_inputs(case: Case) -> Inputs:
             t.requires_grad_(True)
         inp.dO = torch.randn(case.B, case.H, case.N, case.D, device="cuda", dtype=dt, generator=g)
     return inp
+
+
+def _latent_inputs(case: Case, dt, g) -> Inputs:
+    """q [B, H, N, D] and the latent k, v [B, N, L] ~ N(0, 1); the projections w_qlat [H, D, L]
+    and w_vup [H, L, Dv] ~ N(0, 1 / fan-in), so the latent queries, the scores and the output
+    have unit scale (as tests/gpu/latent_test.cpp). Forward only: nothing requires grad."""
+    import torch
+    B, H, N, D, L = case.B, case.H, case.N, case.D, case.L
+
+    def randn(*shape, std=1.0):
+        return (std * torch.randn(*shape, device="cuda", generator=g)).to(dt)
+    caps = {"B": B, "w_qlat": randn(H, D, L, std=D ** -0.5), "w_vup": randn(H, L, MLA_DV, std=L ** -0.5)}
+    return Inputs(randn(B, H, N, D), randn(B, N, L), randn(B, N, L), caps, inline_variant(case.variant, caps))
 
 
 def _gated(forward: Callable, inp: Inputs) -> Callable:
@@ -156,6 +176,8 @@ def attnjit_module():
 
 def build_attnjit(case: Case, inp: Inputs, opts, deterministic: bool = True) -> Built:
     attnjit = attnjit_module()
+    if case.variant == "latent":
+        return _attnjit_latent(attnjit, inp)
     var, source = attnjit_variant(case.variant, inp.caps, getattr(attnjit, "mods", None),
                                   use_library=not getattr(opts, "inline_mods", False))
     kw = {}
@@ -180,6 +202,20 @@ def build_attnjit(case: Case, inp: Inputs, opts, deterministic: bool = True) -> 
         return out
     return Built(_with_backward(forward, inp, case.mode), setup_s=setup,
                  extra={"mod_source": source})
+
+
+def _attnjit_latent(attnjit, inp: Inputs) -> Built:
+    """The fused call: both projections inside the kernel, K / V [B, N, L] read once per head."""
+    if not hasattr(attnjit, "latent_attention"):
+        raise Skip("this attnjit has no latent_attention")
+    q, k, v, wq, wv = inp.q, inp.k, inp.v, inp.caps["w_qlat"], inp.caps["w_vup"]
+
+    def forward():
+        try:
+            return attnjit.latent_attention(q, k, v, wq, wv, causal=True)
+        except attnjit.SpecError as e:  # what the kernels do not build yet (L 512 today): a refusal
+            raise Skip(f"attnjit refused: {e.message}") from e
+    return Built(forward)
 
 
 # ---------------------------------------------------------------- SDPA
@@ -266,6 +302,8 @@ def build_naive(case: Case, inp: Inputs, opts) -> Built:
         return Built(_with_backward(_naive_mta(q, k, v, inp.caps["theta"], scale), inp, case.mode))
     if case.variant == "reciprocal_band":
         return Built(_with_backward(_naive_ra(q, k, v, inp.caps["alpha"], scale), inp, case.mode))
+    if case.variant == "latent":
+        return Built(_naive_latent(q, k, v, inp.caps["w_qlat"], inp.caps["w_vup"]))
 
     def forward():
         kk, vv = k, v
@@ -305,6 +343,63 @@ def _naive_ra(q, k, v, alpha, scale):
     return forward
 
 
+def _naive_latent(q, k_lat, v_lat, w_qlat, w_vup):
+    """MLA written out: explicit matmuls and a softmax in the input dtype. Q_lat = q @ w_qlat
+    (w_qlat [H, D, L] broadcast over the batch), scores Q_lat K^T with K [B, 1, N, L]
+    broadcast over the heads, -inf above the diagonal, P V, @ w_vup."""
+    import torch
+    N, L = q.shape[2], k_lat.shape[-1]
+    scale = 1.0 / math.sqrt(L)
+    future = torch.ones(N, N, dtype=torch.bool, device=q.device).triu(1)
+    k, v = k_lat.unsqueeze(1), v_lat.unsqueeze(1)
+
+    def forward():
+        q_lat = torch.matmul(q, w_qlat)
+        s = torch.matmul(q_lat, k.transpose(-1, -2)).mul_(scale)
+        del q_lat
+        s.masked_fill_(future, -math.inf)
+        p = torch.softmax(s, dim=-1)  # in the input dtype
+        del s
+        o_lat = torch.matmul(p, v)
+        del p
+        return torch.matmul(o_lat, w_vup)
+    return forward
+
+
+def build_unfused(case: Case, inp: Inputs, opts) -> Built:
+    """The latent case as a PyTorch user writes it around SDPA: einsum projection of q to
+    [B, H, N, L], SDPA over k / v [B, N, L] expanded across the heads (stride 0, no copy),
+    einsum up-projection. SDPA picks its backend (flash takes head dims up to 256); the one it
+    picks for these inputs is recorded as sdpa_backend."""
+    import torch
+    import torch.nn.functional as F
+    q, wq, wv = inp.q, inp.caps["w_qlat"], inp.caps["w_vup"]
+    B, H, N, L = case.B, case.H, case.N, case.L
+    k = inp.k.unsqueeze(1).expand(B, H, N, L)
+    v = inp.v.unsqueeze(1).expand(B, H, N, L)
+    scale = 1.0 / math.sqrt(L)
+
+    def forward():
+        q_lat = torch.einsum("bhnd,hdl->bhnl", q, wq)
+        o_lat = F.scaled_dot_product_attention(q_lat, k, v, is_causal=True, scale=scale)
+        del q_lat
+        return torch.einsum("bhnl,hlv->bhnv", o_lat, wv)
+    with torch.no_grad():
+        backend = _sdpa_choice(torch.einsum("bhnd,hdl->bhnl", q, wq), k, v, scale)  # SDPA's own q_lat
+    return Built(forward, extra={"sdpa_backend": backend})
+
+
+def _sdpa_choice(q, k, v, scale) -> str:
+    """The backend SDPA dispatches these inputs to (torch's private _fused_sdp_choice, the
+    function SDPA itself asks), or "unknown" where this torch lacks it."""
+    import torch
+    try:
+        from torch.nn.attention import SDPBackend
+        return SDPBackend(torch._fused_sdp_choice(q, k, v, None, 0.0, True, scale=scale)).name.lower()
+    except Exception as e:  # a private API: record that it failed rather than fail the row
+        return f"unknown ({type(e).__name__})"
+
+
 def _naive_mta(q, k, v, theta, scale):
     """The MTA reference code's pre-softmax key-query convolution, as it writes it: scores in
     the input dtype, zero above the diagonal, F.conv2d over the padded scores (groups = H),
@@ -334,6 +429,7 @@ BUILDERS = {
     "sdpa_cudnn": lambda c, i, o: build_sdpa(c, i, o, "sdpa_cudnn"),
     "flex": build_flex,
     "naive": build_naive,
+    "unfused": build_unfused,
 }
 
 

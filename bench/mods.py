@@ -101,6 +101,8 @@ def inline_variant(variant: str, caps: dict) -> Variant:
         return Variant(causal=True)  # the band is structural: impls and reference apply caps["alpha"]
     if variant in ("msa_row", "msa_col"):
         return Variant(score_mod=msa_biases(caps["mask_bias"], caps.get("pair")))
+    if variant == "latent":
+        return Variant(causal=True)  # the projections are structural: impls and reference apply them
     raise ValueError(f"unknown variant {variant}")
 
 

@@ -317,6 +317,38 @@ def band_reference_grad(q, k, v, alpha, width, dO):
     return tuple(grads) + (dalpha,)
 
 
+def latent_reference(q, k_lat, v_lat, w_qlat, w_vup, causal=True, chunk_scores=CHUNK_SCORES):
+    """The latent projection (MLA, SEMANTICS.md section 4) in float64 for q [B, H, Nq, D],
+    k_lat / v_lat [B, Nk, L] (one head shared by every query head), w_qlat [H, D, L] and w_vup
+    [H, L, Dv]: per head, Q_lat = q_h w_qlat[h] (einsum, never rounded), softmax(Q_lat K^T /
+    sqrt(L)) (keys j > i masked when causal), O_lat = P V, out_h = O_lat w_vup[h]. One head
+    and a block of query rows at a time, so neither a [B, H, N, L] Q_lat nor more than
+    chunk_scores scores exist at once; with causal a block reads only the keys up to its
+    last row. Rows keep key 0 at least (Nq == Nk here): no empty row."""
+    import torch
+    with torch.no_grad():
+        B, H, Nq, _ = q.shape
+        Nk, L = k_lat.shape[-2], k_lat.shape[-1]
+        k64, v64 = k_lat.detach().double(), v_lat.detach().double()
+        out = torch.empty(B, H, Nq, w_vup.shape[-1], dtype=torch.float64, device=q.device)
+        rows = max(1, min(Nq, chunk_scores // (B * Nk)))
+        for h in range(H):
+            q_lat = torch.einsum("bnd,dl->bnl", q[:, h].detach().double(), w_qlat[h].detach().double())
+            wv = w_vup[h].detach().double()
+            for i0 in range(0, Nq, rows):
+                i1 = min(Nq, i0 + rows)
+                nk = min(Nk, i1) if causal else Nk
+                s = torch.matmul(q_lat[:, i0:i1], k64[:, :nk].transpose(-1, -2)).mul_(1.0 / math.sqrt(L))
+                if causal:
+                    i = torch.arange(i0, i1, device=q.device).view(-1, 1)
+                    s.masked_fill_(torch.arange(nk, device=q.device).view(1, -1) > i, -math.inf)
+                p = torch.softmax(s, dim=-1)
+                del s
+                out[:, h, i0:i1] = torch.matmul(torch.matmul(p, v64[:, :nk]), wv)
+                del p
+        return out
+
+
 def reference_of(case, inp):
     """The fp64 reference of a case's inputs (impls.Inputs), with the variant's mods
     rebuilt over float64 copies of the small captured tensors (ALiBi slopes); an output
@@ -328,6 +360,8 @@ def reference_of(case, inp):
     if case.variant == "reciprocal_band":
         from cases import RA_W
         return band_reference(inp.q.detach(), inp.k.detach(), inp.v.detach(), inp.caps["alpha"], RA_W)
+    if case.variant == "latent":
+        return latent_reference(inp.q, inp.k, inp.v, inp.caps["w_qlat"], inp.caps["w_vup"], causal=True)
     var = inline_variant(case.variant, upcast_caps(inp.caps))
     out = reference(inp.q.detach(), inp.k.detach(), inp.v.detach(), var.score_mod, var.mask, var.causal)
     if "gate" in inp.caps:
@@ -345,6 +379,8 @@ def reference_grads_of(case, inp):
     if case.variant == "reciprocal_band":  # q, k, v, then alpha
         from cases import RA_W
         return band_reference_grad(inp.q, inp.k, inp.v, inp.caps["alpha"], RA_W, inp.dO)
+    if case.variant == "latent":
+        raise ValueError("the latent case has no fwdbwd rows: the latent projection has no backward yet")
     caps = upcast_caps(inp.caps)
     leaves, summed, d_gate = [], {}, None
     dO = inp.dO

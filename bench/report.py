@@ -60,7 +60,13 @@ def load(paths):
 
 def row_key(r):
     return (r["impl"], r["variant"], r.get("overhead_of"), r.get("dtype"), r.get("mode", "fwd"),
-            r.get("B"), r.get("H"), r.get("Hkv"), r.get("Nq"), r.get("Nk"), r.get("D"))
+            r.get("B"), r.get("H"), r.get("Hkv"), r.get("Nq"), r.get("Nk"), r.get("D"), r.get("L"))
+
+
+def dims(r):
+    """A row's head-dim column: D, with the latent dim of a latent case (its L 256 and L 512
+    rows would share a cell otherwise)."""
+    return f"{r['D']} L{r['L']}" if r.get("L") else r["D"]
 
 
 def measured(r):
@@ -101,7 +107,7 @@ def groups(rows):
     for r in rows:
         if r["variant"] == "overhead":
             continue
-        g[(r["variant"], r["dtype"], r.get("mode", "fwd"))][(r["D"], r["H"], r["Hkv"], r["B"], r["Nq"])][r["impl"]] = r
+        g[(r["variant"], r["dtype"], r.get("mode", "fwd"))][(dims(r), r["H"], r["Hkv"], r["B"], r["Nq"])][r["impl"]] = r
     return g
 
 
@@ -148,8 +154,9 @@ def header_lines(rows, envs):
             "- TFLOP/s = FLOPs / median time. FLOPs (FlashAttention's convention, ANCHORS.md): "
             "4 * B * Hq * Nq * Nk * D, times 0.5 for causal and every causal variant, times the exact "
             "fraction of kept (i, j) pairs for the sliding window and the document mask (column "
-            "`flop_fraction` of the JSON lines); fwd+bwd = 3.5 x forward. Every implementation of a "
-            "case is credited the same FLOPs.",
+            "`flop_fraction` of the JSON lines); fwd+bwd = 3.5 x forward. The latent projection (MLA): "
+            "4 * B * H * N^2 * L (halved for causal) plus its projections 2 * B * H * N * (D * L + L * Dv). "
+            "Every implementation of a case is credited the same FLOPs.",
             "- Time: `triton.testing.do_bench(warmup=25 ms, rep=100 ms, return_mode='median')` after a "
             "warm-up call, so JIT and torch.compile time stay out (they are in `compile_s`: construction "
             "plus the first call).",
@@ -249,7 +256,7 @@ def correctness_section(rows):
 
 
 def case_label(r):
-    s = f"{r['variant']} {r['dtype']} D={r['D']} H={r['H']}/{r['Hkv']} B={r['B']} N={r['Nq']}"
+    s = f"{r['variant']} {r['dtype']} D={dims(r)} H={r['H']}/{r['Hkv']} B={r['B']} N={r['Nq']}"
     return s if r.get("mode", "fwd") == "fwd" else s + f" {r['mode']}"
 
 

@@ -223,3 +223,24 @@ def test_band_reference_matches_the_definition_and_its_gradient():
     fd = (float((band_reference(q + e, k, v, alpha, W) * dO).sum()) -
           float((band_reference(q - e, k, v, alpha, W) * dO).sum())) / 2e-6
     assert abs(dq[0, 1, 3, 2].item() - fd) < 1e-6 * max(1.0, abs(fd))
+
+
+def test_latent_reference_matches_the_definition():
+    """latent_reference (the harness's fp64 check of the latent case) against the definition
+    written per head without chunking (causal and not), and its chunking changing nothing."""
+    from reference import latent_reference
+    g = torch.Generator().manual_seed(5)
+    B, H, N, D, L, Dv = 2, 3, 9, 4, 8, 5
+    q = torch.randn(B, H, N, D, generator=g, dtype=torch.float64)
+    k, v = (torch.randn(B, N, L, generator=g, dtype=torch.float64) for _ in range(2))
+    wq, wv = torch.randn(H, D, L, generator=g, dtype=torch.float64), torch.randn(H, L, Dv, generator=g,
+                                                                                 dtype=torch.float64)
+    for causal in (False, True):
+        out = latent_reference(q, k, v, wq, wv, causal=causal)
+        for b in range(B):
+            for h in range(H):
+                s = (q[b, h] @ wq[h]) @ k[b].T / math.sqrt(L)
+                if causal:
+                    s = s.masked_fill(torch.ones(N, N, dtype=torch.bool).triu(1), -math.inf)
+                assert torch.allclose(out[b, h], torch.softmax(s, dim=-1) @ v[b] @ wv[h], atol=1e-12)
+        assert torch.allclose(latent_reference(q, k, v, wq, wv, causal=causal, chunk_scores=2 * N), out, atol=1e-12)

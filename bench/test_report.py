@@ -187,7 +187,7 @@ def test_later_rows_replace_earlier(tmp_path):
 # ---------------------------------------------------------------- the case list
 def test_case_list():
     cs = C.all_cases()
-    assert len(cs) == 152  # per dtype: 59 before, 4 mta_conv, 4 msa_row, 4 msa_col, 5 reciprocal_band
+    assert len(cs) == 184  # per dtype: 59 before, 4 mta_conv, 4 msa_row, 4 msa_col, 5 reciprocal_band, 16 latent
     ra = [c for c in cs if c.variant == "reciprocal_band" and c.dtype == "bf16"]
     assert [(c.B, c.N) for c in ra] == [(16, 1024), (8, 2048), (4, 4096), (2, 8192), (1, 16384)]
     assert all(c.causal and c.flop_fraction() == 0.5 and c.D == 128 and c.H == 16 for c in ra)
@@ -204,6 +204,42 @@ def test_case_list():
     assert all(c.H == 32 and c.Hkv == 8 and c.D == 64 for c in gqa)
     pb = {c.N: c.case_skip() for c in cs if c.variant == "pair_bias" and c.dtype == "bf16"}
     assert pb[16384] and not pb[8192]
+
+
+def test_latent_cases():
+    """H 16 and 128, L 256 and 512 (L a field: both appear), D = Dv = 128, causal, N 1024 to
+    8192 at B * N = 16384; fwd only (no backward yet); attnjit, unfused and naive run it."""
+    cs = [c for c in C.all_cases(modes=C.MODES) if c.variant == "latent"]
+    assert len(cs) == 32 and {c.mode for c in cs} == {"fwd"}
+    bf16 = [c for c in cs if c.dtype == "bf16"]
+    assert {(c.H, c.L) for c in bf16} == {(16, 256), (16, 512), (128, 256), (128, 512)}
+    assert sorted({c.N for c in bf16}) == [1024, 2048, 4096, 8192]
+    assert all(c.B * c.N == 16384 and c.D == 128 and c.Hkv == 1 and c.causal for c in bf16)
+    c = C.Case("latent", "bf16", 2, 128, 1, 8192, 128, "fwd", 512)
+    assert c.name == "latent/bf16/fwd/D128/L512/H128x1/B2xN8192" and c.row()["L"] == 512
+    assert "L" not in C.Case("causal", "bf16", 2, 16, 16, 8192, 128).row()
+    assert c.flops() == 4 * 2 * 128 * 8192 ** 2 * 512 * 0.5 + 2 * 2 * 128 * 8192 * (128 * 512 + 512 * 128)
+    assert [i for i in C.IMPLS if not C.runs(c, i)] == ["attnjit", "unfused"]  # naive: 17 Gi scores
+    small = C.Case("latent", "bf16", 2, 16, 1, 8192, 128, "fwd", 256)
+    assert [i for i in C.IMPLS if not C.runs(small, i)] == ["attnjit", "naive", "unfused"]
+    assert C.runs(C.Case("latent", "bf16", 16, 128, 1, 1024, 128, "fwd", 512), "naive") is None
+    assert "naive would materialise" in C.runs(C.Case("latent", "bf16", 8, 128, 1, 2048, 128, "fwd", 512), "naive")
+    assert C.runs(C.Case("causal", "bf16", 16, 16, 16, 1024, 128), "unfused")
+
+
+def test_latent_rows_of_each_l_keep_their_own_cells(tmp_path):
+    rows = []
+    for L, t in ((256, 300), (512, None)):
+        rows += [row("attnjit", "latent", 4096, t, H=128, Hkv=1, L=L, **({} if t else {"skipped": "attnjit refused"})),
+                 row("unfused", "latent", 4096, 100 + L / 8, H=128, Hkv=1, L=L, sdpa_backend="efficient_attention")]
+    path = tmp_path / "x.jsonl"
+    path.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    loaded, _ = report.load([str(path)])
+    assert len(loaded) == 4
+    cells = report.groups(loaded)[("latent", "bf16", "fwd")]
+    assert set(cells) == {("128 L256", 128, 1, 4, 4096), ("128 L512", 128, 1, 4, 4096)}
+    md = open(report.write_report([str(path)], png=False)["md"]).read()
+    assert "| 128 L256 | 128/1 | 4 x 4096 |" in md and "| 128 L512 | 128/1 | 4 x 4096 |" in md
 
 
 def test_flop_fractions():

@@ -112,10 +112,12 @@ KernelConfig make_config(const dsl::AttentionSpec& spec, KernelKind kind, const 
         const std::string call = "AttentionSpec.latent(" + std::to_string(spec.latent_dim()) + ", ...)";
         user_check(c.mainloop == MainloopKind::sm80)
             << call << ": the latent projection runs on the sm80 main loop, which takes f16 or bf16; use one of them";
-        user_check(head_dim_supported(spec.latent_dim()))
-            << call << ": latent dims over " << kMaxHeadDim
-            << " need a main loop that splits the latent columns across warps, which is not built yet; use L <= "
-            << kMaxHeadDim;
+        user_check(latent_dim_supported(spec.latent_dim()))
+            << call << ": the latent dim L must be a multiple of " << kHeadDimStep << " from " << kMinHeadDim << " to "
+            << kMaxLatentTileDim;
+        user_check(latent_col_split(spec.latent_dim()) == 1 || tile_head_dim(spec.head_dim_v()) <= 128)
+            << call << " with Dv = " << spec.head_dim_v() << ": over L = 256 the kernel stages W_vup[h] [L x Dv] whole, "
+            << "which fits shared memory up to Dv = 128; use Dv <= 128 or L <= 256";
         c.latent = spec.latent_dim();
         c.tile = default_latent_tile(c, sm);
     }

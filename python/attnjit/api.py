@@ -109,13 +109,16 @@ def _cached(score_mod, mask, causal, scale, enable_gqa, return_lse) -> CompiledA
 
 def spec_json(score_mod=None, mask=None, causal=False, scale=None, return_lse=False, *, dtype="bf16",
               head_dim: int = 128, head_dim_v: int | None = None, sinks_dtype: str | None = None,
-              gate: bool = False, score_conv: tuple | None = None, reciprocal_band: tuple | None = None) -> str:
+              gate: bool = False, score_conv: tuple | None = None, reciprocal_band: tuple | None = None,
+              latent: int | None = None) -> str:
     """The JSON spec (docs/spec_format.md) of a score_mod / mask for one dtype and head dims,
     without torch or a GPU: the text attnjit_spec_from_json reads. gate: with an output
     gate; score_conv: (c_q, c_k, kernel dtype) of a score convolution; reciprocal_band:
-    (W, causal) of a reciprocal band (its alpha an f32 tensor [Hq])."""
+    (W, causal) of a reciprocal band (its alpha an f32 tensor [Hq]); latent: the latent dim
+    L of a latent projection (what latent_attention() compiles; head_dim / head_dim_v are
+    then q's and the output's)."""
     traced = trace(score_mod, mask, causal)
     return _spec_json.build(traced, dtype=dtype, head_dim_qk=head_dim,
                             head_dim_v=head_dim if head_dim_v is None else head_dim_v,
                             scale=scale, return_lse=return_lse, sinks_dtype=sinks_dtype, gate=gate,
-                            score_conv=score_conv, reciprocal_band=reciprocal_band)
+                            score_conv=score_conv, reciprocal_band=reciprocal_band, latent=latent)

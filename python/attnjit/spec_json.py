@@ -14,7 +14,8 @@ SINK_DTYPES = ("f32", "f16", "bf16")
 
 # The structural tensors a call may pass besides the captured ones, by keyword: attention
 # sinks [Hq], an output gate [B, Hq, Nq, Dv], a score convolution's kernel [Hq, c_q, c_k] and
-# the reciprocal band's alpha [Hq] (f32).
+# the reciprocal band's alpha [Hq] (f32). The latent projection's two tensors are named by
+# latent_names (latent.py passes them; attention() and compile() callables do not).
 STRUCTURAL = ("sinks", "gate", "score_conv", "reciprocal_band")
 
 
@@ -34,14 +35,24 @@ def sinks_name(traced) -> str:
     return structural_name(traced, "sinks")
 
 
+def latent_names(traced) -> tuple:
+    """The names the spec gives a latent projection's two tensors, w_qlat [Hq, Dqk, L] and
+    w_vup [Hq, L, Dv]: "w_qlat" and "w_vup" unless the trace captures those names."""
+    return structural_name(traced, "w_qlat"), structural_name(traced, "w_vup")
+
+
 def build(traced, *, dtype: str, head_dim_qk: int, head_dim_v: int, scale=None,
           return_lse: bool = False, q_heads: int = 0, kv_heads: int = 0, sinks_dtype: str | None = None,
-          gate: bool = False, score_conv: tuple | None = None, reciprocal_band: tuple | None = None) -> str:
+          gate: bool = False, score_conv: tuple | None = None, reciprocal_band: tuple | None = None,
+          latent: int | None = None) -> str:
     """The spec of a trace for one dtype and head dims. Head counts stay 0 (taken from the
     tensors at launch) unless pinned. sinks_dtype ("f32", "f16", "bf16"): attention sinks,
     a tensor [Hq] named sinks_name(traced). gate: an output gate, a tensor [B, Hq, Nq, Dv] of
     the dtype. score_conv (c_q, c_k, dtype): a score convolution, its kernel [Hq, c_q, c_k].
-    reciprocal_band (W, causal): the reciprocal band of width W, its alpha an f32 tensor [Hq]."""
+    reciprocal_band (W, causal): the reciprocal band of width W, its alpha an f32 tensor [Hq].
+    latent L: a latent projection (MLA) of dim L, its w_qlat [Hq, Dqk, L] and w_vup
+    [Hq, L, Dv] tensors of the dtype (latent_names); head_dim_qk / head_dim_v stay Q's and
+    the output's. The C library checks L (a multiple of 8, and what the kernels take)."""
     name = dtypes.name_of(dtype)
     if name not in dtypes.ATTENTION_DTYPES:
         raise SpecError(f"dtype {dtype!r}: q, k and v must be float16, bfloat16 or float32")
@@ -85,6 +96,13 @@ def build(traced, *, dtype: str, head_dim_qk: int, head_dim_v: int, scale=None,
         name = structural_name(traced, "reciprocal_band")
         doc["tensors"][name] = {"dtype": "f32", "rank": 1}
         doc["reciprocal_band"] = {"width": width, "alpha": name, "causal": bool(causal)}
+    if latent is not None:
+        if isinstance(latent, bool) or not isinstance(latent, int):
+            raise SpecError(f"latent dim {latent!r}: the latent dim L is an int (the last dimension of K and V)")
+        w_qlat, w_vup = latent_names(traced)
+        for name in (w_qlat, w_vup):
+            doc["tensors"][name] = {"dtype": dtypes.name_of(dtype), "rank": 3}
+        doc["latent"] = {"dim": latent, "w_qlat": w_qlat, "w_vup": w_vup}
     doc["tensors"] = dict(sorted(doc["tensors"].items()))
     try:
         return json.dumps(doc, indent=2, allow_nan=False)

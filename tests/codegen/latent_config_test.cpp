@@ -1,7 +1,8 @@
 // The latent projection's kernel configuration (KernelConfig::latent, sm80/latent.cuh): the
 // forward runs the sm80 loop at head dim L with the projections staged in the K/V region,
-// shared memory counts all three uses of that region, and what it cannot run yet (L over 256,
-// f32, the backward, a reciprocal band beside it, a GPU too small) is a UserError that says so.
+// shared memory counts all three uses of that region, L over 256 splits the columns across two
+// warps a row group, and what it cannot run yet (Dv over 128 beside L over 256, f32, the
+// backward, a reciprocal band beside it, a GPU too small) is a UserError that says so.
 #include <gtest/gtest.h>
 
 #include "codegen/generate.h"
@@ -46,7 +47,7 @@ TEST(LatentConfig, DefaultTilesFitEveryGpu) {
 }
 
 TEST(LatentConfig, WhatIsNotBuiltYetIsAUserError) {
-    EXPECT_USER_ERROR(make_config(latent_spec(128, 128, 512), KernelKind::forward, "sm_90a"), "not built yet");
+    EXPECT_USER_ERROR(make_config(latent_spec(128, 256, 512), KernelKind::forward, "sm_90a"), "Dv <= 128");
     EXPECT_USER_ERROR(make_config(latent_spec(128, 128, 128, DType::f32), KernelKind::forward, "sm_90a"),
                       "f16 or bf16");
     // L 256 on the 99 KiB GPUs: its staging does not fit.
@@ -56,6 +57,21 @@ TEST(LatentConfig, WhatIsNotBuiltYetIsAUserError) {
     AttentionSpec band = latent_spec(128, 128, 128);
     band.reciprocal_band(64, "alpha");
     EXPECT_USER_ERROR(testing::forward_source(band, std::nullopt, "sm_90a"), "reciprocal band");
+}
+
+TEST(LatentConfig, OverTwoHundredFiftySixTwoWarpsShareARowGroup) {
+    for (int l : {264, 512}) {
+        const KernelConfig c = make_config(latent_spec(128, 128, l), KernelKind::forward, "sm_90a");
+        EXPECT_EQ(latent_col_split(c.latent), 2);
+        EXPECT_EQ(c.tile, (TileConfig{64, 32, 8, 2}));
+        // Q_lat [64 x 512] | K, V [2 stages][32 x 512] each (the largest use, with W_vup [512 x 128]) |
+        // partial scores [2 x 64 x 32] f32.
+        EXPECT_EQ(smem_bytes(c), scratch_bytes(8) + 2 * (64 * 512 + 2 * 2 * 32 * 512) + 2 * 64 * 32 * 4);
+    }
+    KernelConfig c = make_config(latent_spec(128, 128, 512), KernelKind::forward, "sm_90a");
+    c.tile = TileConfig{128, 64, 8, 1};  // 32 rows a warp pair: not the split's grid
+    EXPECT_NE(why_config_invalid(c), nullptr);
+    EXPECT_USER_ERROR(make_config(latent_spec(128, 128, 512), KernelKind::forward, "sm_80"), "shared memory");
 }
 
 TEST(LatentConfig, TheVariantGetsTheWeightsOfItsHead) {

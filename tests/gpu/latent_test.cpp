@@ -1,5 +1,5 @@
 // The latent projection (MLA, SEMANTICS.md section 4) in the sm80 forward against the fp64
-// reference: L 64, 128, 200 (padded), 256; Q head dims 64 and 128, Dv 64, 128 and 96 (padded),
+// reference: L 64, 128, 200 (padded), 256, 384 (padded) and 512 (two warps a row group); Q head dims 64 and 128, Dv 64, 128 and 96 (padded),
 // Dqk != Dv; f16 and bf16; ragged lengths (1, and lengths that are not multiples of the tile,
 // Nq != Nk), causal and not, many heads sharing one latent K/V, a score_mod, a sliding window,
 // sinks and a gate, and tiles other than the default. Outputs are poisoned before the launch;
@@ -109,8 +109,21 @@ ConvRun run_latent(const dsl::AttentionSpec& spec, const reference::ForwardInput
 
 std::vector<LatentCase> latent_cases() {
     std::vector<LatentCase> cases;
-    for (int l : {64, 128, 200, 256})
+    for (int l : {64, 128, 200, 256, 384, 512})
         for (bool causal : {true, false}) cases.push_back({DType::bf16, 128, 128, l, causal});
+    // Over 256 (two warps a row group): Dqk != Dv, Nq != Nk, one row, many heads, other tile.
+    cases.push_back({DType::f16, 64, 96, 512, true, 2, 3, 200, 200});
+    cases.push_back({DType::bf16, 128, 64, 512, false, 1, 2, 257, 100});
+    cases.push_back({DType::bf16, 128, 128, 512, true, 1, 2, 1, 1});
+    cases.push_back({DType::bf16, 128, 128, 512, true, 1, 16, 1000, 1000});
+    {
+        LatentCase c{DType::bf16, 128, 128, 512, true, 1, 2, 450, 450};
+        c.tile = TileConfig{64, 64, 8, 1};
+        cases.push_back(c);
+        LatentCase m{DType::bf16, 128, 128, 512, true, 2, 2, 500, 500};
+        m.softcap = m.window = m.gate = m.sinks = true;
+        cases.push_back(m);
+    }
     cases.push_back({DType::f16, 64, 128, 128, true, 2, 3, 200, 200});   // Dqk != Dv
     cases.push_back({DType::bf16, 128, 64, 256, false, 1, 2, 257, 100});  // Nq != Nk
     cases.push_back({DType::bf16, 128, 96, 128, true, 1, 2, 1, 1});       // one row, padded Dv

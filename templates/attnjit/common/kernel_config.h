@@ -153,10 +153,19 @@ constexpr int kMinHeadDim = 8, kMaxHeadDim = 256, kHeadDimStep = 8;
 ATTNJIT_HD constexpr bool head_dim_supported(int d) {
     return d >= kMinHeadDim && d <= kMaxHeadDim && d % kHeadDimStep == 0;
 }
-// The head dim the tiles are built for: the next of 32, 64, 96, 128, 256 at or above d.
+// The head dim the tiles are built for: the next of 32, 64, 96, 128, 256 at or above d (and
+// 512 above 256: the latent dim of a latent projection only).
 ATTNJIT_HD constexpr int tile_head_dim(int d) {
-    return d <= 32 ? 32 : d <= 64 ? 64 : d <= 96 ? 96 : d <= 128 ? 128 : 256;
+    return d <= 32 ? 32 : d <= 64 ? 64 : d <= 96 ? 96 : d <= 128 ? 128 : d <= 256 ? 256 : 512;
 }
+// The latent dims of a latent projection (KernelConfig::latent): multiples of 8 up to 512.
+constexpr int kMaxLatentTileDim = 512;
+ATTNJIT_HD constexpr bool latent_dim_supported(int l) {
+    return l >= kMinHeadDim && l <= kMaxLatentTileDim && l % kHeadDimStep == 0;
+}
+// Warps that share a row group and split the latent tile's columns (sm80/mainloop.cuh): two
+// over 256 columns, whose accumulator rows would not fit one warp's registers.
+ATTNJIT_HD constexpr int latent_col_split(int l) { return tile_head_dim(l) > 256 ? 2 : 1; }
 
 // backward_fused's tile head dims: 64, 128 or 256 (its warp grids split those evenly,
 // sm80/backward_fused.cuh); head dims 8 to 32, 72 to 96 and 136 to 248 run padded to them.
@@ -225,8 +234,10 @@ constexpr int kSimtRowPad = 4;
 //                Q at the key rows [stages][block_n x dqk] (XOR-swizzled; the Q ring travels with K)
 //  forward sm80 with latent L (dl = tile_head_dim(L)): scratch | Q_lat [block_m x dl] | then
 //                one region, the largest of: K, V [stages][block_n x dl] (the main loop);
-//                Q [block_m x dqk] and W_qlat[h] [dqk x dl] (the prologue); W_vup[h] [dl x dv]
-//                (the epilogue)
+//                Q [block_m x dqk] and W_qlat[h] [dqk x min(dl, 256)] (the prologue, 256
+//                columns at a time); W_vup[h] [dl x dv] (the epilogue) | with dl 512 (two
+//                warps a row group, latent_col_split): the partial scores of every warp
+//                [warps][16 rows a warp x block_n] (f32)
 //  forward sm80 with score_conv: scratch | Q [(block_m + 16) x dqk] |
 //                K [stages][(block_n + 16) x dqk] | V [stages][block_n x dv] |
 //                S0 [(block_m + 16) x (block_n + 24)] f16 (row-major, unswizzled) |
@@ -300,10 +311,12 @@ ATTNJIT_HD constexpr int smem_bytes(const KernelConfig& c) {
                t.stages * 2 * 4 * t.block_m + elem_bytes(c.elem) * t.stages * (t.block_m + t.block_n) * dqk;
     if (c.latent > 0 && c.kind == KernelKind::forward) {
         const int dl = tile_head_dim(c.latent), pipeline = t.stages * t.block_n * 2 * dl;
-        const int prologue = t.block_m * dqk + dqk * dl, epilogue = dl * dv;
+        const int prologue = t.block_m * dqk + dqk * (dl < 256 ? dl : 256), epilogue = dl * dv;
         const int region = pipeline > prologue ? (pipeline > epilogue ? pipeline : epilogue)
                                                : (prologue > epilogue ? prologue : epilogue);
-        return scratch_bytes(t.warps) + elem_bytes(c.elem) * (t.block_m * dl + region);
+        const int split = latent_col_split(c.latent);
+        return scratch_bytes(t.warps) + elem_bytes(c.elem) * (t.block_m * dl + region) +
+               (split > 1 ? split * t.block_m * t.block_n * 4 : 0);
     }
     if (is_backward(c.kind) && c.mainloop == MainloopKind::sm80)
         return owns_keys(c.kind)
@@ -362,8 +375,11 @@ ATTNJIT_HD constexpr const char* why_config_invalid(const KernelConfig& c) {
                           c.bias_tile || c.recip_band))
         return "the latent projection runs in the sm80 forward only (f16 / bf16; no score convolution, staged bias "
                "tile or reciprocal band) for now";
-    if (c.latent != 0 && !head_dim_supported(c.latent))
-        return "the latent dim L must be a multiple of 8 from 8 to 256 (over 256: not yet)";
+    if (c.latent != 0 && !latent_dim_supported(c.latent)) return "the latent dim L must be a multiple of 8 from 8 to 512";
+    if (c.latent != 0 && latent_col_split(c.latent) > 1 &&
+        (t.warps % 2 != 0 || t.block_m != 8 * t.warps || tile_head_dim(c.head_dim_v) > 128))
+        return "a latent dim over 256: two warps a 16-row group (block_m = 8 x warps), Dv up to 128 (W_vup[h] is "
+               "staged whole)";
     if (c.score_conv && (t.block_n % 16 != 0 || t.block_m % 16 != 0))
         return "the score convolution needs block_m and block_n multiples of 16";
     if (c.score_conv && c.kind == KernelKind::backward_fused && (t.block_n != 64 || t.block_m % 32 != 0))
@@ -431,8 +447,9 @@ ATTNJIT_HD constexpr const char* why_config_invalid(const KernelConfig& c) {
         if (t.stages != 1) return "simt: stages must be 1";
     } else if (c.mainloop == MainloopKind::sm80) {
         if (c.elem == ElemKind::f32) return "the sm80 main loop takes f16 or bf16 only";
-        if (t.block_m % (16 * t.warps) != 0) return "block_m must be a multiple of 16 rows per warp";
-        if (t.block_m / (16 * t.warps) > 4) return "at most 64 rows per warp";
+        const int row_warps = t.warps / (c.latent ? latent_col_split(c.latent) : 1);  // warps with their own rows
+        if (t.block_m % (16 * row_warps) != 0) return "block_m must be a multiple of 16 rows per warp";
+        if (t.block_m / (16 * row_warps) > 4) return "at most 64 rows per warp";
         if (t.block_n % 16 != 0 || t.block_n > 256) return "block_n must be a multiple of 16, at most 256";
         if (t.stages < 1 || t.stages > 3) return "stages must be 1, 2 or 3";
     } else {
@@ -560,6 +577,16 @@ ATTNJIT_HD constexpr TileConfig default_recip_band_tile(KernelConfig c, int sm) 
 // two stages or one.
 ATTNJIT_HD constexpr TileConfig default_latent_tile(KernelConfig c, int sm) {
     const int limit = max_dynamic_smem_bytes(sm);
+    // Over 256: 8 warps over 64 rows, two stages of 32 keys (64 keys spill: 248 bytes at L 512,
+    // Dqk 128, sm_90a), else one stage of 64.
+    if (latent_col_split(c.latent) > 1) {
+        const TileConfig wide[] = {TileConfig{64, 32, 8, 2}, TileConfig{64, 64, 8, 1}};
+        for (const TileConfig& t : wide) {
+            c.tile = t;
+            if (limit == 0 || smem_bytes(c) <= limit) return t;
+        }
+        return wide[1];
+    }
     const TileConfig tiles[] = {default_tile(KernelKind::forward, MainloopKind::sm80, c.latent, c.latent, sm),
                                 TileConfig{64, 64, 4, 2}, TileConfig{64, 64, 4, 1}};
     for (const TileConfig& t : tiles) {

@@ -10,7 +10,9 @@
 // With kWarpsN > 1 the warps form a grid, kWarpsN warps across: warp w owns rows from
 // (w / kWarpsN) * 16 * kMF and columns from (w % kWarpsN) * 8 * kNT. kCols (a multiple of
 // 8, at most kWarpsN * 8 * kNT): the columns store_row writes (a real head dim below the
-// tile's; the columns past it are padding).
+// tile's; the columns past it are padding). With kRowShare > 1, kRowShare consecutive warps
+// (or warp columns) hold the same rows: warp w's rows start at (w / (kWarpsN kRowShare)) 16 kMF
+// (the score tile of a loop that splits the head dim's columns across warps, sm80/mainloop.cuh).
 #pragma once
 
 #include "attnjit/common/ptx.cuh"
@@ -20,7 +22,7 @@
 namespace attnjit {
 namespace sm80 {
 
-template <int kMF_, int kNT_, int kWarpsN = 1, int kCols = kWarpsN * 8 * kNT_>
+template <int kMF_, int kNT_, int kWarpsN = 1, int kCols = kWarpsN * 8 * kNT_, int kRowShare = 1>
 struct MmaCLayout {
     static constexpr int kMF = kMF_, kNT = kNT_;
     static_assert(kCols % 8 == 0 && kCols <= kWarpsN * 8 * kNT, "kCols: a multiple of 8 within the tile");
@@ -32,8 +34,8 @@ struct MmaCLayout {
     // these kernels sit at 255 registers, and two more live values moved the document-mask
     // kernel (d128, sm_90a) from 120 to 164 bytes of spill stores and made it 3-4% slower.
     __device__ __forceinline__ MmaCLayout() {}
-    __device__ __forceinline__ static int row0() {  // (w / kWarpsN) * 16 * kMF + g
-        return (threadIdx.x >> 5) / kWarpsN * 16 * kMF + ((threadIdx.x & 31) >> 2);
+    __device__ __forceinline__ static int row0() {  // (w / (kWarpsN kRowShare)) * 16 * kMF + g
+        return (threadIdx.x >> 5) / (kWarpsN * kRowShare) * 16 * kMF + ((threadIdx.x & 31) >> 2);
     }
     __device__ __forceinline__ static int col0() {  // (w % kWarpsN) * 8 * kNT + 2 * t4
         return (threadIdx.x >> 5) % kWarpsN * 8 * kNT + 2 * (threadIdx.x & 3);

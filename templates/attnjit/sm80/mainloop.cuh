@@ -27,7 +27,10 @@
 // kLatQ > 0 (KernelConfig::latent, sm80/latent.cuh): the loop runs at head dim L (kDqkReal =
 // kDvReal = L) over the latent K, V; the prologue writes Q_lat = Q W_qlat[h] into the Q tile
 // and the epilogue stores O_lat W_vup[h] (kLatQ, kLatV: Q's and O's real head dims), both
-// staging their operands in the K/V region.
+// staging their operands in the K/V region. A latent dim over 256 (latent_col_split: KS = 2)
+// splits the columns across the two warps of a row group: each computes Q K^T over its half
+// of L, the two add their partial scores through shared memory (both then hold the whole
+// tile and run the same softmax), and each accumulates its half of O's columns.
 #pragma once
 
 #include "attnjit/common/cta_tile.cuh"
@@ -65,10 +68,11 @@ template <class E, int kDqkReal, int kDvReal, int BM, int BN, int W, int S, int 
 struct Mainloop {
     static constexpr int DQK = tile_head_dim(kDqkReal), DV = tile_head_dim(kDvReal);
     static constexpr int kThreads = W * 32;
-    static constexpr int kMF = BM / (16 * W);  // 16-row fragments per warp
-    static constexpr int kNT = BN / 8;         // n8 tiles of S per fragment
-    static constexpr int kDT = DV / 8;         // n8 tiles of O per fragment
-    static constexpr int kKQ = DQK / 16;       // k16 steps of Q K^T
+    static constexpr int KS = kLatQ > 0 ? latent_col_split(kDqkReal) : 1;  // warps a row group
+    static constexpr int kMF = BM / (16 * W / KS);  // 16-row fragments per warp
+    static constexpr int kNT = BN / 8;              // n8 tiles of S per fragment
+    static constexpr int kDT = DV / 8 / KS;         // n8 tiles of O per fragment (the warp's columns)
+    static constexpr int kKQ = DQK / 16 / KS;       // k16 steps of Q K^T (over the warp's columns)
     static constexpr int kKV = BN / 16;        // k16 steps of P V
     static constexpr int kCprQ = DQK / 8;
     static constexpr int kCprV = DV / 8;
@@ -89,22 +93,26 @@ struct Mainloop {
     static constexpr int kQrOff = kKrOff + (kRecipBand ? BM * DQK * 2 : 0);  // and Q at the key rows
     static constexpr int kQrStage = BN * DQK * 2;
     static constexpr bool kLatent = kLatQ > 0;
-    using Latent = LatentProjection<E, kThreads, kMF, BM, DQK, kDqkReal, (kLatent ? kLatQ : 8), (kLatent ? kLatV : 8)>;
+    using Latent =
+        LatentProjection<E, kThreads, kMF, KS, BM, DQK, kDqkReal, (kLatent ? kLatQ : 8), (kLatent ? kLatV : 8)>;
     // The latent projection stages its operands in the K/V region: at least that big.
-    static constexpr int kLatentRegion = kLatent ? ((BM * Latent::DQ + Latent::DQ * DQK) * 2 > DQK * Latent::DVO * 2
-                                                        ? (BM * Latent::DQ + Latent::DQ * DQK) * 2
-                                                        : DQK * Latent::DVO * 2)
+    static constexpr int kLatentPrologue = (BM * Latent::DQ + Latent::DQ * Latent::kWBlock) * 2;
+    static constexpr int kLatentRegion = kLatent ? (kLatentPrologue > DQK * Latent::DVO * 2 ? kLatentPrologue
+                                                                                            : DQK * Latent::DVO * 2)
                                                  : 0;
-    static constexpr int kSmemBytes =
-        kLatent ? kKOff + (S * (kKStage + kVStage) > kLatentRegion ? S * (kKStage + kVStage) : kLatentRegion)
-                : kQrOff + (kRecipBand ? S * kQrStage : 0);
+    static constexpr int kXOff =  // KS > 1: the warps' partial scores, [W][kMF kNT 4][32 lanes] f32
+        kKOff + (S * (kKStage + kVStage) > kLatentRegion ? S * (kKStage + kVStage) : kLatentRegion);
+    static constexpr int kSmemBytes = kLatent ? kXOff + (KS > 1 ? W * kMF * kNT * 4 * 32 * 4 : 0)
+                                              : kQrOff + (kRecipBand ? S * kQrStage : 0);
+    static_assert(KS == 1 || (DQK / KS) % 64 == 0, "a column half starts on a whole swizzle group");
     static_assert(!kLatent || !(kConv || kBiasTile || kRecipBand), "the latent projection runs without the other layouts");
+    static_assert(KS == 1 || (W % KS == 0 && kMF >= 1), "a column split needs whole row groups of warps");
     static_assert(kSmemBytes == smem_bytes(KernelConfig{KernelKind::forward, MainloopKind::sm80, ElemKindOf<E>::value,
                                                         kLatent ? kLatQ : kDqkReal, kLatent ? kLatV : kDvReal,
                                                         TileConfig{BM, BN, W, S}, kConv, kBiasTile, kRecipBand,
                                                         kLatent ? kDqkReal : 0}),
                   "sm80::Mainloop shared-memory layout disagrees with smem_bytes in common/kernel_config.h");
-    static_assert(kMF >= 1 && BM % (16 * W) == 0, "block_m must be a multiple of 16 rows per warp");
+    static_assert(kMF >= 1 && BM % (16 * W / KS) == 0, "block_m must be a multiple of 16 rows per warp (row group)");
     static_assert(BN % 16 == 0, "block_n must be a multiple of 16");
     static_assert(DQK % 32 == 0 && DV % 32 == 0, "head dims must be multiples of 32");
     static_assert(S >= 1 && S <= 3, "stages must be 1, 2 or 3");
@@ -116,13 +124,27 @@ struct Mainloop {
     static constexpr bool kSupportsRecipBand = kRecipBand;
     static constexpr bool kSupportsLatent = kLatent;
 
-    using SLayout = MmaCLayout<kMF, kNT>;  // S = Q K^T, then P
-    using OLayout = MmaCLayout<kMF, kDT, 1, kDvReal>;  // O accumulator (stores the real columns)
+    using SLayout = MmaCLayout<kMF, kNT, 1, 8 * kNT, KS>;  // S = Q K^T, then P (the row group's whole tile)
+    using OLayout = MmaCLayout<kMF, kDT, KS, kDvReal>;    // O accumulator (stores the real columns)
 
     template <int ROWS, int D, int kCols>
     __device__ __forceinline__ static void load_tile(unsigned dst, const E* g, long long stride, int valid,
                                                      const E* safe, int tid) {
         copy_tile<E, kThreads, ROWS, D, false, kCols>(dst, g, stride, valid, safe, tid);
+    }
+
+    // KS > 1: S += the partial scores of the other warp of the row group (over the other half
+    // of the head dim's columns). Both warps then hold the same sums (a + b == b + a). The next
+    // write of `x` comes after the next step's block barrier, past the partner's reads.
+    __device__ __forceinline__ static void add_partner_scores(float (&s)[kMF][kNT][4], float* x, int warp, int lane) {
+        constexpr int kRegs = kMF * kNT * 4;
+        float* mine = x + warp * kRegs * 32 + lane;
+        const float* other = x + (warp ^ 1) * kRegs * 32 + lane;
+#pragma unroll
+        for (int i = 0; i < kRegs; ++i) mine[i * 32] = s[i / (kNT * 4)][(i / 4) % kNT][i % 4];
+        block_sync();
+#pragma unroll
+        for (int i = 0; i < kRegs; ++i) s[i / (kNT * 4)][(i / 4) % kNT][i % 4] += other[i * 32];
     }
 
     template <class Variant, class Params>
@@ -140,9 +162,13 @@ struct Mainloop {
         // ldmatrix row addresses of this lane (see sm80/gemm.cuh); all these rows have
         // (row & 7) == (lane & 7).
         const LaneChunks lq(lane >> 4, lane & 7), lk((lane >> 3) & 1, lane & 7), lv(lane >> 4, lane & 7);
-        const unsigned q_ld = q_s + (kQHalo + warp * 16 * kMF + (lane & 7) + ((lane >> 3) & 1) * 8) * kCprQ * 16;
-        const unsigned k_ld = k_s + ((lane & 7) + (lane >> 4) * 8) * kCprQ * 16;
-        const unsigned v_ld = v_s + ((lane & 7) + ((lane >> 3) & 1) * 8) * kCprV * 16;
+        // KS > 1: the warp's row group and its half of the head dim's columns (whole swizzle
+        // groups, so the lane's chunk pattern is the same in either half).
+        const int rgroup = warp / KS, half = warp % KS;
+        const unsigned q_ld = q_s + (kQHalo + rgroup * 16 * kMF + (lane & 7) + ((lane >> 3) & 1) * 8) * kCprQ * 16 +
+                              half * (DQK / KS) * 2;
+        const unsigned k_ld = k_s + ((lane & 7) + (lane >> 4) * 8) * kCprQ * 16 + half * (DQK / KS) * 2;
+        const unsigned v_ld = v_s + ((lane & 7) + ((lane >> 3) & 1) * 8) * kCprV * 16 + half * (DV / KS) * 2;
 
         // Q first: its group is the oldest, so the first wait for K covers it.
         if constexpr (kConv) {  // with the 16 rows above the tile (none above row 0)
@@ -151,8 +177,8 @@ struct Mainloop {
                                                                      kQHalo - m0);
         } else if constexpr (kLatent) {  // Q_lat = Q W_qlat[h], staged in the free K/V region
             static_assert(Variant::kLatentDim == kDqkReal, "the Variant's latent dim is the main loop's head dim");
-            Latent::project_q(q_s, k_s, qg, a.q_stride[2], nq - m0, static_cast<const E*>(a.q),
-                              Variant::latent_weights(p, h), tid);
+            Latent::template project_q<0>(q_s, k_s, qg, a.q_stride[2], nq - m0, static_cast<const E*>(a.q),
+                                          Variant::latent_weights(p, h), tid);
         } else {
             load_tile<BM, DQK, kDqkReal>(q_s, qg, a.q_stride[2], nq - m0, static_cast<const E*>(a.q), tid);
         }
@@ -222,7 +248,9 @@ struct Mainloop {
                                            nk - tile * BN, vg, tid);
         };
 
-        using Conv = ScoreConv<E, BM, BN, W, (kConv ? Variant::kScoreConvRows : 1), (kConv ? Variant::kScoreConvCols : 1)>;
+        // (W / KS: the warps with rows of their own; the convolution has no column split.)
+        using Conv = ScoreConv<E, BM, BN, W / KS, (kConv ? Variant::kScoreConvRows : 1),
+                               (kConv ? Variant::kScoreConvCols : 1)>;
         static_assert(kConv == (Variant::kScoreConvRows > 0),
                       "a Variant with a score convolution needs the main loop's kConv layout, and only it");
         unsigned* const s0 = reinterpret_cast<unsigned*>(smem + kS0Off);
@@ -303,6 +331,7 @@ struct Mainloop {
                 conv_prev = tile;
             } else {
                 gemm_nt<E, kMF, kNT, kKQ, kCprQ, kCprQ>(s, q_ld, k_ld + slot * kKStage, lq, lk);  // S = Q K^T
+                if constexpr (KS > 1) add_partner_scores(s, reinterpret_cast<float*>(smem + kXOff), warp, lane);
                 if constexpr (kRecipBand) {
                     if (band_tile(tile))  // S += alpha [band] K_rows(m0) Q_rows(n0)^T
                         Band::add(s, sl, kr_ld, qr_ld + slot * kQrStage, lq, lk, band_alpha, m0, tile * BN);
@@ -345,9 +374,10 @@ struct Mainloop {
 
         if constexpr (kLatent) {  // O = O_lat W_vup[h], W_vup[h] staged where K and V were
             block_sync();        // every warp is done with the last K/V tiles
-            float out[kMF][Latent::DVO / 8][4];
-            Latent::project_out(o, k_s, Variant::latent_weights(p, h), tid, out);
-            store_forward_output<E, Variant>(p, hd, hooks, softmax, typename Latent::OutLayout{}, out, b, h, m0);
+            float out[kMF][Latent::DVO / 8][4];  // Q_lat's tile is free: the halves' exchange (KS > 1)
+            if (Latent::project_out(o, k_s, reinterpret_cast<float*>(smem + kQOff), Variant::latent_weights(p, h),
+                                    tid, out))
+                store_forward_output<E, Variant>(p, hd, hooks, softmax, typename Latent::OutLayout{}, out, b, h, m0);
         } else {
             store_forward_output<E, Variant>(p, hd, hooks, softmax, ol, o, b, h, m0);
         }

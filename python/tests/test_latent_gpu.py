@@ -1,0 +1,214 @@
+"""attnjit.latent_attention (MLA's latent projection, SEMANTICS.md section 4) on a CUDA GPU,
+against a float64 reference computed here from the same rounded inputs: Q_lat = q w_qlat
+(einsum in float64, never rounded), s = scale Q_lat K_lat^T with the latent K / V broadcast
+over the heads (scale 1/sqrt(L)), score_mod / mask, softmax, O_lat = P V_lat, out = O_lat
+w_vup. L 64, 128, 256 (and 512 once the C library builds it), causal and not, Dqk != Dv,
+ragged lengths (1, 200, 333; Nq != Nk), float16 and bfloat16, a softcap score_mod and a
+sliding-window mask, strided views (K = V = a slice of one cache), the [B, 1, Nk, L] form;
+the refusals (training, the reciprocal band) and torch.compile (a graph break).
+
+Inputs as tests/gpu/latent_test.cpp: q, k_lat, v_lat ~ N(0, 1), w_qlat ~ N(0, 1/Dqk) and
+w_vup ~ N(0, 1/L) (std 1/sqrt(fan-in)), so Q_lat, the scores and out have unit scale.
+Tolerance: |out - ref| <= atol + rtol |ref| per element, float16 3e-3 / 3e-3, bfloat16
+2e-2 / 2e-2 (reference/tolerance.h's output tolerance, as latent_test.cpp checks O; the
+kernel rounds Q_lat and O_lat to the element type for its mma, which these absorb at
+unit scale). The output's memory is poisoned with NaN before each call, and NaN or an
+infinity anywhere fails (test_torch_gpu.check). Skips without torch, a CUDA GPU or the
+library."""
+import math
+
+import pytest
+
+torch = pytest.importorskip("torch", reason="PyTorch is not installed")
+if not torch.cuda.is_available():
+    pytest.skip("no CUDA GPU is visible to PyTorch", allow_module_level=True)
+
+import attnjit  # noqa: E402
+from attnjit import mods  # noqa: E402
+from library_or_skip import load_library_or_skip  # noqa: E402
+from test_torch_gpu import DEVICE, TOLERANCE, check  # noqa: E402
+
+load_library_or_skip()
+
+HALF_DTYPES = [torch.float16, torch.bfloat16]
+SHAPES = [  # (B, Hq, Nq, Nk)
+    (1, 2, 1, 1),
+    (2, 4, 200, 200),
+    (1, 3, 333, 333),
+    (1, 2, 1, 333),      # decode: one query row
+    (2, 2, 200, 333),    # Nq != Nk
+]
+SOFTCAP = 5.0
+
+
+@pytest.fixture(autouse=True)
+def _seed():
+    torch.manual_seed(4321)
+
+
+def make_inputs(B, Hq, Nq, Nk, D, L, Dv, dtype):
+    """q [B, Hq, Nq, D], k_lat / v_lat [B, Nk, L], w_qlat [Hq, D, L], w_vup [Hq, L, Dv]."""
+    def randn(*shape, std=1.0):
+        return (std * torch.randn(*shape, device=DEVICE)).to(dtype)
+    return (randn(B, Hq, Nq, D), randn(B, Nk, L), randn(B, Nk, L), randn(Hq, D, L, std=D ** -0.5),
+            randn(Hq, L, Dv, std=L ** -0.5))
+
+
+def latent_reference(q, k_lat, v_lat, w_qlat, w_vup, causal=False, scale=None, score=None, keep=None):
+    """out [B, Hq, Nq, Dv] in float64. score(s, b, h, i, j) and keep(b, h, i, j) take
+    broadcasting index tensors, as test_torch_gpu.reference; rows with no kept key give 0."""
+    B, Hq, Nq, _ = q.shape
+    Nk, L = k_lat.shape[-2], k_lat.shape[-1]
+    q_lat = torch.einsum("bhnd,hdl->bhnl", q.double(), w_qlat.double())
+    k = k_lat.double().reshape(B, 1, Nk, L)  # one head: broadcast over the query heads by matmul
+    v = v_lat.double().reshape(B, 1, Nk, L)
+    s = (1.0 / math.sqrt(L) if scale is None else scale) * torch.matmul(q_lat, k.transpose(-1, -2))
+    b = torch.arange(B, device=DEVICE).view(B, 1, 1, 1)
+    h = torch.arange(Hq, device=DEVICE).view(1, Hq, 1, 1)
+    i = torch.arange(Nq, device=DEVICE).view(1, 1, Nq, 1)
+    j = torch.arange(Nk, device=DEVICE).view(1, 1, 1, Nk)
+    t = score(s, b, h, i, j) if score is not None else s
+    kept = keep(b, h, i, j) if keep is not None else None
+    if causal:
+        kept = (j <= i) if kept is None else kept & (j <= i)
+    if kept is not None:
+        t = t.masked_fill(~kept.expand(t.shape), -math.inf)
+    m = t.amax(dim=-1, keepdim=True)
+    m = torch.where(torch.isinf(m), torch.zeros_like(m), m)
+    p = torch.exp(t - m)
+    l = p.sum(dim=-1, keepdim=True)
+    o_lat = torch.where(l > 0, torch.matmul(p, v) / l.clamp_min(1e-300), torch.zeros((), dtype=torch.float64,
+                                                                                     device=DEVICE))
+    return torch.einsum("bhnl,hlv->bhnv", o_lat, w_vup.double())
+
+
+def run(q, k_lat, v_lat, w_qlat, w_vup, **kw):
+    """latent_attention over NaN-poisoned memory: the caching allocator's free block of the
+    output's size is filled with NaN first, so an element the kernel did not write fails."""
+    B, Hq, Nq = q.shape[:3]
+    poison = torch.full((B, Hq, Nq, w_vup.shape[2]), math.nan, dtype=q.dtype, device=DEVICE)
+    del poison
+    with torch.no_grad():
+        return attnjit.latent_attention(q, k_lat, v_lat, w_qlat, w_vup, **kw)
+
+
+def _name(dtype):
+    return str(dtype).replace("torch.", "")
+
+
+# ---- the matrix: L, causal, dtype, ragged shapes, Dqk != Dv --------------------------------
+
+@pytest.mark.parametrize("dtype", HALF_DTYPES, ids=_name)
+@pytest.mark.parametrize("L", [64, 128, 256])
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+def test_forward_matches_the_reference(dtype, L, causal):
+    D, Dv = 128, 64
+    for B, Hq, Nq, Nk in SHAPES:
+        args = make_inputs(B, Hq, Nq, Nk, D, L, Dv, dtype)
+        out = run(*args, causal=causal)
+        check(out, latent_reference(*args, causal=causal), dtype,
+              f"{_name(dtype)} L={L} causal={causal} B={B} H={Hq} Nq={Nq} Nk={Nk} D={D}x{Dv}")
+
+
+@pytest.mark.parametrize("dtype", HALF_DTYPES, ids=_name)
+def test_dv_larger_than_dqk_and_an_explicit_scale(dtype):
+    args = make_inputs(2, 3, 200, 200, 64, 128, 128, dtype)
+    check(run(*args, causal=True, scale=0.05), latent_reference(*args, causal=True, scale=0.05), dtype,
+          f"{_name(dtype)} D=64x128 scale 0.05")
+
+
+@pytest.mark.parametrize("dtype", HALF_DTYPES, ids=_name)
+def test_softcap_and_a_sliding_window(dtype):
+    args = make_inputs(2, 2, 333, 333, 128, 128, 128, dtype)
+    out = run(*args, score_mod=mods.softcap(SOFTCAP), mask=mods.sliding_window(100), causal=True)
+    ref = latent_reference(*args, causal=True, score=lambda s, *_: SOFTCAP * torch.tanh(s / SOFTCAP),
+                           keep=lambda b, h, i, j: (i - j) < 100)
+    check(out, ref, dtype, f"{_name(dtype)} softcap + window")
+
+
+def test_l512_runs_once_the_library_builds_it():
+    """L 512 (DeepSeek's c_kv): Python passes it on; the C library builds it or says why."""
+    args = make_inputs(1, 2, 200, 200, 128, 512, 128, torch.bfloat16)
+    try:
+        out = run(*args, causal=True)
+    except attnjit.SpecError as err:
+        assert "latent dims over" in err.message, err.message
+        pytest.skip(f"not built yet: {err.message}")
+    check(out, latent_reference(*args, causal=True), torch.bfloat16, "bf16 L=512")
+
+
+# ---- layouts: [B, 1, Nk, L], strided views --------------------------------------------------
+
+def test_four_d_latent_and_strided_views():
+    """k_lat / v_lat as [B, 1, Nk, L]; q stored [B, N, H, D]; K = V = the first L columns of
+    a [B, Nk, L + 64] cache (DeepSeek's absorbed MLA aliases V to K's c_kv part)."""
+    dtype, L = torch.bfloat16, 128
+    q, k_lat, v_lat, wq, wv = make_inputs(2, 4, 200, 200, 128, L, 128, dtype)
+    check(run(q, k_lat.unsqueeze(1), v_lat.unsqueeze(1), wq, wv, causal=True),
+          latent_reference(q, k_lat, v_lat, wq, wv, causal=True), dtype, "[B, 1, Nk, L]")
+    q_t = q.transpose(1, 2).contiguous().transpose(1, 2)
+    cache = torch.randn(2, 200, L + 64, device=DEVICE).to(dtype)
+    kv = cache[:, :, :L]
+    assert not q_t.is_contiguous() and not kv.is_contiguous()
+    check(run(q_t, kv, kv, wq, wv, causal=True), latent_reference(q, kv, kv, wq, wv, causal=True), dtype,
+          "strided q, K = V = a cache slice")
+
+
+def test_repeated_calls_reuse_the_kernel_and_see_new_values():
+    from attnjit import latent
+    args = make_inputs(1, 2, 64, 64, 64, 64, 64, torch.float16)
+    run(*args, causal=True)
+    fn = latent._cached(None, None, True, None)
+    compiled = len(fn._attn._variant.launchers)
+    args2 = make_inputs(1, 2, 64, 64, 64, 64, 64, torch.float16)
+    check(run(*args2, causal=True), latent_reference(*args2, causal=True), torch.float16, "second call")
+    assert latent._cached(None, None, True, None) is fn and len(fn._attn._variant.launchers) == compiled
+
+
+# ---- the checker, the refusals, torch.compile ------------------------------------------------
+
+def test_nan_fails_the_check():
+    args = make_inputs(1, 2, 64, 64, 64, 64, 64, torch.bfloat16)
+    out = run(*args)
+    ref = latent_reference(*args)
+    check(out, ref, torch.bfloat16, "clean")
+    out[0, 1, 5, 3] = math.nan
+    with pytest.raises(AssertionError, match="NaN"):
+        check(out, ref, torch.bfloat16, "one NaN")
+    atol, rtol = TOLERANCE[torch.bfloat16]
+    out[0, 1, 5, 3] = ref[0, 1, 5, 3] + 2 * (atol + rtol * abs(ref[0, 1, 5, 3].item()))
+    with pytest.raises(pytest.fail.Exception):
+        check(out, ref, torch.bfloat16, "one element off")
+
+
+def test_training_is_refused_until_the_backward_exists():
+    args = list(make_inputs(1, 2, 64, 64, 64, 64, 64, torch.bfloat16))
+    for i, name in enumerate(("q", "k_lat", "v_lat", "w_qlat", "w_vup")):
+        given = list(args)
+        given[i] = given[i].clone().requires_grad_(True)
+        with pytest.raises(attnjit.ArgumentError, match=f"{name} requires grad, but the latent projection's "
+                                                        "backward is not built yet"):
+            attnjit.latent_attention(*given, causal=True)
+        with torch.no_grad():
+            out = attnjit.latent_attention(*given, causal=True)
+        assert not out.requires_grad
+
+
+def test_the_library_refuses_a_reciprocal_band_with_its_message():
+    args = make_inputs(1, 2, 64, 64, 64, 64, 64, torch.bfloat16)
+    with pytest.raises(attnjit.SpecError, match="reciprocal band"):
+        run(*args, causal=True, reciprocal_band=(4, 0.5))
+
+
+def test_under_torch_compile_it_runs_outside_the_graph():
+    if not hasattr(torch, "compiler") or not hasattr(torch.compiler, "disable"):
+        pytest.skip("torch.compiler.disable needs torch >= 2.1")
+    args = make_inputs(1, 2, 64, 64, 64, 64, 64, torch.bfloat16)
+
+    def block(q, k_lat, v_lat, w_qlat, w_vup):
+        return attnjit.latent_attention(q * 2, k_lat, v_lat, w_qlat, w_vup, causal=True) + 1
+
+    with torch.no_grad():
+        eager = block(*args)
+        compiled = torch.compile(block, backend="eager")(*args)
+    assert torch.equal(compiled, eager)
