@@ -88,8 +88,9 @@ inline OnDevice make_problem(const Example& ex, const Dims& d, uint64_t seed) {
     const bool tm = ex.tokens_major;
     OnDevice p;
     p.in.q = bhnd_tensor(s.dtype(), d.batch, d.q_heads, d.q_len, s.head_dim_qk(), tm);
-    p.in.k = bhnd_tensor(s.dtype(), d.batch, d.kv_heads, d.kv_len, s.head_dim_qk(), tm);
-    p.in.v = bhnd_tensor(s.dtype(), d.batch, d.kv_heads, d.kv_len, s.head_dim_v(), tm);
+    // With a latent projection K and V are the latent tensors, head dim L (kv_heads 1).
+    p.in.k = bhnd_tensor(s.dtype(), d.batch, d.kv_heads, d.kv_len, s.has_latent() ? s.latent_dim() : s.head_dim_qk(), tm);
+    p.in.v = bhnd_tensor(s.dtype(), d.batch, d.kv_heads, d.kv_len, s.has_latent() ? s.latent_dim() : s.head_dim_v(), tm);
     reference::fill_normal(p.in.q, seed + 1);
     reference::fill_normal(p.in.k, seed + 2);
     reference::fill_normal(p.in.v, seed + 3);
@@ -205,8 +206,13 @@ inline int run(const Example& ex) try {
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / ex.iterations;
     const auto& d = ex.timed;
     const double kept = detail::kept_fraction(ex.spec, big.in, d);
-    const double flops = 2.0 * d.batch * d.q_heads * d.q_len * d.kv_len *
-                         (ex.spec.head_dim_qk() + ex.spec.head_dim_v()) * kept;
+    // A latent projection: attention at width L, plus the per-head projections of Q and O.
+    const auto& s = ex.spec;
+    const double dk = s.has_latent() ? s.latent_dim() : s.head_dim_qk(), dv = s.has_latent() ? s.latent_dim() : s.head_dim_v();
+    const double flops = 2.0 * d.batch * d.q_heads * d.q_len * d.kv_len * (dk + dv) * kept +
+                         (s.has_latent() ? 2.0 * d.batch * d.q_heads * d.q_len * s.latent_dim() *
+                                               (s.head_dim_qk() + s.head_dim_v())
+                                         : 0.0);
     std::cout << "timing ";
     detail::print_dims(d);
     std::printf(": %.3f ms per call (mean of %d after %d warm-up), %.1f TFLOP/s counting the %.1f%% of (i, j) "
