@@ -115,6 +115,9 @@ KernelConfig make_config(const dsl::AttentionSpec& spec, KernelKind kind, const 
         user_check(latent_dim_supported(spec.latent_dim()))
             << call << ": the latent dim L must be a multiple of " << kHeadDimStep << " from " << kMinHeadDim << " to "
             << kMaxLatentTileDim;
+        user_check(latent_col_split(spec.latent_dim()) == 1 || !spec.has_reciprocal_band())
+            << call << " with a reciprocal band: RA + MLA runs up to L = 256 for now (over it the latent columns are "
+            << "split across warps, which the band's product does not follow yet); use L <= 256";
         user_check(latent_col_split(spec.latent_dim()) == 1 || tile_head_dim(spec.head_dim_v()) <= 128)
             << call << " with Dv = " << spec.head_dim_v() << ": over L = 256 the kernel stages W_vup[h] [L x Dv] whole, "
             << "which fits shared memory up to Dv = 128; use Dv <= 128 or L <= 256";

@@ -110,9 +110,6 @@ KernelPlan lower(const dsl::AttentionSpec& spec, SpecInputs inputs, KernelKind k
         << spec.latent_w_vup() << "\"): " << kernel_kind_name(kind)
         << ": the latent projection runs forward only for now (no backward kernel projects Q and O yet); run the "
            "forward alone";
-    user_check(!spec.has_latent() || !spec.has_reciprocal_band())
-        << "AttentionSpec.latent(" << spec.latent_dim() << ", ...) with a reciprocal band: not supported yet (the band's "
-           "s_ji needs the projected queries at the key positions); use one of them";
     KernelPlan plan;
     plan.spec = spec;
     plan.inputs = std::move(inputs);

@@ -112,9 +112,9 @@ inline OnDevice make_problem(const Example& ex, const Dims& d, uint64_t seed) {
 
 // Fraction of (b, i, j) the mask keeps (head 0; the examples' masks ignore the head),
 // from a sample of rows, for counting only the FLOPs that are done. A score convolution
-// is causal by definition (j <= i besides the mask).
+// and a causal reciprocal band are causal by definition (j <= i besides the mask).
 inline double kept_fraction(const dsl::AttentionSpec& spec, const reference::ForwardInputs& in, const Dims& d) {
-    const bool causal = spec.has_score_conv();
+    const bool causal = spec.has_score_conv() || (spec.has_reciprocal_band() && spec.reciprocal_band_causal());
     if (!spec.mask().defined()) {
         if (!causal || d.q_len == 0 || d.kv_len == 0) return 1.0;
         const double m = static_cast<double>(std::min(d.q_len, d.kv_len));  // rows i < Nk keep i + 1 keys

@@ -54,9 +54,9 @@ TEST(LatentConfig, WhatIsNotBuiltYetIsAUserError) {
     EXPECT_USER_ERROR(make_config(latent_spec(128, 128, 256), KernelKind::forward, "sm_86"), "shared memory");
     const AttentionSpec spec = latent_spec(128, 128, 128);
     EXPECT_USER_ERROR(generate(spec, make_config(spec, KernelKind::backward_fused, "sm_90a"), "sm_90a"), "forward only");
-    AttentionSpec band = latent_spec(128, 128, 128);
+    AttentionSpec band = latent_spec(128, 128, 512);
     band.reciprocal_band(64, "alpha");
-    EXPECT_USER_ERROR(testing::forward_source(band, std::nullopt, "sm_90a"), "reciprocal band");
+    EXPECT_USER_ERROR(make_config(band, KernelKind::forward, "sm_90a"), "RA + MLA runs up to L = 256");
 }
 
 TEST(LatentConfig, OverTwoHundredFiftySixTwoWarpsShareARowGroup) {
@@ -72,6 +72,22 @@ TEST(LatentConfig, OverTwoHundredFiftySixTwoWarpsShareARowGroup) {
     c.tile = TileConfig{128, 64, 8, 1};  // 32 rows a warp pair: not the split's grid
     EXPECT_NE(why_config_invalid(c), nullptr);
     EXPECT_USER_ERROR(make_config(latent_spec(128, 128, 512), KernelKind::forward, "sm_80"), "shared memory");
+}
+
+// RA + MLA: the band's tiles are Q-wide (K_lat W_qlat[h]^T at the query rows, Q at the key
+// rows), and the prologue also stages the latent K at the query rows.
+TEST(LatentConfig, WithAReciprocalBandTheBandTilesAreQWide) {
+    AttentionSpec spec = latent_spec(64, 64, 256);
+    spec.reciprocal_band(64, "alpha");
+    KernelConfig c = make_config(spec, KernelKind::forward, "sm_90a");
+    EXPECT_TRUE(c.recip_band);
+    c.tile = TileConfig{64, 64, 4, 2};
+    // Q_lat [64 x 256] | max(K, V [2][64 x 256], Q + W_qlat + K_lat rows = 64 x 64 + 64 x 256 + 64 x 256,
+    // W_vup [256 x 64]) | K at the query rows [64 x 64] | Q at the key rows [2][64 x 64].
+    EXPECT_EQ(smem_bytes(c), scratch_bytes(4) + 2 * (64 * 256 + 2 * 2 * 64 * 256 + 64 * 64 + 2 * 64 * 64));
+    const std::string src = testing::forward_source(spec, std::nullopt, "sm_90a").source;
+    EXPECT_NE(src.find("recip_band_alpha"), std::string::npos);
+    EXPECT_NE(src.find(", false, false, true, 256>;"), std::string::npos) << "the Traits carry the band and L";
 }
 
 TEST(LatentConfig, TheVariantGetsTheWeightsOfItsHead) {

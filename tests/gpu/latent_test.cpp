@@ -2,7 +2,8 @@
 // reference: L 64, 128, 200 (padded), 256, 384 (padded) and 512 (two warps a row group); Q head dims 64 and 128, Dv 64, 128 and 96 (padded),
 // Dqk != Dv; f16 and bf16; ragged lengths (1, and lengths that are not multiples of the tile,
 // Nq != Nk), causal and not, many heads sharing one latent K/V, a score_mod, a sliding window,
-// sinks and a gate, and tiles other than the default. Outputs are poisoned before the launch;
+// sinks and a gate, and tiles other than the default; with a reciprocal band (RA + MLA, L up
+// to 256), its widths and both forms. Outputs are poisoned before the launch;
 // NaN and unwritten elements fail. O at the dtype's tolerance. LSE at 1e-2 (bf16) and 3e-3
 // (f16) absolute: Q_lat is an mma operand, rounded to the element type (relative 2^-9 and
 // 2^-11), which moves a score by about u / sqrt(3) of its scale (measured: up to 4e-3 in bf16
@@ -33,6 +34,7 @@ struct LatentCase {
     bool causal;
     int batch, hq, nq, nk;
     bool softcap = false, window = false, gate = false, sinks = false;
+    int band = -1;  // >= 0: a reciprocal band of this width (RA + MLA; its form follows `causal`)
     std::optional<TileConfig> tile;
 
     std::string name() const {
@@ -40,6 +42,7 @@ struct LatentCase {
         s << dtype_name(dtype) << "_d" << d << "x" << dv << "_L" << l << (causal ? "_causal" : "_full") << "_b"
           << batch << "_h" << hq << "_n" << nq << "x" << nk << (softcap ? "_softcap" : "") << (window ? "_window" : "")
           << (gate ? "_gate" : "") << (sinks ? "_sinks" : "");
+        if (band >= 0) s << "_band" << band;
         if (tile) s << "_m" << tile->block_m << "n" << tile->block_n << "w" << tile->warps << "s" << tile->stages;
         return s.str();
     }
@@ -59,6 +62,7 @@ dsl::AttentionSpec latent_spec(const LatentCase& c) {
     if (c.softcap) s.score_mod(dsl::mods::softcap(dsl::scalar("cap")));
     if (c.gate) s.gate("gate");
     if (c.sinks) s.sinks("sinks");
+    if (c.band >= 0) s.reciprocal_band(c.band, "alpha", c.causal);
     return s;
 }
 
@@ -77,6 +81,11 @@ reference::ForwardInputs latent_inputs(const LatentCase& c) {
     in.tensors.emplace("w_qlat", std::move(wq));
     in.tensors.emplace("w_vup", std::move(wv));
     if (c.softcap) in.scalars["cap"] = 5.0;
+    if (c.band >= 0) {  // per head, both signs: the band term as large as the score
+        HostTensor alpha(DType::f32, {c.hq});
+        reference::fill_normal(alpha, seed + 8, 0.0, 0.7);
+        in.tensors.emplace("alpha", std::move(alpha));
+    }
     if (c.gate) {
         HostTensor g(c.dtype, {c.batch, c.hq, c.nq, c.dv});
         reference::fill_normal(g, seed + 6);
@@ -134,6 +143,27 @@ std::vector<LatentCase> latent_cases() {
     LatentCase gated{DType::f16, 64, 64, 64, false, 2, 2, 300, 300};
     gated.gate = gated.sinks = true;
     cases.push_back(gated);
+    // RA + MLA (seed 000: L 64, D 64, W 64): band widths 0, 1, 63, 64 and wider than N, causal and
+    // not, Dqk != Dv, with score_mod and a window, another tile; L up to 256.
+    for (int w : {0, 1, 63, 64, 5000})
+        for (bool causal : {true, false}) {
+            LatentCase c{DType::bf16, 64, 64, 64, causal, 2, 3, 333, 333};
+            c.band = w;
+            cases.push_back(c);
+        }
+    {
+        LatentCase c{DType::f16, 128, 96, 256, true, 1, 2, 300, 300};
+        c.band = 64;
+        cases.push_back(c);
+        LatentCase m{DType::bf16, 64, 64, 128, false, 1, 2, 450, 450};
+        m.band = 70;
+        m.softcap = m.window = m.sinks = m.gate = true;
+        cases.push_back(m);
+        LatentCase t{DType::bf16, 64, 64, 128, true, 1, 2, 450, 450};
+        t.band = 64;
+        t.tile = TileConfig{64, 64, 4, 1};
+        cases.push_back(t);
+    }
     for (TileConfig t : {TileConfig{64, 64, 4, 1}, TileConfig{64, 64, 4, 2}, TileConfig{128, 32, 4, 2}}) {
         LatentCase c{DType::bf16, 128, 128, 128, true, 1, 2, 450, 450};
         c.tile = t;

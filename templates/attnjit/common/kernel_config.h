@@ -237,7 +237,9 @@ constexpr int kSimtRowPad = 4;
 //                Q [block_m x dqk] and W_qlat[h] [dqk x min(dl, 256)] (the prologue, 256
 //                columns at a time); W_vup[h] [dl x dv] (the epilogue) | with dl 512 (two
 //                warps a row group, latent_col_split): the partial scores of every warp
-//                [warps][16 rows a warp x block_n] (f32)
+//                [warps][16 rows a warp x block_n] (f32) | with recip_band (L up to 256): the
+//                band's tiles at Q's head dim as above (the prologue also stages the latent K
+//                at the query rows [block_m x dl], after W_qlat[h])
 //  forward sm80 with score_conv: scratch | Q [(block_m + 16) x dqk] |
 //                K [stages][(block_n + 16) x dqk] | V [stages][block_n x dv] |
 //                S0 [(block_m + 16) x (block_n + 24)] f16 (row-major, unswizzled) |
@@ -311,12 +313,14 @@ ATTNJIT_HD constexpr int smem_bytes(const KernelConfig& c) {
                t.stages * 2 * 4 * t.block_m + elem_bytes(c.elem) * t.stages * (t.block_m + t.block_n) * dqk;
     if (c.latent > 0 && c.kind == KernelKind::forward) {
         const int dl = tile_head_dim(c.latent), pipeline = t.stages * t.block_n * 2 * dl;
-        const int prologue = t.block_m * dqk + dqk * (dl < 256 ? dl : 256), epilogue = dl * dv;
+        const int prologue = t.block_m * dqk + dqk * (dl < 256 ? dl : 256) + (c.recip_band ? t.block_m * dl : 0),
+                  epilogue = dl * dv;
         const int region = pipeline > prologue ? (pipeline > epilogue ? pipeline : epilogue)
                                                : (prologue > epilogue ? prologue : epilogue);
         const int split = latent_col_split(c.latent);
         return scratch_bytes(t.warps) + elem_bytes(c.elem) * (t.block_m * dl + region) +
-               (split > 1 ? split * t.block_m * t.block_n * 4 : 0);
+               (split > 1 ? split * t.block_m * t.block_n * 4 : 0) +
+               (c.recip_band ? elem_bytes(c.elem) * (t.block_m + t.stages * t.block_n) * dqk : 0);
     }
     if (is_backward(c.kind) && c.mainloop == MainloopKind::sm80)
         return owns_keys(c.kind)
@@ -372,9 +376,9 @@ ATTNJIT_HD constexpr const char* why_config_invalid(const KernelConfig& c) {
         return "the reciprocal band runs in the sm80 forward, backward_dq and backward_dkdv (f16 / bf16, head dims up "
                "to 128 in the backward, no score convolution)";
     if (c.latent != 0 && (c.kind != KernelKind::forward || c.mainloop != MainloopKind::sm80 || c.score_conv ||
-                          c.bias_tile || c.recip_band))
-        return "the latent projection runs in the sm80 forward only (f16 / bf16; no score convolution, staged bias "
-               "tile or reciprocal band) for now";
+                          c.bias_tile || (c.recip_band && latent_col_split(c.latent) > 1)))
+        return "the latent projection runs in the sm80 forward only (f16 / bf16; no score convolution or staged bias "
+               "tile; a reciprocal band beside it up to L 256) for now";
     if (c.latent != 0 && !latent_dim_supported(c.latent)) return "the latent dim L must be a multiple of 8 from 8 to 512";
     if (c.latent != 0 && latent_col_split(c.latent) > 1 &&
         (t.warps % 2 != 0 || t.block_m != 8 * t.warps || tile_head_dim(c.head_dim_v) > 128))
@@ -587,7 +591,9 @@ ATTNJIT_HD constexpr TileConfig default_latent_tile(KernelConfig c, int sm) {
         }
         return wide[1];
     }
-    const TileConfig tiles[] = {default_tile(KernelKind::forward, MainloopKind::sm80, c.latent, c.latent, sm),
+    // With a reciprocal band, 16 rows a warp: 32 spill its registers (80 bytes at L 128, Dqk 64).
+    const TileConfig tiles[] = {c.recip_band ? TileConfig{128, 64, 8, 2}
+                                             : default_tile(KernelKind::forward, MainloopKind::sm80, c.latent, c.latent, sm),
                                 TileConfig{64, 64, 4, 2}, TileConfig{64, 64, 4, 1}};
     for (const TileConfig& t : tiles) {
         c.tile = t;

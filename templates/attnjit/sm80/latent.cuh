@@ -21,8 +21,9 @@ namespace sm80 {
 // kMF: 16-row fragments per warp; KS: warps a row group (latent_col_split: warp w owns rows
 // [16 kMF (w / KS), + 16 kMF) and, of every split product, columns half w % KS);
 // DL: the main loop's head dim (tile_head_dim(L)); kLReal, kDqReal, kDvReal: L, Q's and O's
-// real head dims.
-template <class E, int kThreads, int kMF, int KS, int BM, int DL, int kLReal, int kDqReal, int kDvReal>
+// real head dims; kBand: a reciprocal band beside it (project_keys).
+template <class E, int kThreads, int kMF, int KS, int BM, int DL, int kLReal, int kDqReal, int kDvReal,
+          bool kBand = false>
 struct LatentProjection {
     static constexpr int DQ = tile_head_dim(kDqReal), DVO = tile_head_dim(kDvReal);
     static constexpr int kCprL = DL / 8, kCprQ = DQ / 8, kCprO = DVO / 8;
@@ -32,6 +33,10 @@ struct LatentProjection {
     static constexpr int kWarpCols = kWBlock / KS;       // of which each warp projects these
     static_assert(kWarpCols % 32 == 0 && (KS == 1 || kWarpCols % 64 == 0),
                   "the projection writes Q_lat 32 columns at a time, a column half starts on a swizzle group");
+    // The staging region: Q, a block of W_qlat[h] (and the band's K_lat rows), then W_vup[h].
+    static constexpr int kPrologueBytes = (BM * DQ + DQ * kWBlock + (kBand ? BM * DL : 0)) * 2;
+    static constexpr int kStagingBytes = kPrologueBytes > DL * DVO * 2 ? kPrologueBytes : DL * DVO * 2;
+    static_assert(!kBand || (KS == 1 && kWBlock == DL), "the band's key projection reads W_qlat[h] staged whole");
     using Chunk = MmaCLayout<kMF, 4, 1, 32, KS>;                // 32 columns of Q_lat
     using OutLayout = MmaCLayout<kMF, DVO / 8, 1, kDvReal, KS>;  // the projected output
 
@@ -58,6 +63,39 @@ struct LatentProjection {
         project_chunk<0>(a, w_ld, LaneRows::a_chunks(lane), q_lat, BLK * kWBlock + half * kWarpCols);
         block_sync();
         if constexpr ((BLK + 1) * kWBlock < DL) project_q<BLK + 1>(q_lat, stage, qg, q_row, valid, safe, w, tid);
+    }
+
+    // The reciprocal band's keys at the query rows, in Q's space: kr [BM x DQ] (swizzled) =
+    // K_lat[rows] W_qlat[h]^T, so that <Q_j, kr_i> = <Q_lat_j, K_lat_i> (s_ji before the scale)
+    // with Q itself at the key rows. Call right after project_q (W_qlat[h] is still staged);
+    // k_rows: the latent K at the CTA's first query row; valid: the rows that exist. Ends
+    // with a block barrier.
+    __device__ __forceinline__ static void project_keys(unsigned kr, unsigned stage, const E* k_rows, long long k_row,
+                                                        int valid, const E* safe, int tid) {
+        const unsigned w_s = stage + BM * DQ * 2, kl_s = w_s + DQ * DL * 2;
+        copy_tile<E, kThreads, BM, DL, false, kLReal>(kl_s, k_rows, k_row, valid, safe, tid);
+        ptx::cp_async_commit();
+        ptx::cp_async_wait<0>();
+        block_sync();
+        const int warp = tid >> 5, lane = tid & 31;
+        using KLayout = MmaCLayout<kMF, DQ / 8>;
+        float c[kMF][DQ / 8][4];
+        KLayout::clear(c);
+        gemm_nt<E, kMF, DQ / 8, DL / 16, kCprL, kCprL>(
+            c, kl_s + (warp * 16 * kMF + LaneRows::a_row(lane)) * kCprL * 16,
+            w_s + LaneRows::b_row(lane) * kCprL * 16, LaneRows::a_chunks(lane), LaneRows::b_chunks(lane));
+        const KLayout l;
+#pragma unroll
+        for (int mf = 0; mf < kMF; ++mf)
+#pragma unroll
+            for (int nt = 0; nt < DQ / 8; ++nt)
+#pragma unroll
+                for (int hi = 0; hi < 2; ++hi) {
+                    const int row = l.row(2 * mf + hi), col = l.col(nt, 0);
+                    ptx::st_shared_b32(kr + (row * kCprQ + swz_chunk<kCprQ>(col >> 3, row & 7)) * 16 + (col & 7) * 2,
+                                       FromFloat<E>::pack2(c[mf][nt][2 * hi], c[mf][nt][2 * hi + 1]));
+                }
+        block_sync();
     }
 
     // out = o_lat W_vup[h]: the warp's [16 kMF x DL / KS] part of O_lat (unnormalised fp32, the

@@ -89,23 +89,27 @@ struct Mainloop {
     static constexpr int kFragOff = kS0Off + kS0Bytes;
     static constexpr int kMaskOff = kFragOff + (kConv ? kScoreConvFragmentBytes : 0);  // conv mask bits
     static constexpr int kBiasOff = kMaskOff + (kConv ? score_conv_mask_bytes(BM, BN) : 0);  // bias tile
-    static constexpr int kKrOff = kBiasOff + (kBiasTile ? BM * BN * 2 : 0);  // recip band: K at the query rows
-    static constexpr int kQrOff = kKrOff + (kRecipBand ? BM * DQK * 2 : 0);  // and Q at the key rows
-    static constexpr int kQrStage = BN * DQK * 2;
     static constexpr bool kLatent = kLatQ > 0;
-    using Latent =
-        LatentProjection<E, kThreads, kMF, KS, BM, DQK, kDqkReal, (kLatent ? kLatQ : 8), (kLatent ? kLatV : 8)>;
+    using Latent = LatentProjection<E, kThreads, kMF, KS, BM, DQK, kDqkReal, (kLatent ? kLatQ : 8),
+                                    (kLatent ? kLatV : 8), kRecipBand>;
     // The latent projection stages its operands in the K/V region: at least that big.
-    static constexpr int kLatentPrologue = (BM * Latent::DQ + Latent::DQ * Latent::kWBlock) * 2;
-    static constexpr int kLatentRegion = kLatent ? (kLatentPrologue > DQK * Latent::DVO * 2 ? kLatentPrologue
-                                                                                            : DQK * Latent::DVO * 2)
-                                                 : 0;
+    static constexpr int kLatentRegion = kLatent ? Latent::kStagingBytes : 0;
     static constexpr int kXOff =  // KS > 1: the warps' partial scores, [W][kMF kNT 4][32 lanes] f32
         kKOff + (S * (kKStage + kVStage) > kLatentRegion ? S * (kKStage + kVStage) : kLatentRegion);
-    static constexpr int kSmemBytes = kLatent ? kXOff + (KS > 1 ? W * kMF * kNT * 4 * 32 * 4 : 0)
-                                              : kQrOff + (kRecipBand ? S * kQrStage : 0);
+    static constexpr int kXBytes = KS > 1 ? W * kMF * kNT * 4 * 32 * 4 : 0;
+    // The reciprocal band's operands are Q-wide: with a latent projection the keys at the query
+    // rows are K_lat W_qlat[h]^T (latent.cuh) and the queries at the key rows are Q itself.
+    static constexpr int DB = kLatent ? Latent::DQ : DQK;
+    static constexpr int kDbReal = kLatent ? kLatQ : kDqkReal;
+    static constexpr int kCprB = DB / 8;
+    static constexpr int kKrOff = kLatent ? kXOff + kXBytes  // recip band: K at the query rows
+                                          : kBiasOff + (kBiasTile ? BM * BN * 2 : 0);
+    static constexpr int kQrOff = kKrOff + (kRecipBand ? BM * DB * 2 : 0);  // and Q at the key rows
+    static constexpr int kQrStage = BN * DB * 2;
+    static constexpr int kSmemBytes = kQrOff + (kRecipBand ? S * kQrStage : 0);
     static_assert(KS == 1 || (DQK / KS) % 64 == 0, "a column half starts on a whole swizzle group");
-    static_assert(!kLatent || !(kConv || kBiasTile || kRecipBand), "the latent projection runs without the other layouts");
+    static_assert(!kLatent || !(kConv || kBiasTile), "the latent projection runs without these layouts");
+    static_assert(!kRecipBand || KS == 1, "the reciprocal band runs without a column split");
     static_assert(KS == 1 || (W % KS == 0 && kMF >= 1), "a column split needs whole row groups of warps");
     static_assert(kSmemBytes == smem_bytes(KernelConfig{KernelKind::forward, MainloopKind::sm80, ElemKindOf<E>::value,
                                                         kLatent ? kLatQ : kDqkReal, kLatent ? kLatV : kDvReal,
@@ -177,12 +181,14 @@ struct Mainloop {
                                                                      kQHalo - m0);
         } else if constexpr (kLatent) {  // Q_lat = Q W_qlat[h], staged in the free K/V region
             static_assert(Variant::kLatentDim == kDqkReal, "the Variant's latent dim is the main loop's head dim");
-            Latent::template project_q<0>(q_s, k_s, qg, a.q_stride[2], nq - m0, static_cast<const E*>(a.q),
-                                          Variant::latent_weights(p, h), tid);
+            const LatentWeights<E> lw = Variant::latent_weights(p, h);
+            Latent::template project_q<0>(q_s, k_s, qg, a.q_stride[2], nq - m0, static_cast<const E*>(a.q), lw, tid);
+            if constexpr (kRecipBand)  // K at the query rows, projected: K_lat W_qlat[h]^T (Nq == Nk)
+                Latent::project_keys(sbase + kKrOff, k_s, kg + (long long)m0 * ksn, ksn, nk - m0, kg, tid);
         } else {
             load_tile<BM, DQK, kDqkReal>(q_s, qg, a.q_stride[2], nq - m0, static_cast<const E*>(a.q), tid);
         }
-        if constexpr (kRecipBand)  // K at the query rows (Nq == Nk), the A operand of R = K Q^T
+        if constexpr (kRecipBand && !kLatent)  // K at the query rows (Nq == Nk), the A operand of R = K Q^T
             load_tile<BM, DQK, kDqkReal>(sbase + kKrOff, kg + (long long)m0 * ksn, ksn, nk - m0, kg, tid);
         ptx::cp_async_commit();
 
@@ -196,7 +202,7 @@ struct Mainloop {
 
         static_assert(kRecipBand == (Variant::kRecipBandWidth >= 0),
                       "a Variant with a reciprocal band needs the main loop's kRecipBand layout, and only it");
-        using Band = RecipBand<E, kMF, kNT, kKQ, kCprQ, (kRecipBand ? Variant::kRecipBandWidth : 0),
+        using Band = RecipBand<E, kMF, kNT, DB / 16, kCprB, (kRecipBand ? Variant::kRecipBandWidth : 0),
                                Variant::kRecipBandCausal>;
         const int last_row = cta.last_row(nq);
         auto band_tile = [&](int tile) { return Band::meets(m0, last_row, tile * BN, tile * BN + BN - 1); };
@@ -205,7 +211,7 @@ struct Mainloop {
             if constexpr (kRecipBand) {  // Q at the key tile's rows, in K's group
                 if (band_tile(tile)) {
                     const E* q_head = qg - (long long)m0 * a.q_stride[2];
-                    load_tile<BN, DQK, kDqkReal>(sbase + kQrOff + stage * kQrStage,
+                    load_tile<BN, DB, kDbReal>(sbase + kQrOff + stage * kQrStage,
                                                  q_head + (long long)tile * BN * a.q_stride[2], a.q_stride[2],
                                                  nq - tile * BN, static_cast<const E*>(a.q), tid);
                 }
@@ -261,8 +267,8 @@ struct Mainloop {
         uint4 carry[kConv ? Conv::kCarry : 1];  // its last 16 extended keys (Conv::take_carry)
 
         // The reciprocal band's operands: the lane's ldmatrix rows as in q_ld and k_ld.
-        const unsigned kr_ld = sbase + kKrOff + (warp * 16 * kMF + (lane & 7) + ((lane >> 3) & 1) * 8) * kCprQ * 16;
-        const unsigned qr_ld = sbase + kQrOff + ((lane & 7) + (lane >> 4) * 8) * kCprQ * 16;
+        const unsigned kr_ld = sbase + kKrOff + (warp * 16 * kMF + (lane & 7) + ((lane >> 3) & 1) * 8) * kCprB * 16;
+        const unsigned qr_ld = sbase + kQrOff + ((lane & 7) + (lane >> 4) * 8) * kCprB * 16;
         float band_alpha = 0.f;
         if constexpr (kRecipBand) band_alpha = Variant::recip_band_alpha(p, h);
 
