@@ -40,12 +40,17 @@ def latent_attention(q, k_lat, v_lat, w_qlat, w_vup, *, causal=False, scale=None
     q, k_lat, v_lat any strides with a contiguous last dimension. scale defaults to
     1/sqrt(L). causal, score_mod and mask act on the latent scores as in attnjit.attention.
     The kernels run float16 / bfloat16 with L a multiple of 8 up to what the C library
-    builds (256 today); it says so (SpecError) for anything else. reciprocal_band=(W, alpha)
-    is checked as in attnjit.attention and passed on; the C library refuses it with a latent
-    projection for now (SpecError). Forward only: a call whose inputs require grad (with
-    grad mode on) raises ArgumentError; run it under torch.no_grad(). The callable for
-    (score_mod, mask, causal, scale) is cached like attnjit.attention's; a kernel is compiled
-    per (dtype, Dqk, L, Dv, device, band). Under torch.compile it is a graph break."""
+    builds (512 today, Dv up to 128 over L 256); it says so (SpecError) for anything else.
+    reciprocal_band=(W, alpha) (RA + MLA, SEMANTICS.md section 4) is checked as in
+    attnjit.attention (Nq == Nk; alpha a float, one element or [Hq]) and runs up to L 256:
+    scale * (q_i w_qlat[h]) k_lat_j gains alpha[h] * s_ji, s_ji = scale * (q_j w_qlat[h])
+    k_lat_i, before score_mod, on the band 0 <= i - j <= W when causal (keys j > i masked),
+    |i - j| <= W when not: its form follows causal. Over L 256 the C library refuses it
+    (SpecError: "... RA + MLA runs up to L = 256 for now ..."). Forward only: a call whose
+    inputs require grad (with grad mode on) raises ArgumentError; run it under
+    torch.no_grad(). The callable for (score_mod, mask, causal, scale) is cached like
+    attnjit.attention's; a kernel is compiled per (dtype, Dqk, L, Dv, device, band). Under
+    torch.compile it is a graph break."""
     if compiled._is_compiling():  # no torch op yet: dynamo runs the call outside its graph
         return _outside_graph()(q, k_lat, v_lat, w_qlat, w_vup, causal, scale, reciprocal_band, score_mod, mask)
     return _call(q, k_lat, v_lat, w_qlat, w_vup, causal, scale, reciprocal_band, score_mod, mask)

@@ -4,7 +4,9 @@ argument checks (K and V packed as [B, 1, Nk, L], w_qlat and w_vup as the spec's
 sorted among the captured ones) and stop only at "cannot launch" (kernels compiled for
 sm_90a without a GPU); bad arguments must be refused by Python with their own message, and
 what only the C library knows (L, the band, the projections' alignment) by the library's
-message. Prints one line per group of checks."""
+message. With a reciprocal band (RA + MLA, L up to 256) good calls reach the launch too, the
+band in the spec with the call's causal form; over L 256 the library refuses it. Prints one
+line per group of checks."""
 import json
 import os
 import sys
@@ -76,6 +78,20 @@ q = torch.empty(2, 33, 4, 128, dtype=torch.bfloat16).transpose(1, 2)
 ckv = torch.empty(2, 33, 64 + 64, dtype=torch.bfloat16)
 k_lat = fake_torch.Tensor((2, 33, 64), torch.bfloat16, ckv.stride(), 0, ckv.data_ptr())
 reaches_the_launch("strided q, K = V = a slice of a cache", lambda: latent_attention(q, k_lat, k_lat, *args[3:]))
+# RA + MLA (L up to 256): the band beside the projection, its causal form the call's, alpha a
+# float or per head; the band's alpha sorted among the spec's tensors
+for L, causal, band in ((64, True, (64, 0.5)), (64, False, (0, torch.empty(4))), (256, True, (1, -0.3)),
+                        (128, False, (5000, 0.25))):
+    reaches_the_launch(f"band {band[0]} at L {L}, causal {causal}", lambda: latent_attention(
+        *inputs(L=L, D=64, Dv=96), causal=causal, reciprocal_band=band))
+    doc = last_spec()
+    assert doc["reciprocal_band"] == {"width": band[0], "alpha": "reciprocal_band", "causal": causal}, doc
+    assert doc["latent"] == {"dim": L, "w_qlat": "w_qlat", "w_vup": "w_vup"}, doc
+    assert list(doc["tensors"]) == ["reciprocal_band", "w_qlat", "w_vup"], doc
+before = len(compiled_for)
+reaches_the_launch("band, cached", lambda: latent_attention(*inputs(L=64, D=64, Dv=96), causal=True,
+                                                            reciprocal_band=(64, 0.9)))
+assert len(compiled_for) == before, "a new alpha compiled again"
 print("ok calls")
 
 # ---- mods and names: a softcap, a mask, captured tensors named like the projections --------
@@ -138,6 +154,8 @@ rejected("on the cpu", A, "must be CUDA tensors", lambda: latent_attention(*(
 rejected("float64", A, "attnjit takes float16, bfloat16 or float32", lambda: latent_attention(*(
     torch.empty(*t.shape, dtype=torch.float64) for t in args)))
 rejected("band's alpha", A, "[Hq] = [4]", call(reciprocal_band=(4, torch.empty(3))))
+rejected("band with Nq != Nk", A, "give q and k the same length (Nq == Nk)", lambda: latent_attention(
+    *inputs(Nq=17, Nk=33), reciprocal_band=(4, 0.5)))
 rejected("band on f32", A, "float16 / bfloat16", lambda: latent_attention(*(
     torch.empty(*t.shape, dtype=torch.float32) for t in args), reciprocal_band=(4, 0.5)))
 assert len(compiled_for) == before, "a refused call compiled a kernel"
@@ -169,7 +187,9 @@ print("ok training")
 
 # ---- refused by the C library, its message surfaced ---------------------------------------
 S = attnjit.SpecError
-rejected("with a reciprocal band", S, "reciprocal band", call(reciprocal_band=(4, 0.5)))
+for causal in (True, False):  # RA + MLA runs up to L 256: over it, the library's message
+    rejected(f"a band at L 512, causal {causal}", S, "RA + MLA runs up to L = 256", lambda: latent_attention(
+        *inputs(L=512), causal=causal, reciprocal_band=(4, 0.5)))
 rejected("float32", S, "f16 or bf16", lambda: latent_attention(*(torch.empty(*t.shape, dtype=torch.float32)
                                                                   for t in args)))
 rejected("L 520", S, "multiple of 8", lambda: latent_attention(*inputs(L=520)))

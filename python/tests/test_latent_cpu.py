@@ -1,7 +1,8 @@
 """The latent projection (attnjit.latent_attention, MLA) without a GPU: its spec (the
 "latent" entry, the projections' names among the captured tensors; the C library parsing it
-and printing it back), its forward compiled for sm_90a and what the library refuses (the
-backward, a reciprocal band, L it does not build); the call path with fake_torch
+and printing it back), its forward compiled for sm_90a, with a reciprocal band beside it too
+(RA + MLA, L up to 256), and what the library refuses (the backward, a band over L 256, L it
+does not build); the call path with fake_torch
 (latent_check.py: good calls reach the launch past every C argument check, bad ones are
 refused with their own message, training is refused); with torch, the argument checks on
 CPU tensors, before anything needs CUDA.
@@ -64,19 +65,28 @@ def test_the_library_parses_the_latent_projection_and_prints_it_back():
 
 
 def test_forward_compiles_for_sm90a_and_the_library_refuses_the_rest():
-    """The forward at L 64 and 256 with Dqk != Dv; the library's own refusals (SpecError, its
-    message): the backward, a band beside the projection, float32, L over what it builds
+    """The forward at L 64 and 256 with Dqk != Dv, and with a reciprocal band beside the
+    projection (RA + MLA, L up to 256: L 64 both forms, L 256); the library's own refusals
+    (SpecError, its message): the backward, a band over L 256, float32, L over what it builds
     (512 may come: then it compiles), L not a multiple of 8."""
     load_library_or_skip()
     for dt, L, D, Dv in (("f16", 64, 128, 64), ("bf16", 256, 64, 128)):
         text = attnjit.spec_json(causal=True, dtype=dt, head_dim=D, head_dim_v=Dv, latent=L)
         assert capi.Kernel(capi.Spec.from_json(text), "sm_90a").arch == "sm_90a"
+    for dt, L, D, Dv, band in (("bf16", 64, 64, 64, (64, True)), ("f16", 64, 128, 64, (1, False)),
+                               ("bf16", 256, 128, 96, (4, True))):
+        text = attnjit.spec_json(causal=band[1], dtype=dt, head_dim=D, head_dim_v=Dv, latent=L, reciprocal_band=band)
+        spec = capi.Spec.from_json(text)
+        assert ("reciprocal_band", "f32", 1) in spec.tensors(), spec.tensors()
+        assert capi.Kernel(spec, "sm_90a").arch == "sm_90a", f"RA + MLA at L {L}, band {band}"
     text = attnjit.spec_json(dtype="bf16", head_dim=128, return_lse=True, latent=128)
     with pytest.raises(SpecError, match="forward only"):
         capi.Backward(capi.Spec.from_json(text), "sm_90a")
-    with pytest.raises(SpecError, match="reciprocal band"):
-        capi.Kernel(capi.Spec.from_json(attnjit.spec_json(dtype="bf16", head_dim=128, latent=128,
-                                                          reciprocal_band=(4, True))), "sm_90a")
+    for band in ((4, True), (64, False)):
+        with pytest.raises(SpecError, match="RA \\+ MLA runs up to L = 256"):
+            capi.Kernel(capi.Spec.from_json(attnjit.spec_json(causal=band[1], dtype="bf16", head_dim=128,
+                                                              head_dim_v=128, latent=512, reciprocal_band=band)),
+                        "sm_90a")
     with pytest.raises(SpecError, match="f16 or bf16"):
         capi.Kernel(capi.Spec.from_json(attnjit.spec_json(dtype="f32", head_dim=128, latent=128)), "sm_90a")
     try:
