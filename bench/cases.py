@@ -41,7 +41,7 @@ RA_W = 64                 # the reciprocal band's width (seed 000's ra_window)
 MSA_HEADS, MSA_DIM = 8, 32    # AlphaFold's Evoformer MSA attention
 MSA_S, MSA_N = (128, 512), (256, 768)  # MSA depth, residues
 MLA_HEADS = (16, 128)     # query heads of the latent case (DeepSeek-V2/V3 run 128)
-MLA_L = (256, 512)        # latent dims: DeepSeek's c_kv is 512; the kernel takes 256 today, 512 soon
+MLA_L = (256, 512)        # latent dims: DeepSeek's c_kv is 512, and 256 beside it
 MLA_D, MLA_DV = 128, 128  # q's head dim (its non-rope part) and the output's
 MLA_N = (1024, 2048, 4096, 8192)
 

@@ -213,7 +213,7 @@ def _attnjit_latent(attnjit, inp: Inputs) -> Built:
     def forward():
         try:
             return attnjit.latent_attention(q, k, v, wq, wv, causal=True)
-        except attnjit.SpecError as e:  # what the kernels do not build yet (L 512 today): a refusal
+        except attnjit.SpecError as e:  # what the kernels do not build: a refusal
             raise Skip(f"attnjit refused: {e.message}") from e
     return Built(forward)
 

@@ -4,8 +4,6 @@
 // section 4). The kernel projects Q in its prologue and O in its epilogue: no [B, N, H, 512]
 // tensor is written (docs/latent.md). Forward only for now.
 // With a GPU: checked against the fp64 reference and timed; without one: compiled for sm_90a.
-#include <cmath>
-
 #include "dsl/mods.h"
 #include "examples/example_util.h"
 
@@ -21,12 +19,8 @@ int main() {
                   .mask(dsl::mods::causal());
     ex.check = {2, 4, 1, 300, 300};  // kv_heads 1: the latent K/V
     ex.timed = {2, 16, 1, 8192, 8192};
-    ex.add_inputs = [](reference::ForwardInputs& in, const examples::Dims& d, uint64_t seed) {
-        reference::HostTensor wq(DType::bf16, {d.q_heads, kHeadDim, kLatent}), wv(DType::bf16, {d.q_heads, kLatent, kHeadDim});
-        reference::fill_normal(wq, seed, 0.0, 1.0 / std::sqrt(double(kHeadDim)));  // unit-scale Q_lat and O
-        reference::fill_normal(wv, seed + 1, 0.0, 1.0 / std::sqrt(double(kLatent)));
-        in.tensors.emplace("w_qlat", std::move(wq));
-        in.tensors.emplace("w_vup", std::move(wv));
+    ex.add_inputs = [spec = ex.spec](reference::ForwardInputs& in, const examples::Dims& d, uint64_t seed) {
+        examples::add_latent_weights(spec, in, d, seed);
     };
     return examples::run(ex);
 }

@@ -5,8 +5,6 @@
 // runs in Q's space (K_lat W_qlat[h]^T at the query rows, computed once per CTA), so neither
 // Q_lat of other rows nor a second N x N matrix is formed (docs/latent.md). Forward only.
 // With a GPU: checked against the fp64 reference and timed; without one: compiled for sm_90a.
-#include <cmath>
-
 #include "examples/example_util.h"
 
 int main() {
@@ -21,14 +19,10 @@ int main() {
                   .reciprocal_band(64, "alpha");  // causal: j > i masked
     ex.check = {2, 12, 1, 300, 300};  // self-attention, kv_heads 1
     ex.timed = {8, 12, 1, 4096, 4096};
-    ex.add_inputs = [](reference::ForwardInputs& in, const examples::Dims& d, uint64_t seed) {
-        reference::HostTensor wq(DType::bf16, {d.q_heads, kHeadDim, kLatent}), wv(DType::bf16, {d.q_heads, kLatent, kHeadDim});
-        reference::fill_normal(wq, seed, 0.0, 1.0 / std::sqrt(double(kHeadDim)));
-        reference::fill_normal(wv, seed + 1, 0.0, 1.0 / std::sqrt(double(kLatent)));
+    ex.add_inputs = [spec = ex.spec](reference::ForwardInputs& in, const examples::Dims& d, uint64_t seed) {
+        examples::add_latent_weights(spec, in, d, seed);
         reference::HostTensor alpha(DType::f32, {d.q_heads});
         reference::fill_normal(alpha, seed + 2, 0.5, 0.1);  // seed 000's alpha 0.5, a little apart per head
-        in.tensors.emplace("w_qlat", std::move(wq));
-        in.tensors.emplace("w_vup", std::move(wv));
         in.tensors.emplace("alpha", std::move(alpha));
     };
     return examples::run(ex);

@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <exception>
@@ -149,6 +150,18 @@ inline void print_dims(const Dims& d) {
 }
 
 }  // namespace detail
+
+// A latent projection's weights (spec.latent(L, "w_qlat", "w_vup")) for d.q_heads heads:
+// N(0, 1 / fan-in), so Q_lat and O keep unit scale.
+inline void add_latent_weights(const dsl::AttentionSpec& spec, reference::ForwardInputs& in, const Dims& d,
+                               uint64_t seed) {
+    const int64_t dqk = spec.head_dim_qk(), l = spec.latent_dim(), dv = spec.head_dim_v();
+    HostTensor wq(spec.dtype(), {d.q_heads, dqk, l}), wv(spec.dtype(), {d.q_heads, l, dv});
+    reference::fill_normal(wq, seed, 0.0, 1.0 / std::sqrt(double(dqk)));
+    reference::fill_normal(wv, seed + 1, 0.0, 1.0 / std::sqrt(double(l)));
+    in.tensors.emplace(spec.latent_w_qlat(), std::move(wq));
+    in.tensors.emplace(spec.latent_w_vup(), std::move(wv));
+}
 
 inline int run(const Example& ex) try {
     std::cout << ex.title << "\n" << ex.spec << "\n";

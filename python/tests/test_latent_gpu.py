@@ -2,17 +2,24 @@
 against a float64 reference computed here from the same rounded inputs: Q_lat = q w_qlat
 (einsum in float64, never rounded), s = scale Q_lat K_lat^T with the latent K / V broadcast
 over the heads (scale 1/sqrt(L)), score_mod / mask, softmax, O_lat = P V_lat, out = O_lat
-w_vup. L 64, 128, 256 (and 512 once the C library builds it), causal and not, Dqk != Dv,
+w_vup. L 64, 128, 256 and 512, causal and not, Dqk != Dv,
 ragged lengths (1, 200, 333; Nq != Nk), float16 and bfloat16, a softcap score_mod and a
 sliding-window mask, strided views (K = V = a slice of one cache), the [B, 1, Nk, L] form;
-the refusals (training, the reciprocal band) and torch.compile (a graph break).
+with a reciprocal band (RA + MLA, L 64 and 256): T_ij = s_ij + alpha[h] [band(i, j)] s_ji
+with s_ji = scale <Q_lat[j], K_lat[i]>, before score_mod, causal (the call's causal=True):
+band 0 <= i - j <= W and keys j > i masked, non-causal |i - j| <= W; W 0, 1, 64 and wider
+than N, alpha per head (and a float), N 1 and 333, float16 / bfloat16, a softcap and a
+window on top; the refusals (training, a band over L 256: "RA + MLA runs up to L = 256")
+and torch.compile (a graph break).
 
 Inputs as tests/gpu/latent_test.cpp: q, k_lat, v_lat ~ N(0, 1), w_qlat ~ N(0, 1/Dqk) and
 w_vup ~ N(0, 1/L) (std 1/sqrt(fan-in)), so Q_lat, the scores and out have unit scale.
 Tolerance: |out - ref| <= atol + rtol |ref| per element, float16 3e-3 / 3e-3, bfloat16
 2e-2 / 2e-2 (reference/tolerance.h's output tolerance, as latent_test.cpp checks O; the
-kernel rounds Q_lat and O_lat to the element type for its mma, which these absorb at
-unit scale). The output's memory is poisoned with NaN before each call, and NaN or an
+kernel rounds Q_lat and O_lat to the element type for its mma, and with a band the
+projected keys K_lat w_qlat[h]^T of s_ji, which these absorb at unit scale; alpha ~
+N(0, 0.49) per head, both signs, so the band term is as large as the score, as in
+tests/gpu/latent_test.cpp). The output's memory is poisoned with NaN before each call, and NaN or an
 infinity anywhere fails (test_torch_gpu.check). Skips without torch, a CUDA GPU or the
 library."""
 import math
@@ -54,9 +61,12 @@ def make_inputs(B, Hq, Nq, Nk, D, L, Dv, dtype):
             randn(Hq, L, Dv, std=L ** -0.5))
 
 
-def latent_reference(q, k_lat, v_lat, w_qlat, w_vup, causal=False, scale=None, score=None, keep=None):
+def latent_reference(q, k_lat, v_lat, w_qlat, w_vup, causal=False, scale=None, score=None, keep=None, band=None):
     """out [B, Hq, Nq, Dv] in float64. score(s, b, h, i, j) and keep(b, h, i, j) take
-    broadcasting index tensors, as test_torch_gpu.reference; rows with no kept key give 0."""
+    broadcasting index tensors, as test_torch_gpu.reference; rows with no kept key give 0.
+    band=(W, alpha) (Nq == Nk; alpha [Hq] or a float): s_ij += alpha[h] [band(i, j)] s_ji
+    before score, s_ji = scale <Q_lat[j], K_lat[i]> (s transposed per (b, h)); band(i, j) is
+    0 <= i - j <= W when causal (keys j > i masked below), |i - j| <= W when not."""
     B, Hq, Nq, _ = q.shape
     Nk, L = k_lat.shape[-2], k_lat.shape[-1]
     q_lat = torch.einsum("bhnd,hdl->bhnl", q.double(), w_qlat.double())
@@ -67,6 +77,13 @@ def latent_reference(q, k_lat, v_lat, w_qlat, w_vup, causal=False, scale=None, s
     h = torch.arange(Hq, device=DEVICE).view(1, Hq, 1, 1)
     i = torch.arange(Nq, device=DEVICE).view(1, 1, Nq, 1)
     j = torch.arange(Nk, device=DEVICE).view(1, 1, 1, Nk)
+    if band is not None:
+        assert Nq == Nk, "the reciprocal band needs Nq == Nk"
+        width, alpha = band
+        alpha = (alpha.double() if isinstance(alpha, torch.Tensor) else
+                 torch.full((Hq,), float(alpha), dtype=torch.float64, device=DEVICE))
+        inside = ((i - j >= 0) & (i - j <= width)) if causal else (i - j).abs() <= width
+        s = s + alpha.reshape(-1).expand(Hq).view(1, Hq, 1, 1) * inside * s.transpose(-1, -2)
     t = score(s, b, h, i, j) if score is not None else s
     kept = keep(b, h, i, j) if keep is not None else None
     if causal:
@@ -126,15 +143,64 @@ def test_softcap_and_a_sliding_window(dtype):
     check(out, ref, dtype, f"{_name(dtype)} softcap + window")
 
 
-def test_l512_runs_once_the_library_builds_it():
-    """L 512 (DeepSeek's c_kv): Python passes it on; the C library builds it or says why."""
+@pytest.mark.parametrize("causal", [True, False])
+def test_l512_matches_the_reference(causal):
+    """L 512 (DeepSeek's c_kv): two warps a row group split the latent columns."""
     args = make_inputs(1, 2, 200, 200, 128, 512, 128, torch.bfloat16)
-    try:
-        out = run(*args, causal=True)
-    except attnjit.SpecError as err:
-        assert "latent dims over" in err.message, err.message
-        pytest.skip(f"not built yet: {err.message}")
-    check(out, latent_reference(*args, causal=True), torch.bfloat16, "bf16 L=512")
+    out = run(*args, causal=causal)
+    check(out, latent_reference(*args, causal=causal), torch.bfloat16, f"bf16 L=512 causal={causal}")
+
+
+# ---- RA + MLA: a reciprocal band beside the projection (L up to 256) ------------------------
+
+BAND_SHAPES = [(1, 2, 1), (2, 3, 333)]  # (B, Hq, N): Nq == Nk, one row, and not a multiple of the tiles
+
+
+def band_alpha(Hq):
+    return 0.7 * torch.randn(Hq, device=DEVICE)  # per head, both signs: the band term as large as the score
+
+
+@pytest.mark.parametrize("dtype", HALF_DTYPES, ids=_name)
+@pytest.mark.parametrize("L", [64, 256])
+@pytest.mark.parametrize("width", [0, 1, 64, 1000], ids=lambda w: f"W{w}")  # 1000: wider than N
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+def test_band_forward_matches_the_reference(dtype, L, width, causal):
+    D, Dv = 128, 64
+    for B, Hq, N in BAND_SHAPES:
+        args = make_inputs(B, Hq, N, N, D, L, Dv, dtype)
+        alpha = band_alpha(Hq)
+        out = run(*args, causal=causal, reciprocal_band=(width, alpha))
+        check(out, latent_reference(*args, causal=causal, band=(width, alpha)), dtype,
+              f"{_name(dtype)} L={L} band W={width} causal={causal} B={B} H={Hq} N={N} D={D}x{Dv}")
+
+
+@pytest.mark.parametrize("dtype", HALF_DTYPES, ids=_name)
+def test_band_with_a_float_alpha_a_softcap_and_a_window_on_top(dtype):
+    """alpha a float (every head); the band is added before score_mod: softcap(s + alpha band
+    s^T), then the window and causal masks; Dv > Dqk, an explicit scale."""
+    args = make_inputs(2, 2, 333, 333, 64, 128, 128, dtype)
+    out = run(*args, score_mod=mods.softcap(SOFTCAP), mask=mods.sliding_window(100), causal=True, scale=0.1,
+              reciprocal_band=(70, -0.6))
+    ref = latent_reference(*args, causal=True, scale=0.1, band=(70, -0.6),
+                           score=lambda s, *_: SOFTCAP * torch.tanh(s / SOFTCAP),
+                           keep=lambda b, h, i, j: (i - j) < 100)
+    check(out, ref, dtype, f"{_name(dtype)} band + softcap + window")
+
+
+def test_band_four_d_latent_and_a_new_alpha_reuses_the_kernel():
+    """[B, 1, Nk, L] with a band; a new alpha (same W and form) is read, not compiled again."""
+    from attnjit import latent
+    dtype = torch.float16
+    q, k_lat, v_lat, wq, wv = make_inputs(1, 4, 200, 200, 64, 64, 64, dtype)
+    alpha = band_alpha(4)
+    check(run(q, k_lat.unsqueeze(1), v_lat.unsqueeze(1), wq, wv, causal=True, reciprocal_band=(64, alpha)),
+          latent_reference(q, k_lat, v_lat, wq, wv, causal=True, band=(64, alpha)), dtype, "band [B, 1, Nk, L]")
+    fn = latent._cached(None, None, True, None)
+    compiled = len(fn._attn._variant.launchers)
+    alpha2 = band_alpha(4)
+    check(run(q, k_lat, v_lat, wq, wv, causal=True, reciprocal_band=(64, alpha2)),
+          latent_reference(q, k_lat, v_lat, wq, wv, causal=True, band=(64, alpha2)), dtype, "band, new alpha")
+    assert len(fn._attn._variant.launchers) == compiled
 
 
 # ---- layouts: [B, 1, Nk, L], strided views --------------------------------------------------
@@ -194,10 +260,13 @@ def test_training_is_refused_until_the_backward_exists():
         assert not out.requires_grad
 
 
-def test_the_library_refuses_a_reciprocal_band_with_its_message():
-    args = make_inputs(1, 2, 64, 64, 64, 64, 64, torch.bfloat16)
-    with pytest.raises(attnjit.SpecError, match="reciprocal band"):
-        run(*args, causal=True, reciprocal_band=(4, 0.5))
+def test_the_library_refuses_a_band_over_l256_with_its_message():
+    """RA + MLA runs up to L 256: at L 512 the C library refuses the band (the projection alone
+    runs there), both forms."""
+    args = make_inputs(1, 2, 64, 64, 128, 512, 128, torch.bfloat16)
+    for causal in (True, False):
+        with pytest.raises(attnjit.SpecError, match="RA \\+ MLA runs up to L = 256"):
+            run(*args, causal=causal, reciprocal_band=(4, 0.5))
 
 
 def test_under_torch_compile_it_runs_outside_the_graph():

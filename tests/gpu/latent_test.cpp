@@ -99,23 +99,6 @@ reference::ForwardInputs latent_inputs(const LatentCase& c) {
     return in;
 }
 
-ConvRun run_latent(const dsl::AttentionSpec& spec, const reference::ForwardInputs& in, const std::optional<TileConfig>& tile,
-                   int dv) {
-    const auto& q = in.q.shape();
-    ConvRun r{HostTensor(in.q.dtype(), {q[0], q[1], q[2], dv}), HostTensor(DType::f32, {q[0], q[1], q[2]})};
-    reference::fill_poison(r.o);
-    reference::fill_poison(r.lse);
-    const ConvDeviceArgs d = to_device_args(in, r.o, r.lse);
-    CompileOptions opts;
-    opts.tile = tile;
-    Attention attn(spec, opts);
-    attn(d.args);
-    runtime::synchronize("cuCtxSynchronize after the latent forward");
-    runtime::from_device(d.o, r.o);
-    runtime::from_device(d.lse, r.lse);
-    return r;
-}
-
 std::vector<LatentCase> latent_cases() {
     std::vector<LatentCase> cases;
     for (int l : {64, 128, 200, 256, 384, 512})
@@ -179,7 +162,7 @@ TEST_P(LatentForward, MatchesReference) {
     const LatentCase& c = GetParam();
     const dsl::AttentionSpec spec = latent_spec(c);
     const reference::ForwardInputs in = latent_inputs(c);
-    const ConvRun r = run_latent(spec, in, c.tile, c.dv);
+    const ConvRun r = run_on_gpu(spec, in, c.tile);
     const reference::ForwardResult ref = reference::forward(spec, in);
     const Check o = check_output(c.name() + " O", r.o, ref.o, reference::output_tolerance(c.dtype));
     const Check lse = check_output(c.name() + " LSE", r.lse, ref.lse, lse_tolerance(c.dtype));
@@ -199,7 +182,7 @@ TEST(LatentForward, RefusesLatentKWithSeveralHeads) {
     in.v = HostTensor(c.dtype, {1, 2, 40, 64});
     reference::fill_normal(in.k, 1);
     reference::fill_normal(in.v, 2);
-    EXPECT_USER_ERROR(run_latent(latent_spec(c), in, std::nullopt, c.dv), "shared by every query head");
+    EXPECT_USER_ERROR(run_on_gpu(latent_spec(c), in), "shared by every query head");
 }
 
 TEST(LatentForward, RefusesProjectionOfWrongShape) {
@@ -208,7 +191,7 @@ TEST(LatentForward, RefusesProjectionOfWrongShape) {
     reference::ForwardInputs in = latent_inputs(c);
     in.tensors.at("w_vup") = HostTensor(c.dtype, {2, 64, 32});
     reference::fill_normal(in.tensors.at("w_vup"), 3);
-    EXPECT_USER_ERROR(run_latent(latent_spec(c), in, std::nullopt, c.dv), "w_vup");
+    EXPECT_USER_ERROR(run_on_gpu(latent_spec(c), in), "w_vup");
 }
 
 }  // namespace

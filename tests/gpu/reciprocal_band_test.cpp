@@ -96,23 +96,6 @@ reference::ForwardInputs band_inputs(const BandCase& c) {
     return in;
 }
 
-ConvRun run_band(const dsl::AttentionSpec& spec, const reference::ForwardInputs& in,
-                 const std::optional<TileConfig>& tile) {
-    const auto& q = in.q.shape();
-    ConvRun r{HostTensor(in.q.dtype(), {q[0], q[1], q[2], in.v.shape()[3]}), HostTensor(DType::f32, {q[0], q[1], q[2]})};
-    reference::fill_poison(r.o);
-    reference::fill_poison(r.lse);
-    const ConvDeviceArgs d = to_device_args(in, r.o, r.lse);
-    CompileOptions opts;
-    opts.tile = tile;
-    Attention attn(spec, opts);
-    attn(d.args);
-    runtime::synchronize("cuCtxSynchronize after the reciprocal band forward");
-    runtime::from_device(d.o, r.o);
-    runtime::from_device(d.lse, r.lse);
-    return r;
-}
-
 std::vector<BandCase> band_cases() {
     std::vector<BandCase> cases;
     auto add = [&](BandCase c) { cases.push_back(c); };
@@ -157,7 +140,7 @@ TEST_P(ReciprocalBandForward, MatchesReference) {
     const BandCase& c = GetParam();
     const dsl::AttentionSpec spec = band_spec(c);
     const reference::ForwardInputs in = band_inputs(c);
-    const ConvRun r = run_band(spec, in, c.tile);
+    const ConvRun r = run_on_gpu(spec, in, c.tile);
     const reference::ForwardResult ref = reference::forward(spec, in);
     const Check o = check_output(c.name() + " O", r.o, ref.o, reference::output_tolerance(c.dtype));
     const Check lse = check_output(c.name() + " LSE", r.lse, ref.lse, kLseTolerance);
@@ -175,10 +158,10 @@ TEST(ReciprocalBandForward, ZeroAlphaIsCausalAttention) {
     BandCase c{DType::bf16, 128, 64, true, 2, 4, 4, 333};
     reference::ForwardInputs in = band_inputs(c);
     for (int64_t h = 0; h < c.hq; ++h) in.tensors.at("alpha").set({h}, 0.0);
-    const ConvRun band = run_band(band_spec(c), in, std::nullopt);
+    const ConvRun band = run_on_gpu(band_spec(c), in, std::nullopt);
     reference::ForwardInputs plain_in{in.q, in.k, in.v, {}, {}};
     const auto causal = dsl::AttentionSpec().dtype(c.dtype).head_dim(c.d).return_lse().mask(dsl::mods::causal());
-    const ConvRun plain = run_band(causal, plain_in, std::nullopt);
+    const ConvRun plain = run_on_gpu(causal, plain_in, std::nullopt);
     const Check o = check_output("alpha 0 O vs causal", band.o, reference::to_double(plain.o),
                                  reference::output_tolerance(c.dtype));
     const Check lse = check_output("alpha 0 LSE vs causal", band.lse, reference::to_double(plain.lse), kLseTolerance);

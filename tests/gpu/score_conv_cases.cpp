@@ -140,15 +140,18 @@ ConvDeviceArgs to_device_args(const reference::ForwardInputs& in, const HostTens
     return d;
 }
 
-ConvRun run_on_gpu(const dsl::AttentionSpec& spec, const reference::ForwardInputs& in) {
+ConvRun run_on_gpu(const dsl::AttentionSpec& spec, const reference::ForwardInputs& in,
+                   const std::optional<TileConfig>& tile) {
     const auto& q = in.q.shape();
-    ConvRun r{HostTensor(in.q.dtype(), {q[0], q[1], q[2], in.v.shape()[3]}), HostTensor(DType::f32, {q[0], q[1], q[2]})};
+    ConvRun r{HostTensor(in.q.dtype(), {q[0], q[1], q[2], spec.head_dim_v()}), HostTensor(DType::f32, {q[0], q[1], q[2]})};
     reference::fill_poison(r.o);
     reference::fill_poison(r.lse);
     const ConvDeviceArgs d = to_device_args(in, r.o, r.lse);
-    Attention attn(spec);
+    CompileOptions opts;
+    opts.tile = tile;
+    Attention attn(spec, opts);
     attn(d.args);
-    runtime::synchronize("cuCtxSynchronize after the score convolution forward");
+    runtime::synchronize("cuCtxSynchronize after the forward");
     runtime::from_device(d.o, r.o);
     runtime::from_device(d.lse, r.lse);
     return r;

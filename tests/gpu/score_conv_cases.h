@@ -4,6 +4,7 @@
 #pragma once
 
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -65,7 +66,9 @@ ConvDeviceArgs to_device_args(const reference::ForwardInputs& in, const HostTens
 struct ConvRun {
     HostTensor o, lse;
 };
-// attnjit's forward of spec on in (outputs poisoned first).
-ConvRun run_on_gpu(const dsl::AttentionSpec& spec, const reference::ForwardInputs& in);
+// attnjit's forward of spec on in (outputs poisoned first; O [B, Hq, Nq, spec's Dv]), with
+// `tile` if given.
+ConvRun run_on_gpu(const dsl::AttentionSpec& spec, const reference::ForwardInputs& in,
+                   const std::optional<TileConfig>& tile = std::nullopt);
 
 }  // namespace attnjit::gputest
