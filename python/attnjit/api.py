@@ -1,18 +1,14 @@
 """The public entry points: compile(), attention(), spec_json()."""
 from __future__ import annotations
 
-import collections
-import threading
-
 from . import compiled as _compiled
 from . import spec_json as _spec_json
 from . import torch_ops as _torch_ops
+from ._recent import RecentCallables
 from .compiled import CompiledAttention
 from .trace import trace
 
-_recent: "collections.OrderedDict" = collections.OrderedDict()  # attention()'s callables
-_recent_lock = threading.Lock()
-_RECENT_MAX = 64
+_recent = RecentCallables(CompiledAttention)  # attention()'s callables
 
 
 def compile(score_mod=None, mask=None, causal=False, scale=None, enable_gqa=False, return_lse=False,
@@ -89,22 +85,7 @@ def attention(q, k, v, *, score_mod=None, mask=None, causal=False, scale=None, e
 
 
 def _cached(score_mod, mask, causal, scale, enable_gqa, return_lse) -> CompiledAttention:
-    key = (score_mod, mask, bool(causal), scale, bool(enable_gqa), bool(return_lse))
-    try:
-        hash(key)
-    except TypeError:
-        return CompiledAttention(score_mod, mask, causal, scale, enable_gqa, return_lse)
-    with _recent_lock:
-        fn = _recent.get(key)
-        if fn is not None:
-            _recent.move_to_end(key)
-            return fn
-    fn = CompiledAttention(score_mod, mask, causal, scale, enable_gqa, return_lse)
-    with _recent_lock:
-        _recent[key] = fn
-        while len(_recent) > _RECENT_MAX:
-            _recent.popitem(last=False)
-    return fn
+    return _recent.get(score_mod, mask, bool(causal), scale, bool(enable_gqa), bool(return_lse))
 
 
 def spec_json(score_mod=None, mask=None, causal=False, scale=None, return_lse=False, *, dtype="bf16",

@@ -11,11 +11,10 @@ V are not [B, Hkv, Nk, Dqk]. Forward only for now: _refuse_training is the one p
 says so."""
 from __future__ import annotations
 
-import collections
-import threading
 from threading import get_ident
 
 from . import compiled, dtypes
+from ._recent import RecentCallables
 from .compiled import CompiledAttention
 from .errors import ArgumentError, InternalError
 from .launcher import Launcher
@@ -23,9 +22,6 @@ from .reciprocal_band import check_reciprocal_band
 from .spec_json import build as build_spec, latent_names, structural_name  # (attnjit.spec_json is api's)
 
 _NAMES = ("q", "k_lat", "v_lat", "w_qlat", "w_vup")
-_recent: "collections.OrderedDict" = collections.OrderedDict()  # latent_attention()'s callables
-_recent_lock = threading.Lock()
-_RECENT_MAX = 64
 _outside_graphs = None  # _call wrapped in torch.compiler.disable (made on first use under dynamo)
 
 
@@ -69,22 +65,7 @@ def _outside_graph():
 
 
 def _cached(score_mod, mask, causal, scale) -> "LatentAttention":
-    key = (score_mod, mask, bool(causal), scale)
-    try:
-        hash(key)
-    except TypeError:
-        return LatentAttention(score_mod, mask, causal, scale)
-    with _recent_lock:
-        fn = _recent.get(key)
-        if fn is not None:
-            _recent.move_to_end(key)
-            return fn
-    fn = LatentAttention(score_mod, mask, causal, scale)
-    with _recent_lock:
-        _recent[key] = fn
-        while len(_recent) > _RECENT_MAX:
-            _recent.popitem(last=False)
-    return fn
+    return _recent.get(score_mod, mask, bool(causal), scale)
 
 
 def check_arguments(q, k_lat, v_lat, w_qlat, w_vup, torch) -> tuple:
@@ -239,3 +220,6 @@ class LatentAttention:
                                 f"{expected}")
         return Launcher(kernel, dtype=dtype, head_dim_v=Dv, return_lse=False,
                         tensor_ranks=[rank for _, _, rank in expected], num_scalars=len(traced.scalars))
+
+
+_recent = RecentCallables(LatentAttention)  # latent_attention()'s callables

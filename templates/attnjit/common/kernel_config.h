@@ -576,30 +576,30 @@ ATTNJIT_HD constexpr TileConfig default_recip_band_tile(KernelConfig c, int sm) 
     return tiles[4];
 }
 
-// The forward tile with a latent projection (KernelConfig::latent): the plain tile of head dim
-// L where its prologue's and epilogue's operands fit the GPU too, else 64 x 64 with 4 warps,
-// two stages or one.
-ATTNJIT_HD constexpr TileConfig default_latent_tile(KernelConfig c, int sm) {
+// The first of `tiles` whose shared memory fits sm_<sm> (any, on an arch this header does not
+// know), else the last (which check_config then refuses, saying why).
+template <int N>
+ATTNJIT_HD constexpr TileConfig first_fitting_tile(KernelConfig c, int sm, const TileConfig (&tiles)[N]) {
     const int limit = max_dynamic_smem_bytes(sm);
-    // Over 256: 8 warps over 64 rows, two stages of 32 keys (64 keys spill: 248 bytes at L 512,
-    // Dqk 128, sm_90a), else one stage of 64.
-    if (latent_col_split(c.latent) > 1) {
-        const TileConfig wide[] = {TileConfig{64, 32, 8, 2}, TileConfig{64, 64, 8, 1}};
-        for (const TileConfig& t : wide) {
-            c.tile = t;
-            if (limit == 0 || smem_bytes(c) <= limit) return t;
-        }
-        return wide[1];
-    }
-    // With a reciprocal band, 16 rows a warp: 32 spill its registers (80 bytes at L 128, Dqk 64).
-    const TileConfig tiles[] = {c.recip_band ? TileConfig{128, 64, 8, 2}
-                                             : default_tile(KernelKind::forward, MainloopKind::sm80, c.latent, c.latent, sm),
-                                TileConfig{64, 64, 4, 2}, TileConfig{64, 64, 4, 1}};
     for (const TileConfig& t : tiles) {
         c.tile = t;
         if (limit == 0 || smem_bytes(c) <= limit) return t;
     }
-    return tiles[2];
+    return tiles[N - 1];
+}
+
+// The forward tile with a latent projection (KernelConfig::latent): the plain tile of head dim
+// L where its prologue's and epilogue's operands fit the GPU too, else 64 x 64 with 4 warps,
+// two stages or one.
+ATTNJIT_HD constexpr TileConfig default_latent_tile(KernelConfig c, int sm) {
+    // Over 256: 8 warps over 64 rows, two stages of 32 keys (64 keys spill: 248 bytes at L 512,
+    // Dqk 128, sm_90a), else one stage of 64.
+    const TileConfig wide[] = {TileConfig{64, 32, 8, 2}, TileConfig{64, 64, 8, 1}};
+    // With a reciprocal band, 16 rows a warp: 32 spill its registers (80 bytes at L 128, Dqk 64).
+    const TileConfig tiles[] = {c.recip_band ? TileConfig{128, 64, 8, 2}
+                                             : default_tile(KernelKind::forward, MainloopKind::sm80, c.latent, c.latent, sm),
+                                TileConfig{64, 64, 4, 2}, TileConfig{64, 64, 4, 1}};
+    return latent_col_split(c.latent) > 1 ? first_fitting_tile(c, sm, wide) : first_fitting_tile(c, sm, tiles);
 }
 
 ATTNJIT_HD constexpr KernelConfig default_config(KernelKind kind, ElemKind e, int dqk, int dv, int sm) {
