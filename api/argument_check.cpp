@@ -315,6 +315,24 @@ void check_grad_args(const AttentionSpec& spec, const LaunchArgs& fwd, const Gra
                     << ", and its gradient would be a sum over that dimension, which attnjit does not compute; "
                        "pass a materialised gate (e.g. .contiguous()) to get its gradient";
     }
+    if (spec.has_latent()) {
+        // Written by latent_gemm two elements at a time (api/latent_backward.h).
+        const int64_t hq = fwd.q.shape[1], L = spec.latent_dim();
+        const std::pair<std::string, std::vector<int64_t>> weights[] = {
+            {spec.latent_w_qlat(), {hq, spec.head_dim_qk(), L}}, {spec.latent_w_vup(), {hq, L, spec.head_dim_v()}}};
+        for (const auto& [name, shape] : weights) {
+            check_structural_grad(name, spec.dtype(), shape, "a latent projection weight",
+                                  name == spec.latent_w_qlat() ? "[Hq, Dqk, L]" : "[Hq, L, Dv]");
+            const auto it = g.grads.find(name);
+            if (it == g.grads.end()) continue;
+            const TensorView& t = it->second;
+            user_check(t.strides[2] == 1 && t.strides[0] % 2 == 0 && t.strides[1] % 2 == 0 &&
+                       reinterpret_cast<uintptr_t>(t.data) % 4 == 0)
+                << "argument grads['" << name << "'] (strides " << shape_str(t.strides)
+                << ") must have unit stride on its last dimension, even strides elsewhere and a 4-byte aligned "
+                   "start (it is written two elements at a time); pass a contiguous tensor";
+        }
+    }
     if (spec.has_score_conv())
         check_structural_grad(spec.score_conv_name(), spec.score_conv_dtype(),
                               {fwd.q.shape[1], spec.score_conv_rows(), spec.score_conv_cols()},

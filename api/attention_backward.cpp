@@ -2,6 +2,7 @@
 
 #include "api/backward_launch.h"
 #include "api/grad_planes.h"
+#include "api/latent_backward.h"
 #include "api/prepared_kernel.h"
 #include "codegen/input_grads.h"
 #include "codegen/kernel_config.h"
@@ -87,6 +88,8 @@ struct AttentionBackward::Impl {
     bool alpha_grad_asked = false;  // CompileOptions.grads names the reciprocal band's alpha
     bool conv_grad_asked = false;   // CompileOptions.grads names the score convolution's kernel
     std::vector<api::PreparedKernel> kernels;  // in launch order
+    // A latent projection's backward (api/latent_backward.h): everything else here is unused.
+    std::unique_ptr<api::LatentBackward> latent;
     // Gradients of captured tensors and scalars (CompileOptions.grads), from backward_dq's plan.
     std::set<std::string> grads;
     std::vector<codegen::InputGradOutput> grad_outputs;
@@ -123,6 +126,10 @@ AttentionBackward::AttentionBackward(const AttentionSpec& spec, const CompileOpt
     impl_->spec = spec;
     const api::Target target = api::resolve_target(options);
     impl_->arch = target.arch;
+    if (spec.has_latent()) {
+        impl_->latent = std::make_unique<api::LatentBackward>(spec, options, target);
+        return;
+    }
     // The sinks' gradient comes from backward_sink_grad, not from backward_dq's plan.
     CompileOptions opts = options;
     if (spec.has_sinks()) impl_->sinks_grad_asked = opts.grads.erase(spec.sinks_name()) > 0;
@@ -268,9 +275,13 @@ AttentionBackward::Impl::Launch AttentionBackward::Impl::check(const LaunchArgs&
     return l;
 }
 
-void AttentionBackward::check_args(const LaunchArgs& fwd, const GradArgs& grads) const { impl_->check(fwd, grads); }
+void AttentionBackward::check_args(const LaunchArgs& fwd, const GradArgs& grads) const {
+    if (impl_->latent) return impl_->latent->check(fwd, grads);
+    impl_->check(fwd, grads);
+}
 
 void AttentionBackward::operator()(const LaunchArgs& fwd, const GradArgs& grads_in, Stream stream) const {
+    if (impl_->latent) return impl_->latent->run(fwd, grads_in, stream);
     Impl::Launch l = impl_->check(fwd, grads_in);
     const GradArgs& grads = l.adjusted ? *l.adjusted : grads_in;
     auto& planes = l.planes;
@@ -465,26 +476,42 @@ void AttentionBackward::operator()(const LaunchArgs& fwd, const GradArgs& grads_
 }
 
 const AttentionSpec& AttentionBackward::spec() const { return impl_->spec; }
-const KernelConfig& AttentionBackward::config(KernelKind kind) const { return impl_->kernel(kind).config; }
+const KernelConfig& AttentionBackward::config(KernelKind kind) const {
+    if (const auto& l = impl_->latent) return kind == KernelKind::latent_gemm ? l->gemm().config : l->heads().config(kind);
+    return impl_->kernel(kind).config;
+}
 std::vector<KernelKind> AttentionBackward::kernel_kinds() const {
     std::vector<KernelKind> kinds;
+    if (const auto& l = impl_->latent) {  // latent_gemm before and after the per-head kernels
+        kinds = l->heads().kernel_kinds();
+        kinds.insert(kinds.begin(), KernelKind::latent_gemm);
+        kinds.push_back(KernelKind::latent_gemm);
+        return kinds;
+    }
     for (const auto& k : impl_->kernels) kinds.push_back(k.config.kind);
     return kinds;
 }
 codegen::KernelSource AttentionBackward::source(KernelKind kind) const {
+    if (const auto& l = impl_->latent)
+        return kind == KernelKind::latent_gemm ? l->gemm().source(l->gemm_spec(), spec_inputs(l->gemm_spec()))
+                                               : l->heads().source(kind);
     return impl_->kernel(kind).source(impl_->spec, impl_->inputs);
 }
 bool AttentionBackward::can_launch() const {
+    if (const auto& l = impl_->latent) return l->gemm().loaded && l->heads().can_launch();
     for (const auto& k : impl_->kernels)
         if (!k.loaded) return false;
     return true;
 }
 double AttentionBackward::compile_seconds() const {
+    if (const auto& l = impl_->latent) return l->gemm().compile_seconds + l->heads().compile_seconds();
     double s = 0;
     for (const auto& k : impl_->kernels) s += k.compile_seconds;
     return s;
 }
-bool AttentionBackward::deterministic() const { return impl_->path != BackwardPath::fused_any; }
+bool AttentionBackward::deterministic() const {
+    return impl_->latent ? impl_->latent->heads().deterministic() : impl_->path != BackwardPath::fused_any;
+}
 
 void check_input_grad_args(const LaunchArgs& fwd, const GradArgs& g,
                            const std::vector<codegen::InputGradOutput>& outputs,

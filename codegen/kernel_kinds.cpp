@@ -21,6 +21,8 @@ const KernelKindInfo kKinds[] = {
      "attnjit::BackwardDqConvertTraits", "attnjit::backward_dq_convert_kernel", "bwd_dqconv"},
     {KernelKind::backward_sink_grad, "attnjit_backward_sink_grad", "attnjit/backward/kernel.cuh",
      "attnjit::BackwardSinkGradTraits", "attnjit::backward_sink_grad_kernel", "bwd_sinkgrad"},
+    {KernelKind::latent_gemm, "attnjit_latent_gemm", "attnjit/backward/latent_gemm_kernel.cuh",
+     "attnjit::LatentGemmTraits", "attnjit::latent_gemm_kernel", "latent_gemm"},
 };
 
 }  // namespace

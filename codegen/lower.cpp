@@ -104,12 +104,13 @@ KernelPlan lower(const dsl::AttentionSpec& spec, SpecInputs inputs, KernelKind k
         << "AttentionSpec.reciprocal_band(" << spec.reciprocal_band_width() << ", \"" << spec.reciprocal_band_alpha()
         << "\"): backward_fused has no reciprocal band; its backward is backward_dq then backward_dkdv "
            "(AttentionBackward chooses them)";
-    // The latent projection has a forward only so far (sm80/latent.cuh).
-    user_check(!spec.has_latent() || kind == KernelKind::forward)
+    // The latent projection's backward runs the backward kernels of the spec without it over
+    // projected K and V, between latent_gemm's products (api/latent_backward.h).
+    user_check(!spec.has_latent() || kind == KernelKind::forward || kind == KernelKind::latent_gemm)
         << "AttentionSpec.latent(" << spec.latent_dim() << ", \"" << spec.latent_w_qlat() << "\", \""
         << spec.latent_w_vup() << "\"): " << kernel_kind_name(kind)
-        << ": the latent projection runs forward only for now (no backward kernel projects Q and O yet); run the "
-           "forward alone";
+        << ": the latent projection's backward runs the backward kernels of the spec without latent() over K and V "
+           "projected per head (AttentionBackward does this); generate those for the spec's no_latent() copy";
     KernelPlan plan;
     plan.spec = spec;
     plan.inputs = std::move(inputs);

@@ -2,6 +2,7 @@
 
 #include "attnjit/backward/args.h"
 #include "attnjit/backward/grad_args.h"
+#include "attnjit/backward/latent_gemm_args.h"
 #include "attnjit/backward/sink_grad_args.h"
 #include "codegen/kernel_plan.h"
 #include "attnjit/forward/args.h"
@@ -69,6 +70,11 @@ ParamsField args_block(KernelKind kind) {
         args.size = static_cast<int>(sizeof(attnjit::SinkGradArgs));
         args.align = static_cast<int>(alignof(attnjit::SinkGradArgs));
         args.c_type = "attnjit::SinkGradArgs";
+        return args;
+    case KernelKind::latent_gemm:
+        args.size = static_cast<int>(sizeof(attnjit::LatentGemmArgs));
+        args.align = static_cast<int>(alignof(attnjit::LatentGemmArgs));
+        args.c_type = "attnjit::LatentGemmArgs";
         return args;
     }
     internal_error << "no argument block for kernel kind " << static_cast<int>(kind);

@@ -45,11 +45,11 @@ TileConfig parse_tile(const std::string& s) {
 KernelKind parse_kind(const std::string& s) {
     for (KernelKind k : {KernelKind::forward, KernelKind::backward_dkdv, KernelKind::backward_dq,
                          KernelKind::backward_stats, KernelKind::backward_fused, KernelKind::backward_dq_convert,
-                         KernelKind::backward_sink_grad})
+                         KernelKind::backward_sink_grad, KernelKind::latent_gemm})
         if (s == kernel_kind_name(k)) return k;
     user_error << "--kind " << s
-               << ": use forward, backward_dkdv, backward_dq, backward_stats, backward_fused, backward_dq_convert or "
-                  "backward_sink_grad (a spec with sinks)";
+               << ": use forward, backward_dkdv, backward_dq, backward_stats, backward_fused, backward_dq_convert, "
+                  "backward_sink_grad (a spec with sinks) or latent_gemm";
     return KernelKind::forward;
 }
 
@@ -79,7 +79,7 @@ int main(int argc, char** argv) {
         ->excludes(file_opt);
     app.add_option("--tile", tile, "block_m,block_n,warps,stages (default: the default tile for --arch)");
     app.add_option("--arch", arch, "target architecture: sm_80, sm_90a, ...")->capture_default_str();
-    app.add_option("--kind", kind_name, "kernel kind: forward, backward_dkdv, backward_dq, backward_stats, backward_fused, backward_dq_convert, backward_sink_grad")->capture_default_str();
+    app.add_option("--kind", kind_name, "kernel kind: forward, backward_dkdv, backward_dq, backward_stats, backward_fused, backward_dq_convert, backward_sink_grad, latent_gemm")->capture_default_str();
     auto* plan_flag = app.add_flag("--plan", plan, "print the KernelPlan instead of the source");
     auto* layout_flag =
         app.add_flag("--layout", layout, "print the ParamsLayout instead of the source")->excludes(plan_flag);

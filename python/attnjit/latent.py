@@ -7,13 +7,14 @@ The spec is the one attnjit.compile builds for score_mod / mask / causal / scale
 "latent" entry (docs/spec_format.md): w_qlat and w_vup are structural tensors of q's dtype,
 and K / V are the latent tensors viewed as [B, 1, Nk, L]. The trace, its variants and the
 reads of captured tensors are CompiledAttention's; the call path is this file's, since K and
-V are not [B, Hkv, Nk, Dqk]. Forward only for now: _refuse_training is the one place that
-says so."""
+V are not [B, Hkv, Nk, Dqk]. Training runs the forward with LSE and the C library's latent
+backward (api/latent_backward.h) through attnjit.autograd's Function: q, k_lat, v_lat,
+w_qlat, w_vup, the band's alpha and captured tensors that require grad get .grad."""
 from __future__ import annotations
 
 from threading import get_ident
 
-from . import compiled, dtypes
+from . import autograd, compiled, dtypes
 from ._recent import RecentCallables
 from .compiled import CompiledAttention
 from .errors import ArgumentError, InternalError
@@ -42,9 +43,11 @@ def latent_attention(q, k_lat, v_lat, w_qlat, w_vup, *, causal=False, scale=None
     scale * (q_i w_qlat[h]) k_lat_j gains alpha[h] * s_ji, s_ji = scale * (q_j w_qlat[h])
     k_lat_i, before score_mod, on the band 0 <= i - j <= W when causal (keys j > i masked),
     |i - j| <= W when not: its form follows causal. Over L 256 the C library refuses it
-    (SpecError: "... RA + MLA runs up to L = 256 for now ..."). Forward only: a call whose
-    inputs require grad (with grad mode on) raises ArgumentError; run it under
-    torch.no_grad(). The callable for (score_mod, mask, causal, scale) is cached like
+    (SpecError: "... RA + MLA runs up to L = 256 for now ..."). With grad mode on and any
+    input requiring grad, the call records an autograd node: loss.backward() gives q, k_lat,
+    v_lat, w_qlat, w_vup, alpha (a tensor that requires grad) and captured tensors that
+    require grad their gradients, deterministically (the backward works per head in Q's
+    space: docs/latent.md). The callable for (score_mod, mask, causal, scale) is cached like
     attnjit.attention's; a kernel is compiled per (dtype, Dqk, L, Dv, device, band). Under
     torch.compile it is a graph break."""
     if compiled._is_compiling():  # no torch op yet: dynamo runs the call outside its graph
@@ -122,19 +125,6 @@ def check_arguments(q, k_lat, v_lat, w_qlat, w_vup, torch) -> tuple:
     return k, v, L
 
 
-def _refuse_training(torch, tensors) -> None:
-    """The one place that refuses training (remove it when the latent backward lands): the C
-    library builds no backward kernel for the latent projection yet, so a call whose inputs
-    require grad would silently give them no gradient. tensors: (name, tensor or None)."""
-    if not torch.is_grad_enabled():
-        return
-    needing = [name for name, t in tensors if t is not None and t.requires_grad]
-    if needing:
-        raise ArgumentError(f"latent_attention: {', '.join(needing)} require{'s' if len(needing) == 1 else ''} grad, "
-                            "but the latent projection's backward is not built yet (forward only); call it under "
-                            "torch.no_grad() / torch.inference_mode(), or pass .detach()ed tensors")
-
-
 class LatentAttention:
     """fn(q, k_lat, v_lat, w_qlat, w_vup, reciprocal_band=None) -> out; see latent_attention."""
 
@@ -151,17 +141,17 @@ class LatentAttention:
             band = (width, self._attn.causal)  # the band's causal form is the call's
         inputs = list(zip(_NAMES, (q, k_lat, v_lat, w_qlat, w_vup))) + [("reciprocal_band's alpha", alpha)]
         inputs += [(f"captured tensor '{t.name}'", value) for t, value in zip(variant.traced.tensors, values)]
-        _refuse_training(torch, inputs)
+        training = torch.is_grad_enabled() and any(t is not None and t.requires_grad for _, t in inputs)
         device = q.get_device()
         if device < 0:
             raise ArgumentError(f"latent_attention: q, k_lat, v_lat, w_qlat and w_vup must be CUDA tensors, got "
                                 f"{q.device}")
         B, Hq, Nq, Dqk = q.shape
         Dv = w_vup.shape[2]
-        key = ("latent", q.dtype, Dqk, L, Dv, device, get_ident(), band)  # beside CompiledAttention's own
+        key = ("latent", q.dtype, Dqk, L, Dv, device, get_ident(), band, training)  # beside CompiledAttention's
         launcher = variant.launchers.get(key)
         if launcher is None:
-            launcher = variant.launchers[key] = self._make_launcher(variant, q, L, Dv, device, band)
+            launcher = variant.launchers[key] = self._make_launcher(variant, q, L, Dv, device, band, training)
         if B == 0 or Nq == 0 or Hq == 0:
             return q.new_empty((B, Hq, Nq, Dv))
         structural = list(zip(latent_names(variant.traced), (w_qlat, w_vup)))
@@ -172,8 +162,24 @@ class LatentAttention:
                  for name, x in structural]
         rows.sort(key=lambda r: r[0])  # the spec's order: by name
         scalars = [float(read()) for read in variant.scalar_reads]
-        return launcher(q, k, v, q.shape, k.shape, v.shape, q.stride(), k.stride(), v.stride(), device,
-                        [r[1] for r in rows], scalars)
+        launch = lambda: launcher(q, k, v, q.shape, k.shape, v.shape, q.stride(), k.stride(), v.stride(), device,
+                                  [r[1] for r in rows], scalars)
+        if not training:
+            return launch()
+        # Every differentiable input but q, k, v, alpha: by spec name, sorted (the backward's grads).
+        by_name = dict(zip((t.name for t in variant.traced.tensors), values))
+        by_name.update(zip(latent_names(variant.traced), (w_qlat, w_vup)))
+        grad_names = tuple(sorted(n for n, t in by_name.items() if t.requires_grad))
+        alpha_name = structural_name(variant.traced, "reciprocal_band") if alpha is not None else None
+        asked = grad_names + ((alpha_name,) if alpha is not None and alpha.requires_grad else ())
+        backward = autograd.backward_for(launcher.kernel.spec.to_json(), device, None, True, tuple(sorted(asked)))
+        kept = {**by_name, **({alpha_name: alpha} if alpha is not None else {})}  # alive until the backward
+        call = autograd.Call(backward, dtypes.CODES[dtypes.name_of(q.dtype)], device,
+                             [(kept[name], *packed) for name, packed in rows], scalars, grad_names,
+                             [by_name[n] for n in grad_names], (None, None, None, alpha_name))
+        out, _ = autograd.attention_function().apply(call, launch, q, k, v, None, None, None, alpha,
+                                                     *call.grad_values)
+        return out
 
     def _captured(self, q) -> tuple:
         """(variant, the captured tensors as the launch packs them, their values): the trace
@@ -202,13 +208,13 @@ class LatentAttention:
             variant = attn._current_variant()
         raise InternalError("latent_attention: the captured tensors matched no trace after tracing again")
 
-    def _make_launcher(self, variant, q, L: int, Dv: int, device: int, band) -> Launcher:
+    def _make_launcher(self, variant, q, L: int, Dv: int, device: int, band, with_lse: bool) -> Launcher:
         dtype = dtypes.name_of(q.dtype)
         if dtype not in dtypes.ATTENTION_DTYPES:
             raise ArgumentError(f"latent_attention: q has dtype {q.dtype}; attnjit takes float16, bfloat16 or float32")
         traced = variant.traced
         text = build_spec(traced, dtype=dtype, head_dim_qk=q.shape[3], head_dim_v=Dv, scale=self._attn.scale,
-                               reciprocal_band=band, latent=L)
+                               reciprocal_band=band, latent=L, return_lse=with_lse)
         kernel = compiled.kernel_for(text, device, None)  # SpecError: what the C library does not build
         expected = [(t.name, t.dtype, t.rank) for t in traced.tensors]
         expected += [(name, dtype, 3) for name in latent_names(traced)]
@@ -218,7 +224,7 @@ class LatentAttention:
         if kernel.spec.tensors() != expected:
             raise InternalError(f"the compiled latent spec reads {kernel.spec.tensors()} but the call passes "
                                 f"{expected}")
-        return Launcher(kernel, dtype=dtype, head_dim_v=Dv, return_lse=False,
+        return Launcher(kernel, dtype=dtype, head_dim_v=Dv, return_lse=with_lse,
                         tensor_ranks=[rank for _, _, rank in expected], num_scalars=len(traced.scalars))
 
 

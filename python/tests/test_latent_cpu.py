@@ -67,7 +67,7 @@ def test_the_library_parses_the_latent_projection_and_prints_it_back():
 def test_forward_compiles_for_sm90a_and_the_library_refuses_the_rest():
     """The forward at L 64 and 256 with Dqk != Dv, and with a reciprocal band beside the
     projection (RA + MLA, L up to 256: L 64 both forms, L 256); the library's own refusals
-    (SpecError, its message): the backward, a band over L 256, float32, L over what it builds
+    (SpecError, its message): a band over L 256, float32, L over what it builds
     (512 may come: then it compiles), L not a multiple of 8."""
     load_library_or_skip()
     for dt, L, D, Dv in (("f16", 64, 128, 64), ("bf16", 256, 64, 128)):
@@ -79,9 +79,10 @@ def test_forward_compiles_for_sm90a_and_the_library_refuses_the_rest():
         spec = capi.Spec.from_json(text)
         assert ("reciprocal_band", "f32", 1) in spec.tensors(), spec.tensors()
         assert capi.Kernel(spec, "sm_90a").arch == "sm_90a", f"RA + MLA at L {L}, band {band}"
+    # The backward (the per-head kernels and latent_gemm), with and without the weights' gradients.
     text = attnjit.spec_json(dtype="bf16", head_dim=128, return_lse=True, latent=128)
-    with pytest.raises(SpecError, match="forward only"):
-        capi.Backward(capi.Spec.from_json(text), "sm_90a")
+    assert not capi.Backward(capi.Spec.from_json(text), "sm_90a").can_launch
+    assert not capi.Backward(capi.Spec.from_json(text), "sm_90a", grads=("w_qlat", "w_vup")).can_launch
     for band in ((4, True), (64, False)):
         with pytest.raises(SpecError, match="RA \\+ MLA runs up to L = 256"):
             capi.Kernel(capi.Spec.from_json(attnjit.spec_json(causal=band[1], dtype="bf16", head_dim=128,
@@ -149,19 +150,15 @@ def test_latent_arguments_are_checked_before_cuda():
                                      mask=attnjit.mods.sliding_window(8), reciprocal_band=(4, 0.5))
 
 
-def test_latent_training_is_refused_in_grad_mode_only():
-    """Until the latent backward exists, any input that requires grad is an error (not a
-    forward whose inputs silently get no gradient); under no_grad the same call runs."""
+def test_training_calls_are_checked_like_forward_ones():
+    """A call whose inputs require grad takes the same checks first: CPU tensors are refused
+    (the backward is run by test_latent_gpu.py), in grad mode and under no_grad alike."""
     torch = pytest.importorskip("torch", reason="PyTorch is not installed")
     args = list(_inputs(torch))
-    for i, name in enumerate(("q", "k_lat", "v_lat", "w_qlat", "w_vup")):
+    for i in range(5):
         given = list(args)
         given[i] = given[i].clone().requires_grad_(True)
-        with pytest.raises(attnjit.ArgumentError, match=f"{name} requires grad, but the latent projection's "
-                                                        "backward is not built yet"):
+        with pytest.raises(attnjit.ArgumentError, match="must be CUDA tensors"):
             attnjit.latent_attention(*given)
         with torch.no_grad(), pytest.raises(attnjit.ArgumentError, match="must be CUDA tensors"):
             attnjit.latent_attention(*given)
-    alpha = torch.zeros(4, requires_grad=True)
-    with pytest.raises(attnjit.ArgumentError, match="reciprocal_band's alpha requires grad"):
-        attnjit.latent_attention(*args, causal=True, reciprocal_band=(4, alpha))

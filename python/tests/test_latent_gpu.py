@@ -9,8 +9,10 @@ with a reciprocal band (RA + MLA, L 64 and 256): T_ij = s_ij + alpha[h] [band(i,
 with s_ji = scale <Q_lat[j], K_lat[i]>, before score_mod, causal (the call's causal=True):
 band 0 <= i - j <= W and keys j > i masked, non-causal |i - j| <= W; W 0, 1, 64 and wider
 than N, alpha per head (and a float), N 1 and 333, float16 / bfloat16, a softcap and a
-window on top; the refusals (training, a band over L 256: "RA + MLA runs up to L = 256")
-and torch.compile (a graph break).
+window on top; training (every input's gradient, and alpha's and a captured bias's, against
+torch autograd through the float64 reference; GRAD_TOLERANCE relative to the largest
+element, as test_torch_gpu.check_grad); the refusal of a band over L 256 ("RA + MLA runs up
+to L = 256") and torch.compile (a graph break).
 
 Inputs as tests/gpu/latent_test.cpp: q, k_lat, v_lat ~ N(0, 1), w_qlat ~ N(0, 1/Dqk) and
 w_vup ~ N(0, 1/L) (std 1/sqrt(fan-in)), so Q_lat, the scores and out have unit scale.
@@ -33,7 +35,7 @@ if not torch.cuda.is_available():
 import attnjit  # noqa: E402
 from attnjit import mods  # noqa: E402
 from library_or_skip import load_library_or_skip  # noqa: E402
-from test_torch_gpu import DEVICE, TOLERANCE, check  # noqa: E402
+from test_torch_gpu import DEVICE, TOLERANCE, check, check_grad  # noqa: E402
 
 load_library_or_skip()
 
@@ -247,17 +249,84 @@ def test_nan_fails_the_check():
         check(out, ref, torch.bfloat16, "one element off")
 
 
-def test_training_is_refused_until_the_backward_exists():
-    args = list(make_inputs(1, 2, 64, 64, 64, 64, 64, torch.bfloat16))
-    for i, name in enumerate(("q", "k_lat", "v_lat", "w_qlat", "w_vup")):
-        given = list(args)
-        given[i] = given[i].clone().requires_grad_(True)
-        with pytest.raises(attnjit.ArgumentError, match=f"{name} requires grad, but the latent projection's "
-                                                        "backward is not built yet"):
-            attnjit.latent_attention(*given, causal=True)
-        with torch.no_grad():
-            out = attnjit.latent_attention(*given, causal=True)
-        assert not out.requires_grad
+# ---- training: every input's gradient against torch autograd through the float64 reference --
+
+NAMES = ("q", "k_lat", "v_lat", "w_qlat", "w_vup")
+
+
+def train_and_check(args, dtype, needs=NAMES, ref_kw=None, **kw):
+    """latent_attention with autograd on the inputs named in `needs`, loss sum(out * d_out);
+    the gradients against torch autograd through latent_reference (float64, the same rounded
+    inputs); the other inputs must get none."""
+    leaves = [a.clone().requires_grad_(name in needs) for name, a in zip(NAMES, args)]
+    out = attnjit.latent_attention(*leaves, **kw)
+    d_out = torch.randn_like(out)
+    out.backward(d_out)
+    refs = [a.detach().double().requires_grad_(name in needs) for name, a in zip(NAMES, args)]
+    ref = latent_reference(*refs, **(ref_kw if ref_kw is not None else kw))
+    (ref * d_out.double()).sum().backward()
+    check(out.detach(), ref.detach(), dtype, "out")
+    for name, a, r in zip(NAMES, leaves, refs):
+        if name in needs:
+            check_grad(a.grad, r.grad, dtype, f"d {name}")
+        else:
+            assert a.grad is None, f"{name} does not require grad but got one"
+    return leaves
+
+
+@pytest.mark.parametrize("dtype", HALF_DTYPES, ids=_name)
+@pytest.mark.parametrize("D,L,Dv", [(64, 128, 64), (128, 512, 128), (64, 200, 96)], ids=lambda x: str(x))
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+def test_gradients_match_the_reference(dtype, D, L, Dv, causal):
+    train_and_check(make_inputs(2, 3, 150, 150, D, L, Dv, dtype), dtype, causal=causal)
+
+
+def test_gradients_with_nq_other_than_nk_and_a_softcap_and_window():
+    dtype = torch.bfloat16
+    args = make_inputs(1, 2, 100, 257, 128, 256, 128, dtype)
+    train_and_check(args, dtype, score_mod=mods.softcap(SOFTCAP), mask=mods.sliding_window(64),
+                    ref_kw=dict(score=lambda s, *_: SOFTCAP * torch.tanh(s / SOFTCAP),
+                                keep=lambda b, h, i, j: (i - j >= 0) & (i - j < 64)))
+
+
+def test_frozen_projections_and_only_q_trained():
+    """Frozen weights (no grad) and only q requiring grad: those get gradients, the rest none."""
+    dtype = torch.float16
+    args = make_inputs(1, 2, 80, 80, 64, 128, 64, dtype)
+    train_and_check(args, dtype, needs=("q", "k_lat", "v_lat"), causal=True)
+    train_and_check(args, dtype, needs=("q",), causal=True)
+
+
+def test_band_with_a_learnable_alpha_gets_every_gradient():
+    """RA + MLA training: alpha [Hq] requires grad (the band's d alpha), besides the five inputs."""
+    dtype = torch.bfloat16
+    args = make_inputs(1, 3, 130, 130, 64, 64, 64, dtype)
+    alpha = (0.7 * torch.randn(3, device=DEVICE)).requires_grad_(True)
+    alpha_ref = alpha.detach().double().requires_grad_(True)
+    train_and_check(args, dtype, causal=True, reciprocal_band=(16, alpha),
+                    ref_kw=dict(causal=True, band=(16, alpha_ref)))
+    assert alpha.grad is not None and alpha_ref.grad is not None
+    err = (alpha.grad.double() - alpha_ref.grad).abs().max().item()
+    assert err <= 5e-2 * alpha_ref.grad.abs().max().item() + 1e-3, f"d alpha: max error {err:.3g}"
+
+
+def test_a_captured_bias_that_requires_grad_gets_its_gradient():
+    dtype = torch.bfloat16
+    args = make_inputs(2, 2, 90, 90, 64, 128, 64, dtype)
+    bias = torch.randn(2, device=DEVICE, requires_grad=True)
+    bias_ref = bias.detach().double().requires_grad_(True)
+    train_and_check(args, dtype, score_mod=lambda s, b, h, qi, kv: s + bias[h],
+                    ref_kw=dict(score=lambda s, b, h, i, j: s + bias_ref[h]))
+    assert bias.grad is not None
+    err = (bias.grad.double() - bias_ref.grad).abs().max().item()
+    assert err <= 5e-2 * bias_ref.grad.abs().max().item() + 1e-3, f"d bias: max error {err:.3g}"
+
+
+def test_no_grad_mode_records_nothing():
+    args = [a.clone().requires_grad_(True) for a in make_inputs(1, 2, 64, 64, 64, 64, 64, torch.bfloat16)]
+    with torch.no_grad():
+        out = attnjit.latent_attention(*args, causal=True)
+    assert not out.requires_grad
 
 
 def test_the_library_refuses_a_band_over_l256_with_its_message():

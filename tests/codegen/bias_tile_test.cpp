@@ -95,7 +95,9 @@ TEST(BiasTile, OnlyTheSm80ForwardStagesIt) {
     for (KernelKind kind : {KernelKind::backward_dq, KernelKind::backward_dkdv, KernelKind::backward_fused}) {
         const KernelPlan plan = lower(spec, spec_inputs(spec), kind);
         EXPECT_EQ(plan.bias_tile.has_value(), kind == KernelKind::backward_dq) << kernel_kind_name(kind);
-        if (plan.bias_tile) EXPECT_FALSE(plan.bias_tile->batch_invariant);
+        if (plan.bias_tile) {
+            EXPECT_FALSE(plan.bias_tile->batch_invariant);
+        }
         EXPECT_FALSE(make_config(spec, kind, "sm_90a").bias_tile) << kernel_kind_name(kind);
     }
     AttentionSpec shared = spec;  // a pair bias every batch row reads: bias[0, h, i, j]

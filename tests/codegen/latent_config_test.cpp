@@ -53,10 +53,34 @@ TEST(LatentConfig, WhatIsNotBuiltYetIsAUserError) {
     // L 256 on the 99 KiB GPUs: its staging does not fit.
     EXPECT_USER_ERROR(make_config(latent_spec(128, 128, 256), KernelKind::forward, "sm_86"), "shared memory");
     const AttentionSpec spec = latent_spec(128, 128, 128);
-    EXPECT_USER_ERROR(generate(spec, make_config(spec, KernelKind::backward_fused, "sm_90a"), "sm_90a"), "forward only");
+    // The backward kernels run on the spec without latent() (api/latent_backward.h).
+    EXPECT_USER_ERROR(generate(spec, make_config(spec, KernelKind::backward_fused, "sm_90a"), "sm_90a"),
+                      "generate those for the spec's no_latent() copy");
     AttentionSpec band = latent_spec(128, 128, 512);
     band.reciprocal_band(64, "alpha");
     EXPECT_USER_ERROR(make_config(band, KernelKind::forward, "sm_90a"), "RA + MLA runs up to L = 256");
+}
+
+// latent_gemm's tile: 128 x 128 C tiles, three stages of k (two on the 99 KiB GPUs); its
+// checks refuse other grids, f32 and structural features.
+TEST(LatentConfig, LatentGemmTile) {
+    const AttentionSpec plain = AttentionSpec().dtype(DType::bf16).head_dims(128, 128);
+    const KernelConfig c = make_config(plain, KernelKind::latent_gemm, "sm_90a");
+    EXPECT_EQ(c.tile, (TileConfig{128, 128, 8, 3}));
+    EXPECT_EQ(smem_bytes(c), 3 * 256 * kLatentGemmBlockK * 2);
+    EXPECT_EQ(make_config(plain, KernelKind::latent_gemm, "sm_86").tile, (TileConfig{128, 128, 8, 2}));
+    for (TileConfig t : {TileConfig{128, 64, 8, 3}, TileConfig{128, 128, 7, 3}, TileConfig{128, 128, 8, 1},
+                         TileConfig{96, 128, 8, 3}})
+        EXPECT_NE(why_config_invalid(KernelConfig{KernelKind::latent_gemm, MainloopKind::sm80, ElemKind::bf16, 128,
+                                                  128, t}),
+                  nullptr)
+            << t;
+    EXPECT_NE(why_config_invalid(KernelConfig{KernelKind::latent_gemm, MainloopKind::sm80, ElemKind::f32, 128, 128,
+                                              TileConfig{128, 128, 8, 3}}),
+              nullptr);
+    EXPECT_EQ(why_config_invalid(KernelConfig{KernelKind::latent_gemm, MainloopKind::sm80, ElemKind::f16, 128, 128,
+                                              TileConfig{64, 128, 4, 2}}),
+              nullptr);
 }
 
 TEST(LatentConfig, OverTwoHundredFiftySixTwoWarpsShareARowGroup) {

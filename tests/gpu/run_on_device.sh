@@ -23,7 +23,7 @@ set -u
 TEST_BINARIES=(tests/runtime/runtime_gpu_test tests/gpu/device_buffer_test tests/gpu/cache_and_args_test
               tests/gpu/forward_correctness_test tests/gpu/backward_correctness_test tests/gpu/score_conv_test
               tests/gpu/score_conv_backward_test tests/gpu/score_conv_grads_test tests/gpu/reciprocal_band_test
-              tests/gpu/latent_test)
+              tests/gpu/latent_test tests/gpu/latent_backward_test)
 EXAMPLES=(examples/01_causal_alibi examples/02_softcap_sliding_window examples/03_bias_broadcast
           examples/04_document_mask examples/05_training_softcap examples/06_mta_layer
           examples/07_evoformer_msa_row examples/08_reciprocal_band examples/09_mla_latent

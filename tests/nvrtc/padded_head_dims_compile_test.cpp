@@ -5,10 +5,12 @@
 // head dims over 128 too) and the reciprocal band.
 #include <gtest/gtest.h>
 
+#include "api/attention_backward.h"
 #include "codegen/generate.h"
 #include "codegen/kernel_config.h"
 #include "dsl/dsl.h"
 #include "dsl/example_specs.h"
+#include "dsl/mods.h"
 #include "runtime/compiler.h"
 #include "runtime/cuda_api.h"
 #include "tests/nvrtc/compile_jobs.h"
@@ -123,6 +125,37 @@ TEST(PaddedHeadDimsCompile, LatentForward) {
             }
     ASSERT_EQ(jobs.size(), 22u);
     for (const auto& f : compile_all(jobs)) ADD_FAILURE() << f;
+}
+
+// The latent projection's backward: latent_gemm (its products) for both 16-bit types on the
+// three shared-memory sizes, and AttentionBackward of a latent spec compiling the per-head
+// kernels between two latent_gemm launches (with a reciprocal band: the two-pass ones).
+TEST(PaddedHeadDimsCompile, LatentBackward) {
+    if (auto why = runtime::why_no_libnvrtc()) GTEST_SKIP() << *why;
+    std::vector<Job> jobs;
+    for (const char* arch : {"sm_90a", "sm_80", "sm_86"})
+        for (DType dt : {DType::f16, DType::bf16})
+            add(jobs, dsl::AttentionSpec().dtype(dt).head_dims(128, 128),
+                std::string("latent_gemm ") + dtype_name(dt), arch, {KernelKind::latent_gemm});
+    for (const auto& f : compile_all(jobs)) ADD_FAILURE() << f;
+
+    CompileOptions o;
+    o.arch = "sm_90a";
+    o.grads = {"w_qlat", "w_vup"};
+    dsl::AttentionSpec lat = dsl::AttentionSpec().dtype(DType::bf16).head_dims(128, 128).return_lse();
+    lat.latent(512, "w_qlat", "w_vup").mask(dsl::mods::causal());
+    const AttentionBackward bwd(lat, o);
+    EXPECT_EQ(bwd.kernel_kinds(), (std::vector<KernelKind>{KernelKind::latent_gemm, KernelKind::backward_stats,
+                                                           KernelKind::backward_fused, KernelKind::backward_dq_convert,
+                                                           KernelKind::latent_gemm}));
+    EXPECT_EQ(bwd.config(KernelKind::latent_gemm).tile, (TileConfig{128, 128, 8, 3}));
+    EXPECT_NE(bwd.source(KernelKind::latent_gemm).source.find("LatentGemmTraits"), std::string::npos);
+    EXPECT_FALSE(bwd.can_launch());
+    lat.latent(64, "w_qlat", "w_vup").reciprocal_band(64, "alpha");
+    o.grads.insert("alpha");
+    EXPECT_EQ(AttentionBackward(lat, o).kernel_kinds(),
+              (std::vector<KernelKind>{KernelKind::latent_gemm, KernelKind::backward_dq, KernelKind::backward_dkdv,
+                                       KernelKind::latent_gemm}));
 }
 
 // The score convolution's backward over 128 columns: backward_fused split in column halves

@@ -47,6 +47,9 @@ enum class ElemKind : int { f16 = 0, bf16 = 1, f32 = 2 };
 //    runs backward_sink_grad (twice: chunk sums, then per head: d sink_h = -sum_{b, i}
 //    exp(sink_h - LSE_i) * Delta_i, in a fixed order from LSE, O and dO; deterministic;
 //    no tiles and no main loop of its own).
+//  the latent projection's backward (api/latent_backward.h) adds latent_gemm: batched
+//    products C[z] = sum_k A B (projected K and V per head before, the weights' and the
+//    latent tensors' gradients after the backward above), one CTA per C tile; sm80 only.
 // Room for: decode.
 enum class KernelKind : int {
     forward = 0,
@@ -56,6 +59,7 @@ enum class KernelKind : int {
     backward_fused = 4,
     backward_dq_convert = 5,
     backward_sink_grad = 6,
+    latent_gemm = 7,
 };
 
 ATTNJIT_HD constexpr bool is_backward(KernelKind k) {
@@ -136,6 +140,7 @@ ATTNJIT_HD constexpr const char* kernel_kind_name(KernelKind k) {
            : k == KernelKind::backward_fused ? "backward_fused"
            : k == KernelKind::backward_dq_convert ? "backward_dq_convert"
            : k == KernelKind::backward_sink_grad ? "backward_sink_grad"
+           : k == KernelKind::latent_gemm ? "latent_gemm"
                                             : "?";
 }
 ATTNJIT_HD constexpr const char* mainloop_kind_name(MainloopKind m) {
@@ -265,10 +270,13 @@ constexpr int kSimtRowPad = 4;
 //                P, dS [block_m x block_n] | S0 [(block_m + 32) x (block_n + 40)] f16 |
 //                dC [(block_m + 16) x (block_n + 24)] f16 | 2 x Toeplitz fragments |
 //                mask bits, dtheta corrections (score_conv_backward_mask_bytes)
+//  latent_gemm: [stages] A, B tiles [(block_m + block_n) x kLatentGemmBlockK] (sm80/latent_gemm.cuh)
 //  backward_stats, backward_dq_convert, backward_sink_grad: none (the last one's
 //                block reduction uses one float per warp of static shared memory)
 // The score convolution's Toeplitz B fragments: up to 8 query taps x 3 k8 steps x 32
 // lanes x one 32-bit register.
+// latent_gemm's k step (sm80/latent_gemm.cuh BK).
+constexpr int kLatentGemmBlockK = 64;
 constexpr int kScoreConvFragmentBytes = 8 * 3 * 32 * 4;
 // Its most taps (c_q <= 8, c_k <= 15): one dtheta correction each under a mask.
 constexpr int kScoreConvMaxTaps = 8 * 15;
@@ -289,6 +297,7 @@ ATTNJIT_HD constexpr int smem_bytes(const KernelConfig& c) {
     const int dqk = kernel_tile_head_dim(c.kind, c.head_dim_qk, c.head_dim_v, true),
               dv = kernel_tile_head_dim(c.kind, c.head_dim_qk, c.head_dim_v, false);
     if (is_backward_rows(c.kind) || c.kind == KernelKind::backward_sink_grad) return 0;
+    if (c.kind == KernelKind::latent_gemm) return t.stages * (t.block_m + t.block_n) * kLatentGemmBlockK * elem_bytes(c.elem);
     if (c.kind == KernelKind::backward_fused && c.score_conv) {
         const int bm = t.block_m, bn = t.block_n;
         return scratch_bytes(t.warps) +
@@ -361,6 +370,17 @@ ATTNJIT_HD constexpr bool fused_backward_head_dims(int dqk, int dv) {
 // Null when the configuration is valid on some GPU; otherwise the reason, in English.
 ATTNJIT_HD constexpr const char* why_config_invalid(const KernelConfig& c) {
     const TileConfig& t = c.tile;
+    if (c.kind == KernelKind::latent_gemm) {  // sm80/latent_gemm.cuh: no Variant, no structural features
+        if (c.mainloop != MainloopKind::sm80 || c.elem == ElemKind::f32)
+            return "latent_gemm runs on the sm80 main loop (f16 / bf16)";
+        if (c.score_conv || c.bias_tile || c.recip_band || c.latent != 0) return "latent_gemm has no structural features";
+        if (t.warps % 2 != 0 || t.warps < 2 || t.warps > 16 || t.block_n != 128 || t.block_m % (8 * t.warps) != 0 ||
+            t.block_m > 256)
+            return "latent_gemm: block_n 128, warps in a (warps / 2) x 2 grid of 16-row multiples x 64-column tiles";
+        if (t.stages < 2 || t.stages > 4) return "latent_gemm: stages 2 to 4";
+        if (smem_bytes(c) > kMaxDynamicSmemBytes) return "tile needs more than 227 KiB of shared memory";
+        return nullptr;
+    }
     if (c.kind != KernelKind::forward && !is_backward(c.kind)) return "unknown kernel kind";
     if (c.score_conv && ((c.kind != KernelKind::forward && c.kind != KernelKind::backward_fused &&
                           c.kind != KernelKind::backward_dq) ||
@@ -497,8 +517,10 @@ ATTNJIT_HD constexpr TileConfig default_tile(KernelKind kind, MainloopKind m, in
     // over 128 columns, split in halves: 197 KiB, or 64 x 32 in 163 KiB).
     // Backward simt: {16, 16} keeps head dims 256 inside the 99 KiB of sm_86 / sm_89 / sm_120.
     // backward_sink_grad: 8 warps over a head's rows (block_m, block_n unused).
+    // latent_gemm: 128 x 128 C tiles, 8 warps, three stages of k (96 KiB; two in 99 KiB).
     const bool small_smem = max_dynamic_smem_bytes(sm) < 128 * 1024;
     return kind == KernelKind::backward_sink_grad ? TileConfig{64, 64, 8, 1}
+           : kind == KernelKind::latent_gemm ? TileConfig{128, 128, 8, small_smem ? 2 : 3}
            : is_backward_rows(kind) ? TileConfig{64, 64, 4, 1}
            : is_backward(kind) && m == MainloopKind::sm80
                ? (kind != KernelKind::backward_fused ? TileConfig{64, 64, 4, 2}
