@@ -192,12 +192,10 @@ def all_cases(dtypes=DTYPES, modes=("fwd",)) -> list[Case]:
                 for N in MSA_N:
                     cases.append(Case("msa_row", dtype, S, MSA_HEADS, MSA_HEADS, N, MSA_DIM, mode))
                     cases.append(Case("msa_col", dtype, N, MSA_HEADS, MSA_HEADS, S, MSA_DIM, mode))
-            # fwd only: the latent projection has no backward yet (no fwdbwd rows until it does)
-            if mode == "fwd":
-                for H in MLA_HEADS:
-                    for L in MLA_L:
-                        for N in MLA_N:
-                            cases.append(Case("latent", dtype, TOKENS // N, H, 1, N, MLA_D, mode, L))
+            for H in MLA_HEADS:
+                for L in MLA_L:
+                    for N in MLA_N:
+                        cases.append(Case("latent", dtype, TOKENS // N, H, 1, N, MLA_D, mode, L))
     return cases
 
 

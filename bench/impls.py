@@ -123,14 +123,23 @@ def make_inputs(case: Case) -> Inputs:
 def _latent_inputs(case: Case, dt, g) -> Inputs:
     """q [B, H, N, D] and the latent k, v [B, N, L] ~ N(0, 1); the projections w_qlat [H, D, L]
     and w_vup [H, L, Dv] ~ N(0, 1 / fan-in), so the latent queries, the scores and the output
-    have unit scale (as tests/gpu/latent_test.cpp). Forward only: nothing requires grad."""
+    have unit scale (as tests/gpu/latent_test.cpp). fwdbwd: all five are trained (they require
+    grad; w_qlat and w_vup are the captured tensors whose gradients are checked) against dO
+    [B, H, N, Dv] ~ N(0, 1)."""
     import torch
     B, H, N, D, L = case.B, case.H, case.N, case.D, case.L
 
     def randn(*shape, std=1.0):
         return (std * torch.randn(*shape, device="cuda", generator=g)).to(dt)
     caps = {"B": B, "w_qlat": randn(H, D, L, std=D ** -0.5), "w_vup": randn(H, L, MLA_DV, std=L ** -0.5)}
-    return Inputs(randn(B, H, N, D), randn(B, N, L), randn(B, N, L), caps, inline_variant(case.variant, caps))
+    grad = case.mode == "fwdbwd"
+    inp = Inputs(randn(B, H, N, D), randn(B, N, L), randn(B, N, L), caps, inline_variant(case.variant, caps),
+                 grad_caps=("w_qlat", "w_vup") if grad else ())
+    if grad:
+        for t in (inp.q, inp.k, inp.v, caps["w_qlat"], caps["w_vup"]):
+            t.requires_grad_(True)
+        inp.dO = randn(B, H, N, MLA_DV)
+    return inp
 
 
 def _gated(forward: Callable, inp: Inputs) -> Callable:
@@ -177,7 +186,7 @@ def attnjit_module():
 def build_attnjit(case: Case, inp: Inputs, opts, deterministic: bool = True) -> Built:
     attnjit = attnjit_module()
     if case.variant == "latent":
-        return _attnjit_latent(attnjit, inp)
+        return _attnjit_latent(attnjit, inp, case.mode)
     var, source = attnjit_variant(case.variant, inp.caps, getattr(attnjit, "mods", None),
                                   use_library=not getattr(opts, "inline_mods", False))
     kw = {}
@@ -204,7 +213,7 @@ def build_attnjit(case: Case, inp: Inputs, opts, deterministic: bool = True) -> 
                  extra={"mod_source": source})
 
 
-def _attnjit_latent(attnjit, inp: Inputs) -> Built:
+def _attnjit_latent(attnjit, inp: Inputs, mode: str) -> Built:
     """The fused call: both projections inside the kernel, K / V [B, N, L] read once per head."""
     if not hasattr(attnjit, "latent_attention"):
         raise Skip("this attnjit has no latent_attention")
@@ -215,7 +224,7 @@ def _attnjit_latent(attnjit, inp: Inputs) -> Built:
             return attnjit.latent_attention(q, k, v, wq, wv, causal=True)
         except attnjit.SpecError as e:  # what the kernels do not build: a refusal
             raise Skip(f"attnjit refused: {e.message}") from e
-    return Built(forward)
+    return Built(_with_backward(forward, inp, mode))
 
 
 # ---------------------------------------------------------------- SDPA
@@ -303,7 +312,7 @@ def build_naive(case: Case, inp: Inputs, opts) -> Built:
     if case.variant == "reciprocal_band":
         return Built(_with_backward(_naive_ra(q, k, v, inp.caps["alpha"], scale), inp, case.mode))
     if case.variant == "latent":
-        return Built(_naive_latent(q, k, v, inp.caps["w_qlat"], inp.caps["w_vup"]))
+        return Built(_with_backward(_naive_latent(q, k, v, inp.caps["w_qlat"], inp.caps["w_vup"]), inp, case.mode))
 
     def forward():
         kk, vv = k, v
@@ -386,7 +395,7 @@ def build_unfused(case: Case, inp: Inputs, opts) -> Built:
         return torch.einsum("bhnl,hlv->bhnv", o_lat, wv)
     with torch.no_grad():
         backend = _sdpa_choice(torch.einsum("bhnd,hdl->bhnl", q, wq), k, v, scale)  # SDPA's own q_lat
-    return Built(forward, extra={"sdpa_backend": backend})
+    return Built(_with_backward(forward, inp, case.mode), extra={"sdpa_backend": backend})
 
 
 def _sdpa_choice(q, k, v, scale) -> str:

@@ -349,6 +349,46 @@ def latent_reference(q, k_lat, v_lat, w_qlat, w_vup, causal=True, chunk_scores=C
         return out
 
 
+def latent_reference_grad(q, k_lat, v_lat, w_qlat, w_vup, dO, causal=True, chunk_scores=CHUNK_SCORES):
+    """fp64 gradients (dq, dk_lat, dv_lat, dw_qlat, dw_vup) of sum(latent_reference(...) * dO)
+    by autograd, one head and block of query rows at a time as latent_reference (rows are
+    independent: each block adds its share to the latent K / V and to the head's weights)."""
+    import torch
+    B, H, Nq, _ = q.shape
+    Nk, L = k_lat.shape[-2], k_lat.shape[-1]
+    f64 = dict(dtype=torch.float64, device=q.device)
+    dq = torch.empty(q.shape, **f64)
+    dk, dv = torch.zeros(k_lat.shape, **f64), torch.zeros(v_lat.shape, **f64)
+    dwq, dwv = torch.empty(w_qlat.shape, **f64), torch.empty(w_vup.shape, **f64)
+    k64, v64 = k_lat.detach().double(), v_lat.detach().double()
+    rows = max(1, min(Nq, chunk_scores // (B * Nk)))
+    for h in range(H):
+        wq = w_qlat[h].detach().double().requires_grad_(True)
+        wv = w_vup[h].detach().double().requires_grad_(True)
+        dwq_h, dwv_h = torch.zeros(wq.shape, **f64), torch.zeros(wv.shape, **f64)
+        for i0 in range(0, Nq, rows):
+            i1 = min(Nq, i0 + rows)
+            nk = min(Nk, i1) if causal else Nk
+            with torch.enable_grad():
+                qb = q[:, h, i0:i1].detach().double().requires_grad_(True)
+                kb = k64[:, :nk].clone().requires_grad_(True)
+                vb = v64[:, :nk].clone().requires_grad_(True)
+                s = torch.matmul(torch.matmul(qb, wq), kb.transpose(-1, -2)) * (1.0 / math.sqrt(L))
+                if causal:
+                    i = torch.arange(i0, i1, device=q.device).view(-1, 1)
+                    s = s.masked_fill(torch.arange(nk, device=q.device).view(1, -1) > i, -math.inf)
+                out = torch.matmul(torch.matmul(torch.softmax(s, dim=-1), vb), wv)
+                got = torch.autograd.grad(out, (qb, kb, vb, wq, wv), dO[:, h, i0:i1].double())
+            dq[:, h, i0:i1] = got[0]
+            dk[:, :nk] += got[1]
+            dv[:, :nk] += got[2]
+            dwq_h += got[3]
+            dwv_h += got[4]
+            del s, out, got
+        dwq[h], dwv[h] = dwq_h, dwv_h
+    return dq, dk, dv, dwq, dwv
+
+
 def reference_of(case, inp):
     """The fp64 reference of a case's inputs (impls.Inputs), with the variant's mods
     rebuilt over float64 copies of the small captured tensors (ALiBi slopes); an output
@@ -379,8 +419,8 @@ def reference_grads_of(case, inp):
     if case.variant == "reciprocal_band":  # q, k, v, then alpha
         from cases import RA_W
         return band_reference_grad(inp.q, inp.k, inp.v, inp.caps["alpha"], RA_W, inp.dO)
-    if case.variant == "latent":
-        raise ValueError("the latent case has no fwdbwd rows: the latent projection has no backward yet")
+    if case.variant == "latent":  # q, k_lat, v_lat, then w_qlat and w_vup
+        return latent_reference_grad(inp.q, inp.k, inp.v, inp.caps["w_qlat"], inp.caps["w_vup"], inp.dO)
     caps = upcast_caps(inp.caps)
     leaves, summed, d_gate = [], {}, None
     dO = inp.dO

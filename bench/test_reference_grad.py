@@ -244,3 +244,28 @@ def test_latent_reference_matches_the_definition():
                     s = s.masked_fill(torch.ones(N, N, dtype=torch.bool).triu(1), -math.inf)
                 assert torch.allclose(out[b, h], torch.softmax(s, dim=-1) @ v[b] @ wv[h], atol=1e-12)
         assert torch.allclose(latent_reference(q, k, v, wq, wv, causal=causal, chunk_scores=2 * N), out, atol=1e-12)
+
+
+def test_latent_reference_grad_matches_autograd_of_the_definition():
+    """latent_reference_grad against torch autograd through the unchunked definition (causal
+    and not), and its row blocks changing nothing."""
+    from reference import latent_reference_grad
+    g = torch.Generator().manual_seed(6)
+    B, H, N, D, L, Dv = 2, 3, 9, 4, 8, 5
+    q = torch.randn(B, H, N, D, generator=g, dtype=torch.float64)
+    k, v = (torch.randn(B, N, L, generator=g, dtype=torch.float64) for _ in range(2))
+    wq, wv = torch.randn(H, D, L, generator=g, dtype=torch.float64), torch.randn(H, L, Dv, generator=g,
+                                                                                 dtype=torch.float64)
+    dO = torch.randn(B, H, N, Dv, generator=g, dtype=torch.float64)
+    for causal in (False, True):
+        leaves = [t.clone().requires_grad_(True) for t in (q, k, v, wq, wv)]
+        ql, kl, vl, wql, wvl = leaves
+        s = torch.einsum("bhnd,hdl,bml->bhnm", ql, wql, kl) / math.sqrt(L)
+        if causal:
+            s = s.masked_fill(torch.ones(N, N, dtype=torch.bool).triu(1), -math.inf)
+        out = torch.einsum("bhnm,bml,hlv->bhnv", torch.softmax(s, dim=-1), vl, wvl)
+        (out * dO).sum().backward()
+        for chunk in (1 << 27, 2 * N):
+            got = latent_reference_grad(q, k, v, wq, wv, dO, causal=causal, chunk_scores=chunk)
+            for name, a, leaf in zip(("dq", "dk", "dv", "dw_qlat", "dw_vup"), got, leaves):
+                assert torch.allclose(a, leaf.grad, atol=1e-10), f"{name} causal={causal} chunk={chunk}"

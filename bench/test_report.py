@@ -208,9 +208,9 @@ def test_case_list():
 
 def test_latent_cases():
     """H 16 and 128, L 256 and 512 (L a field: both appear), D = Dv = 128, causal, N 1024 to
-    8192 at B * N = 16384; fwd only (no backward yet); attnjit, unfused and naive run it."""
+    8192 at B * N = 16384; fwd and fwdbwd; attnjit, unfused and naive run it."""
     cs = [c for c in C.all_cases(modes=C.MODES) if c.variant == "latent"]
-    assert len(cs) == 32 and {c.mode for c in cs} == {"fwd"}
+    assert len(cs) == 64 and {c.mode for c in cs} == {"fwd", "fwdbwd"}
     bf16 = [c for c in cs if c.dtype == "bf16"]
     assert {(c.H, c.L) for c in bf16} == {(16, 256), (16, 512), (128, 256), (128, 512)}
     assert sorted({c.N for c in bf16}) == [1024, 2048, 4096, 8192]
