@@ -2,7 +2,7 @@
 // shared by every head; each head projects its queries into the latent space and its output
 // back, s_ij = <Q_h W_qlat[h], K_lat[j]> / sqrt(512), O_h = P V_lat W_vup[h] (SEMANTICS.md
 // section 4). The kernel projects Q in its prologue and O in its epilogue: no [B, N, H, 512]
-// tensor is written (docs/latent.md). Forward only for now.
+// tensor is written (docs/latent.md). Training: 11_mla_training.cpp.
 // With a GPU: checked against the fp64 reference and timed; without one: compiled for sm_90a.
 #include "dsl/mods.h"
 #include "examples/example_util.h"

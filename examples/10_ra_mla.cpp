@@ -3,7 +3,7 @@
 // each score also gets alpha_h s_ji, where s_ji = <Q_lat[j], K_lat[i]> / sqrt(L) pairs the
 // earlier query with the later key (SEMANTICS.md section 4). The band's transposed product
 // runs in Q's space (K_lat W_qlat[h]^T at the query rows, computed once per CTA), so neither
-// Q_lat of other rows nor a second N x N matrix is formed (docs/latent.md). Forward only.
+// Q_lat of other rows nor a second N x N matrix is formed (docs/latent.md). Forward; its backward as in 11_mla_training.cpp.
 // With a GPU: checked against the fp64 reference and timed; without one: compiled for sm_90a.
 #include "examples/example_util.h"
 

@@ -16,7 +16,7 @@ if [ ! -f "$build/CMakeCache.txt" ]; then
 fi
 cmake -S . -B "$build" -DCUDAToolkit_ROOT="$cuda" -DATTNJIT_BUILD_EXAMPLES=ON "${options[@]}" >/dev/null
 cmake --build "$build" --target attnjit_examples -j"$(nproc)"
-for ex in "$build"/examples/0*_*; do
+for ex in "$build"/examples/[0-9][0-9]_*; do
   [ -x "$ex" ] || continue
   echo "== $(basename "$ex")"
   "$ex"

@@ -1,11 +1,10 @@
 """The latent projection (attnjit.latent_attention, MLA) without a GPU: its spec (the
 "latent" entry, the projections' names among the captured tensors; the C library parsing it
 and printing it back), its forward compiled for sm_90a, with a reciprocal band beside it too
-(RA + MLA, L up to 256), and what the library refuses (the backward, a band over L 256, L it
-does not build); the call path with fake_torch
-(latent_check.py: good calls reach the launch past every C argument check, bad ones are
-refused with their own message, training is refused); with torch, the argument checks on
-CPU tensors, before anything needs CUDA.
+(RA + MLA, L up to 256) and its backward, and what the library refuses (a band over L 256, L
+it does not build); the call path with fake_torch (latent_check.py: good calls reach the
+launch past every C argument check, bad ones are refused with their own message); with torch,
+the argument checks on CPU tensors (training calls too), before anything needs CUDA.
 
 The spec tests need neither torch nor the library; the others skip without the library
 (unless ATTNJIT_LIBRARY names it: then it must load) or without torch."""

@@ -311,15 +311,17 @@ def test_band_with_a_learnable_alpha_gets_every_gradient():
 
 
 def test_a_captured_bias_that_requires_grad_gets_its_gradient():
+    """A per-key bias (a per-head one would cancel in the softmax: its gradient is 0) summed
+    over the batch, the heads and the rows: within 5% of the largest element."""
     dtype = torch.bfloat16
     args = make_inputs(2, 2, 90, 90, 64, 128, 64, dtype)
-    bias = torch.randn(2, device=DEVICE, requires_grad=True)
+    bias = torch.randn(90, device=DEVICE, requires_grad=True)
     bias_ref = bias.detach().double().requires_grad_(True)
-    train_and_check(args, dtype, score_mod=lambda s, b, h, qi, kv: s + bias[h],
-                    ref_kw=dict(score=lambda s, b, h, i, j: s + bias_ref[h]))
+    train_and_check(args, dtype, score_mod=lambda s, b, h, qi, kv: s + bias[kv],
+                    ref_kw=dict(score=lambda s, b, h, i, j: s + bias_ref[j]))
     assert bias.grad is not None
     err = (bias.grad.double() - bias_ref.grad).abs().max().item()
-    assert err <= 5e-2 * bias_ref.grad.abs().max().item() + 1e-3, f"d bias: max error {err:.3g}"
+    assert err <= 5e-2 * bias_ref.grad.abs().max().item(), f"d bias: max error {err:.3g}"
 
 
 def test_no_grad_mode_records_nothing():

@@ -27,7 +27,7 @@ TEST_BINARIES=(tests/runtime/runtime_gpu_test tests/gpu/device_buffer_test tests
 EXAMPLES=(examples/01_causal_alibi examples/02_softcap_sliding_window examples/03_bias_broadcast
           examples/04_document_mask examples/05_training_softcap examples/06_mta_layer
           examples/07_evoformer_msa_row examples/08_reciprocal_band examples/09_mla_latent
-          examples/10_ra_mla)
+          examples/10_ra_mla examples/11_mla_training)
 
 usage() {
     sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'
