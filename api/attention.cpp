@@ -1,10 +1,13 @@
 #include "api/attention.h"
 
+#include <algorithm>
 #include <mutex>
 
 #include "api/forward_launch.h"
+#include "api/latent_projection.h"
 #include "api/prepared_kernel.h"
 #include "codegen/kernel_config.h"
+#include "runtime/stream_buffer.h"
 #include "support/debug.h"
 #include "support/error.h"
 
@@ -15,6 +18,12 @@ struct Attention::Impl {
     SpecInputs inputs;   // spec_inputs(spec): checked at every launch, never re-derived
     std::string arch;
     api::PreparedKernel kernel;
+    // RA + MLA over L 256, which the fused latent kernel does not build (its latent columns are
+    // split across warps there): latent_gemm projects K and V per head into a workspace and
+    // `kernel` is the forward of latent_head_spec(spec) over them (api/latent_projection.h).
+    std::optional<api::PreparedKernel> latent_gemm;
+    AttentionSpec kernel_spec;  // what `kernel` is generated from: spec, or its latent_head_spec
+    SpecInputs kernel_inputs;
     mutable std::once_flag source_once;  // source() may be called from several threads
     mutable std::optional<codegen::KernelSource> source;  // generated on demand
 };
@@ -24,7 +33,16 @@ Attention::Attention(const AttentionSpec& spec, const CompileOptions& options) :
     impl_->spec = spec;
     const api::Target target = api::resolve_target(options);
     impl_->arch = target.arch;
-    impl_->kernel = api::prepare_kernel(spec, impl_->inputs, KernelKind::forward, target, options.tile);
+    const bool per_head = spec.has_latent() && spec.has_reciprocal_band() && latent_col_split(spec.latent_dim()) > 1;
+    if (per_head)
+        user_check(spec.dtype() != DType::f32)
+            << "AttentionSpec.latent(" << spec.latent_dim() << ", ...) with a reciprocal band: the latent projection "
+            << "runs for f16 or bf16; use one of them";
+    impl_->kernel_spec = per_head ? api::latent_head_spec(spec) : spec;
+    impl_->kernel_inputs = per_head ? spec_inputs(impl_->kernel_spec) : impl_->inputs;
+    impl_->kernel =
+        api::prepare_kernel(impl_->kernel_spec, impl_->kernel_inputs, KernelKind::forward, target, options.tile);
+    if (per_head) impl_->latent_gemm = api::prepare_latent_gemm(spec, target);
     debug(1) << "Attention ready: " << spec << " -> " << *impl_->kernel.compiled;
 }
 
@@ -35,23 +53,40 @@ Attention& Attention::operator=(Attention&&) noexcept = default;
 void Attention::operator()(const LaunchArgs& args, Stream stream) const {
     check_launch_args(impl_->spec, impl_->inputs, args);
     const api::PreparedKernel& k = impl_->kernel;
-    user_check(k.loaded) << "this Attention was compiled for " << impl_->arch
+    user_check(k.loaded && (!impl_->latent_gemm || impl_->latent_gemm->loaded)) << "this Attention was compiled for " << impl_->arch
                          << " only (CompileOptions.arch, or no usable GPU at construction), so it cannot "
                             "launch; construct it without CompileOptions.arch where the GPU is";
     if (args.q.shape[0] == 0 || args.q.shape[2] == 0) return;  // empty problem: nothing to do
-    k.launch(api::forward_grid(k.config, args), api::forward_params(k.layout, impl_->spec, args), stream);
+    if (!impl_->latent_gemm) {
+        k.launch(api::forward_grid(k.config, args), api::forward_params(k.layout, impl_->spec, args), stream);
+        return;
+    }
+    // K_h [B, Hq, Nk, D] and V_h [B, Hq, Nk, Dv] for the call (at least a little: no null view).
+    const api::LatentShape s(args);
+    const size_t esize = static_cast<size_t>(dtype_size(impl_->spec.dtype()));
+    const runtime::StreamBuffer workspace(std::max<size_t>(static_cast<size_t>(s.k_elems() + s.v_elems()) * esize, 256),
+                                          static_cast<CUstream>(stream));
+    void* k_h = workspace.data();
+    void* v_h = static_cast<char*>(workspace.data()) + static_cast<size_t>(s.k_elems()) * esize;
+    api::project_latent_kv(*impl_->latent_gemm, impl_->spec, args, k_h, v_h, stream);
+    const LaunchArgs heads = api::latent_head_args(impl_->spec, args, k_h, v_h);
+    k.launch(api::forward_grid(k.config, heads), api::forward_params(k.layout, impl_->kernel_spec, heads), stream);
 }
 
 const AttentionSpec& Attention::spec() const { return impl_->spec; }
 
 const codegen::KernelSource& Attention::source() const {
-    std::call_once(impl_->source_once, [this] { impl_->source = impl_->kernel.source(impl_->spec, impl_->inputs); });
+    std::call_once(impl_->source_once, [this] { impl_->source = impl_->kernel.source(impl_->kernel_spec, impl_->kernel_inputs); });
     return *impl_->source;
 }
 
 const std::string& Attention::arch() const { return impl_->arch; }
-double Attention::compile_seconds() const { return impl_->kernel.compile_seconds; }
-bool Attention::can_launch() const { return impl_->kernel.loaded != nullptr; }
+double Attention::compile_seconds() const {
+    return impl_->kernel.compile_seconds + (impl_->latent_gemm ? impl_->latent_gemm->compile_seconds : 0.0);
+}
+bool Attention::can_launch() const {
+    return impl_->kernel.loaded != nullptr && (!impl_->latent_gemm || impl_->latent_gemm->loaded != nullptr);
+}
 const TileConfig& Attention::tile() const { return impl_->kernel.config.tile; }
 const KernelConfig& Attention::config() const { return impl_->kernel.config; }
 

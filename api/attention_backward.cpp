@@ -3,6 +3,7 @@
 #include "api/backward_launch.h"
 #include "api/grad_planes.h"
 #include "api/latent_backward.h"
+#include "api/latent_projection.h"
 #include "api/prepared_kernel.h"
 #include "codegen/input_grads.h"
 #include "codegen/kernel_config.h"
@@ -493,7 +494,8 @@ std::vector<KernelKind> AttentionBackward::kernel_kinds() const {
 }
 codegen::KernelSource AttentionBackward::source(KernelKind kind) const {
     if (const auto& l = impl_->latent)
-        return kind == KernelKind::latent_gemm ? l->gemm().source(l->gemm_spec(), spec_inputs(l->gemm_spec()))
+        return kind == KernelKind::latent_gemm ? l->gemm().source(api::latent_gemm_spec(impl_->spec),
+                                                                  spec_inputs(api::latent_gemm_spec(impl_->spec)))
                                                : l->heads().source(kind);
     return impl_->kernel(kind).source(impl_->spec, impl_->inputs);
 }

@@ -3,8 +3,7 @@
 #include <algorithm>
 #include <cstdint>
 
-#include "attnjit/backward/latent_gemm_args.h"
-#include "runtime/params_packer.h"
+#include "api/latent_projection.h"
 #include "runtime/stream_buffer.h"
 #include "support/debug.h"
 #include "support/error.h"
@@ -13,40 +12,17 @@ namespace attnjit::api {
 
 namespace {
 
-// The spec the per-head backward runs: no latent projection, the latent spec's scale made
-// explicit (its default is 1/sqrt(L), not 1/sqrt(D)), one KV head per query head.
-AttentionSpec head_spec(const AttentionSpec& latent) {
-    AttentionSpec s = latent;
-    s.no_latent().scale(latent.scale_or_default()).heads(latent.q_heads(), latent.q_heads());
-    return s;
-}
-
 CompileOptions without_weights(CompileOptions o, const AttentionSpec& spec) {
     o.grads.erase(spec.latent_w_qlat());
     o.grads.erase(spec.latent_w_vup());
     return o;
 }
 
-LatentGemmOperand operand(const void* data, long long z_hi, long long z_lo, long long k_hi, long long k_lo,
-                          long long row, bool k_contiguous) {
-    return LatentGemmOperand{data, z_hi, z_lo, k_hi, k_lo, row, k_contiguous ? 1 : 0};
-}
-
 // A fake device address for views that are only checked (check() before any allocation):
-// 256-byte aligned, distinct per buffer, never dereferenced.
+// 1 MiB aligned, distinct per buffer, never dereferenced.
 void* unallocated(int slot) { return reinterpret_cast<void*>(static_cast<uintptr_t>(1 + slot) << 20); }
 
 }  // namespace
-
-// The shapes of one call: q [B, Hq, Nq, D], k [B, 1, Nk, L], o [B, Hq, Nq, Dv].
-struct Shape {
-    int64_t b, hq, nk, d, dv, l;
-    explicit Shape(const LaunchArgs& fwd)
-        : b(fwd.q.shape[0]), hq(fwd.q.shape[1]), nk(fwd.k.shape[2]), d(fwd.q.shape[3]), dv(fwd.o.shape[3]),
-          l(fwd.k.shape[3]) {}
-    int64_t k_elems() const { return b * hq * nk * d; }   // K_h, dK_h
-    int64_t v_elems() const { return b * hq * nk * dv; }  // V_h, dV_h
-};
 
 struct LatentBackward::Heads {
     LaunchArgs fwd;
@@ -61,19 +37,18 @@ LatentBackward::LatentBackward(const AttentionSpec& spec, const CompileOptions& 
     w_vup_asked_ = options.grads.count(spec.latent_w_vup()) > 0;
     CompileOptions head_options = without_weights(options, spec);
     head_options.arch = target.arch;
-    heads_ = std::make_unique<AttentionBackward>(head_spec(spec), head_options);
-    gemm_spec_ = AttentionSpec().dtype(spec.dtype()).head_dims(spec.head_dim_qk(), spec.head_dim_v());
-    gemm_ = prepare_kernel(gemm_spec_, spec_inputs(gemm_spec_), KernelKind::latent_gemm, target, std::nullopt);
+    heads_ = std::make_unique<AttentionBackward>(latent_head_spec(spec), head_options);
+    gemm_ = prepare_latent_gemm(spec, target);
     debug(1) << "LatentBackward: " << spec << " -> " << *gemm_.compiled;
 }
 
 size_t LatentBackward::workspace_bytes(const AttentionSpec& spec, const LaunchArgs& fwd) {
-    const Shape s(fwd);
+    const LatentShape s(fwd);
     return static_cast<size_t>(2 * (s.k_elems() + s.v_elems())) * static_cast<size_t>(dtype_size(spec.dtype()));
 }
 
 LatentBackward::Heads LatentBackward::head_args(const LaunchArgs& fwd, const GradArgs& grads, void* workspace) const {
-    const Shape s(fwd);
+    const LatentShape s(fwd);
     const size_t esize = static_cast<size_t>(dtype_size(spec_.dtype()));
     auto at = [&](int slot, int64_t offset_elems) {
         return workspace ? static_cast<void*>(static_cast<char*>(workspace) + static_cast<size_t>(offset_elems) * esize)
@@ -84,15 +59,10 @@ LatentBackward::Heads LatentBackward::head_args(const LaunchArgs& fwd, const Gra
     h.dk_h = at(1, s.k_elems());
     h.v_h = at(2, 2 * s.k_elems());
     h.dv_h = at(3, 2 * s.k_elems() + s.v_elems());
-    const DType dt = spec_.dtype();
-    h.fwd = fwd;
-    h.fwd.k = TensorView::contiguous(h.k_h, dt, {s.b, s.hq, s.nk, s.d});
-    h.fwd.v = TensorView::contiguous(h.v_h, dt, {s.b, s.hq, s.nk, s.dv});
-    h.fwd.tensors.erase(spec_.latent_w_qlat());
-    h.fwd.tensors.erase(spec_.latent_w_vup());
+    h.fwd = latent_head_args(spec_, fwd, h.k_h, h.v_h);
     h.grads = grads;
-    h.grads.dk = TensorView::contiguous(h.dk_h, dt, {s.b, s.hq, s.nk, s.d});
-    h.grads.dv = TensorView::contiguous(h.dv_h, dt, {s.b, s.hq, s.nk, s.dv});
+    h.grads.dk = TensorView::contiguous(h.dk_h, spec_.dtype(), {s.b, s.hq, s.nk, s.d});
+    h.grads.dv = TensorView::contiguous(h.dv_h, spec_.dtype(), {s.b, s.hq, s.nk, s.dv});
     h.grads.grads.erase(spec_.latent_w_qlat());
     h.grads.grads.erase(spec_.latent_w_vup());
     return h;
@@ -114,45 +84,22 @@ void LatentBackward::run(const LaunchArgs& fwd, const GradArgs& grads, Stream st
     user_check(heads_->can_launch() && gemm_.loaded)
         << "this AttentionBackward was compiled for another arch (CompileOptions.arch, or no usable GPU at "
            "construction), so it cannot launch; construct it without CompileOptions.arch where the GPU is";
-    const Shape s(fwd);
+    const LatentShape s(fwd);
     // At least a little, so that no view is null when B, Hq or Nk is 0.
     const runtime::StreamBuffer workspace(std::max<size_t>(workspace_bytes(spec_, fwd), 256),
                                           static_cast<CUstream>(stream));
     const Heads h = head_args(fwd, grads, workspace.data());
-
-    const TileConfig& tile = gemm_.config.tile;
-    auto launch = [&](LatentGemmArgs a, int64_t z_hi_count) {
-        const int64_t gx = (a.n + tile.block_n - 1) / tile.block_n, gy = (a.m + tile.block_m - 1) / tile.block_m,
-                      gz = z_hi_count * a.z_lo_count;
-        if (gx == 0 || gy == 0 || gz == 0) return;
-        internal_check(gy <= 65535 && gz <= 65535) << "latent_gemm grid (" << gx << ", " << gy << ", " << gz
-                                                   << ") over the CUDA limits";
-        gemm_.launch(runtime::Dim3{static_cast<unsigned>(gx), static_cast<unsigned>(gy), static_cast<unsigned>(gz)},
-                     runtime::pack_params(gemm_.layout, &a, sizeof a, {}, {}), stream);
-    };
-    auto args = [](LatentGemmOperand a, LatentGemmOperand b, void* c, long long c_z_hi, long long c_z_lo,
-                   long long c_row, int64_t m, int64_t n, int64_t k_lo, int64_t k_hi, int64_t z_lo) {
-        return LatentGemmArgs{a,   b, c, c_z_hi, c_z_lo, c_row, static_cast<int>(m), static_cast<int>(n),
-                              static_cast<int>(k_lo), static_cast<int>(k_hi), static_cast<int>(z_lo)};
-    };
-    const auto &ks = fwd.k.strides, &vs = fwd.v.strides;
-    const TensorView& wq = fwd.tensors.at(spec_.latent_w_qlat());
-    const TensorView& wv = fwd.tensors.at(spec_.latent_w_vup());
-    const long long hk = s.nk * s.d, hv = s.nk * s.dv;  // one head of K_h, V_h (and of dK_h, dV_h)
-
-    // K_h[b, h] = K_lat[b] W_qlat[h]^T, V_h[b, h] = V_lat[b] W_vup[h]: z = (b, h).
-    launch(args(operand(fwd.k.data, ks[0], 0, 0, 1, ks[2], true), operand(wq.data, 0, wq.strides[0], 0, 1, wq.strides[1], true),
-                h.k_h, s.hq * hk, hk, s.d, s.nk, s.d, s.l, 1, s.hq),
-           s.b);
-    launch(args(operand(fwd.v.data, vs[0], 0, 0, 1, vs[2], true),
-                operand(wv.data, 0, wv.strides[0], 0, wv.strides[1], 1, false), h.v_h, s.hq * hv, hv, s.dv, s.nk, s.dv,
-                s.l, 1, s.hq),
-           s.b);
-
+    project_latent_kv(gemm_, spec_, fwd, h.k_h, h.v_h, stream);  // K_h, V_h
     (*heads_)(h.fwd, h.grads, stream);  // dq, dK_h, dV_h
 
     // dK_lat[b] = sum_h dK_h[b, h] W_qlat[h], dV_lat[b] = sum_h dV_h[b, h] W_vup[h]^T: k = (h, d).
-    const auto &dks = grads.dk.strides, &dvs = grads.dv.strides;
+    const auto &ks = fwd.k.strides, &vs = fwd.v.strides, &dks = grads.dk.strides, &dvs = grads.dv.strides;
+    const TensorView& wq = fwd.tensors.at(spec_.latent_w_qlat());
+    const TensorView& wv = fwd.tensors.at(spec_.latent_w_vup());
+    const long long hk = s.nk * s.d, hv = s.nk * s.dv;  // one head of dK_h, dV_h
+    auto launch = [&](const LatentGemmArgs& a, int64_t z_hi_count) { launch_latent_gemm(gemm_, a, z_hi_count, stream); };
+    auto args = latent_gemm_args;
+    auto operand = latent_operand;
     launch(args(operand(h.dk_h, s.hq * hk, 0, hk, 1, s.d, true), operand(wq.data, 0, 0, wq.strides[0], wq.strides[1], 1, false),
                 grads.dk.data, dks[0], 0, dks[2], s.nk, s.l, s.d, s.hq, 1),
            s.b);

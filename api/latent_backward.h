@@ -38,13 +38,11 @@ public:
     // The per-head backward (the spec without latent(), Hkv = Hq) and latent_gemm.
     const AttentionBackward& heads() const { return *heads_; }
     const PreparedKernel& gemm() const { return gemm_; }
-    const AttentionSpec& gemm_spec() const { return gemm_spec_; }
     // The workspace a call allocates, in bytes (q: [B, Hq, Nq, D], k: [B, 1, Nk, L]).
     static size_t workspace_bytes(const AttentionSpec& spec, const LaunchArgs& fwd);
 
 private:
-    AttentionSpec spec_;       // the latent spec
-    AttentionSpec gemm_spec_;  // what latent_gemm is generated from: its dtype and head dims only
+    AttentionSpec spec_;  // the latent spec
     std::unique_ptr<AttentionBackward> heads_;
     PreparedKernel gemm_;
     bool w_qlat_asked_ = false, w_vup_asked_ = false;  // CompileOptions.grads names them

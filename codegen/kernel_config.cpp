@@ -116,8 +116,9 @@ KernelConfig make_config(const dsl::AttentionSpec& spec, KernelKind kind, const 
             << call << ": the latent dim L must be a multiple of " << kHeadDimStep << " from " << kMinHeadDim << " to "
             << kMaxLatentTileDim;
         user_check(latent_col_split(spec.latent_dim()) == 1 || !spec.has_reciprocal_band())
-            << call << " with a reciprocal band: RA + MLA runs up to L = 256 for now (over it the latent columns are "
-            << "split across warps, which the band's product does not follow yet); use L <= 256";
+            << call << " with a reciprocal band: the fused RA + MLA kernel runs up to L = 256 (over it the latent columns are "
+            << "split across warps, which the band's product does not follow); attnjit::Attention runs it over L 256 in Q's "
+            << "space instead (api/latent_projection.h)";
         user_check(latent_col_split(spec.latent_dim()) == 1 || tile_head_dim(spec.head_dim_v()) <= 128)
             << call << " with Dv = " << spec.head_dim_v() << ": over L = 256 the kernel stages W_vup[h] [L x Dv] whole, "
             << "which fits shared memory up to Dv = 128; use Dv <= 128 or L <= 256";

@@ -39,11 +39,12 @@ def latent_attention(q, k_lat, v_lat, w_qlat, w_vup, *, causal=False, scale=None
     The kernels run float16 / bfloat16 with L a multiple of 8 up to what the C library
     builds (512 today, Dv up to 128 over L 256); it says so (SpecError) for anything else.
     reciprocal_band=(W, alpha) (RA + MLA, SEMANTICS.md section 4) is checked as in
-    attnjit.attention (Nq == Nk; alpha a float, one element or [Hq]) and runs up to L 256:
+    attnjit.attention (Nq == Nk; alpha a float, one element or [Hq]):
     scale * (q_i w_qlat[h]) k_lat_j gains alpha[h] * s_ji, s_ji = scale * (q_j w_qlat[h])
     k_lat_i, before score_mod, on the band 0 <= i - j <= W when causal (keys j > i masked),
-    |i - j| <= W when not: its form follows causal. Over L 256 the C library refuses it
-    (SpecError: "... RA + MLA runs up to L = 256 for now ..."). With grad mode on and any
+    |i - j| <= W when not: its form follows causal. Up to L 256 it is fused into the latent
+    kernel; over it the C library runs it in Q's space (K and V projected per head into a
+    workspace the size of q, then the band's kernel). With grad mode on and any
     input requiring grad, the call records an autograd node: loss.backward() gives q, k_lat,
     v_lat, w_qlat, w_vup, alpha (a tensor that requires grad) and captured tensors that
     require grad their gradients, deterministically (the backward works per head in Q's

@@ -11,8 +11,8 @@ band 0 <= i - j <= W and keys j > i masked, non-causal |i - j| <= W; W 0, 1, 64 
 than N, alpha per head (and a float), N 1 and 333, float16 / bfloat16, a softcap and a
 window on top; training (every input's gradient, and alpha's and a captured bias's, against
 torch autograd through the float64 reference; GRAD_TOLERANCE relative to the largest
-element, as test_torch_gpu.check_grad); the refusal of a band over L 256 ("RA + MLA runs up
-to L = 256") and torch.compile (a graph break).
+element, as test_torch_gpu.check_grad); RA + MLA at L 512 (in Q's space) with every gradient;
+torch.compile (a graph break).
 
 Inputs as tests/gpu/latent_test.cpp: q, k_lat, v_lat ~ N(0, 1), w_qlat ~ N(0, 1/Dqk) and
 w_vup ~ N(0, 1/L) (std 1/sqrt(fan-in)), so Q_lat, the scores and out have unit scale.
@@ -331,13 +331,18 @@ def test_no_grad_mode_records_nothing():
     assert not out.requires_grad
 
 
-def test_the_library_refuses_a_band_over_l256_with_its_message():
-    """RA + MLA runs up to L 256: at L 512 the C library refuses the band (the projection alone
-    runs there), both forms."""
-    args = make_inputs(1, 2, 64, 64, 128, 512, 128, torch.bfloat16)
-    for causal in (True, False):
-        with pytest.raises(attnjit.SpecError, match="RA \\+ MLA runs up to L = 256"):
-            run(*args, causal=causal, reciprocal_band=(4, 0.5))
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+def test_band_over_l256_runs_in_q_space_and_trains(causal):
+    """RA + MLA at L 512 (the library runs it in Q's space: K and V projected per head, then the
+    band's forward and backward): the output and every gradient, alpha's included."""
+    dtype = torch.bfloat16
+    args = make_inputs(1, 2, 200, 200, 128, 512, 128, dtype)
+    alpha = (0.7 * torch.randn(2, device=DEVICE)).requires_grad_(True)
+    alpha_ref = alpha.detach().double().requires_grad_(True)
+    train_and_check(args, dtype, causal=causal, reciprocal_band=(64, alpha),
+                    ref_kw=dict(causal=causal, band=(64, alpha_ref)))
+    err = (alpha.grad.double() - alpha_ref.grad).abs().max().item()
+    assert err <= 5e-2 * alpha_ref.grad.abs().max().item() + 1e-3, f"d alpha: max error {err:.3g}"
 
 
 def test_under_torch_compile_it_runs_outside_the_graph():

@@ -58,7 +58,7 @@ TEST(LatentConfig, WhatIsNotBuiltYetIsAUserError) {
                       "generate those for the spec's no_latent() copy");
     AttentionSpec band = latent_spec(128, 128, 512);
     band.reciprocal_band(64, "alpha");
-    EXPECT_USER_ERROR(make_config(band, KernelKind::forward, "sm_90a"), "RA + MLA runs up to L = 256");
+    EXPECT_USER_ERROR(make_config(band, KernelKind::forward, "sm_90a"), "fused RA + MLA kernel runs up to L = 256");
 }
 
 // latent_gemm's tile: 128 x 128 C tiles, three stages of k (two on the 99 KiB GPUs); its

@@ -87,6 +87,11 @@ std::vector<LatentCase> backward_cases() {
             c.band = w;
             cases.push_back(c);
         }
+    for (bool causal : {true, false}) {  // over L 256: the forward in Q's space too
+        LatentCase c{DType::bf16, 128, 128, 512, causal, 1, 2, 300, 300};
+        c.band = 64;
+        cases.push_back(c);
+    }
     LatentCase band{DType::f16, 128, 96, 256, true, 1, 2, 300, 300};
     band.band = 64;
     band.softcap = true;

@@ -2,8 +2,8 @@
 // reference: L 64, 128, 200 (padded), 256, 384 (padded) and 512 (two warps a row group); Q head dims 64 and 128, Dv 64, 128 and 96 (padded),
 // Dqk != Dv; f16 and bf16; ragged lengths (1, and lengths that are not multiples of the tile,
 // Nq != Nk), causal and not, many heads sharing one latent K/V, a score_mod, a sliding window,
-// sinks and a gate, and tiles other than the default; with a reciprocal band (RA + MLA, L up
-// to 256), its widths and both forms. Outputs are poisoned before the launch;
+// sinks and a gate, and tiles other than the default; with a reciprocal band (RA + MLA: fused up
+// to L 256, over it in Q's space, api/latent_projection.h), its widths and both forms. Outputs are poisoned before the launch;
 // NaN and unwritten elements fail. O at the dtype's tolerance. LSE at 1e-2 (bf16) and 3e-3
 // (f16) absolute: Q_lat is an mma operand, rounded to the element type (relative 2^-9 and
 // 2^-11), which moves a score by about u / sqrt(3) of its scale (measured: up to 4e-3 in bf16
@@ -74,6 +74,19 @@ std::vector<LatentCase> latent_cases() {
         t.band = 64;
         t.tile = TileConfig{64, 64, 4, 1};
         cases.push_back(t);
+    }
+    // RA + MLA over L 256: in Q's space (latent_gemm, then the band's forward over K_h, V_h).
+    for (int w : {0, 64, 5000})
+        for (bool causal : {true, false}) {
+            LatentCase c{DType::bf16, 128, 128, 512, causal, 2, 2, 300, 300};
+            c.band = w;
+            cases.push_back(c);
+        }
+    {
+        LatentCase c{DType::f16, 64, 96, 384, true, 1, 3, 257, 257};  // padded L, Dqk != Dv
+        c.band = 17;
+        c.softcap = c.gate = true;
+        cases.push_back(c);
     }
     for (TileConfig t : {TileConfig{64, 64, 4, 1}, TileConfig{64, 64, 4, 2}, TileConfig{128, 32, 4, 2}}) {
         LatentCase c{DType::bf16, 128, 128, 128, true, 1, 2, 450, 450};
