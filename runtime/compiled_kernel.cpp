@@ -59,20 +59,23 @@ uint32_t get_u32(std::string_view b) {
 }
 
 // KernelConfig as ten ints: kind, main loop, element, head dims, tile, and the structural
-// flags (bit 0 score_conv, bit 1 bias_tile).
+// features (bit 0 score_conv, bit 1 bias_tile, bit 2 recip_band, bits 3 and up the latent dim;
+// entries written before the last two read as without them, as they were).
 constexpr int kConfigFields = 10;
 std::array<int, kConfigFields> config_fields(const KernelConfig& c) {
     return {static_cast<int>(c.kind), static_cast<int>(c.mainloop), static_cast<int>(c.elem), c.head_dim_qk,
-            c.head_dim_v, c.tile.block_m, c.tile.block_n, c.tile.warps, c.tile.stages, (c.score_conv ? 1 : 0) | (c.bias_tile ? 2 : 0)};
+            c.head_dim_v, c.tile.block_m, c.tile.block_n, c.tile.warps, c.tile.stages,
+            (c.score_conv ? 1 : 0) | (c.bias_tile ? 2 : 0) | (c.recip_band ? 4 : 0) | (c.latent << 3)};
 }
 // False when an enum is out of range (a writer's bug: the checksum held).
 bool config_from_fields(const std::array<int, kConfigFields>& f, KernelConfig& c) {
     if (f[0] < static_cast<int>(KernelKind::forward) || f[0] > static_cast<int>(KernelKind::latent_gemm)) return false;
     if (f[1] != static_cast<int>(MainloopKind::simt) && f[1] != static_cast<int>(MainloopKind::sm80)) return false;
     if (f[2] < static_cast<int>(ElemKind::f16) || f[2] > static_cast<int>(ElemKind::f32)) return false;
-    if (f[9] < 0 || f[9] > 3) return false;
+    if (f[9] < 0 || (f[9] >> 3) > kMaxLatentTileDim) return false;
     c = KernelConfig{static_cast<KernelKind>(f[0]), static_cast<MainloopKind>(f[1]), static_cast<ElemKind>(f[2]),
-                     f[3], f[4], TileConfig{f[5], f[6], f[7], f[8]}, (f[9] & 1) != 0, (f[9] & 2) != 0};
+                     f[3], f[4], TileConfig{f[5], f[6], f[7], f[8]}, (f[9] & 1) != 0, (f[9] & 2) != 0,
+                     (f[9] & 4) != 0, f[9] >> 3};
     return true;
 }
 

@@ -46,6 +46,12 @@ TEST(CompiledKernelSerialization, RoundTripKeepsEveryField) {
     EXPECT_EQ(back->threads, k.threads);
     EXPECT_EQ(back->smem_bytes, k.smem_bytes);
     EXPECT_EQ(back->compile_seconds, k.compile_seconds);
+    // The structural features too (RA + MLA: the band and the latent dim).
+    k.config.recip_band = true;
+    k.config.latent = 512;
+    back = deserialize(serialize(k), &why);
+    ASSERT_TRUE(back) << why;
+    EXPECT_EQ(back->config, k.config);
 }
 
 TEST(CompiledKernelSerialization, EmptyKernelRoundTrips) {
