@@ -307,14 +307,18 @@ def test_frozen_projections_and_only_q_trained():
     train_and_check(args, dtype, needs=("q",), causal=True)
 
 
-def test_band_with_a_learnable_alpha_gets_every_gradient():
-    """RA + MLA training: alpha [Hq] requires grad (the band's d alpha), besides the five inputs."""
+@pytest.mark.parametrize("L,causal", [(64, True), (512, False), (512, True)], ids=["L64_causal", "L512_full",
+                                                                                    "L512_causal"])
+def test_band_with_a_learnable_alpha_gets_every_gradient(L, causal):
+    """RA + MLA training: alpha [Hq] requires grad (the band's d alpha), besides the five inputs;
+    at L 512 the library runs the band in Q's space (K and V projected per head)."""
     dtype = torch.bfloat16
-    args = make_inputs(1, 3, 130, 130, 64, 64, 64, dtype)
-    alpha = (0.7 * torch.randn(3, device=DEVICE)).requires_grad_(True)
+    D = 64 if L == 64 else 128
+    args = make_inputs(1, 4, 200, 200, D, L, D, dtype)
+    alpha = (0.7 * torch.randn(4, device=DEVICE)).requires_grad_(True)
     alpha_ref = alpha.detach().double().requires_grad_(True)
-    train_and_check(args, dtype, causal=True, reciprocal_band=(16, alpha),
-                    ref_kw=dict(causal=True, band=(16, alpha_ref)))
+    train_and_check(args, dtype, causal=causal, reciprocal_band=(64, alpha),
+                    ref_kw=dict(causal=causal, band=(64, alpha_ref)))
     check_summed(alpha.grad, alpha_ref.grad, "d alpha")
 
 
@@ -335,19 +339,6 @@ def test_no_grad_mode_records_nothing():
     with torch.no_grad():
         out = attnjit.latent_attention(*args, causal=True)
     assert not out.requires_grad
-
-
-@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
-def test_band_over_l256_runs_in_q_space_and_trains(causal):
-    """RA + MLA at L 512 (the library runs it in Q's space: K and V projected per head, then the
-    band's forward and backward): the output and every gradient, alpha's included."""
-    dtype = torch.bfloat16
-    args = make_inputs(1, 4, 200, 200, 128, 512, 128, dtype)
-    alpha = (0.7 * torch.randn(4, device=DEVICE)).requires_grad_(True)
-    alpha_ref = alpha.detach().double().requires_grad_(True)
-    train_and_check(args, dtype, causal=causal, reciprocal_band=(64, alpha),
-                    ref_kw=dict(causal=causal, band=(64, alpha_ref)))
-    check_summed(alpha.grad, alpha_ref.grad, "d alpha")
 
 
 def test_under_torch_compile_it_runs_outside_the_graph():

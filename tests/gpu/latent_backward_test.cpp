@@ -69,6 +69,18 @@ LatentGrads run_latent_backward(const LatentCase& c, const dsl::AttentionSpec& s
     return g;
 }
 
+// A case's spec, inputs and dO (~ N(0, 1), seeded).
+struct Problem {
+    dsl::AttentionSpec spec;
+    reference::ForwardInputs in;
+    HostTensor d_o;
+};
+Problem problem(const LatentCase& c, uint64_t seed) {
+    Problem p{latent_spec(c), latent_inputs(c), HostTensor(c.dtype, {c.batch, c.hq, c.nq, c.dv})};
+    reference::fill_normal(p.d_o, seed);
+    return p;
+}
+
 std::vector<LatentCase> backward_cases() {
     std::vector<LatentCase> cases;
     for (int l : {128, 256, 512})
@@ -104,13 +116,10 @@ class LatentBackward : public ::testing::TestWithParam<LatentCase> {};
 TEST_P(LatentBackward, MatchesReference) {
     ATTNJIT_SKIP_WITHOUT_GPU();
     const LatentCase& c = GetParam();
-    const dsl::AttentionSpec spec = latent_spec(c);
-    const reference::ForwardInputs in = latent_inputs(c);
-    HostTensor d_o(c.dtype, {c.batch, c.hq, c.nq, c.dv});
-    reference::fill_normal(d_o, c.seed() + 17);
+    const Problem p = problem(c, c.seed() + 17);
     const std::set<std::string> wanted = wanted_grads(c);
-    const LatentGrads g = run_latent_backward(c, spec, in, d_o, wanted);
-    const reference::BackwardResult ref = reference::backward(spec, in, d_o, wanted);
+    const LatentGrads g = run_latent_backward(c, p.spec, p.in, p.d_o, wanted);
+    const reference::BackwardResult ref = reference::backward(p.spec, p.in, p.d_o, wanted);
     for (const Check& ch : {check_gradient(c.name() + " dq", g.dq, ref.dq, c.dtype),
                             check_gradient(c.name() + " dk_lat", g.dk, ref.dk, c.dtype),
                             check_gradient(c.name() + " dv_lat", g.dv, ref.dv, c.dtype)})
@@ -131,12 +140,9 @@ INSTANTIATE_TEST_SUITE_P(Matrix, LatentBackward, ::testing::ValuesIn(backward_ca
 TEST(LatentBackwardRuns, Deterministic) {
     ATTNJIT_SKIP_WITHOUT_GPU();
     const LatentCase c{DType::bf16, 128, 128, 512, true, 2, 4, 500, 500};
-    const dsl::AttentionSpec spec = latent_spec(c);
-    const reference::ForwardInputs in = latent_inputs(c);
-    HostTensor d_o(c.dtype, {c.batch, c.hq, c.nq, c.dv});
-    reference::fill_normal(d_o, 5);
-    const LatentGrads a = run_latent_backward(c, spec, in, d_o, wanted_grads(c)),
-                      b = run_latent_backward(c, spec, in, d_o, wanted_grads(c));
+    const Problem p = problem(c, 5);
+    const LatentGrads a = run_latent_backward(c, p.spec, p.in, p.d_o, wanted_grads(c)),
+                      b = run_latent_backward(c, p.spec, p.in, p.d_o, wanted_grads(c));
     for (auto [x, y, what] : {std::tuple{&a.dq, &b.dq, "dq"}, std::tuple{&a.dk, &b.dk, "dk"},
                               std::tuple{&a.dv, &b.dv, "dv"},
                               std::tuple{&a.dtensors.at("w_qlat"), &b.dtensors.at("w_qlat"), "d w_qlat"},
@@ -148,12 +154,9 @@ TEST(LatentBackwardRuns, Deterministic) {
 TEST(LatentBackwardRuns, WeightsGradientsAreOptional) {
     ATTNJIT_SKIP_WITHOUT_GPU();
     const LatentCase c{DType::bf16, 64, 64, 128, true, 1, 2, 200, 200};
-    const dsl::AttentionSpec spec = latent_spec(c);
-    const reference::ForwardInputs in = latent_inputs(c);
-    HostTensor d_o(c.dtype, {c.batch, c.hq, c.nq, c.dv});
-    reference::fill_normal(d_o, 9);
-    const LatentGrads with = run_latent_backward(c, spec, in, d_o, wanted_grads(c)),
-                      without = run_latent_backward(c, spec, in, d_o, wanted_grads(c, false));
+    const Problem p = problem(c, 9);
+    const LatentGrads with = run_latent_backward(c, p.spec, p.in, p.d_o, wanted_grads(c)),
+                      without = run_latent_backward(c, p.spec, p.in, p.d_o, wanted_grads(c, false));
     EXPECT_TRUE(with.dq.storage() == without.dq.storage());
     EXPECT_TRUE(with.dk.storage() == without.dk.storage());
     EXPECT_TRUE(with.dv.storage() == without.dv.storage());
