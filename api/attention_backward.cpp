@@ -42,8 +42,17 @@ BackwardPath choose_path(const AttentionSpec& spec, const codegen::SpecInputs& i
                          const api::Target& target) {
     const KernelConfig c = default_config(KernelKind::backward_fused, codegen::elem_kind(spec.dtype()),
                                           spec.head_dim_qk(), spec.head_dim_v(), codegen::sm_version(target.arch));
-    // The reciprocal band's backward: backward_dq, then backward_dkdv (sm80/reciprocal_band.cuh).
-    if (spec.has_reciprocal_band()) return BackwardPath::two_pass;
+    // The reciprocal band: backward_fused with its band terms where its tile fits (head dims
+    // up to 128, sm80/backward_fused.cuh), else backward_dq then backward_dkdv.
+    if (spec.has_reciprocal_band()) {
+        const int sm = codegen::sm_version(target.arch), limit = max_dynamic_smem_bytes(sm);
+        KernelConfig band = c;
+        band.recip_band = true;
+        band.tile = default_recip_band_tile(band, sm);
+        if (c.mainloop != MainloopKind::sm80 || fused_column_split(c.head_dim_qk, c.head_dim_v) > 1 ||
+            (limit != 0 && smem_bytes(band) > limit))
+            return BackwardPath::two_pass;
+    }
     if (spec.has_score_conv()) {
         // backward_fused has the convolution's backward (sm80/score_conv_backward.cuh);
         // backward_dq, with the forward's convolution, the gradients of captured tensors.
@@ -418,20 +427,27 @@ void AttentionBackward::operator()(const LaunchArgs& fwd, const GradArgs& grads_
     }
     // The reciprocal band: f32 workspaces of backward_dq's dQ sums and U (zeroed), and d
     // alpha's per-CTA sums with a zeroed ticket per head (backward/args.h).
+    // Fused: band_dq zeroed too, and dK's f32 sums [B, Hkv, Nk, Dqk]; d alpha's sums are then
+    // backward_dq_convert's.
     std::optional<runtime::StreamBuffer> band_buffer;
     if (impl_->spec.has_reciprocal_band()) {
         const size_t rows = static_cast<size_t>(q[0] * q[1] * q[2]), cols = static_cast<size_t>(q[3]);
-        const unsigned query_tiles = api::backward_grid(impl_->kernel(KernelKind::backward_dq).config, fwd).x;
+        const size_t kv_rows = fused ? static_cast<size_t>(k[0] * k[1] * k[2]) : 0;
+        const unsigned query_tiles =
+            api::backward_grid(impl_->kernel(fused ? KernelKind::backward_dq_convert : KernelKind::backward_dq).config,
+                               fwd)
+                .x;
         const size_t partials = static_cast<size_t>(q[0] * q[1]) * query_tiles;
-        const size_t bytes = sizeof(float) * (2 * rows * cols + partials) + sizeof(unsigned) * static_cast<size_t>(q[1]);
-        band_buffer.emplace(bytes, cu_stream);
+        const size_t floats = (2 * rows + kv_rows) * cols + partials;
+        band_buffer.emplace(sizeof(float) * floats + sizeof(unsigned) * static_cast<size_t>(q[1]), cu_stream);
         auto* base = static_cast<float*>(band_buffer->data());
         block.band_dq = base;
         block.band_dk = base + rows * cols;
-        block.band_alpha_partials = base + 2 * rows * cols;
-        block.band_tickets = reinterpret_cast<unsigned*>(base + 2 * rows * cols + partials);
-        band_buffer->zero(sizeof(float) * rows * cols, sizeof(float) * rows * cols);
-        band_buffer->zero(sizeof(float) * (2 * rows * cols + partials), sizeof(unsigned) * static_cast<size_t>(q[1]));
+        block.band_dk_sums = fused ? base + 2 * rows * cols : nullptr;
+        block.band_alpha_partials = base + (2 * rows + kv_rows) * cols;
+        block.band_tickets = reinterpret_cast<unsigned*>(base + floats);
+        band_buffer->zero(fused ? 0 : sizeof(float) * rows * cols, sizeof(float) * rows * cols * (fused ? 2 : 1));
+        band_buffer->zero(sizeof(float) * floats, sizeof(unsigned) * static_cast<size_t>(q[1]));
         if (impl_->alpha_grad_asked) {
             const TensorView& d_alpha = grads.grads.at(impl_->spec.reciprocal_band_alpha());
             block.d_alpha = static_cast<float*>(d_alpha.data);

@@ -39,7 +39,7 @@ void provenance(SourceWriter& w, const KernelSource& k, const dsl::AttentionSpec
 }
 
 // The Traits' trailing flags: ForwardTraits <..., conv, bias tile, band, latent dim>, BackwardDqTraits
-// <..., conv, band>, BackwardDkdvTraits <..., band>, BackwardFusedTraits <..., conv>; left
+// <..., conv, band>, BackwardDkdvTraits <..., band>, BackwardFusedTraits <..., conv, band>; left
 // off where they are false (so the text of a kernel without them stays as it was).
 std::string structural_traits(const KernelConfig& c) {
     auto flag = [](bool on) { return std::string(on ? ", true" : ", false"); };
@@ -54,6 +54,8 @@ std::string structural_traits(const KernelConfig& c) {
         case KernelKind::backward_dq:
             return c.recip_band ? flag(c.score_conv) + flag(true) : c.score_conv ? flag(true) : "";
         case KernelKind::backward_dkdv: return c.recip_band ? flag(true) : "";
+        case KernelKind::backward_fused:
+            return c.recip_band ? flag(c.score_conv) + flag(true) : c.score_conv ? flag(true) : "";
         default: return c.score_conv ? flag(true) : "";
     }
 }

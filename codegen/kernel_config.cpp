@@ -106,7 +106,7 @@ KernelConfig make_config(const dsl::AttentionSpec& spec, KernelKind kind, const 
     if (stages_bias) c.tile = default_bias_tile_tile(c.head_dim_qk, c.head_dim_v, c.tile);
     c.bias_tile = stages_bias && c.tile.block_n % 32 == 0;
     c.recip_band = spec.has_reciprocal_band() && (kind == KernelKind::forward || kind == KernelKind::backward_dq ||
-                                                  kind == KernelKind::backward_dkdv);
+                                                  kind == KernelKind::backward_dkdv || kind == KernelKind::backward_fused);
     if (c.recip_band && c.mainloop == MainloopKind::sm80) c.tile = default_recip_band_tile(c, sm);
     if (spec.has_latent() && kind == KernelKind::forward) {
         const std::string call = "AttentionSpec.latent(" + std::to_string(spec.latent_dim()) + ", ...)";

@@ -98,12 +98,6 @@ KernelPlan lower(const dsl::AttentionSpec& spec, SpecInputs inputs, KernelKind k
                        "backward_fused's, with backward_dq for the gradients of captured tensors and scalars "
                        "(AttentionBackward chooses them)";
     }
-    // The reciprocal band's backward is the two-pass one (sm80/reciprocal_band.cuh);
-    // backward_fused has no band terms, and is refused rather than run without them.
-    user_check(!spec.has_reciprocal_band() || kind != KernelKind::backward_fused)
-        << "AttentionSpec.reciprocal_band(" << spec.reciprocal_band_width() << ", \"" << spec.reciprocal_band_alpha()
-        << "\"): backward_fused has no reciprocal band; its backward is backward_dq then backward_dkdv "
-           "(AttentionBackward chooses them)";
     // The latent projection's backward runs the backward kernels of the spec without it over
     // projected K and V, between latent_gemm's products (api/latent_backward.h).
     user_check(!spec.has_latent() || kind == KernelKind::forward || kind == KernelKind::latent_gemm)
@@ -120,8 +114,11 @@ KernelPlan lower(const dsl::AttentionSpec& spec, SpecInputs inputs, KernelKind k
     plan.output_gate = spec.has_gate() && kind == KernelKind::forward;
     plan.score_conv = spec.has_score_conv();
     plan.latent = spec.has_latent() && kind == KernelKind::forward;
+    // The band's kernels, and backward_dq_convert, which adds its parts after backward_fused.
     plan.reciprocal_band = spec.has_reciprocal_band() && (kind == KernelKind::forward || kind == KernelKind::backward_dq ||
-                                                          kind == KernelKind::backward_dkdv);
+                                                          kind == KernelKind::backward_dkdv ||
+                                                          kind == KernelKind::backward_fused ||
+                                                          kind == KernelKind::backward_dq_convert);
     // The forward stages the bias tile; backward_dq's batch-sum launch reads a tile that
     // every batch row shares once (sm80/backward_dq.cuh); elsewhere score_mod gathers it.
     if (kind == KernelKind::forward || kind == KernelKind::backward_dq) plan.bias_tile = bias_tile_of(spec);

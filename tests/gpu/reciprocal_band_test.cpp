@@ -38,12 +38,16 @@ struct BandCase {
     bool softcap = false, window = false, gate = false, sinks = false;
     bool pair_bias = false;  // score_mod adds bias[0][h][q_idx][kv_idx] (the staged bias tile)
     std::optional<TileConfig> tile;
+    // The backward: two_pass (backward_dq, backward_dkdv) where backward_fused would run, or
+    // fast (backward_fused adding in any order) instead of the deterministic default.
+    bool two_pass = false, fast = false;
 
     std::string name() const {
         std::ostringstream s;
         s << dtype_name(dtype) << "_d" << d << "_W" << width << (causal ? "_causal" : "_noncausal") << "_b" << batch
           << "_h" << hq << "x" << hkv << "_n" << n << (softcap ? "_softcap" : "") << (window ? "_window" : "")
-          << (gate ? "_gate" : "") << (sinks ? "_sinks" : "") << (pair_bias ? "_pairbias" : "");
+          << (gate ? "_gate" : "") << (sinks ? "_sinks" : "") << (pair_bias ? "_pairbias" : "")
+          << (two_pass ? "_twopass" : "") << (fast ? "_fast" : "");
         if (tile) s << "_m" << tile->block_m << "n" << tile->block_n << "w" << tile->warps << "s" << tile->stages;
         return s.str();
     }
@@ -200,6 +204,8 @@ BandGrads run_band_backward(const BandCase& c, const dsl::AttentionSpec& spec, c
     ga.grads["alpha"] = dev_dalpha.view;
     CompileOptions opts;
     opts.grads = {"alpha"};
+    opts.fused_backward = !c.two_pass;
+    opts.deterministic = !c.fast;
     if (c.sinks) {
         dev_dsinks = runtime::to_device(g.dsinks);
         ga.grads["sinks"] = dev_dsinks->view;
@@ -242,6 +248,18 @@ std::vector<BandCase> backward_band_cases() {
     BandCase pb{DType::bf16, 32, 64, true, 1, 2, 2, 200};
     pb.pair_bias = true;
     add(pb);
+    // Head dims 64 and 128 take backward_fused: several of its key tiles, its fast order,
+    // and the two-pass backward beside it.
+    add({DType::bf16, 128, 64, true, 1, 2, 2, 1000});
+    add({DType::f16, 128, 130, false, 1, 2, 1, 400});
+    for (bool causal : {true, false}) {
+        BandCase fast{DType::bf16, 128, causal ? 64 : 17, causal, 2, 4, 2, 500};
+        fast.fast = true;
+        add(fast);
+        BandCase two{DType::bf16, 64, causal ? 64 : 200, causal, 1, 2, 2, 333};
+        two.two_pass = true;
+        add(two);
+    }
     return cases;
 }
 
@@ -277,10 +295,13 @@ TEST_P(ReciprocalBandBackward, MatchesReference) {
 INSTANTIATE_TEST_SUITE_P(Matrix, ReciprocalBandBackward, ::testing::ValuesIn(backward_band_cases()),
                          [](const ::testing::TestParamInfo<BandCase>& info) { return info.param.name(); });
 
-// The backward gives the same bits twice (every sum in a fixed order: d alpha's too).
-TEST(ReciprocalBandBackward, Deterministic) {
+// The backward gives the same bits twice (every sum in a fixed order: d alpha's too), fused
+// (head dim 128) and two-pass (head dim 40).
+class ReciprocalBandDeterministic : public ::testing::TestWithParam<int> {};
+
+TEST_P(ReciprocalBandDeterministic, SameBitsTwice) {
     ATTNJIT_SKIP_WITHOUT_GPU();
-    const BandCase c{DType::bf16, 64, 64, true, 2, 4, 2, 500};
+    const BandCase c{DType::bf16, GetParam(), 64, true, 2, 4, 2, 500};
     const dsl::AttentionSpec spec = band_spec(c);
     const reference::ForwardInputs in = band_inputs(c);
     HostTensor d_o(c.dtype, {c.batch, c.hq, c.n, c.d});
@@ -290,6 +311,8 @@ TEST(ReciprocalBandBackward, Deterministic) {
                               std::tuple{&a.dv, &b.dv, "dv"}, std::tuple{&a.dalpha, &b.dalpha, "dalpha"}})
         EXPECT_TRUE(x->storage() == y->storage()) << what << " differs between two runs";
 }
+
+INSTANTIATE_TEST_SUITE_P(HeadDims, ReciprocalBandDeterministic, ::testing::Values(40, 128));
 
 // Bad input is refused before anything is launched, with a message that says what to do.
 TEST(ReciprocalBandForward, BadInputIsRefused) {

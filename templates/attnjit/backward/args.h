@@ -90,8 +90,17 @@ struct BackwardArgs {
     // d alpha [Hq] (f32, element stride d_alpha_stride; null: not asked for) = scale sum
     // <k_i, U_i>: backward_dq's CTAs store their sums in band_alpha_partials [Hq, B, query
     // tiles], and the last CTA of a head (band_tickets [Hq], zeroed) adds them in order.
+    // The fused backward (sm80/backward_fused.cuh) uses the same workspaces otherwise:
+    //   band_dq: zeroed; backward_fused's CTA of key tile j0 adds alpha_h sum_i band dS_ij k_i
+    //     to its rows (no other CTA adds there); backward_dq_convert stores dq = scale
+    //     (dq_accum + band_dq);
+    //   band_dk: zeroed; backward_fused adds U under the dQ turns of the query tile;
+    //   band_dk_sums [B, Hkv, Nk, Dqk] f32: backward_fused stores its dK sums there instead of
+    //     dk, and backward_dq_convert (the first head of each group) stores dk = scale
+    //     (band_dk_sums + sum_h alpha_h U_h) and forms d alpha (query tiles of its grid).
     float* band_dq;
     float* band_dk;
+    float* band_dk_sums;
     float* d_alpha;
     long long d_alpha_stride;
     float* band_alpha_partials;

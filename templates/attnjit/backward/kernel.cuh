@@ -54,7 +54,8 @@ struct BackwardTraits {
         is_backward_rows(kKind_), BackwardRows<Element, kDqk_, kDv_, kBlockM_, kWarps_>,
         typename Select<kMainloop == MainloopKind::sm80,
                         typename Select<kKind_ == KernelKind::backward_fused,
-                                        sm80::BackwardFused<Element, kDqk_, kDv_, kBlockM_, kBlockN_, kWarps_, kStages_, kScoreConv_>,
+                                        sm80::BackwardFused<Element, kDqk_, kDv_, kBlockM_, kBlockN_, kWarps_, kStages_, kScoreConv_,
+                                                            kRecipBand_>,
                                         typename Select<owns_keys(kKind_),
                                                         sm80::BackwardDkdv<Element, kDqk_, kDv_, kBlockM_, kBlockN_,
                                                                            kWarps_, kRecipBand_>,
@@ -72,8 +73,10 @@ template <MainloopKind M, class E, int Dqk, int Dv, int BM, int BN, int W, int S
 using BackwardDqTraits = BackwardTraits<KernelKind::backward_dq, M, E, Dqk, Dv, BM, BN, W, S, kScoreConv, kRecipBand>;
 template <MainloopKind M, class E, int Dqk, int Dv, int BM, int BN, int W, int S>
 using BackwardStatsTraits = BackwardTraits<KernelKind::backward_stats, M, E, Dqk, Dv, BM, BN, W, S>;
-template <MainloopKind M, class E, int Dqk, int Dv, int BM, int BN, int W, int S, bool kScoreConv = false>
-using BackwardFusedTraits = BackwardTraits<KernelKind::backward_fused, M, E, Dqk, Dv, BM, BN, W, S, kScoreConv>;
+template <MainloopKind M, class E, int Dqk, int Dv, int BM, int BN, int W, int S, bool kScoreConv = false,
+          bool kRecipBand = false>
+using BackwardFusedTraits = BackwardTraits<KernelKind::backward_fused, M, E, Dqk, Dv, BM, BN, W, S, kScoreConv,
+                                           kRecipBand>;
 template <MainloopKind M, class E, int Dqk, int Dv, int BM, int BN, int W, int S>
 using BackwardDqConvertTraits = BackwardTraits<KernelKind::backward_dq_convert, M, E, Dqk, Dv, BM, BN, W, S>;
 

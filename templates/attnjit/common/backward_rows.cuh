@@ -4,11 +4,13 @@
 //                        (when given) and the workspace BackwardArgs::stats;
 //   BackwardRows         the two per-row kernels of the fast backward: backward_stats
 //                        (the statistics, and the fp32 dQ sums zeroed) and
-//                        backward_dq_convert (dQ = scale * the sums, in the dtype of q).
+//                        backward_dq_convert (dQ = scale * the sums, in the dtype of q;
+//                        with a reciprocal band also dK and d alpha, finish_band).
 #pragma once
 
 #include "attnjit/backward/args.h"
 #include "attnjit/common/backward_scores.cuh"
+#include "attnjit/common/band_alpha_grad.cuh"
 #include "attnjit/common/kernel_config.h"
 #include "attnjit/common/row_reduce.cuh"
 #include "attnjit/common/types.cuh"
@@ -136,6 +138,10 @@ struct BackwardRows {
             if (b >= a.batch) return;  // launched for dtheta alone (no batch)
         }
         const int rows = (a.q_len - m0 < BM ? a.q_len - m0 : BM);
+        if constexpr (Variant::kRecipBandWidth >= 0) {
+            finish_band<Variant>(p, b, h, m0, rows);
+            return;
+        }
         const Float4* src = reinterpret_cast<const Float4*>(accum_row(a, b, h, m0));
         E* dq = static_cast<E*>(a.dq) + b * a.dq_stride[0] + h * a.dq_stride[1] + m0 * a.dq_stride[2];
         for (int i = threadIdx.x; i < rows * DQK / 4; i += kThreads) {
@@ -148,6 +154,42 @@ struct BackwardRows {
     }
 
 private:
+    // The reciprocal band after backward_fused (backward/args.h), for the tile's rows of head
+    // h: dq = scale (dq_accum + band_dq); the first head of a kv group also stores dk = scale
+    // (band_dk_sums + sum_h alpha_h U_h) over the group's heads in order (Nq == Nk); and the
+    // CTA's sum of <k_i, U_i> goes to d alpha_h (common/band_alpha_grad.cuh).
+    template <class Variant, class Params>
+    __device__ __forceinline__ static void finish_band(const Params& p, int b, int h, int m0, int rows) {
+        const BackwardArgs& a = p.args;
+        const long long row0 = ((long long)b * a.q_heads + h) * a.q_len + m0;
+        const int kvh = h / a.group;
+        const E* k = static_cast<const E*>(a.k) + b * a.k_stride[0] + kvh * a.k_stride[1] + m0 * a.k_stride[2];
+        E* dq = static_cast<E*>(a.dq) + b * a.dq_stride[0] + h * a.dq_stride[1] + m0 * a.dq_stride[2];
+        float alpha_part = 0.f;
+        for (int i = threadIdx.x; i < rows * DQK; i += kThreads) {
+            const int r = i / DQK, c = i % DQK;
+            const long long at = (row0 + r) * DQK + c;
+            dq[r * a.dq_stride[2] + c] = FromFloat<E>::cvt(a.scale * (a.dq_accum[at] + a.band_dq[at]));
+            alpha_part += to_float(k[r * a.k_stride[2] + c]) * a.band_dk[at];
+        }
+        if (h % a.group == 0) {
+            const long long sums0 = (((long long)b * a.kv_heads + kvh) * a.kv_len + m0) * DQK;
+            E* dk = static_cast<E*>(a.dk) + b * a.dk_stride[0] + kvh * a.dk_stride[1] + m0 * a.dk_stride[2];
+            for (int i = threadIdx.x; i < rows * DQK; i += kThreads) {
+                const int r = i / DQK, c = i % DQK;
+                float v = a.band_dk_sums[sums0 + i];
+                for (int g = 0; g < a.group; ++g)
+                    v += Variant::recip_band_alpha(p, h + g) *
+                         a.band_dk[(((long long)b * a.q_heads + h + g) * a.q_len + m0 + r) * DQK + c];
+                dk[r * a.dk_stride[2] + c] = FromFloat<E>::cvt(a.scale * v);
+            }
+        }
+        if (a.d_alpha != nullptr) {
+            __shared__ __align__(16) unsigned char scratch[4 * (4 + W)];
+            store_band_alpha_sum<W>(a, scratch, alpha_part, b, h);
+        }
+    }
+
     // The score convolution's dtheta for head h: the per-(batch, key tile) sums of
     // backward_fused added in that order, times the softmax scale (the fused loop's dC is
     // the gradient of the scaled scores).

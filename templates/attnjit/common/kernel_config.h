@@ -264,6 +264,9 @@ constexpr int kSimtRowPad = 4;
 //                S0, Toeplitz fragments and mask bits as in the forward
 //  backward_fused sm80: backward_dkdv's with [stages] for [2 stages] | P, dS [block_m x block_n]
 //                (stages: 2, or 1 at a tile head dim of 256)
+//  backward_fused sm80 with recip_band: the above | K at the query rows [stages][block_m x dqk] |
+//                Q at the key rows [block_n x dqk] (the streamed head's; the band-masked dS
+//                goes into P's tile once dV's product has read it)
 //  backward_fused sm80 with score_conv: scratch | K [(block_n + 32) x dqk] |
 //                V [(block_n + 16) x dv] | [stages] Q [(block_m + 32) x dqk],
 //                dO [(block_m + 16) x dv] | [stages] LSE, Delta [block_m + 16] (f32) |
@@ -320,6 +323,12 @@ ATTNJIT_HD constexpr int smem_bytes(const KernelConfig& c) {
     if (c.recip_band && c.kind == KernelKind::backward_dkdv)
         return scratch_bytes(t.warps) + elem_bytes(c.elem) * (t.block_n + t.stages * t.block_m) * (dqk + dv) +
                t.stages * 2 * 4 * t.block_m + elem_bytes(c.elem) * t.stages * (t.block_m + t.block_n) * dqk;
+    // backward_fused keeps Q at its key rows (one head at a time) and copies K at the query rows
+    // with each Q/dO stage; the band-masked dS reuses P's tile.
+    if (c.recip_band && c.kind == KernelKind::backward_fused)
+        return scratch_bytes(t.warps) + elem_bytes(c.elem) * (t.block_n + t.stages * t.block_m) * (dqk + dv) +
+               t.stages * 2 * 4 * t.block_m + 2 * elem_bytes(c.elem) * t.block_n * t.block_m +
+               elem_bytes(c.elem) * (t.block_n + t.stages * t.block_m) * dqk;
     if (c.latent > 0 && c.kind == KernelKind::forward) {
         const int dl = tile_head_dim(c.latent), pipeline = t.stages * t.block_n * 2 * dl;
         const int prologue = t.block_m * dqk + dqk * (dl < 256 ? dl : 256) + (c.recip_band ? t.block_m * dl : 0),
@@ -391,10 +400,11 @@ ATTNJIT_HD constexpr const char* why_config_invalid(const KernelConfig& c) {
         return "the staged bias tile is a feature of the sm80 forward without a score convolution";
     if (c.bias_tile && t.block_n % 32 != 0) return "the staged bias tile needs block_n a multiple of 32";
     if (c.recip_band && ((c.kind != KernelKind::forward && c.kind != KernelKind::backward_dq &&
-                          c.kind != KernelKind::backward_dkdv) ||
-                         c.mainloop != MainloopKind::sm80 || c.score_conv))
-        return "the reciprocal band runs in the sm80 forward, backward_dq and backward_dkdv (f16 / bf16, head dims up "
-               "to 128 in the backward, no score convolution)";
+                          c.kind != KernelKind::backward_dkdv && c.kind != KernelKind::backward_fused) ||
+                         c.mainloop != MainloopKind::sm80 || c.score_conv ||
+                         (c.kind == KernelKind::backward_fused && fused_column_split(c.head_dim_qk, c.head_dim_v) > 1)))
+        return "the reciprocal band runs in the sm80 forward, backward_dq, backward_dkdv and backward_fused (f16 / "
+               "bf16, head dims up to 128 in the backward, no score convolution)";
     if (c.latent != 0 && (c.kind != KernelKind::forward || c.mainloop != MainloopKind::sm80 || c.score_conv ||
                           c.bias_tile || (c.recip_band && latent_col_split(c.latent) > 1)))
         return "the latent projection runs in the sm80 forward only (f16 / bf16; no score convolution or staged bias "
@@ -579,7 +589,9 @@ ATTNJIT_HD constexpr TileConfig default_recip_band_tile(KernelConfig c, int sm) 
     const int limit = max_dynamic_smem_bytes(sm);
     const TileConfig plain = c.tile;
     if (is_backward(c.kind)) {  // two stages; half the streamed tile where that fits two CTAs an SM
-        const TileConfig small = c.kind == KernelKind::backward_dq ? TileConfig{64, 32, 4, 2} : TileConfig{32, 64, 4, 2};
+        const TileConfig small = c.kind == KernelKind::backward_dq      ? TileConfig{64, 32, 4, 2}
+                                 : c.kind == KernelKind::backward_fused ? TileConfig{64, 64, 8, 2}
+                                                                        : TileConfig{32, 64, 4, 2};
         const TileConfig both[] = {plain, small};
         for (int ctas = 2; ctas >= 1; --ctas)
             for (const TileConfig& t : both) {

@@ -30,6 +30,7 @@
 
 #include "attnjit/backward/args.h"
 #include "attnjit/common/backward_rows.cuh"
+#include "attnjit/common/band_alpha_grad.cuh"
 #include "attnjit/common/backward_scores.cuh"
 #include "attnjit/common/input_grads.cuh"
 #include "attnjit/common/intervals.cuh"
@@ -319,7 +320,7 @@ struct BackwardDq {
                 if (q < nq && c < kDqkReal) wq[(long long)q * kDqkReal + c] = v;
             };
             dl.for_each(dq, put);
-            if (a.d_alpha != nullptr) store_alpha_sum<Variant>(a, smem, alpha_sum, b, h);
+            if (a.d_alpha != nullptr) store_band_alpha_sum<W>(a, smem, alpha_sum, b, h);
         } else if constexpr (!kConv) {
             const DLayout dl;
             E* dqg = static_cast<E*>(a.dq) + b * a.dq_stride[0] + h * a.dq_stride[1];
@@ -335,38 +336,6 @@ struct BackwardDq {
         // Per-query sites: each row's sum over its keys (common/input_grads.cuh).
         if constexpr (Variant::kInputGradQuerySites > 0) store_row_sums<Variant, false>(p, hd, gacc, sl, m0, nq);
         if constexpr (Variant::kInputGrads) finish_input_grads<Variant, Params, kThreads, kSmemBytes>(p, hd, gacc, smem);
-    }
-
-    // d alpha_h = scale sum <k_i, U_i> (the reciprocal band): the CTA's sum (a fixed tree over
-    // its threads) to band_alpha_partials [Hq, B, query tiles]; the last CTA of head h adds
-    // the head's partials in order and stores. Shared memory is free (after the main loop).
-    template <class Variant>
-    __device__ __forceinline__ static void store_alpha_sum(const BackwardArgs& a, unsigned char* smem, float v, int b,
-                                                           int h) {
-        const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-#pragma unroll
-        for (int o = 16; o > 0; o >>= 1) v += shfl_xor(v, o);
-        float* warp_sums = reinterpret_cast<float*>(smem) + 4;  // after last_to_arrive's flag
-        block_sync();  // every warp is past its last use of shared memory
-        if (lane == 0) warp_sums[warp] = v;
-        block_sync();
-        const int per_head = a.batch * static_cast<int>(gridDim.x);
-        float* part = a.band_alpha_partials + (long long)h * per_head;
-        if (tid == 0) {
-            float total = 0.f;
-            for (int w = 0; w < W; ++w) total += warp_sums[w];
-            part[b * gridDim.x + blockIdx.x] = total;
-        }
-        grad_detail::fence_gpu();
-        block_sync();
-        if (!grad_detail::last_to_arrive(a.band_tickets + h, static_cast<unsigned>(per_head),
-                                         reinterpret_cast<unsigned*>(smem)))
-            return;
-        if (tid == 0) {
-            float total = 0.f;
-            for (int n = 0; n < per_head; ++n) total += __ldcg(part + n);
-            a.d_alpha[h * a.d_alpha_stride] = total * a.scale;
-        }
     }
 
     // The batch-sum launch (Variant::kInputGradBatchSum, BackwardArgs::batch_sum; after

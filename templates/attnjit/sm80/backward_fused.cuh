@@ -21,9 +21,17 @@
 //   a CTA never waits on one dispatched after it. dK (scaled once) and dV are stored at
 //   the end: one thread's fixed-order sums.
 //
+// Reciprocal band (kRecip, sm80/reciprocal_band.cuh; head dims up to 128): on steps that meet
+// the band, S += alpha [band] K_rows(m0) Q_rows(n0)^T (K at the step's query rows, copied with
+// its Q/dO stage; Q at the CTA's key rows, copied once per head), and once dV's product has
+// read P, P's tile takes [band] dS for the band's two products:
+//   U = ([band] dS) Q_rows(n0)          added to BackwardArgs::band_dk under the dQ turn
+//   alpha ([band] dS)^T K_rows(m0)      added to band_dq at the CTA's own key rows
+// dK's sums go to band_dk_sums; backward_dq_convert adds alpha_h U and forms d alpha.
+//
 // Shared memory (smem_bytes in common/kernel_config.h): scratch | K [BN x DQK] |
 // V [BN x DV] | kStages x (Q [BM x DQK] | dO [BM x DV]) | kStages x (LSE2 [BM] | Delta [BM])
-// (f32) | P [BM x BN] | dS [BM x BN].
+// (f32) | P [BM x BN] | dS [BM x BN] | kRecip: kStages x K_rows [BM x DQK] | Q_rows [BN x DQK].
 #pragma once
 
 #include "attnjit/backward/args.h"
@@ -36,6 +44,7 @@
 #include "attnjit/sm80/copy.cuh"
 #include "attnjit/sm80/fragment.cuh"
 #include "attnjit/sm80/gemm.cuh"
+#include "attnjit/sm80/reciprocal_band.cuh"
 #include "attnjit/sm80/score_conv_backward.cuh"
 
 namespace attnjit {
@@ -54,7 +63,8 @@ struct ColumnWindow {
 
 // kConv: the score convolution (sm80/score_conv_backward.cuh): K, V, Q, dO and the
 // statistics carry halo rows, and each step's P and dS come from the extended products.
-template <class E, int kDqkReal, int kDvReal, int BM, int BN, int W, int kStages = 2, bool kConv = false>
+template <class E, int kDqkReal, int kDvReal, int BM, int BN, int W, int kStages = 2, bool kConv = false,
+          bool kRecip = false>
 struct BackwardFused {
     // Tiles at the tile head dims; columns past the real ones zero-filled on load, not stored.
     static constexpr int DQK = fused_tile_head_dims(kDqkReal, kDvReal, true);
@@ -95,15 +105,22 @@ struct BackwardFused {
     static constexpr int kPOff = kStatOff + kStages * kStatStage;
     static constexpr int kDsOff = kPOff + BM * BN * 2;
     static constexpr int kConvOff = kDsOff + BM * BN * 2;  // score_conv: S0 | dC | fragments
-    static constexpr int kSmemBytes = kConvOff + (kConv ? ConvLayout::kBytes : 0);
+    static_assert(!kRecip || (kSplit == 1 && kStages == 2 && !kConv),
+                  "backward_fused: the reciprocal band at head dims up to 128, two stages, no convolution");
+    static constexpr int kBandOff = kConvOff;  // kRecip: kStages x K_rows [BM x DQK] | Q_rows [BN x DQK]
+    static constexpr int kKrStage = BM * DQK * 2;
+    static constexpr int kQrOff = kBandOff + kStages * kKrStage;
+    static constexpr int kSmemBytes =
+        kConvOff + (kConv ? ConvLayout::kBytes : 0) + (kRecip ? (kStages * BM + BN) * DQK * 2 : 0);
     static_assert(kSmemBytes == smem_bytes(KernelConfig{KernelKind::backward_fused, MainloopKind::sm80,
                                                         ElemKindOf<E>::value, kDqkReal, kDvReal, TileConfig{BM, BN, W, kStages},
-                                                        kConv}),
+                                                        kConv, false, kRecip}),
                   "sm80::BackwardFused shared-memory layout disagrees with smem_bytes in common/kernel_config.h");
 
     static constexpr const char* kName = "sm80 backward";
     static constexpr bool kSupportsOutputTransform = false;
     static constexpr bool kSupportsScoreTileTransform = false;
+    static constexpr bool kSupportsRecipBand = kRecip;
 
     using SLayout = MmaCLayout<kMFS, kNTS, 4>;  // S, P, dP, dS
     // Split: the real columns of a half are known at run time (store_row's limit).
@@ -130,11 +147,11 @@ struct BackwardFused {
 
     // dQ_partial rows < Nq added to the fp32 sums of head h: [Nq x kDqkReal], the real
     // columns only (backward_dq_convert reads them at the real head dim); col0: the first
-    // column of the CTA's half.
+    // column of the CTA's half. sums: dq_accum, or (kRecip) band_dk for U.
     __device__ __forceinline__ static void add_dq(const BackwardArgs& a, const float (&dq)[kMFQ][kNTQ][4], int b,
-                                                  int h, int m0, int col0) {
+                                                  int h, int m0, int col0, float* sums) {
         const QLayout ql;
-        float* base = a.dq_accum + ((long long)b * a.q_heads + h) * a.q_len * kDqkReal + col0 + ql.lane_col();
+        float* base = sums + ((long long)b * a.q_heads + h) * a.q_len * kDqkReal + col0 + ql.lane_col();
 #pragma unroll
         for (int r = 0; r < QLayout::kRows; ++r) {
             const int q = m0 + ql.row(r);
@@ -144,6 +161,49 @@ struct BackwardFused {
                     if (QLayout::stored(nt) && col0 + ql.col(nt, 0) < kDqkReal)
                         ptx::red_add_f32x2(base + (long long)q * kDqkReal + 8 * nt, dq[r >> 1][nt][2 * (r & 1)],
                                            dq[r >> 1][nt][2 * (r & 1) + 1]);
+        }
+    }
+
+    // P's tile = [band] dS (kRecip), 16-byte chunks at a time, from dS's tile (both swizzled alike).
+    template <class Band>
+    __device__ __forceinline__ static void store_band_ds(unsigned char* smem, int m0, int n0) {
+        for (int i = threadIdx.x; i < BM * kCprP; i += kThreads) {
+            const int row = i / kCprP, chunk = i % kCprP;
+            const int off = row * kCprP * 16 + swz_chunk<kCprP>(chunk, row & 7) * 16;
+            const unsigned* src = reinterpret_cast<const unsigned*>(smem + kDsOff + off);
+            unsigned w[4] = {src[0], src[1], src[2], src[3]};
+#pragma unroll
+            for (int e = 0; e < 8; ++e)  // element e: the low (even) or high half of word e / 2
+                if (!Band::in_band(m0 + row, n0 + 8 * chunk + e)) w[e >> 1] &= (e & 1) ? 0x0000ffffu : 0xffff0000u;
+            unsigned* dst = reinterpret_cast<unsigned*>(smem + kPOff + off);
+#pragma unroll
+            for (int x = 0; x < 4; ++x) dst[x] = w[x];
+        }
+    }
+
+    // band_dq (head h, this CTA's key rows) += alpha ([band] dS)^T K_rows(m0), half of the
+    // warp's columns at a time (kPair0: the half's first 16-column pair).
+    template <int kPair0>
+    __device__ __forceinline__ static void add_band_dq(const BackwardArgs& a, const unsigned (&pt)[kMFK][BM / 16][4],
+                                                       unsigned kr_t, const LaneChunks& lc, float alpha, int b, int h,
+                                                       int n0) {
+        constexpr int kHalf = kNTK / 2;
+        float u[kMFK][kHalf][4];
+        MmaCLayout<kMFK, kHalf>::clear(u);
+        gemm_rn<E, kMFK, kHalf, BM / 16, kCprQ, kPair0>(u, pt, kr_t, lc);
+        const KLayout kl;
+        float* base = a.band_dq + ((long long)b * a.q_heads + h) * a.q_len * kDqkReal;
+#pragma unroll
+        for (int r = 0; r < KLayout::kRows; ++r) {
+            const int j = n0 + kl.row(r);
+            if (j < a.q_len)
+#pragma unroll
+                for (int nt = 0; nt < kHalf; ++nt) {
+                    const int c = kl.col(nt + 2 * kPair0, 0);
+                    if (c < kDqkReal)
+                        ptx::red_add_f32x2(base + (long long)j * kDqkReal + c, alpha * u[r >> 1][nt][2 * (r & 1)],
+                                           alpha * u[r >> 1][nt][2 * (r & 1) + 1]);
+                }
         }
     }
 
@@ -169,6 +229,15 @@ struct BackwardFused {
         const unsigned sbase = ptx::smem_addr(smem);
         const unsigned k_s = sbase + kKOff, v_s = sbase + kVOff, q_s = sbase + kQOff, stat_s = sbase + kStatOff;
         const unsigned p_s = sbase + kPOff, ds_s = sbase + kDsOff;
+        static_assert(kRecip == (Variant::kRecipBandWidth >= 0),
+                      "a Variant with a reciprocal band needs backward_fused's kRecip layout, and only it");
+        using Band = RecipBand<E, kMFS, kNTS, DQK / 16, kCprQ, (kRecip ? Variant::kRecipBandWidth : 0),
+                               Variant::kRecipBandCausal, false, 4>;
+        const int last_key = (n0 + BN < nk ? n0 + BN : nk) - 1;
+        auto band_step = [&](const QueryStep& st) {
+            return kRecip && Band::meets(st.m0, st.m0 + BM - 1, n0, last_key);
+        };
+        const E* const kvh_k = static_cast<const E*>(a.k) + b * a.k_stride[0] + kvh * a.k_stride[1];
         {
             const E* kh = static_cast<const E*>(a.k) + b * a.k_stride[0] + kvh * a.k_stride[1];
             const E* vh = static_cast<const E*>(a.v) + b * a.v_stride[0] + kvh * a.v_stride[1];
@@ -189,6 +258,10 @@ struct BackwardFused {
         if (turns) cursor.order_by_key_tiles(a, key_tile);
         auto issue = [&](const QueryStep& st, int stage) {
             if (st.h >= 0) {
+                if (band_step(st))  // K at the step's query rows
+                    copy_tile<E, kThreads, BM, DQK, false, kDqkReal>(sbase + kBandOff + stage * kKrStage,
+                                                                     kvh_k + st.m0 * a.k_stride[2], a.k_stride[2],
+                                                                     nk - st.m0, kvh_k, tid);
                 const unsigned dst = q_s + stage * kQStage;
                 const int valid = nq - st.m0, q_first = st.m0 - kQCore;  // halo rows: zeros outside [0, nq)
                 copy_tile<E, kThreads, kQRows, DQK, kConv, kDqkReal>(dst, qh + st.h * a.q_stride[1] + q_first * qsn,
@@ -226,6 +299,15 @@ struct BackwardFused {
         const unsigned ds_nn = ds_s + ((warp >> 2) * 16 * kMFQ + a_row) * kCprP * 16;
         const unsigned k_nn = k_s + (kKCore + a_row) * kCprQ * 16 + wq.bytes;
         const float* stats = reinterpret_cast<const float*>(smem + kStatOff);
+        // The band's operands: K at the query rows as S's A operand (like q_nt) and read
+        // transposed (like q_t); Q at the key rows as S's B operand (like k_nt) and dQ's (like
+        // k_nn); [band] dS in P's tile as dQ's A operand (like ds_nn).
+        const unsigned kr_nt = sbase + kBandOff + (s_row + a_row) * kCprQ * 16;
+        const unsigned kr_t = sbase + kBandOff + a_row * kCprQ * 16 + wk.bytes;
+        const unsigned qr_nt = sbase + kQrOff + (s_key + b_row) * kCprQ * 16;
+        const unsigned qr_nn = sbase + kQrOff + a_row * kCprQ * 16 + wq.bytes;
+        const unsigned bds_nn = p_s + ((warp >> 2) * 16 * kMFQ + a_row) * kCprP * 16;
+        int qr_h = -1;  // the head whose Q rows are staged (kRecip)
 
         const SLayout sl;
         float dk[kMFK][kNTK][4], dv[kMFK][kNTV][4];
@@ -233,6 +315,8 @@ struct BackwardFused {
         VLayout::clear(dv);
         typename Variant::Head hd = Variant::make_head(p, b, kvh * a.group, kvh);
         int hd_h = kvh * a.group;
+        float band_alpha = 0.f;  // alpha of head hd_h (kRecip)
+        if constexpr (kRecip) band_alpha = Variant::recip_band_alpha(p, hd_h);
         // score_conv: its products (sm80/score_conv_backward.cuh); dtheta's sums when asked for.
         using Conv = ScoreConvBackward<E, BM, BN, W, (kConv ? Variant::kScoreConvRows : 1),
                                        (kConv ? Variant::kScoreConvCols : 1), DQK, DV>;
@@ -268,6 +352,17 @@ struct BackwardFused {
         while (cur.h >= 0) {
             ptx::cp_async_wait<0>();
             block_sync();  // this step's Q, dO, stats landed; every warp is done with the other stage, P, dS
+            const bool band = band_step(cur);
+            if constexpr (kRecip) {
+                if (band && cur.h != qr_h) {  // Q of this head at the key rows: once per head
+                    copy_tile<E, kThreads, BN, DQK, false, kDqkReal>(sbase + kQrOff, qh + cur.h * a.q_stride[1] + n0 * qsn,
+                                                                     qsn, nq - n0, qh, tid);
+                    ptx::cp_async_commit();
+                    ptx::cp_async_wait<0>();
+                    block_sync();
+                    qr_h = cur.h;
+                }
+            }
             const QueryStep next = cursor.advance(p, ctx);
             if constexpr (kStages == 2) {
                 issue(next, stage ^ 1);
@@ -280,6 +375,7 @@ struct BackwardFused {
                 }
                 hd = Variant::make_head(p, b, cur.h, kvh);
                 hd_h = cur.h;
+                if constexpr (kRecip) band_alpha = Variant::recip_band_alpha(p, hd_h);
             }
 
             const unsigned so = stage * kQStage;
@@ -305,6 +401,9 @@ struct BackwardFused {
                 SLayout::clear(dp);
                 gemm_nt<E, kMFS, kNTS, DQK / 16, kCprQ, kCprQ>(s, q_nt + so, k_nt, la, lb);
                 gemm_nt<E, kMFS, kNTS, DV / 16, kCprV, kCprV>(dp, do_nt + so, v_nt, la, lb);
+                if constexpr (kRecip)
+                    if (band)  // S += alpha [band] K_rows(m0) Q_rows(n0)^T
+                        Band::add(s, sl, kr_nt + stage * kKrStage, qr_nt, la, lb, band_alpha, cur.m0, n0);
                 const float* lse2_s = stats + stage * 2 * kDoRows;
                 int qc[kRows];
                 typename Variant::Row rw[kRows];
@@ -345,6 +444,13 @@ struct BackwardFused {
                 load_a_trans<E, kMFK, BM / 16, kCprP>(pt, ds_s, kv_frag, lane);
                 gemm_rn<E, kMFK, kNTK, BM / 16, kCprQ>(dk, pt, q_t + so, wk.lc);
             }
+            if constexpr (kRecip) {
+                if (band) {
+                    block_sync();  // every warp is done with P
+                    store_band_ds<Band>(smem, cur.m0, n0);
+                    block_sync();  // [band] dS complete
+                }
+            }
             if constexpr (kConv) {
                 if (want_dtheta) {
                     Conv::accumulate_dtheta(theta_acc, dc_s, s0_s);
@@ -369,7 +475,22 @@ struct BackwardFused {
                     published = turn;  // after the next barrier: every warp's additions are issued
                     published_value = cur.position + 1;
                 }
-                add_dq(a, dq, b, cur.h, cur.m0, cq0);
+                add_dq(a, dq, b, cur.h, cur.m0, cq0, a.dq_accum);
+                if constexpr (kRecip) {
+                    if (band) {  // U = ([band] dS) Q_rows(n0), in the same turn
+                        QLayout::clear(dq);
+                        gemm_nn<E, kMFQ, kNTQ, BN / 16, kCprP, kCprQ>(dq, bds_nn, qr_nn, la, wq.lc);
+                        add_dq(a, dq, b, cur.h, cur.m0, cq0, a.band_dk);
+                    }
+                }
+            }
+            if constexpr (kRecip) {
+                if (band) {  // band_dq at the key rows += alpha ([band] dS)^T K_rows(m0)
+                    unsigned pt[kMFK][BM / 16][4];
+                    load_a_trans<E, kMFK, BM / 16, kCprP>(pt, p_s, kv_frag, lane);
+                    add_band_dq<0>(a, pt, kr_t + stage * kKrStage, wk.lc, band_alpha, b, cur.h, n0);
+                    add_band_dq<kNTK / 4>(a, pt, kr_t + stage * kKrStage, wk.lc, band_alpha, b, cur.h, n0);
+                }
             }
             cur = next;
             if constexpr (kStages == 2) stage ^= 1;
@@ -393,12 +514,25 @@ struct BackwardFused {
         const float scale = a.scale;
         // The half's real columns (a half may hold none of dV's, e.g. at d 256 x 40).
         const int k_cols = kDqkReal - cq0, v_cols = kDvReal - cv0;
+        // kRecip: dK's sums, unscaled, for backward_dq_convert to add the band's part to.
+        float* const dk_sums =
+            kRecip ? a.band_dk_sums + ((long long)b * a.kv_heads + kvh) * nk * kDqkReal + kl.lane_col() : nullptr;
 #pragma unroll
         for (int r = 0; r < KLayout::kRows; ++r) {
             const int k = n0 + kl.row(r);
             if (k < nk) {
-                kl.store_row(dkg + k * a.dk_stride[2] + kl.lane_col(), dk, r, [scale](float x, int) { return x * scale; },
-                             k_cols);
+                if constexpr (kRecip) {
+#pragma unroll
+                    for (int nt = 0; nt < kNTK; ++nt)
+                        if (kl.col(nt, 0) < kDqkReal) {
+                            float* d = dk_sums + (long long)k * kDqkReal + 8 * nt;
+                            d[0] = dk[r >> 1][nt][2 * (r & 1)];
+                            d[1] = dk[r >> 1][nt][2 * (r & 1) + 1];
+                        }
+                } else {
+                    kl.store_row(dkg + k * a.dk_stride[2] + kl.lane_col(), dk, r,
+                                 [scale](float x, int) { return x * scale; }, k_cols);
+                }
                 vl.store_row(dvg + k * a.dv_stride[2] + vl.lane_col(), dv, r, [](float x, int) { return x; }, v_cols);
             }
         }

@@ -23,7 +23,10 @@
 namespace attnjit {
 namespace sm80 {
 
-template <class E, int kMF, int kNT, int kKQ, int kCprQ, int kWidth, bool kCausal, bool kKeysAreRows = false>
+// kWarpsN: warps across the score tile's columns (MmaCLayout's; b_ld then starts at the
+// warp's first column).
+template <class E, int kMF, int kNT, int kKQ, int kCprQ, int kWidth, bool kCausal, bool kKeysAreRows = false,
+          int kWarpsN = 1>
 struct RecipBand {
     static_assert(kNT % 2 == 0, "RecipBand: the score tile's columns go in 16-column chunks");
     static constexpr int kLow = kCausal ? 0 : -kWidth;  // the band: kLow <= i - j <= kWidth
@@ -49,10 +52,12 @@ struct RecipBand {
     template <class SLayout>
     __device__ __forceinline__ static void add(float (&s)[kMF][kNT][4], const SLayout& sl, unsigned a_ld, unsigned b_ld,
                                                const LaneChunks& la, const LaneChunks& lb, float alpha, int r0, int c0) {
-        const int warp_row0 = r0 + (threadIdx.x >> 5) * 16 * kMF;
+        const int warp = threadIdx.x >> 5;
+        const int warp_row0 = r0 + warp / kWarpsN * 16 * kMF, warp_col0 = c0 + warp % kWarpsN * 8 * kNT;
 #pragma unroll
         for (int c = 0; c < kNT / 2; ++c) {
-            if (!meets_tile(warp_row0, warp_row0 + 16 * kMF - 1, c0 + 16 * c, c0 + 16 * c + 15)) continue;  // warp-uniform
+            if (!meets_tile(warp_row0, warp_row0 + 16 * kMF - 1, warp_col0 + 16 * c, warp_col0 + 16 * c + 15))
+                continue;  // warp-uniform
             float r[kMF][2][4];
             Pair::clear(r);
             gemm_nt<E, kMF, 2, kKQ, kCprQ, kCprQ>(r, a_ld, b_ld + c * 16 * kCprQ * 16, la, lb);
