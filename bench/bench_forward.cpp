@@ -155,8 +155,8 @@ void compile_timings(const std::string& gpu, const std::string& commit) {
 }
 
 // `bench_forward COMMIT band_backward`: the reciprocal band's forward + backward (d alpha
-// too) beside causal attention's (fused and two-pass backward), D 128, H 16, B * N = 16384,
-// on the backward tiles of a sweep (CompileOptions.tile: backward_dq's and backward_dkdv's).
+// too) beside causal attention's (fused and two-pass backward), D 128, H 16, B * N = 16384:
+// backward_fused on its default tile and on 64 x 64, and the two-pass backward.
 // only_n, only_run: one N and one run (by name) of the sweep, for a profiler; 0 / empty: all.
 void band_backward_sweep(const std::string& gpu, const std::string& commit, int only_n, const std::string& only_run) {
     for (int N : {1024, 4096, 16384}) {
@@ -185,11 +185,10 @@ void band_backward_sweep(const std::string& gpu, const std::string& commit, int 
         };
         std::vector<Run> runs = {{"causal_fused", AttentionSpec(base).mask(mods::causal()), std::nullopt, true},
                                  {"causal_two_pass", AttentionSpec(base).mask(mods::causal()), std::nullopt, false}};
-        runs.push_back({"band_default", AttentionSpec(base).reciprocal_band(64, "alpha"), std::nullopt, false});
-        for (const TileConfig& t : {TileConfig{64, 64, 4, 2}, TileConfig{32, 32, 2, 2}})
-            runs.push_back({"band_m" + std::to_string(t.block_m) + "n" + std::to_string(t.block_n) + "w" +
-                                std::to_string(t.warps),
-                            AttentionSpec(base).reciprocal_band(64, "alpha"), t, false});
+        const AttentionSpec band = AttentionSpec(base).reciprocal_band(64, "alpha");
+        runs.push_back({"band_fused", band, std::nullopt, true});
+        runs.push_back({"band_fused_m64n64w8", band, TileConfig{64, 64, 8, 2}, true});
+        runs.push_back({"band_two_pass", band, std::nullopt, false});
         for (const Run& r : runs) {
             if (!only_run.empty() && r.name != only_run) continue;
             LaunchArgs ra = a;

@@ -155,33 +155,59 @@ struct BackwardRows {
 
 private:
     // The reciprocal band after backward_fused (backward/args.h), for the tile's rows of head
-    // h: dq = scale (dq_accum + band_dq); the first head of a kv group also stores dk = scale
-    // (band_dk_sums + sum_h alpha_h U_h) over the group's heads in order (Nq == Nk); and the
-    // CTA's sum of <k_i, U_i> goes to d alpha_h (common/band_alpha_grad.cuh).
+    // h, four columns a thread at a time: dq = scale (dq_accum + band_dq), and the CTA's sum of
+    // <k_i, U_i> for d alpha_h (common/band_alpha_grad.cuh); dk = scale (band_dk_sums + sum_h
+    // alpha_h U_h) over the heads of a kv group in order (Nq == Nk), in the same pass without
+    // GQA, else by the group's first head.
     template <class Variant, class Params>
     __device__ __forceinline__ static void finish_band(const Params& p, int b, int h, int m0, int rows) {
         const BackwardArgs& a = p.args;
-        const long long row0 = ((long long)b * a.q_heads + h) * a.q_len + m0;
         const int kvh = h / a.group;
+        const long long row0 = ((long long)b * a.q_heads + h) * a.q_len + m0;
+        const long long sums0 = (((long long)b * a.kv_heads + kvh) * a.kv_len + m0) * DQK;
         const E* k = static_cast<const E*>(a.k) + b * a.k_stride[0] + kvh * a.k_stride[1] + m0 * a.k_stride[2];
         E* dq = static_cast<E*>(a.dq) + b * a.dq_stride[0] + h * a.dq_stride[1] + m0 * a.dq_stride[2];
+        E* dk = static_cast<E*>(a.dk) + b * a.dk_stride[0] + kvh * a.dk_stride[1] + m0 * a.dk_stride[2];
+        const Float4* accum = reinterpret_cast<const Float4*>(a.dq_accum + row0 * DQK);
+        const Float4* band_dq = reinterpret_cast<const Float4*>(a.band_dq + row0 * DQK);
+        const Float4* u = reinterpret_cast<const Float4*>(a.band_dk + row0 * DQK);
+        const Float4* sums = reinterpret_cast<const Float4*>(a.band_dk_sums + sums0);
+        const bool mha = a.group == 1;
+        const float alpha = Variant::recip_band_alpha(p, h), scale = a.scale;
+        auto store4 = [](E* out, float x, float y, float z, float w) {
+            unsigned* o = reinterpret_cast<unsigned*>(out);
+            o[0] = FromFloat<E>::pack2(x, y);
+            o[1] = FromFloat<E>::pack2(z, w);
+        };
         float alpha_part = 0.f;
-        for (int i = threadIdx.x; i < rows * DQK; i += kThreads) {
-            const int r = i / DQK, c = i % DQK;
-            const long long at = (row0 + r) * DQK + c;
-            dq[r * a.dq_stride[2] + c] = FromFloat<E>::cvt(a.scale * (a.dq_accum[at] + a.band_dq[at]));
-            alpha_part += to_float(k[r * a.k_stride[2] + c]) * a.band_dk[at];
+        for (int i = threadIdx.x; i < rows * DQK / 4; i += kThreads) {
+            const int r = i / (DQK / 4), c = 4 * (i % (DQK / 4));
+            const Float4 s = accum[i], t = band_dq[i], uu = u[i];
+            store4(dq + r * a.dq_stride[2] + c, scale * (s.x + t.x), scale * (s.y + t.y), scale * (s.z + t.z),
+                   scale * (s.w + t.w));
+            const E* kr = k + r * a.k_stride[2] + c;
+            alpha_part += to_float(kr[0]) * uu.x + to_float(kr[1]) * uu.y + to_float(kr[2]) * uu.z +
+                          to_float(kr[3]) * uu.w;
+            if (mha) {
+                const Float4 d = sums[i];
+                store4(dk + r * a.dk_stride[2] + c, scale * (d.x + alpha * uu.x), scale * (d.y + alpha * uu.y),
+                       scale * (d.z + alpha * uu.z), scale * (d.w + alpha * uu.w));
+            }
         }
-        if (h % a.group == 0) {
-            const long long sums0 = (((long long)b * a.kv_heads + kvh) * a.kv_len + m0) * DQK;
-            E* dk = static_cast<E*>(a.dk) + b * a.dk_stride[0] + kvh * a.dk_stride[1] + m0 * a.dk_stride[2];
-            for (int i = threadIdx.x; i < rows * DQK; i += kThreads) {
-                const int r = i / DQK, c = i % DQK;
-                float v = a.band_dk_sums[sums0 + i];
-                for (int g = 0; g < a.group; ++g)
-                    v += Variant::recip_band_alpha(p, h + g) *
-                         a.band_dk[(((long long)b * a.q_heads + h + g) * a.q_len + m0 + r) * DQK + c];
-                dk[r * a.dk_stride[2] + c] = FromFloat<E>::cvt(a.scale * v);
+        if (!mha && h % a.group == 0) {
+            const long long head = (long long)a.q_len * DQK / 4;  // one head's U, in Float4
+            for (int i = threadIdx.x; i < rows * DQK / 4; i += kThreads) {
+                const int r = i / (DQK / 4), c = 4 * (i % (DQK / 4));
+                Float4 d = sums[i];
+                for (int g = 0; g < a.group; ++g) {
+                    const float al = Variant::recip_band_alpha(p, h + g);
+                    const Float4 ug = u[i + g * head];
+                    d.x += al * ug.x;
+                    d.y += al * ug.y;
+                    d.z += al * ug.z;
+                    d.w += al * ug.w;
+                }
+                store4(dk + r * a.dk_stride[2] + c, scale * d.x, scale * d.y, scale * d.z, scale * d.w);
             }
         }
         if (a.d_alpha != nullptr) {
