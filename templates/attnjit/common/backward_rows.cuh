@@ -180,18 +180,40 @@ private:
             o[1] = FromFloat<E>::pack2(z, w);
         };
         float alpha_part = 0.f;
-        for (int i = threadIdx.x; i < rows * DQK / 4; i += kThreads) {
-            const int r = i / (DQK / 4), c = 4 * (i % (DQK / 4));
-            const Float4 s = accum[i], t = band_dq[i], uu = u[i];
-            store4(dq + r * a.dq_stride[2] + c, scale * (s.x + t.x), scale * (s.y + t.y), scale * (s.z + t.z),
-                   scale * (s.w + t.w));
-            const E* kr = k + r * a.k_stride[2] + c;
-            alpha_part += to_float(kr[0]) * uu.x + to_float(kr[1]) * uu.y + to_float(kr[2]) * uu.z +
-                          to_float(kr[3]) * uu.w;
-            if (mha) {
-                const Float4 d = sums[i];
-                store4(dk + r * a.dk_stride[2] + c, scale * (d.x + alpha * uu.x), scale * (d.y + alpha * uu.y),
-                       scale * (d.z + alpha * uu.z), scale * (d.w + alpha * uu.w));
+        const int n = rows * DQK / 4;
+        // kBatch chunks a thread at a time: every load of the batch first, so they are in flight together.
+        constexpr int kBatch = 4;
+        for (int i0 = threadIdx.x; i0 < n; i0 += kBatch * kThreads) {
+            Float4 s[kBatch], t[kBatch], uu[kBatch], d[kBatch];
+            unsigned kp[kBatch][2];
+#pragma unroll
+            for (int x = 0; x < kBatch; ++x) {
+                const int i = i0 + x * kThreads;
+                if (i < n) {
+                    const int r = i / (DQK / 4), c = 4 * (i % (DQK / 4));
+                    s[x] = accum[i];
+                    t[x] = band_dq[i];
+                    uu[x] = u[i];
+                    if (mha) d[x] = sums[i];
+                    const unsigned* kr = reinterpret_cast<const unsigned*>(k + r * a.k_stride[2] + c);
+                    kp[x][0] = kr[0];
+                    kp[x][1] = kr[1];
+                }
+            }
+#pragma unroll
+            for (int x = 0; x < kBatch; ++x) {
+                const int i = i0 + x * kThreads;
+                if (i < n) {
+                    const int r = i / (DQK / 4), c = 4 * (i % (DQK / 4));
+                    store4(dq + r * a.dq_stride[2] + c, scale * (s[x].x + t[x].x), scale * (s[x].y + t[x].y),
+                           scale * (s[x].z + t[x].z), scale * (s[x].w + t[x].w));
+                    alpha_part += unpack_lo<E>(kp[x][0]) * uu[x].x + unpack_hi<E>(kp[x][0]) * uu[x].y +
+                                  unpack_lo<E>(kp[x][1]) * uu[x].z + unpack_hi<E>(kp[x][1]) * uu[x].w;
+                    if (mha)
+                        store4(dk + r * a.dk_stride[2] + c, scale * (d[x].x + alpha * uu[x].x),
+                               scale * (d[x].y + alpha * uu[x].y), scale * (d[x].z + alpha * uu[x].z),
+                               scale * (d[x].w + alpha * uu[x].w));
+                }
             }
         }
         if (!mha && h % a.group == 0) {

@@ -41,6 +41,20 @@ __device__ __forceinline__ int to_int(long long x) { return (int)x; }
 __device__ __forceinline__ int to_int(unsigned char x) { return (int)x; }
 __device__ __forceinline__ bool to_bool(unsigned char x) { return x != 0; }
 
+// The two 16-bit elements of a 32-bit word as floats (lo: bits 0..15, as pack2 puts them).
+template <class E>
+__device__ __forceinline__ float unpack_lo(unsigned w) {
+    E e;
+    e.bits = static_cast<unsigned short>(w & 0xffffu);
+    return to_float(e);
+}
+template <class E>
+__device__ __forceinline__ float unpack_hi(unsigned w) {
+    E e;
+    e.bits = static_cast<unsigned short>(w >> 16);
+    return to_float(e);
+}
+
 // ---- float -> storage -----------------------------------------------------------------
 template <class T> struct FromFloat;
 template <> struct FromFloat<float> {

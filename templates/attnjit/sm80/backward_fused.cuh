@@ -485,7 +485,9 @@ struct BackwardFused {
                 }
             }
             if constexpr (kRecip) {
-                if (band) {  // band_dq at the key rows += alpha ([band] dS)^T K_rows(m0)
+                const int key0 = n0 + kv_frag * 16;  // the warp's key rows: those that meet the band
+                if (band && Band::meets(cur.m0, cur.m0 + BM - 1, key0, key0 + 16 * kMFK - 1)) {
+                    // band_dq at the key rows += alpha ([band] dS)^T K_rows(m0)
                     unsigned pt[kMFK][BM / 16][4];
                     load_a_trans<E, kMFK, BM / 16, kCprP>(pt, p_s, kv_frag, lane);
                     add_band_dq<0>(a, pt, kr_t + stage * kKrStage, wk.lc, band_alpha, b, cur.h, n0);
