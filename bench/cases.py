@@ -239,8 +239,6 @@ def runs(case: Case, impl: str) -> str | None:
         return "unfused is the latent case's PyTorch pipeline"
     if case.variant == "latent" and impl not in ("attnjit", "unfused", "naive"):
         return "the latent case's PyTorch pipeline is the unfused row (SDPA, which picks its backend)"
-    if impl == "attnjit_fast" and case.variant == "reciprocal_band":
-        return "the reciprocal band's backward is the deterministic two-pass one either way"
     if impl == "sdpa_flash" and case.variant not in ("plain", "causal", "gqa", "gqa_causal"):
         return "SDPA's flash backend takes no mask, bias or score_mod (not emulated)"
     if impl == "sdpa_cudnn" and case.variant not in ("plain", "causal", "gqa", "gqa_causal", "pair_bias",

@@ -21,8 +21,8 @@ def compile(score_mod=None, mask=None, causal=False, scale=None, enable_gqa=Fals
     allows Hq to be a multiple of Hkv. tile optionally pins the kernel's tile configuration
     (block_m, block_n, warps, stages). deterministic=False lets the backward (autograd) sum
     dQ with fp32 atomics where that exists (fp16 / bf16, head dims 64 and 128): faster, but
-    dQ's bits may change from run to run (a call with reciprocal_band= always runs its
-    deterministic two-pass backward). The kernel is compiled on the first call for each
+    dQ's bits may change from run to run (with reciprocal_band=, also the band's sums; at head
+    dims over 128 the band's backward is the deterministic two-pass one). The kernel is compiled on the first call for each
     (dtype, head dims, device) and cached in the process (and on disk by attnjit).
     The callable also takes sinks=, gate=, score_conv= and reciprocal_band=: fn(q, k, v,
     sinks=t, gate=g, score_conv=theta, reciprocal_band=(W, alpha)) (see attention()); the
@@ -73,8 +73,8 @@ def attention(q, k, v, *, score_mod=None, mask=None, causal=False, scale=None, e
     (and sinks, gate, captured tensors that require grad) their gradients through the band's
     s_ji terms, and alpha its gradient when alpha is a tensor that requires grad (a [Hq]
     tensor gets one per head; a one-element tensor, expanded to every head, gets the sum over
-    the heads; a Python float is never differentiable), all deterministic (the two-pass
-    backward, also with compile(..., deterministic=False)). Training with the band: float16 /
+    the heads; a Python float is never differentiable), deterministic unless
+    compile(..., deterministic=False) allows the fast backward. Training with the band: float16 /
     bfloat16, head dims up to 128 (a training call with a larger one raises SpecError).
     """
     if _compiled._is_compiling():  # torch.compile (dynamo) is tracing this call: the torch ops

@@ -2,7 +2,7 @@
 // NVRTC: the forward and every backward kind that exists at d 8, 16, 40, 72, 200 for bf16
 // (sm80 loops; d200 the simt backward) and f32 (simt), Dqk != Dv, on sm_80 and on the
 // 99 KiB sm_86; with sinks, a gate, a document mask, the score convolution (its backward at
-// head dims over 128 too) and the reciprocal band.
+// head dims over 128 too) and the reciprocal band (its forward and backward_fused).
 #include <gtest/gtest.h>
 
 #include "api/attention_backward.h"
@@ -129,7 +129,7 @@ TEST(PaddedHeadDimsCompile, LatentForward) {
 
 // The latent projection's backward: latent_gemm (its products) for both 16-bit types on the
 // three shared-memory sizes, and AttentionBackward of a latent spec compiling the per-head
-// kernels between two latent_gemm launches (with a reciprocal band: the two-pass ones).
+// kernels between two latent_gemm launches (with a reciprocal band too).
 TEST(PaddedHeadDimsCompile, LatentBackward) {
     if (auto why = runtime::why_no_libnvrtc()) GTEST_SKIP() << *why;
     std::vector<Job> jobs;
@@ -154,8 +154,49 @@ TEST(PaddedHeadDimsCompile, LatentBackward) {
     lat.latent(64, "w_qlat", "w_vup").reciprocal_band(64, "alpha");
     o.grads.insert("alpha");
     EXPECT_EQ(AttentionBackward(lat, o).kernel_kinds(),
-              (std::vector<KernelKind>{KernelKind::latent_gemm, KernelKind::backward_dq, KernelKind::backward_dkdv,
-                                       KernelKind::latent_gemm}));
+              (std::vector<KernelKind>{KernelKind::latent_gemm, KernelKind::backward_stats, KernelKind::backward_fused,
+                                       KernelKind::backward_dq_convert, KernelKind::latent_gemm}));
+}
+
+// The reciprocal band's backward: backward_fused with the band's terms and the
+// backward_dq_convert that finishes them, where the fused tile fits (sm_90a and sm_80 at d64
+// and d128, the 99 KiB sm_86 at d64; both forms, f16 and bf16), and the kernels
+// AttentionBackward chooses: the fused ones there, the two-pass ones when asked for (d256 has no
+// band backward: a UserError).
+TEST(PaddedHeadDimsCompile, ReciprocalBandBackward) {
+    if (auto why = runtime::why_no_libnvrtc()) GTEST_SKIP() << *why;
+    auto band_spec = [](DType dt, int d, bool causal) {
+        dsl::AttentionSpec band = dsl::AttentionSpec().dtype(dt).head_dim(d).return_lse();
+        band.reciprocal_band(64, "alpha", causal);
+        return band;
+    };
+    std::vector<Job> jobs;
+    for (const char* arch : {"sm_90a", "sm_80", "sm_86"})
+        for (int d : {64, 128}) {
+            if (std::string(arch) == "sm_86" && d == 128) continue;
+            const DType dt = d == 64 ? DType::f16 : DType::bf16;
+            add(jobs, band_spec(dt, d, d == 128), std::string("reciprocal_band ") + dtype_name(dt) + " d" + std::to_string(d),
+                arch, {KernelKind::backward_fused, KernelKind::backward_dq_convert});
+        }
+    ASSERT_EQ(jobs.size(), 10u);
+    for (const auto& f : compile_all(jobs)) ADD_FAILURE() << f;
+
+    CompileOptions o;
+    o.arch = "sm_90a";
+    o.grads = {"alpha"};
+    const std::vector<KernelKind> fused = {KernelKind::backward_stats, KernelKind::backward_fused,
+                                           KernelKind::backward_dq_convert},
+                                  two_pass = {KernelKind::backward_dq, KernelKind::backward_dkdv};
+    const AttentionBackward h100(band_spec(DType::bf16, 128, true), o);
+    EXPECT_EQ(h100.kernel_kinds(), fused);
+    EXPECT_EQ(h100.config(KernelKind::backward_fused).tile, (TileConfig{64, 128, 8, 2}));
+    EXPECT_TRUE(h100.config(KernelKind::backward_fused).recip_band);
+    EXPECT_THROW(AttentionBackward(band_spec(DType::bf16, 256, true), o), UserError);  // head dims up to 128
+    o.arch = "sm_80";
+    EXPECT_EQ(AttentionBackward(band_spec(DType::bf16, 128, false), o).config(KernelKind::backward_fused).tile,
+              (TileConfig{64, 64, 8, 2}));
+    o.fused_backward = false;
+    EXPECT_EQ(AttentionBackward(band_spec(DType::bf16, 128, true), o).kernel_kinds(), two_pass);
 }
 
 // The score convolution's backward over 128 columns: backward_fused split in column halves

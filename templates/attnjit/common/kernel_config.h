@@ -106,7 +106,7 @@ struct KernelConfig {
     // [..., q_idx, kv_idx], common/bias_tile.cuh) is copied tile by tile into shared memory
     // beside the K/V pipeline, rather than read element by element from global memory.
     bool bias_tile = false;
-    // Forward, backward_dq and backward_dkdv sm80: the reciprocal band (RA,
+    // Forward, backward_dq, backward_dkdv and backward_fused sm80: the reciprocal band (RA,
     // sm80/reciprocal_band.cuh): K at the query tile's rows and Q at the key tile's rows
     // beside the pipeline.
     bool recip_band = false;
