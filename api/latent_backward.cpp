@@ -22,6 +22,52 @@ CompileOptions without_weights(CompileOptions o, const AttentionSpec& spec) {
 // 1 MiB aligned, distinct per buffer, never dereferenced.
 void* unallocated(int slot) { return reinterpret_cast<void*>(static_cast<uintptr_t>(1 + slot) << 20); }
 
+// The folds of the per-head gradients (latent_gemm products; dK_h, dV_h [B, Hq, Nk, D or
+// Dv] contiguous in the workspace):
+// dK_lat[b] = sum_h dK_h[b, h] W_qlat[h], a sum over k = (h, d).
+void fold_latent_k_grad(const PreparedKernel& gemm, const LatentShape& s, const void* dk_h, const TensorView& wq,
+                        const TensorView& dk, Stream stream) {
+    const long long hk = s.nk * s.d;  // one head of dK_h
+    launch_latent_gemm(gemm,
+                       latent_gemm_args(latent_operand(dk_h, s.hq * hk, 0, hk, 1, s.d, true),
+                                        latent_operand(wq.data, 0, 0, wq.strides[0], wq.strides[1], 1, false), dk.data,
+                                        dk.strides[0], 0, dk.strides[2], s.nk, s.l, s.d, s.hq, 1),
+                       s.b, stream);
+}
+
+// dV_lat[b] = sum_h dV_h[b, h] W_vup[h]^T, a sum over k = (h, dv).
+void fold_latent_v_grad(const PreparedKernel& gemm, const LatentShape& s, const void* dv_h, const TensorView& wv,
+                        const TensorView& dv, Stream stream) {
+    const long long hv = s.nk * s.dv;  // one head of dV_h
+    launch_latent_gemm(gemm,
+                       latent_gemm_args(latent_operand(dv_h, s.hq * hv, 0, hv, 1, s.dv, true),
+                                        latent_operand(wv.data, 0, 0, wv.strides[0], 1, wv.strides[1], true), dv.data,
+                                        dv.strides[0], 0, dv.strides[2], s.nk, s.l, s.dv, s.hq, 1),
+                       s.b, stream);
+}
+
+// dW_qlat[h] = sum_b dK_h[b, h]^T K_lat[b], a sum over k = (b, key).
+void w_qlat_grad(const PreparedKernel& gemm, const LatentShape& s, const void* dk_h, const TensorView& k_lat,
+                 const TensorView& dw, Stream stream) {
+    const long long hk = s.nk * s.d;
+    launch_latent_gemm(gemm,
+                       latent_gemm_args(latent_operand(dk_h, 0, hk, s.hq * hk, s.d, 1, false),
+                                        latent_operand(k_lat.data, 0, 0, k_lat.strides[0], k_lat.strides[2], 1, false),
+                                        dw.data, 0, dw.strides[0], dw.strides[1], s.d, s.l, s.nk, s.b, s.hq),
+                       1, stream);
+}
+
+// dW_vup[h] = sum_b V_lat[b]^T dV_h[b, h], a sum over k = (b, key).
+void w_vup_grad(const PreparedKernel& gemm, const LatentShape& s, const void* dv_h, const TensorView& v_lat,
+                const TensorView& dw, Stream stream) {
+    const long long hv = s.nk * s.dv;
+    launch_latent_gemm(gemm,
+                       latent_gemm_args(latent_operand(v_lat.data, 0, 0, v_lat.strides[0], v_lat.strides[2], 1, false),
+                                        latent_operand(dv_h, 0, hv, s.hq * hv, s.dv, 1, false), dw.data, 0,
+                                        dw.strides[0], dw.strides[1], s.l, s.dv, s.nk, s.b, s.hq),
+                       1, stream);
+}
+
 }  // namespace
 
 struct LatentBackward::Heads {
@@ -92,29 +138,14 @@ void LatentBackward::run(const LaunchArgs& fwd, const GradArgs& grads, Stream st
     project_latent_kv(gemm_, spec_, fwd, h.k_h, h.v_h, stream);  // K_h, V_h
     (*heads_)(h.fwd, h.grads, stream);  // dq, dK_h, dV_h
 
-    // dK_lat[b] = sum_h dK_h[b, h] W_qlat[h], dV_lat[b] = sum_h dV_h[b, h] W_vup[h]^T: k = (h, d).
-    const auto &ks = fwd.k.strides, &vs = fwd.v.strides, &dks = grads.dk.strides, &dvs = grads.dv.strides;
     const TensorView& wq = fwd.tensors.at(spec_.latent_w_qlat());
     const TensorView& wv = fwd.tensors.at(spec_.latent_w_vup());
-    const long long hk = s.nk * s.d, hv = s.nk * s.dv;  // one head of dK_h, dV_h
-    auto launch = [&](const LatentGemmArgs& a, int64_t z_hi_count) { launch_latent_gemm(gemm_, a, z_hi_count, stream); };
-    auto args = latent_gemm_args;
-    auto operand = latent_operand;
-    launch(args(operand(h.dk_h, s.hq * hk, 0, hk, 1, s.d, true), operand(wq.data, 0, 0, wq.strides[0], wq.strides[1], 1, false),
-                grads.dk.data, dks[0], 0, dks[2], s.nk, s.l, s.d, s.hq, 1),
-           s.b);
-    launch(args(operand(h.dv_h, s.hq * hv, 0, hv, 1, s.dv, true), operand(wv.data, 0, 0, wv.strides[0], 1, wv.strides[1], true),
-                grads.dv.data, dvs[0], 0, dvs[2], s.nk, s.l, s.dv, s.hq, 1),
-           s.b);
-    // dW_qlat[h] = sum_b dK_h[b, h]^T K_lat[b], dW_vup[h] = sum_b V_lat[b]^T dV_h[b, h]: k = (b, key).
+    fold_latent_k_grad(gemm_, s, h.dk_h, wq, grads.dk, stream);
+    fold_latent_v_grad(gemm_, s, h.dv_h, wv, grads.dv, stream);
     if (auto g = grads.grads.find(spec_.latent_w_qlat()); g != grads.grads.end())
-        launch(args(operand(h.dk_h, 0, hk, s.hq * hk, s.d, 1, false), operand(fwd.k.data, 0, 0, ks[0], ks[2], 1, false),
-                    g->second.data, 0, g->second.strides[0], g->second.strides[1], s.d, s.l, s.nk, s.b, s.hq),
-               1);
+        w_qlat_grad(gemm_, s, h.dk_h, fwd.k, g->second, stream);
     if (auto g = grads.grads.find(spec_.latent_w_vup()); g != grads.grads.end())
-        launch(args(operand(fwd.v.data, 0, 0, vs[0], vs[2], 1, false), operand(h.dv_h, 0, hv, s.hq * hv, s.dv, 1, false),
-                    g->second.data, 0, g->second.strides[0], g->second.strides[1], s.l, s.dv, s.nk, s.b, s.hq),
-               1);
+        w_vup_grad(gemm_, s, h.dv_h, fwd.v, g->second, stream);
 }
 
 }  // namespace attnjit::api

@@ -12,6 +12,7 @@
 #include "attnjit/backward/latent_gemm_args.h"
 #include "attnjit/common/ptx.cuh"
 #include "attnjit/common/types.cuh"
+#include "attnjit/sm80/fragment.cuh"
 #include "attnjit/sm80/gemm.cuh"
 #include "attnjit/sm80/swizzle.cuh"
 
@@ -52,12 +53,7 @@ struct LatentGemm {
         }
 
         float c[kMF][kNT][4];
-#pragma unroll
-        for (int mf = 0; mf < kMF; ++mf)
-#pragma unroll
-            for (int nt = 0; nt < kNT; ++nt)
-#pragma unroll
-                for (int i = 0; i < 4; ++i) c[mf][nt][i] = 0.f;
+        MmaCLayout<kMF, kNT>::clear(c);
 
         for (int t = 0; t < total; ++t) {
             ptx::cp_async_wait<kStages - 2>();
