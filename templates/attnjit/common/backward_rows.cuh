@@ -93,6 +93,13 @@ struct BackwardRows {
         return a.dq_accum + (((long long)b * a.q_heads + h) * a.q_len + q) * DQK;
     }
 
+    // Four columns (a multiple of 4 from an aligned row) as E, in two 32-bit stores.
+    __device__ __forceinline__ static void store4(E* out, float x, float y, float z, float w) {
+        unsigned* o = reinterpret_cast<unsigned*>(out);
+        o[0] = FromFloat<E>::pack2(x, y);
+        o[1] = FromFloat<E>::pack2(z, w);
+    }
+
     // With an output gate: d_o = delta_d_o * sigmoid(gate) (the workspace every later kernel
     // reads) and d_gate = delta_d_o * o * (1 - sigmoid(gate)) (o being the gated output
     // sigmoid(gate) * O), for the tile's rows.
@@ -147,9 +154,7 @@ struct BackwardRows {
         for (int i = threadIdx.x; i < rows * DQK / 4; i += kThreads) {
             const Float4 v = src[i];
             const int r = i / (DQK / 4), c = 4 * (i % (DQK / 4));
-            unsigned* out = reinterpret_cast<unsigned*>(dq + r * a.dq_stride[2] + c);
-            out[0] = FromFloat<E>::pack2(a.scale * v.x, a.scale * v.y);
-            out[1] = FromFloat<E>::pack2(a.scale * v.z, a.scale * v.w);
+            store4(dq + r * a.dq_stride[2] + c, a.scale * v.x, a.scale * v.y, a.scale * v.z, a.scale * v.w);
         }
     }
 
@@ -172,13 +177,8 @@ private:
         const Float4* band_dq = reinterpret_cast<const Float4*>(a.band_dq + row0 * DQK);
         const Float4* u = reinterpret_cast<const Float4*>(a.band_dk + row0 * DQK);
         const Float4* sums = reinterpret_cast<const Float4*>(a.band_dk_sums + sums0);
-        const bool mha = a.group == 1;
+        const bool mha = a.group == 1, want_alpha = a.d_alpha != nullptr;  // K is read for d alpha only
         const float alpha = Variant::recip_band_alpha(p, h), scale = a.scale;
-        auto store4 = [](E* out, float x, float y, float z, float w) {
-            unsigned* o = reinterpret_cast<unsigned*>(out);
-            o[0] = FromFloat<E>::pack2(x, y);
-            o[1] = FromFloat<E>::pack2(z, w);
-        };
         float alpha_part = 0.f;
         const int n = rows * DQK / 4;
         // kBatch chunks a thread at a time: every load of the batch first, so they are in flight together.
@@ -195,9 +195,11 @@ private:
                     t[x] = band_dq[i];
                     uu[x] = u[i];
                     if (mha) d[x] = sums[i];
-                    const unsigned* kr = reinterpret_cast<const unsigned*>(k + r * a.k_stride[2] + c);
-                    kp[x][0] = kr[0];
-                    kp[x][1] = kr[1];
+                    if (want_alpha) {
+                        const unsigned* kr = reinterpret_cast<const unsigned*>(k + r * a.k_stride[2] + c);
+                        kp[x][0] = kr[0];
+                        kp[x][1] = kr[1];
+                    }
                 }
             }
 #pragma unroll
@@ -207,8 +209,9 @@ private:
                     const int r = i / (DQK / 4), c = 4 * (i % (DQK / 4));
                     store4(dq + r * a.dq_stride[2] + c, scale * (s[x].x + t[x].x), scale * (s[x].y + t[x].y),
                            scale * (s[x].z + t[x].z), scale * (s[x].w + t[x].w));
-                    alpha_part += unpack_lo<E>(kp[x][0]) * uu[x].x + unpack_hi<E>(kp[x][0]) * uu[x].y +
-                                  unpack_lo<E>(kp[x][1]) * uu[x].z + unpack_hi<E>(kp[x][1]) * uu[x].w;
+                    if (want_alpha)
+                        alpha_part += unpack_lo<E>(kp[x][0]) * uu[x].x + unpack_hi<E>(kp[x][0]) * uu[x].y +
+                                      unpack_lo<E>(kp[x][1]) * uu[x].z + unpack_hi<E>(kp[x][1]) * uu[x].w;
                     if (mha)
                         store4(dk + r * a.dk_stride[2] + c, scale * (d[x].x + alpha * uu[x].x),
                                scale * (d[x].y + alpha * uu[x].y), scale * (d[x].z + alpha * uu[x].z),
@@ -232,7 +235,7 @@ private:
                 store4(dk + r * a.dk_stride[2] + c, scale * d.x, scale * d.y, scale * d.z, scale * d.w);
             }
         }
-        if (a.d_alpha != nullptr) {
+        if (want_alpha) {
             __shared__ __align__(16) unsigned char scratch[4 * (4 + W)];
             store_band_alpha_sum<W>(a, scratch, alpha_part, b, h);
         }

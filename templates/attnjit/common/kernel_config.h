@@ -323,12 +323,6 @@ ATTNJIT_HD constexpr int smem_bytes(const KernelConfig& c) {
     if (c.recip_band && c.kind == KernelKind::backward_dkdv)
         return scratch_bytes(t.warps) + elem_bytes(c.elem) * (t.block_n + t.stages * t.block_m) * (dqk + dv) +
                t.stages * 2 * 4 * t.block_m + elem_bytes(c.elem) * t.stages * (t.block_m + t.block_n) * dqk;
-    // backward_fused keeps Q at its key rows (one head at a time) and copies K at the query rows
-    // with each Q/dO stage; the band-masked dS reuses P's tile.
-    if (c.recip_band && c.kind == KernelKind::backward_fused)
-        return scratch_bytes(t.warps) + elem_bytes(c.elem) * (t.block_n + t.stages * t.block_m) * (dqk + dv) +
-               t.stages * 2 * 4 * t.block_m + 2 * elem_bytes(c.elem) * t.block_n * t.block_m +
-               elem_bytes(c.elem) * (t.block_n + t.stages * t.block_m) * dqk;
     if (c.latent > 0 && c.kind == KernelKind::forward) {
         const int dl = tile_head_dim(c.latent), pipeline = t.stages * t.block_n * 2 * dl;
         const int prologue = t.block_m * dqk + dqk * (dl < 256 ? dl : 256) + (c.recip_band ? t.block_m * dl : 0),
@@ -344,7 +338,12 @@ ATTNJIT_HD constexpr int smem_bytes(const KernelConfig& c) {
         return owns_keys(c.kind)
                    ? scratch_bytes(t.warps) + elem_bytes(c.elem) * (t.block_n + t.stages * t.block_m) * (dqk + dv) +
                          t.stages * 2 * 4 * t.block_m +
-                         (c.kind == KernelKind::backward_fused ? 2 * elem_bytes(c.elem) * t.block_n * t.block_m : 0)
+                         (c.kind == KernelKind::backward_fused ? 2 * elem_bytes(c.elem) * t.block_n * t.block_m : 0) +
+                         // backward_fused with the band: Q at its key rows (one head at a time) and K at
+                         // the query rows with each Q/dO stage; the band-masked dS reuses P's tile.
+                         (c.kind == KernelKind::backward_fused && c.recip_band
+                              ? elem_bytes(c.elem) * (t.block_n + t.stages * t.block_m) * dqk
+                              : 0)
                    : scratch_bytes(t.warps) + elem_bytes(c.elem) * (t.block_m + 2 * t.block_n) * (dqk + dv) +
                          2 * 4 * t.block_m;
     if (is_backward(c.kind))  // simt: element by element, at the real head dims (no padding)
