@@ -4,6 +4,7 @@
 #include <mutex>
 
 #include "api/forward_launch.h"
+#include "api/forward_tma.h"
 #include "api/latent_projection.h"
 #include "api/prepared_kernel.h"
 #include "codegen/kernel_config.h"
@@ -41,7 +42,8 @@ Attention::Attention(const AttentionSpec& spec, const CompileOptions& options) :
     impl_->kernel_spec = per_head ? api::latent_head_spec(spec) : spec;
     impl_->kernel_inputs = per_head ? spec_inputs(impl_->kernel_spec) : impl_->inputs;
     impl_->kernel =
-        api::prepare_kernel(impl_->kernel_spec, impl_->kernel_inputs, KernelKind::forward, target, options.tile);
+        api::prepare_kernel(impl_->kernel_spec, impl_->kernel_inputs, KernelKind::forward, target, options.tile, {},
+                            options.mainloop);
     if (per_head) impl_->latent_gemm = api::prepare_latent_gemm(spec, target);
     debug(1) << "Attention ready: " << spec << " -> " << *impl_->kernel.compiled;
 }
@@ -58,7 +60,12 @@ void Attention::operator()(const LaunchArgs& args, Stream stream) const {
                             "launch; construct it without CompileOptions.arch where the GPU is";
     if (args.q.shape[0] == 0 || args.q.shape[2] == 0) return;  // empty problem: nothing to do
     if (!impl_->latent_gemm) {
-        k.launch(api::forward_grid(k.config, args), api::forward_params(k.layout, impl_->spec, args), stream);
+        if (k.config.mainloop == MainloopKind::sm90) {
+            const ForwardTmaMaps maps = api::forward_tma_maps(k.config, args);
+            k.launch(api::forward_grid(k.config, args), api::forward_params(k.layout, impl_->spec, args), stream, &maps);
+        } else {
+            k.launch(api::forward_grid(k.config, args), api::forward_params(k.layout, impl_->spec, args), stream);
+        }
         return;
     }
     // K_h [B, Hq, Nk, D] and V_h [B, Hq, Nk, Dv] for the call (at least a little: no null view).

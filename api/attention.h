@@ -45,6 +45,10 @@ struct CompileOptions {
     // AttentionBackward only: the captured tensors and runtime scalars whose gradients it
     // computes (GradArgs::grads); asking for any runs the deterministic backward.
     std::set<std::string> grads = {};
+    // Attention only: the forward's main loop. Unset: sm90 (TMA + wgmma) on sm_90a where it
+    // carries the spec, else sm80 (f16 / bf16) or simt (f32); set: that loop, or a UserError
+    // saying why it cannot run the spec.
+    std::optional<MainloopKind> mainloop;
 };
 
 struct LaunchArgs {

@@ -52,18 +52,19 @@ codegen::KernelSource PreparedKernel::source(const AttentionSpec& spec, const co
     return codegen::generate(codegen::lower(spec, inputs, config.kind, grads), config, compiled->arch);
 }
 
-void PreparedKernel::launch(runtime::Dim3 grid, const std::vector<unsigned char>& params, Stream stream) const {
+void PreparedKernel::launch(runtime::Dim3 grid, const std::vector<unsigned char>& params, Stream stream,
+                            const void* second) const {
     internal_check(loaded != nullptr) << "launch of a kernel compiled only; the facade checks can_launch first";
     const auto& c = loaded->compiled();
     loaded->launch(grid, runtime::Dim3{static_cast<unsigned>(c.threads), 1, 1}, static_cast<unsigned>(c.smem_bytes),
-                   params.data(), params.size(), static_cast<CUstream>(stream));
+                   params.data(), params.size(), static_cast<CUstream>(stream), second);
 }
 
 PreparedKernel prepare_kernel(const AttentionSpec& spec, const codegen::SpecInputs& inputs, KernelKind kind,
                               const Target& target, const std::optional<TileConfig>& tile,
-                              const std::set<std::string>& grads) {
+                              const std::set<std::string>& grads, const std::optional<MainloopKind>& mainloop) {
     PreparedKernel k;
-    k.config = codegen::make_config(spec, kind, target.arch, tile);
+    k.config = codegen::make_config(spec, kind, target.arch, tile, mainloop);
     std::optional<codegen::KernelPlan> plan;
     if ((kind == KernelKind::backward_dq || kind == KernelKind::backward_dkdv) && !grads.empty()) {
         plan = codegen::lower(spec, inputs, kind, grads);  // its gradient outputs shape the Params

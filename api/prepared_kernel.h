@@ -33,8 +33,10 @@ struct PreparedKernel {
     double compile_seconds = 0;  // spent generating and compiling (or reading the disk cache); 0 from memory
     std::set<std::string> grads;  // backward_dq, backward_dkdv: the gradients of captured tensors and scalars it has outputs for
 
-    // Launches the loaded kernel with its block size and shared memory.
-    void launch(runtime::Dim3 grid, const std::vector<unsigned char>& params, Stream stream) const;
+    // Launches the loaded kernel with its block size and shared memory; `second`: the sm90
+    // forward's second parameter (api/forward_tma.h), null for every other kernel.
+    void launch(runtime::Dim3 grid, const std::vector<unsigned char>& params, Stream stream,
+                const void* second = nullptr) const;
 
     // The generated source, again (for inspection): from `inputs`, not validated again.
     codegen::KernelSource source(const AttentionSpec& spec, const codegen::SpecInputs& inputs) const;
@@ -45,8 +47,10 @@ struct PreparedKernel {
 // (codegen/input_grads.h): backward_dq computes them, backward_dkdv sums the planes of
 // elementwise ones (where there are none its kernel is the one without gradients); ignored
 // by other kinds.
+// mainloop: CompileOptions.mainloop (codegen::make_config).
 PreparedKernel prepare_kernel(const AttentionSpec& spec, const codegen::SpecInputs& inputs, KernelKind kind,
                               const Target& target, const std::optional<TileConfig>& tile,
-                              const std::set<std::string>& grads = {});
+                              const std::set<std::string>& grads = {},
+                              const std::optional<MainloopKind>& mainloop = std::nullopt);
 
 }  // namespace attnjit::api

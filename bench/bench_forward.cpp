@@ -35,6 +35,7 @@ struct Case {
     double density;  // fraction of (i, j) pairs the mask keeps, for the FLOP count
     std::function<void(LaunchArgs&, std::vector<runtime::DeviceTensor>&)> extras;
     std::optional<TileConfig> tile = std::nullopt;  // the default tile when unset
+    std::optional<MainloopKind> mainloop = std::nullopt;  // the default loop when unset
 };
 
 double now_s() {
@@ -231,6 +232,9 @@ int main(int argc, char** argv) {
     // band's) cases only, on each tile of the sweep (variant names carry the tile).
     const std::string sweep = argc > 2 ? argv[2] : "";
     const bool conv_tiles = sweep == "conv_tiles" || sweep == "band_tiles";
+    // `bench_forward COMMIT mainloops`: every case on the sm80 loop and on the sm90 loop (where
+    // it carries the spec), side by side (variant names end in _sm80 / _sm90).
+    const bool mainloops = sweep == "mainloops";
     if (auto why = runtime::why_no_gpu()) {
         std::fprintf(stderr, "bench_forward needs a GPU: %s\n", why->c_str());
         return 77;
@@ -243,6 +247,15 @@ int main(int argc, char** argv) {
     if (!conv_tiles) compile_timings(gpu, commit);
     std::vector<Case> todo;
     for (const Case& c : cases()) {
+        if (mainloops) {
+            for (MainloopKind m : {MainloopKind::sm80, MainloopKind::sm90}) {
+                Case mc = c;
+                mc.mainloop = m;
+                mc.variant += std::string("_") + mainloop_kind_name(m);
+                todo.push_back(mc);
+            }
+            continue;
+        }
         if (!conv_tiles) {
             todo.push_back(c);
             continue;
@@ -276,6 +289,7 @@ int main(int argc, char** argv) {
         if (c.extras) c.extras(a, keep);
         CompileOptions options;
         options.tile = c.tile;
+        options.mainloop = c.mainloop;
         std::optional<Attention> attn;
         try {
             attn.emplace(c.spec, options);

@@ -70,10 +70,15 @@ void entry(SourceWriter& w, const KernelKindInfo& kind, const KernelConfig& c, D
            ", " + std::to_string(t.stages) +
            structural_traits(c) + ">;");
     w.line();
+    // The sm90 loop: one CTA an SM (the register cap setmaxnreg redistributes) and the bulk-copy
+    // descriptors as a second parameter (api/forward_tma.h encodes them).
+    const bool sm90 = c.mainloop == MainloopKind::sm90;
+    if (sm90) min_blocks = 1;
     w.line("extern \"C\" __global__ void __launch_bounds__(Traits::kThreads" +
            (min_blocks > 0 ? ", " + std::to_string(min_blocks) : std::string()) + ")");
-    w.open(std::string(kind.entry) + "(const __grid_constant__ Params p)");
-    w.line(std::string(kind.kernel) + "<Traits, Variant>(p);");
+    w.open(std::string(kind.entry) + "(const __grid_constant__ Params p" +
+           (sm90 ? ", const __grid_constant__ attnjit::ForwardTmaMaps maps)" : ")"));
+    w.line(std::string(kind.kernel) + "<Traits, Variant>(p" + (sm90 ? ", maps" : "") + ");");
     w.close();
 }
 

@@ -64,6 +64,9 @@ int supported_sm_version(const std::string& arch) {
 
 void check_config(const KernelConfig& c, const std::string& arch) {
     const int sm = supported_sm_version(arch);
+    user_check(c.mainloop != MainloopKind::sm90 || arch_has_wgmma(arch))
+        << "kernel " << c << " is not valid on " << arch << ": the sm90 main loop's wgmma needs the sm_90a target "
+        << "(the H100 and H200); compile for sm_90a or use the sm80 loop";
     if (const char* why = why_config_invalid_on(c, sm)) {
         KernelConfig d = default_config(c.kind, c.elem, c.head_dim_qk, c.head_dim_v, sm);
         d.score_conv = c.score_conv;
@@ -73,6 +76,10 @@ void check_config(const KernelConfig& c, const std::string& arch) {
         if (c.recip_band && d.mainloop == MainloopKind::sm80) d.tile = default_recip_band_tile(d, sm);
         d.latent = c.latent;
         if (c.latent > 0) d.tile = default_latent_tile(d, sm);
+        if (c.mainloop == MainloopKind::sm90) {
+            d.mainloop = MainloopKind::sm90;
+            d.tile = default_sm90_tile(c.head_dim_qk, c.head_dim_v);
+        }
         std::ostringstream fix;
         if (why_config_invalid_on(d, sm) == nullptr && d.tile != c.tile)
             fix << "; pick another tile (templates/attnjit/common/kernel_config.h lists the rules) or leave it unset to "
@@ -86,8 +93,10 @@ void check_config(const KernelConfig& c, const std::string& arch) {
     }
 }
 
+bool arch_has_wgmma(const std::string& arch) { return arch == "sm_90a"; }
+
 KernelConfig make_config(const dsl::AttentionSpec& spec, KernelKind kind, const std::string& arch,
-                         const std::optional<TileConfig>& tile) {
+                         const std::optional<TileConfig>& tile, const std::optional<MainloopKind>& mainloop) {
     const int sm = supported_sm_version(arch);
     // Other head dims than 32, 64, 96, 128, 256 run those kernels' tiles padded (kernel_config.h).
     for (int d : {spec.head_dim_qk(), spec.head_dim_v()})
@@ -124,6 +133,27 @@ KernelConfig make_config(const dsl::AttentionSpec& spec, KernelKind kind, const 
             << "which fits shared memory up to Dv = 128; use Dv <= 128 or L <= 256";
         c.latent = spec.latent_dim();
         c.tile = default_latent_tile(c, sm);
+    }
+    // The Hopper loop: the forward on sm_90a where it carries the spec (no structural modifier,
+    // no staged bias tile, whole 64-column head-dim tiles); `mainloop` forces either loop.
+    const bool sm90_fits = kind == KernelKind::forward && arch_has_wgmma(arch) && c.elem != ElemKind::f32 &&
+                           !c.score_conv && !stages_bias && !c.recip_band && c.latent == 0 &&
+                           sm90_head_dims(c.head_dim_qk, c.head_dim_v);
+    if (mainloop) {
+        user_check(*mainloop != MainloopKind::sm90 || sm90_fits)
+            << "CompileOptions.mainloop = sm90 for " << spec << " (" << kernel_kind_name(kind) << " on " << arch
+            << "): the sm90 main loop runs the forward on sm_90a, for f16 / bf16, head dims 33-64, 97-128 or "
+            << "129-256, and no score convolution, staged bias tile, reciprocal band or latent projection; leave "
+            << "CompileOptions.mainloop unset to get the loop that runs it";
+        user_check(*mainloop != MainloopKind::simt || c.mainloop == MainloopKind::simt)
+            << "CompileOptions.mainloop = simt: the simt loop runs f32 (and the backward over head dim 128); leave it "
+               "unset or pick sm80";
+    }
+    // Unforced, a tile of another loop's shape (not 12 warps) keeps the sm80 loop it was made for.
+    const bool use_sm90 = mainloop ? *mainloop == MainloopKind::sm90 : sm90_fits && (!tile || tile->warps == kSm90Warps);
+    if (use_sm90) {
+        c.mainloop = MainloopKind::sm90;
+        c.tile = default_sm90_tile(c.head_dim_qk, c.head_dim_v);
     }
     if (tile) c.tile = *tile;
     c.bias_tile = stages_bias && c.latent == 0 && c.tile.block_n % 32 == 0;

@@ -36,8 +36,14 @@ int supported_sm_version(const std::string& arch);
 // The configuration of a `kind` kernel for `spec` on `arch`: the default main loop for the
 // spec's dtype and `tile` (when given) or the default tile. Checked: UserError naming the
 // tile, the rule it breaks, and the default to use instead.
+// On sm_90a the forward takes the sm90 main loop where it carries the spec; `mainloop` forces a
+// loop (UserError where it cannot run the spec).
 KernelConfig make_config(const dsl::AttentionSpec& spec, KernelKind kind, const std::string& arch,
-                         const std::optional<TileConfig>& tile = std::nullopt);
+                         const std::optional<TileConfig>& tile = std::nullopt,
+                         const std::optional<MainloopKind>& mainloop = std::nullopt);
+
+// Whether `arch` has wgmma and setmaxnreg (the sm90 main loop): sm_90a only.
+bool arch_has_wgmma(const std::string& arch);
 
 // UserError unless `config` is valid and runs on `arch`.
 void check_config(const KernelConfig& config, const std::string& arch);

@@ -47,6 +47,8 @@ const Loaded<CudaDriverApi>& loaded_cuda() {
 #undef ATTNJIT_BIND
         r.api.cuFuncGetParamInfo =
             reinterpret_cast<decltype(r.api.cuFuncGetParamInfo)>(lib.symbol("cuFuncGetParamInfo"));
+        r.api.cuTensorMapEncodeTiled =
+            reinterpret_cast<decltype(r.api.cuTensorMapEncodeTiled)>(lib.symbol("cuTensorMapEncodeTiled"));
         r.api.library = lib.resolved_path();
         if (!missing.empty()) {
             r.error = "libcuda at " + r.api.library + " lacks " + missing +

@@ -42,6 +42,8 @@ struct CudaDriverApi {
     ATTNJIT_CUDA_DRIVER_FUNCTIONS(ATTNJIT_DECLARE_API_FUNCTION)
     // Optional (driver >= 12.4): lets LoadedKernel check the Params size it is given.
     decltype(&::cuFuncGetParamInfo) cuFuncGetParamInfo = nullptr;
+    // Optional (driver >= 12.0): the bulk tensor copy descriptors of the sm90 main loop.
+    decltype(&::cuTensorMapEncodeTiled) cuTensorMapEncodeTiled = nullptr;
     std::string library;  // the file that was opened
 };
 

@@ -75,7 +75,7 @@ LoadedKernel::~LoadedKernel() {
 }
 
 void LoadedKernel::launch(Dim3 grid, Dim3 block, unsigned smem_bytes, const void* params,
-                          size_t params_size, CUstream stream) const {
+                          size_t params_size, CUstream stream, const void* second) const {
     const auto& k = *compiled_;
     const auto& cu = cuda();
     internal_check(params != nullptr) << "launch of '" << k.name << "' without Params";
@@ -102,7 +102,7 @@ void LoadedKernel::launch(Dim3 grid, Dim3 block, unsigned smem_bytes, const void
             << "current on this thread (another GPU or context); construct the Attention (or get the "
             << "kernel from KernelCache) while the context you launch in is current";
 
-    void* args[] = {const_cast<void*>(params)};
+    void* args[] = {const_cast<void*>(params), const_cast<void*>(second)};
     CUresult r = cu.cuLaunchKernel(function_, grid.x, grid.y, grid.z, block.x, block.y, block.z,
                                    smem_bytes, stream, args, nullptr);
     if (r != CUDA_SUCCESS)

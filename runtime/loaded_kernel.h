@@ -30,10 +30,11 @@ public:
     LoadedKernel& operator=(const LoadedKernel&) = delete;
 
     // Launches on `stream` (null: the context's default stream) with `params` (the bytes
-    // of the Params struct) as the one kernel argument. Checks the arguments first and
-    // the launch result after; does not synchronise.
+    // of the Params struct) as the first kernel argument and `second` (when not null: the
+    // sm90 forward's bulk-copy descriptors, attnjit::ForwardTmaMaps) as the second. Checks the
+    // arguments first and the launch result after; does not synchronise.
     void launch(Dim3 grid, Dim3 block, unsigned smem_bytes, const void* params,
-                size_t params_size, CUstream stream = nullptr) const;
+                size_t params_size, CUstream stream = nullptr, const void* second = nullptr) const;
 
     template <class Params>
     void launch(Dim3 grid, Dim3 block, unsigned smem_bytes, const Params& params,

@@ -40,6 +40,39 @@ TEST(Generate, FillsTheKernelSource) {
     EXPECT_NE(k.source.find("// templates: sha256 " + templates_hash()), std::string::npos);
 }
 
+// On sm_90a the forward takes the Hopper loop where it carries the spec, and keeps the sm80 loop
+// for a structural modifier, a head dim outside its tiles, sm_90 without the "a", or when asked.
+TEST(Generate, Sm90LoopIsTheDefaultOnSm90a) {
+    const auto causal = example_spec("causal", DType::bf16, 128);
+    const KernelConfig c = make_config(causal, KernelKind::forward, "sm_90a");
+    EXPECT_EQ(c.mainloop, MainloopKind::sm90);
+    EXPECT_EQ(c.tile, default_sm90_tile(128, 128));
+    const KernelSource k = testing::forward_source(causal, std::nullopt, "sm_90a");
+    EXPECT_EQ(k.threads, 384);
+    EXPECT_NE(k.source.find("__launch_bounds__(Traits::kThreads, 1)"), std::string::npos);
+    EXPECT_NE(k.source.find("const __grid_constant__ attnjit::ForwardTmaMaps maps"), std::string::npos);
+    EXPECT_EQ(make_config(causal, KernelKind::forward, "sm_90a", std::nullopt, MainloopKind::sm80).mainloop,
+              MainloopKind::sm80);
+    EXPECT_EQ(make_config(causal, KernelKind::forward, "sm_90a", TileConfig{128, 64, 4, 2}).mainloop, MainloopKind::sm80);
+    EXPECT_EQ(make_config(causal, KernelKind::forward, "sm_100").mainloop, MainloopKind::sm80);
+    EXPECT_EQ(make_config(causal, KernelKind::backward_fused, "sm_90a").mainloop, MainloopKind::sm80);
+    EXPECT_EQ(make_config(example_spec("causal", DType::bf16, 32), KernelKind::forward, "sm_90a").mainloop,
+              MainloopKind::sm80);
+    EXPECT_EQ(make_config(example_spec("causal", DType::f32, 128), KernelKind::forward, "sm_90a").mainloop,
+              MainloopKind::simt);
+    AttentionSpec band = causal;
+    band.reciprocal_band(8, "alpha");
+    EXPECT_EQ(make_config(band, KernelKind::forward, "sm_90a").mainloop, MainloopKind::sm80);
+    EXPECT_USER_ERROR(make_config(band, KernelKind::forward, "sm_90a", std::nullopt, MainloopKind::sm90),
+                      "no score convolution, staged bias tile, reciprocal band or latent projection");
+    EXPECT_USER_ERROR(make_config(causal, KernelKind::forward, "sm_90", std::nullopt, MainloopKind::sm90),
+                      "the sm90 main loop runs the forward on sm_90a");
+    KernelConfig wrong = c;
+    wrong.tile.block_n = 96;
+    EXPECT_USER_ERROR(check_config(wrong, "sm_90a"), "sm90: block_n 64 or 128");
+    EXPECT_USER_ERROR(check_config(c, "sm_100"), "needs the sm_90a target");
+}
+
 TEST(Generate, DefaultConfigComesFromKernelConfig) {
     auto spec = example_spec("causal", DType::f32, 64);
     KernelSource k = testing::forward_source(spec);
@@ -52,7 +85,7 @@ TEST(Generate, DefaultConfigComesFromKernelConfig) {
 // The default tile fits each arch's shared memory: d256 takes a smaller tile on sm_86.
 TEST(Generate, DefaultTileFitsTheArch) {
     auto spec = example_spec("causal", DType::bf16, 256);
-    const KernelConfig big = make_config(spec, KernelKind::forward, "sm_90a");
+    const KernelConfig big = make_config(spec, KernelKind::forward, "sm_90a", std::nullopt, MainloopKind::sm80);
     const KernelConfig small = make_config(spec, KernelKind::forward, "sm_86");
     EXPECT_GT(smem_bytes(big), max_dynamic_smem_bytes(86));
     EXPECT_LE(smem_bytes(small), max_dynamic_smem_bytes(86));

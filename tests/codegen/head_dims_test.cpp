@@ -96,12 +96,15 @@ TEST(HeadDims, ConfigIdAndPrintingNameTheRealDims) {
 
 TEST(HeadDims, GeneratedTraitsCarryTheRealDims) {
     const AttentionSpec spec = dsl::example_spec("causal", DType::bf16, 40);
-    const KernelSource k = testing::forward_source(spec, std::nullopt, "sm_90a");
-    EXPECT_NE(k.source.find("attnjit::ForwardTraits<attnjit::MainloopKind::sm80, attnjit::bf16_t, 40, 40,"),
-              std::string::npos)
-        << k.source;
-    EXPECT_EQ(k.smem_bytes, smem_bytes(make_config(dsl::example_spec("causal", DType::bf16, 64), KernelKind::forward,
-                                                   "sm_90a")));
+    for (const char* arch : {"sm_80", "sm_90a"}) {  // the sm80 loop, then the sm90 one
+        const KernelSource k = testing::forward_source(spec, std::nullopt, arch);
+        const std::string loop = std::string(arch) == "sm_80" ? "sm80" : "sm90";
+        EXPECT_NE(k.source.find("attnjit::ForwardTraits<attnjit::MainloopKind::" + loop + ", attnjit::bf16_t, 40, 40,"),
+                  std::string::npos)
+            << k.source;
+        EXPECT_EQ(k.smem_bytes, smem_bytes(make_config(dsl::example_spec("causal", DType::bf16, 64),
+                                                       KernelKind::forward, arch)));
+    }
 }
 
 // The fused backward takes the real dims whose tiles are 64 or 128; the sm80 backward up to

@@ -17,6 +17,8 @@
 //  E. no LSE requested.
 // HeadDims/*: head dims between the tile sizes (8 to 200; tests/gpu/head_dim_cases.cpp).
 // FullyMasked: rows with no kept key (O = 0 exactly, LSE = -inf, never NaN).
+// On an H100 or H200 the default loop of f16 / bf16 cases at head dims 33-64, 97-128 and
+// 129-256 is the sm90 one; MatrixSm80 runs the same cases on the sm80 loop.
 #include <gtest/gtest.h>
 
 #include <limits>
@@ -38,6 +40,10 @@ TEST_P(Forward, MatchesReference) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Matrix, Forward, ::testing::ValuesIn(forward_matrix()),
+                         [](const ::testing::TestParamInfo<Case>& info) { return info.param.name(); });
+
+// The same cases on the sm80 loop, where the default is the sm90 one (an H100 or H200).
+INSTANTIATE_TEST_SUITE_P(MatrixSm80, Forward, ::testing::ValuesIn(on_sm80_loop(forward_matrix())),
                          [](const ::testing::TestParamInfo<Case>& info) { return info.param.name(); });
 
 // Head dims between the tile sizes (tests/gpu/head_dim_cases.cpp).

@@ -43,7 +43,18 @@ std::string Case::name() const {
     if (!lse) s << "_nolse";
     if (sinks) s << "_sinks" << (*sinks == DType::f32 ? "" : dtype_name(*sinks));
     if (gate) s << "_gate";
+    if (mainloop) s << "_" << mainloop_kind_name(*mainloop);
     return s.str();
+}
+
+std::vector<Case> on_sm80_loop(const std::vector<Case>& cases) {
+    std::vector<Case> out;
+    for (Case c : cases)
+        if (c.dtype != DType::f32 && sm90_head_dims(c.dqk, c.dv)) {
+            c.mainloop = MainloopKind::sm80;
+            out.push_back(c);
+        }
+    return out;
 }
 
 uint64_t Case::seed() const {
@@ -485,7 +496,9 @@ Check run_case(const Case& c) {
     const std::string name = c.name();
     try {
         Problem p = make_problem(c);
-        Attention attn(p.spec);
+        CompileOptions options;
+        options.mainloop = c.mainloop;
+        Attention attn(p.spec, options);
         p.poison_outputs();
         attn(p.args());
         p.download_outputs();

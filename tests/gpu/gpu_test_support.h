@@ -66,6 +66,8 @@ struct Case {
     // An output gate (tensor "gate" [B, Hq, Nq, Dv] of the case's dtype and layout, N(0, 1)
     // logits): out = sigmoid(gate) * O; the backward also checks d gate.
     bool gate = false;
+    // CompileOptions.mainloop: unset, the default loop (sm90 on an H100 where it carries the case).
+    std::optional<MainloopKind> mainloop;
 
     // A readable, unique, gtest-safe name: "bf16_d128_causal_br_b2_h4x2_q17_k255".
     std::string name() const;
@@ -76,6 +78,9 @@ std::ostream& operator<<(std::ostream& os, const Case& c);
 
 // The forward correctness matrix (see forward_correctness_test.cpp for what it covers).
 std::vector<Case> forward_matrix();
+// The cases of `cases` that the sm90 loop carries (f16 / bf16, its head dims), forced onto the
+// sm80 loop: where sm90 is the default (an H100), both loops then run them.
+std::vector<Case> on_sm80_loop(const std::vector<Case>& cases);
 
 // The spec of a case (return_lse as asked; heads left to the tensors, so GQA and MHA
 // share one kernel).

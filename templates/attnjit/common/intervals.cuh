@@ -44,6 +44,14 @@ struct BlockCtx {
     long long* scratch;
     int tid;
     int nthreads;
+    // 0: the whole CTA takes part (__syncthreads); else the named barrier of that id among the
+    // nthreads threads (the sm90 loop's producer warp classifies alone).
+    int barrier = 0;
+
+    __device__ __forceinline__ void sync() const {
+        if (barrier == 0) block_sync();
+        else asm volatile("bar.sync %0, %1;" ::"r"(barrier), "r"(nthreads) : "memory");
+    }
 
     template <class T>
     __device__ IntRange int_range(const T* base, long long stride, int first, int last) {
@@ -65,7 +73,7 @@ struct BlockCtx {
             scratch[2 * warp] = lo;
             scratch[2 * warp + 1] = hi;
         }
-        block_sync();
+        sync();
         lo = scratch[0];
         hi = scratch[1];
         for (int w = 1; w < nwarps; ++w) {
@@ -73,7 +81,7 @@ struct BlockCtx {
             lo = l2 < lo ? l2 : lo;
             hi = h2 > hi ? h2 : hi;
         }
-        block_sync();
+        sync();
         return IntRange{lo, hi};
     }
 
@@ -98,7 +106,7 @@ struct BlockCtx {
             fs[2 * warp] = lo;
             fs[2 * warp + 1] = hi;
         }
-        block_sync();
+        sync();
         lo = fs[0];
         hi = fs[1];
         for (int w = 1; w < nwarps; ++w) {
@@ -106,7 +114,7 @@ struct BlockCtx {
             lo = l2 < lo ? l2 : lo;
             hi = h2 > hi ? h2 : hi;
         }
-        block_sync();
+        sync();
         return FloatRange{lo, hi};
     }
 };

@@ -76,10 +76,11 @@ ATTNJIT_HD constexpr bool owns_keys(KernelKind k) {
     return k == KernelKind::backward_dkdv || k == KernelKind::backward_fused;
 }
 
-// How the kernel moves tiles and multiplies them. Room for: sm90 (wgmma + TMA).
+// How the kernel moves tiles and multiplies them.
 enum class MainloopKind : int {
     simt = 0,  // fp32 FFMA, fp32-accurate; any arch
     sm80 = 1,  // fp16 / bf16: cp.async + ldmatrix + mma.sync; sm_80 and newer
+    sm90 = 2,  // fp16 / bf16 forward: TMA + mbarriers + wgmma, warp-specialised; sm_90a only
 };
 
 struct TileConfig {
@@ -144,7 +145,7 @@ ATTNJIT_HD constexpr const char* kernel_kind_name(KernelKind k) {
                                             : "?";
 }
 ATTNJIT_HD constexpr const char* mainloop_kind_name(MainloopKind m) {
-    return m == MainloopKind::simt ? "simt" : m == MainloopKind::sm80 ? "sm80" : "?";
+    return m == MainloopKind::simt ? "simt" : m == MainloopKind::sm80 ? "sm80" : m == MainloopKind::sm90 ? "sm90" : "?";
 }
 
 constexpr int kOperandAlignBytes = 16;
@@ -217,7 +218,19 @@ ATTNJIT_HD constexpr int max_dynamic_smem_bytes(int sm) {
 constexpr int kMaxDynamicSmemBytes = 227 * 1024;
 
 // The oldest arch a main loop runs on.
-ATTNJIT_HD constexpr int min_sm(MainloopKind m) { return m == MainloopKind::sm80 ? 80 : 70; }
+ATTNJIT_HD constexpr int min_sm(MainloopKind m) {
+    return m == MainloopKind::sm90 ? 90 : m == MainloopKind::sm80 ? 80 : 70;
+}
+// The sm90 loop's wgmma and setmaxnreg exist on sm_90a alone (not on sm_100 and later).
+ATTNJIT_HD constexpr bool runs_on(MainloopKind m, int sm) { return m == MainloopKind::sm90 ? sm == 90 : sm >= min_sm(m); }
+
+// The sm90 forward: a producer warpgroup and two consumer warpgroups of 64 query rows, tile head
+// dims of whole 64-column swizzle blocks (64, 128, 256; others run on the sm80 loop).
+constexpr int kSm90Warps = 12;
+ATTNJIT_HD constexpr bool sm90_head_dims(int dqk, int dv) {
+    return tile_head_dim(dqk) % 64 == 0 && tile_head_dim(dv) % 64 == 0 && tile_head_dim(dqk) <= 256 &&
+           tile_head_dim(dv) <= 256;
+}
 
 // ---- shared memory ----------------------------------------------------------------------
 
@@ -346,6 +359,8 @@ ATTNJIT_HD constexpr int smem_bytes(const KernelConfig& c) {
                               : 0)
                    : scratch_bytes(t.warps) + elem_bytes(c.elem) * (t.block_m + 2 * t.block_n) * (dqk + dv) +
                          2 * 4 * t.block_m;
+    if (c.mainloop == MainloopKind::sm90)  // 1 KiB header (barriers, tile ring) + 1 KiB alignment slack
+        return 2048 + elem_bytes(c.elem) * (t.block_m * dqk + t.stages * t.block_n * (dqk + dv));
     if (is_backward(c.kind))  // simt: element by element, at the real head dims (no padding)
         return scratch_bytes(t.warps) + 4 * ((t.block_m + t.block_n) * (c.head_dim_qk + 1 + c.head_dim_v + 1) +
                                              2 * t.block_m * (t.block_n + 1) + 2 * t.block_m);
@@ -478,6 +493,18 @@ ATTNJIT_HD constexpr const char* why_config_invalid(const KernelConfig& c) {
         if (t.block_m / t.warps > 16) return "simt: at most 16 rows per warp";
         if (t.block_n % 32 != 0 || t.block_n > 128) return "simt: block_n must be 32, 64, 96 or 128";
         if (t.stages != 1) return "simt: stages must be 1";
+    } else if (c.mainloop == MainloopKind::sm90) {
+        if (c.elem == ElemKind::f32) return "the sm90 main loop takes f16 or bf16 only";
+        if (c.score_conv || c.bias_tile || c.recip_band || c.latent != 0)
+            return "the sm90 main loop has no structural modifiers (score_conv, bias_tile, recip_band, latent: sm80)";
+        if (!sm90_head_dims(c.head_dim_qk, c.head_dim_v))
+            return "the sm90 main loop takes head dims of 33-64, 97-128 and 129-256 (tiles of whole 64-column blocks)";
+        if (t.block_m != 128 || t.warps != kSm90Warps)
+            return "sm90: block_m 128 with 12 warps (a producer and two consumer warpgroups)";
+        if (t.block_n % 64 != 0 || t.block_n > 128) return "sm90: block_n 64 or 128";
+        if (t.block_n / 2 + tile_head_dim(c.head_dim_v) / 2 > 192)
+            return "sm90: block_n + the tile head dim of V at most 384 (the consumers' S and O registers)";
+        if (t.stages < 1 || t.stages > 4) return "sm90: stages 1 to 4";
     } else if (c.mainloop == MainloopKind::sm80) {
         if (c.elem == ElemKind::f32) return "the sm80 main loop takes f16 or bf16 only";
         const int row_warps = t.warps / (c.latent ? latent_col_split(c.latent) : 1);  // warps with their own rows
@@ -496,7 +523,9 @@ ATTNJIT_HD constexpr const char* why_config_invalid(const KernelConfig& c) {
 // arch this header does not know, the driver judges the shared memory at load time.
 ATTNJIT_HD constexpr const char* why_config_invalid_on(const KernelConfig& c, int sm) {
     if (const char* why = why_config_invalid(c)) return why;
-    if (sm < min_sm(c.mainloop)) return "the main loop needs a newer GPU";
+    if (!runs_on(c.mainloop, sm))
+        return c.mainloop == MainloopKind::sm90 ? "the sm90 main loop runs on sm_90a (H100, H200) only"
+                                                : "the main loop needs a newer GPU";
     const int limit = max_dynamic_smem_bytes(sm);
     if (limit != 0 && smem_bytes(c) > limit) return "tile needs more shared memory than this GPU allows";
     return nullptr;
@@ -633,6 +662,12 @@ ATTNJIT_HD constexpr TileConfig default_latent_tile(KernelConfig c, int sm) {
                                              : default_tile(KernelKind::forward, MainloopKind::sm80, c.latent, c.latent, sm),
                                 TileConfig{64, 64, 4, 2}, TileConfig{64, 64, 4, 1}};
     return latent_col_split(c.latent) > 1 ? first_fitting_tile(c, sm, wide) : first_fitting_tile(c, sm, tiles);
+}
+
+// The sm90 forward's tile: 128 query rows (two consumer warpgroups), 128 keys a step (64 at a
+// tile head dim of V of 256, whose O takes 128 registers a thread), two stages (162 KiB at d128).
+ATTNJIT_HD constexpr TileConfig default_sm90_tile(int /*dqk*/, int dv) {
+    return tile_head_dim(dv) > 128 ? TileConfig{128, 64, kSm90Warps, 2} : TileConfig{128, 128, kSm90Warps, 2};
 }
 
 ATTNJIT_HD constexpr KernelConfig default_config(KernelKind kind, ElemKind e, int dqk, int dv, int sm) {

@@ -90,7 +90,7 @@ private:
     // Collective: classifies tiles [chunk_end, chunk_end + nthreads), one per thread.
     __device__ __forceinline__ void refill(const Params& p, const typename Variant::Head& hd, BlockCtx& ctx,
                                            unsigned* words) {
-        block_sync();  // every thread is done reading the previous chunk's words
+        ctx.sync();  // every thread is done reading the previous chunk's words
         chunk_begin = next;
         chunk_end = next + ctx.nthreads;
         const int j = chunk_begin + ctx.tid;
@@ -105,7 +105,7 @@ private:
             words[2 * (ctx.tid >> 5)] = kept;
             words[2 * (ctx.tid >> 5) + 1] = all;
         }
-        block_sync();
+        ctx.sync();
     }
 };
 

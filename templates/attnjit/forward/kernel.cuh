@@ -4,12 +4,13 @@
 //
 // Main loops are policy types selected by the config's MainloopKind:
 //   sm80::Mainloop<...>  fp16 / bf16: cp.async + ldmatrix + mma.sync (sm_80 and newer)
+//   sm90::Mainloop<...>  fp16 / bf16: TMA + mbarriers + wgmma, warp-specialised (sm_90a)
 //   simt::Mainloop<...>  fp32: plain FFMA, fp32-accurate
-// A further policy (e.g. Hopper wgmma + TMA) plugs in beside them with the same
-// `template <class Variant, class Params> static void run(const Params&, unsigned char*)`,
-// `kThreads`, `kSmemBytes` and the capability flags check_variant reads (kName,
-// kSupportsOutputTransform, kSupportsScoreTileTransform), selected in
-// ForwardTraits::Mainloop.
+// Each has `template <class Variant, class Params> static void run(const Params&, [maps,]
+// unsigned char*)`, `kThreads`, `kSmemBytes` and the capability flags check_variant reads
+// (kName, kSupportsOutputTransform, kSupportsScoreTileTransform), selected in
+// ForwardTraits::Mainloop. The sm90 loop's entry takes the bulk-copy descriptors
+// (forward/tma_maps.h) as a second kernel parameter.
 #pragma once
 
 #include "attnjit/common/intervals.cuh"
@@ -19,6 +20,7 @@
 #include "attnjit/forward/args.h"
 #include "attnjit/simt/mainloop.cuh"
 #include "attnjit/sm80/mainloop.cuh"
+#include "attnjit/sm90/mainloop.cuh"
 
 namespace attnjit {
 
@@ -50,12 +52,12 @@ struct ForwardTraits {
                   "kernel configuration does not run on the target arch (why_config_invalid_on in kernel_config.h)");
 #endif
 
-    using Mainloop = typename Select<kMainloop == MainloopKind::simt,
-                                     simt::Mainloop<kDqk, kDv, kBlockM, kBlockN, kWarps>,
-                                     sm80::Mainloop<Element, (kLatent_ ? kLatent_ : kDqk), (kLatent_ ? kLatent_ : kDv),
-                                                    kBlockM, kBlockN, kWarps, kStages, kOrderAuto, kScoreConv_,
-                                                    kBiasTile_, kRecipBand_, (kLatent_ ? kDqk : 0),
-                                                    (kLatent_ ? kDv : 0)>>::type;
+    using Mainloop = typename Select<
+        kMainloop == MainloopKind::simt, simt::Mainloop<kDqk, kDv, kBlockM, kBlockN, kWarps>,
+        typename Select<kMainloop == MainloopKind::sm90, sm90::Mainloop<Element, kDqk, kDv, kBlockM, kBlockN, kStages>,
+                        sm80::Mainloop<Element, (kLatent_ ? kLatent_ : kDqk), (kLatent_ ? kLatent_ : kDv), kBlockM,
+                                       kBlockN, kWarps, kStages, kOrderAuto, kScoreConv_, kBiasTile_, kRecipBand_,
+                                       (kLatent_ ? kDqk : 0), (kLatent_ ? kDv : 0)>>::type>::type;
     static constexpr int kSmemBytes = Mainloop::kSmemBytes;
 };
 
@@ -66,6 +68,14 @@ __device__ __forceinline__ void forward_kernel(const Params& p) {
     check_variant<Variant, Params, typename Traits::Mainloop>();
     extern __shared__ __align__(128) unsigned char attnjit_forward_smem[];
     Traits::Mainloop::template run<Variant, Params>(p, attnjit_forward_smem);
+}
+
+// The sm90 loop's entry: the same, with the bulk-copy descriptors of Q, K and V.
+template <class Traits, class Variant, class Params>
+__device__ __forceinline__ void forward_kernel(const Params& p, const ForwardTmaMaps& maps) {
+    check_variant<Variant, Params, typename Traits::Mainloop>();
+    extern __shared__ __align__(1024) unsigned char attnjit_forward_smem_sm90[];
+    Traits::Mainloop::template run<Variant, Params>(p, maps, attnjit_forward_smem_sm90);
 }
 
 }  // namespace attnjit

@@ -13,6 +13,9 @@
 // tile's; the columns past it are padding). With kRowShare > 1, kRowShare consecutive warps
 // (or warp columns) hold the same rows: warp w's rows start at (w / (kWarpsN kRowShare)) 16 kMF
 // (the score tile of a loop that splits the head dim's columns across warps, sm80/mainloop.cuh).
+// kFirstWarp: the CTA's first warp holding the tile (warp w counts as w - kFirstWarp): the
+// sm90 loop's consumer warpgroups start after its producer warpgroup. A warpgroup's wgmma
+// accumulator is this layout with kMF = 1 per warp.
 #pragma once
 
 #include "attnjit/common/ptx.cuh"
@@ -22,7 +25,7 @@
 namespace attnjit {
 namespace sm80 {
 
-template <int kMF_, int kNT_, int kWarpsN = 1, int kCols = kWarpsN * 8 * kNT_, int kRowShare = 1>
+template <int kMF_, int kNT_, int kWarpsN = 1, int kCols = kWarpsN * 8 * kNT_, int kRowShare = 1, int kFirstWarp = 0>
 struct MmaCLayout {
     static constexpr int kMF = kMF_, kNT = kNT_;
     static_assert(kCols % 8 == 0 && kCols <= kWarpsN * 8 * kNT, "kCols: a multiple of 8 within the tile");
@@ -35,17 +38,17 @@ struct MmaCLayout {
     // kernel (d128, sm_90a) from 120 to 164 bytes of spill stores and made it 3-4% slower.
     __device__ __forceinline__ MmaCLayout() {}
     __device__ __forceinline__ static int row0() {  // (w / (kWarpsN kRowShare)) * 16 * kMF + g
-        return (threadIdx.x >> 5) / (kWarpsN * kRowShare) * 16 * kMF + ((threadIdx.x & 31) >> 2);
+        return ((threadIdx.x >> 5) - kFirstWarp) / (kWarpsN * kRowShare) * 16 * kMF + ((threadIdx.x & 31) >> 2);
     }
     __device__ __forceinline__ static int col0() {  // (w % kWarpsN) * 8 * kNT + 2 * t4
-        return (threadIdx.x >> 5) % kWarpsN * 8 * kNT + 2 * (threadIdx.x & 3);
+        return ((threadIdx.x >> 5) - kFirstWarp) % kWarpsN * 8 * kNT + 2 * (threadIdx.x & 3);
     }
 
     __device__ __forceinline__ int row(int r) const { return row0() + 16 * (r >> 1) + 8 * (r & 1); }
     __device__ __forceinline__ int col(int nt, int e) const { return 8 * nt + col0() + (e & 1); }
     // Whether n8 tile nt holds real columns (< kCols); warp-uniform.
     __device__ __forceinline__ static bool stored(int nt) {
-        return kCols == kWarpsN * 8 * kNT || (threadIdx.x >> 5) % kWarpsN * 8 * kNT + 8 * nt < kCols;
+        return kCols == kWarpsN * 8 * kNT || ((threadIdx.x >> 5) - kFirstWarp) % kWarpsN * 8 * kNT + 8 * nt < kCols;
     }
     __device__ __forceinline__ bool row_leader() const { return col0() == 0; }
 

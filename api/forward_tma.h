@@ -1,0 +1,17 @@
+// The sm90 forward's bulk-copy descriptors (attnjit::ForwardTmaMaps, forward/tma_maps.h): one
+// CUtensorMap each for Q, K and V, encoded from checked LaunchArgs at every launch (the
+// pointers and strides are the call's). The boxes are the kernel's tiles: 64 columns (128
+// bytes, the swizzle span) by block_m rows of Q or block_n rows of K and V.
+#pragma once
+
+#include "api/attention.h"
+#include "attnjit/common/kernel_config.h"
+#include "attnjit/forward/tma_maps.h"
+
+namespace attnjit::api {
+
+// UserError when the driver cannot describe a tensor (its strides or alignment), naming it and
+// the way out (CompileOptions.mainloop = sm80); EnvironmentError without cuTensorMapEncodeTiled.
+ForwardTmaMaps forward_tma_maps(const KernelConfig& config, const LaunchArgs& args);
+
+}  // namespace attnjit::api

@@ -1,0 +1,219 @@
+// The Hopper forward main loop (sm_90a): the FlashAttention-3 design on the same Variant hooks
+// as the sm80 loop.
+//
+//   warpgroup 0, the producer: warp 0 walks the KV tiles (KvCursor: classify, skip) and its
+//     lane 0 issues the bulk tensor copies (TMA) of Q once and of K and V per tile into a ring
+//     of kStages shared-memory stages, each completing on an mbarrier; the tile's index and
+//     class travel with it in a small ring beside the barriers. The other three warps leave.
+//   warpgroups 1 and 2, the consumers: 64 query rows each. Per tile: S = Q K^T on wgmma (both
+//     operands in shared memory), the hooks (common/score_hooks.cuh) and the online softmax
+//     (common/online_softmax.cuh) on S in registers, O += P V on wgmma with P from registers,
+//     then the stage goes back to the producer. Each consumer's accumulators are the mma.sync
+//     C layout of its four warps (MmaCLayout with kMF = 1, counted from warp 4), so the hooks,
+//     the softmax and the epilogue (common/epilogue.cuh) are the shared ones.
+//
+// Shared memory (KernelConfig layout: smem_bytes in common/kernel_config.h), from the first
+// 1024-byte boundary of the dynamic allocation:
+//   header [1024]: mbarriers (Q full; per stage K full, V full, empty), the tile ring
+//                  {tile, class} per stage, the producer warp's classify scratch
+//   Q [BM x DQK] | K [S][BN x DQK] | V [S][BN x DV]   (128-byte swizzled, sm90/wgmma.cuh)
+// plus 1024 bytes of slack for the alignment.
+#pragma once
+
+#include "attnjit/common/cta_order.cuh"
+#include "attnjit/common/cta_tile.cuh"
+#include "attnjit/common/epilogue.cuh"
+#include "attnjit/common/intervals.cuh"
+#include "attnjit/common/kernel_config.h"
+#include "attnjit/common/kv_schedule.cuh"
+#include "attnjit/common/math_constants.h"
+#include "attnjit/common/online_softmax.cuh"
+#include "attnjit/common/ptx.cuh"
+#include "attnjit/common/score_hooks.cuh"
+#include "attnjit/common/types.cuh"
+#include "attnjit/forward/args.h"
+#include "attnjit/forward/tma_maps.h"
+#include "attnjit/sm80/fragment.cuh"
+#include "attnjit/sm80/gemm.cuh"
+#include "attnjit/sm90/barrier.cuh"
+#include "attnjit/sm90/tma.cuh"
+#include "attnjit/sm90/wgmma.cuh"
+#include "attnjit/sm90/wgmma_ops.cuh"
+
+namespace attnjit {
+namespace sm90 {
+
+template <class E, int kDqkReal, int kDvReal, int BM, int BN, int S>
+struct Mainloop {
+    static constexpr int DQK = tile_head_dim(kDqkReal), DV = tile_head_dim(kDvReal);
+    static constexpr int kConsumers = BM / 64;  // warpgroups of 64 query rows
+    static constexpr int kThreads = 128 * (1 + kConsumers);
+    static constexpr int kNT = BN / 8, kDT = DV / 8;
+    static constexpr int kRowBytes = 128;  // one row of a 64-column block
+    static constexpr int kHeaderBytes = 1024;
+    static constexpr int kQOff = kHeaderBytes;
+    static constexpr int kKOff = kQOff + BM * DQK * 2;
+    static constexpr int kKStage = BN * DQK * 2;
+    static constexpr int kVOff = kKOff + S * kKStage;
+    static constexpr int kVStage = BN * DV * 2;
+    static constexpr int kSmemBytes = kVOff + S * kVStage + 1024;  // + the alignment slack
+    // The header: barriers, then the tile ring, then the producer's classify scratch.
+    static constexpr int kQFull = 0, kKFull = 8, kVFull = kKFull + 8 * S, kEmpty = kVFull + 8 * S;
+    static constexpr int kRingOff = kEmpty + 8 * S, kScratchOff = 512;
+    static constexpr int kProducerRegs = 24, kConsumerRegs = 240;
+
+    static_assert(kSmemBytes == smem_bytes(KernelConfig{KernelKind::forward, MainloopKind::sm90, ElemKindOf<E>::value,
+                                                        kDqkReal, kDvReal, TileConfig{BM, BN, kThreads / 32, S}}),
+                  "sm90::Mainloop shared-memory layout disagrees with smem_bytes in common/kernel_config.h");
+    static_assert(BM == 128, "two consumer warpgroups of 64 rows");
+    static_assert(DQK % 64 == 0 && DV % 64 == 0, "tile head dims of whole 64-column swizzle blocks");
+    static_assert(BN % 16 == 0 && BN <= 256, "block_n: a multiple of 16, at most 256 (one wgmma's N)");
+    static_assert(kRingOff + 8 * S <= kScratchOff && kScratchOff + 64 <= kHeaderBytes, "the header holds its parts");
+    static_assert(128 * kProducerRegs + 128 * kConsumers * kConsumerRegs <= 65536, "the register file holds both roles");
+
+    static constexpr const char* kName = "sm90";
+    static constexpr bool kSupportsOutputTransform = true;
+    static constexpr bool kSupportsScoreTileTransform = false;
+    static constexpr bool kSupportsRecipBand = false;
+    static constexpr bool kSupportsLatent = false;
+
+    using SLayout = sm80::MmaCLayout<1, kNT, 1, 8 * kNT, 1, 4>;  // S, then P: a warp's 16 rows
+    using OLayout = sm80::MmaCLayout<1, kDT, 1, kDvReal, 1, 4>;  // O (stores the real columns)
+
+    template <class Variant, class Params>
+    __device__ __forceinline__ static void run(const Params& p, const ForwardTmaMaps& maps, unsigned char* smem_raw) {
+        const ForwardArgs& a = p.args;
+        const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+        const int nq = a.q_len, nk = a.kv_len;
+        const CtaTile<E, BM> cta(a, CtaOrder<Variant, kOrderAuto>::value, (DQK + DV) * 2);
+        const int b = cta.b, h = cta.h, m0 = cta.m0;
+
+        const unsigned raw = ptx::smem_addr(smem_raw);
+        const unsigned base = (raw + 1023u) & ~1023u;
+        unsigned char* const smem = smem_raw + (base - raw);
+        int* const ring = reinterpret_cast<int*>(smem + kRingOff);  // {tile, class} per stage
+        const unsigned q_s = base + kQOff, k_s = base + kKOff, v_s = base + kVOff;
+
+        if (tid == 0) {
+            mbar_init(base + kQFull, 1);
+#pragma unroll
+            for (int s = 0; s < S; ++s) {
+                mbar_init(base + kKFull + 8 * s, 1);
+                mbar_init(base + kVFull + 8 * s, 1);
+                mbar_init(base + kEmpty + 8 * s, 4 * kConsumers);  // one arrival per consumer warp
+            }
+            mbar_init_fence();
+        }
+        block_sync();
+
+        const typename Variant::Head hd = Variant::make_head(p, b, h, cta.kvh);
+        if (warp < 4) {  // ---- the producer ----
+            release_registers<kProducerRegs>();
+            if (warp != 0) return;
+            if (lane == 0) {
+                tma_prefetch(maps.q);
+                tma_prefetch(maps.k);
+                tma_prefetch(maps.v);
+                mbar_arrive_expect_tx(base + kQFull, BM * DQK * 2);
+#pragma unroll
+                for (int c = 0; c < DQK / 64; ++c)
+                    tma_load_4d(q_s + c * BM * kRowBytes, maps.q, 64 * c, m0, h, b, base + kQFull);
+            }
+            BlockCtx ctx{reinterpret_cast<long long*>(smem + kScratchOff), lane, 32, 1};
+            KvCursor<Variant, Params, BN> cursor(nk, m0, cta.last_row(nq));
+            int stage = 0, phase = 0;
+            for (int n = 0;; ++n) {
+                TileClass cls;
+                const int tile = cursor.advance(p, hd, ctx, cls);
+                if (n >= S) mbar_wait(base + kEmpty + 8 * stage, phase ^ 1);  // its last use is done
+                if (lane == 0) {
+                    ring[2 * stage] = tile;
+                    ring[2 * stage + 1] = static_cast<int>(cls);
+                    if (tile < 0) {
+                        mbar_arrive(base + kKFull + 8 * stage);  // the end: no copies
+                    } else {
+                        mbar_arrive_expect_tx(base + kKFull + 8 * stage, kKStage);
+#pragma unroll
+                        for (int c = 0; c < DQK / 64; ++c)
+                            tma_load_4d(k_s + stage * kKStage + c * BN * kRowBytes, maps.k, 64 * c, tile * BN,
+                                        cta.kvh, b, base + kKFull + 8 * stage);
+                        mbar_arrive_expect_tx(base + kVFull + 8 * stage, kVStage);
+#pragma unroll
+                        for (int c = 0; c < DV / 64; ++c)
+                            tma_load_4d(v_s + stage * kVStage + c * BN * kRowBytes, maps.v, 64 * c, tile * BN,
+                                        cta.kvh, b, base + kVFull + 8 * stage);
+                    }
+                }
+                __syncwarp();
+                if (tile < 0) return;
+                if (++stage == S) {
+                    stage = 0;
+                    phase ^= 1;
+                }
+            }
+        }
+
+        // ---- a consumer: warpgroup wg of 64 rows ----
+        claim_registers<kConsumerRegs>();
+        const int wg = warp / 4 - 1;
+        const SLayout sl;
+        const OLayout ol;
+        const ScoreHooks<Variant, Params, SLayout::kRows> hooks(p, hd, sl, m0, nq, nk, a.scale);
+        float o[1][kDT][4];
+        OLayout::clear(o);
+        OnlineSoftmax<SLayout::kRows, typename SLayout::RowReduce, Variant::kHasSink> softmax(
+            Variant::kHasScoreMod ? kLog2e : a.scale_log2);
+        if constexpr (Variant::kHasSink) softmax.set_sink(Variant::sink(p, h));
+
+        const unsigned q_rows = q_s + wg * 64 * kRowBytes;  // this warpgroup's 64 rows of Q
+        mbar_wait(base + kQFull, 0);
+        int stage = 0, phase = 0;
+        for (;;) {
+            mbar_wait(base + kKFull + 8 * stage, phase);
+            const int tile = ring[2 * stage];
+            const TileClass cls = static_cast<TileClass>(ring[2 * stage + 1]);
+            if (tile < 0) break;
+
+            float s[1][kNT][4];
+            wgmma_fence();
+#pragma unroll
+            for (int kk = 0; kk < DQK / 16; ++kk) {  // S = Q K^T, k16 steps within 64-column blocks
+                const unsigned off = (kk % 4) * 32;  // 16 columns = 32 bytes into the block
+                const unsigned long long qd = smem_desc(q_rows + (kk / 4) * BM * kRowBytes + off, 16, 1024);
+                const unsigned long long kd =
+                    smem_desc(k_s + stage * kKStage + (kk / 4) * BN * kRowBytes + off, 16, 1024);
+                Wgmma<E, BN>::template ss<0>(s[0], qd, kd, kk > 0 ? 1 : 0);
+            }
+            wgmma_commit();
+            wgmma_wait<0>();
+            fence_regs(s[0]);
+
+            hooks.template apply<BN>(p, hd, sl, s, tile * BN, cls);
+            softmax.update(sl, s, ol, o);
+            unsigned pa[1][BN / 16][4];  // P as A fragments
+            sm80::pack_a<E>(s, pa);
+
+            mbar_wait(base + kVFull + 8 * stage, phase);
+            fence_regs(o[0]);
+            wgmma_fence();
+#pragma unroll
+            for (int kk = 0; kk < BN / 16; ++kk) {  // O += P V: 16 keys a step, V read N-contiguous
+                const unsigned long long vd = smem_desc(v_s + stage * kVStage + kk * 16 * kRowBytes, BN * kRowBytes, 1024);
+                Wgmma<E, DV>::template rs<1>(o[0], pa[0][kk], vd, 1);
+            }
+            wgmma_commit();
+            wgmma_wait<0>();
+            fence_regs(o[0]);
+            __syncwarp();
+            if (lane == 0) mbar_arrive(base + kEmpty + 8 * stage);
+            if (++stage == S) {
+                stage = 0;
+                phase ^= 1;
+            }
+        }
+        store_forward_output<E, Variant>(p, hd, hooks, softmax, ol, o, b, h, m0);
+    }
+};
+
+}  // namespace sm90
+}  // namespace attnjit
