@@ -504,7 +504,7 @@ ATTNJIT_HD constexpr const char* why_config_invalid(const KernelConfig& c) {
         if (t.block_n % 64 != 0 || t.block_n > 128) return "sm90: block_n 64 or 128";
         if (t.block_n / 2 + tile_head_dim(c.head_dim_v) / 2 > 192)
             return "sm90: block_n + the tile head dim of V at most 384 (the consumers' S and O registers)";
-        if (t.stages < 1 || t.stages > 4) return "sm90: stages 1 to 4";
+        if (t.stages < 2 || t.stages > 4) return "sm90: stages 2 to 4 (a consumer holds one stage while it waits for the next)";
     } else if (c.mainloop == MainloopKind::sm80) {
         if (c.elem == ElemKind::f32) return "the sm80 main loop takes f16 or bf16 only";
         const int row_warps = t.warps / (c.latent ? latent_col_split(c.latent) : 1);  // warps with their own rows

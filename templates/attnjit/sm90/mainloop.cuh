@@ -5,16 +5,18 @@
 //     lane 0 issues the bulk tensor copies (TMA) of Q once and of K and V per tile into a ring
 //     of kStages shared-memory stages, each completing on an mbarrier; the tile's index and
 //     class travel with it in a small ring beside the barriers. The other three warps leave.
-//   warpgroups 1 and 2, the consumers: 64 query rows each. Per tile: S = Q K^T on wgmma (both
-//     operands in shared memory), the hooks (common/score_hooks.cuh) and the online softmax
-//     (common/online_softmax.cuh) on S in registers, O += P V on wgmma with P from registers,
-//     then the stage goes back to the producer. Each consumer's accumulators are the mma.sync
+//   warpgroups 1 and 2, the consumers: 64 query rows each. Per tile j a consumer issues
+//     S_j = Q K_j^T (both operands in shared memory) and O += P_{j-1} V_{j-1} (P from registers)
+//     on wgmma together; it hands K_j's buffer back once the scores are in, runs the hooks
+//     (common/score_hooks.cuh) and the online softmax (common/online_softmax.cuh) on S_j while
+//     P V is in flight, then rescales O and hands V_{j-1}'s buffer back. The two consumers run
+//     unsynchronised (no ping-pong between them yet). Each consumer's accumulators are the mma.sync
 //     C layout of its four warps (MmaCLayout with kMF = 1, counted from warp 4), so the hooks,
 //     the softmax and the epilogue (common/epilogue.cuh) are the shared ones.
 //
 // Shared memory (KernelConfig layout: smem_bytes in common/kernel_config.h), from the first
 // 1024-byte boundary of the dynamic allocation:
-//   header [1024]: mbarriers (Q full; per stage K full, V full, empty), the tile ring
+//   header [1024]: mbarriers (Q full; per stage K full, V full, K empty, V empty), the tile ring
 //                  {tile, class} per stage, the producer warp's classify scratch
 //   Q [BM x DQK] | K [S][BN x DQK] | V [S][BN x DV]   (128-byte swizzled, sm90/wgmma.cuh)
 // plus 1024 bytes of slack for the alignment.
@@ -58,8 +60,10 @@ struct Mainloop {
     static constexpr int kVStage = BN * DV * 2;
     static constexpr int kSmemBytes = kVOff + S * kVStage + 1024;  // + the alignment slack
     // The header: barriers, then the tile ring, then the producer's classify scratch.
-    static constexpr int kQFull = 0, kKFull = 8, kVFull = kKFull + 8 * S, kEmpty = kVFull + 8 * S;
-    static constexpr int kRingOff = kEmpty + 8 * S, kScratchOff = 512;
+    // K and V buffers are handed back separately: K once the scores are in, V once P V is.
+    static constexpr int kQFull = 0, kKFull = 8, kVFull = kKFull + 8 * S, kKEmpty = kVFull + 8 * S,
+                         kVEmpty = kKEmpty + 8 * S;
+    static constexpr int kRingOff = kVEmpty + 8 * S, kScratchOff = 512;
     static constexpr int kProducerRegs = 24, kConsumerRegs = 240;
 
     static_assert(kSmemBytes == smem_bytes(KernelConfig{KernelKind::forward, MainloopKind::sm90, ElemKindOf<E>::value,
@@ -68,6 +72,7 @@ struct Mainloop {
     static_assert(BM == 128, "two consumer warpgroups of 64 rows");
     static_assert(DQK % 64 == 0 && DV % 64 == 0, "tile head dims of whole 64-column swizzle blocks");
     static_assert(BN % 16 == 0 && BN <= 256, "block_n: a multiple of 16, at most 256 (one wgmma's N)");
+    static_assert(S >= 2, "a consumer holds tile j-1's stage while it waits for tile j's: two stages at least");
     static_assert(kRingOff + 8 * S <= kScratchOff && kScratchOff + 64 <= kHeaderBytes, "the header holds its parts");
     static_assert(128 * kProducerRegs + 128 * kConsumers * kConsumerRegs <= 65536, "the register file holds both roles");
 
@@ -100,7 +105,8 @@ struct Mainloop {
             for (int s = 0; s < S; ++s) {
                 mbar_init(base + kKFull + 8 * s, 1);
                 mbar_init(base + kVFull + 8 * s, 1);
-                mbar_init(base + kEmpty + 8 * s, 4 * kConsumers);  // one arrival per consumer warp
+                mbar_init(base + kKEmpty + 8 * s, 4 * kConsumers);  // one arrival per consumer warp
+                mbar_init(base + kVEmpty + 8 * s, 4 * kConsumers);
             }
             mbar_init_fence();
         }
@@ -125,7 +131,7 @@ struct Mainloop {
             for (int n = 0;; ++n) {
                 TileClass cls;
                 const int tile = cursor.advance(p, hd, ctx, cls);
-                if (n >= S) mbar_wait(base + kEmpty + 8 * stage, phase ^ 1);  // its last use is done
+                if (n >= S) mbar_wait(base + kKEmpty + 8 * stage, phase ^ 1);  // its last use is done
                 if (lane == 0) {
                     ring[2 * stage] = tile;
                     ring[2 * stage + 1] = static_cast<int>(cls);
@@ -137,6 +143,7 @@ struct Mainloop {
                         for (int c = 0; c < DQK / 64; ++c)
                             tma_load_4d(k_s + stage * kKStage + c * BN * kRowBytes, maps.k, 64 * c, tile * BN,
                                         cta.kvh, b, base + kKFull + 8 * stage);
+                        if (n >= S) mbar_wait(base + kVEmpty + 8 * stage, phase ^ 1);
                         mbar_arrive_expect_tx(base + kVFull + 8 * stage, kVStage);
 #pragma unroll
                         for (int c = 0; c < DV / 64; ++c)
@@ -166,49 +173,95 @@ struct Mainloop {
         if constexpr (Variant::kHasSink) softmax.set_sink(Variant::sink(p, h));
 
         const unsigned q_rows = q_s + wg * 64 * kRowBytes;  // this warpgroup's 64 rows of Q
-        mbar_wait(base + kQFull, 0);
-        int stage = 0, phase = 0;
-        for (;;) {
-            mbar_wait(base + kKFull + 8 * stage, phase);
-            const int tile = ring[2 * stage];
-            const TileClass cls = static_cast<TileClass>(ring[2 * stage + 1]);
-            if (tile < 0) break;
-
-            float s[1][kNT][4];
-            wgmma_fence();
+        // S = Q K^T of the tile in `stage`, issued (not waited for).
+        auto issue_scores = [&](float (&s)[1][kNT][4], int stage) {
 #pragma unroll
-            for (int kk = 0; kk < DQK / 16; ++kk) {  // S = Q K^T, k16 steps within 64-column blocks
-                const unsigned off = (kk % 4) * 32;  // 16 columns = 32 bytes into the block
+            for (int kk = 0; kk < DQK / 16; ++kk) {  // k16 steps within 64-column blocks
+                const unsigned off = (kk % 4) * 32u;  // 16 columns = 32 bytes into the block
                 const unsigned long long qd = smem_desc(q_rows + (kk / 4) * BM * kRowBytes + off, 16, 1024);
                 const unsigned long long kd =
                     smem_desc(k_s + stage * kKStage + (kk / 4) * BN * kRowBytes + off, 16, 1024);
                 Wgmma<E, BN>::template ss<0>(s[0], qd, kd, kk > 0 ? 1 : 0);
             }
             wgmma_commit();
-            wgmma_wait<0>();
-            fence_regs(s[0]);
-
-            hooks.template apply<BN>(p, hd, sl, s, tile * BN, cls);
-            softmax.update(sl, s, ol, o);
-            unsigned pa[1][BN / 16][4];  // P as A fragments
-            sm80::pack_a<E>(s, pa);
-
-            mbar_wait(base + kVFull + 8 * stage, phase);
-            fence_regs(o[0]);
-            wgmma_fence();
+        };
+        // O += P V of the tile in `stage`, issued: 16 keys a step, V read N-contiguous.
+        auto issue_pv = [&](const unsigned (&pa)[1][BN / 16][4], int stage) {
 #pragma unroll
-            for (int kk = 0; kk < BN / 16; ++kk) {  // O += P V: 16 keys a step, V read N-contiguous
-                const unsigned long long vd = smem_desc(v_s + stage * kVStage + kk * 16 * kRowBytes, BN * kRowBytes, 1024);
+            for (int kk = 0; kk < BN / 16; ++kk) {
+                const unsigned long long vd =
+                    smem_desc(v_s + stage * kVStage + kk * 16 * kRowBytes, BN * kRowBytes, 1024);
                 Wgmma<E, DV>::template rs<1>(o[0], pa[0][kk], vd, 1);
             }
             wgmma_commit();
-            wgmma_wait<0>();
-            fence_regs(o[0]);
-            __syncwarp();
-            if (lane == 0) mbar_arrive(base + kEmpty + 8 * stage);
+        };
+        mbar_wait(base + kQFull, 0);
+        int stage = 0, phase = 0;
+        auto next_stage = [&] {
             if (++stage == S) {
                 stage = 0;
                 phase ^= 1;
+            }
+        };
+        float s[1][kNT][4];
+        unsigned pa[1][BN / 16][4];  // P of the previous tile as A fragments
+        float alpha[SLayout::kRows];
+        // The first tile: its scores alone.
+        mbar_wait(base + kKFull + 8 * stage, phase);
+        int tile = ring[2 * stage];
+        TileClass cls = static_cast<TileClass>(ring[2 * stage + 1]);
+        if (tile >= 0) {
+            wgmma_fence();
+            issue_scores(s, stage);
+            wgmma_wait<0>();
+            fence_regs(s[0]);
+            __syncwarp();
+            if (lane == 0) mbar_arrive(base + kKEmpty + 8 * stage);  // its K buffer is free
+            hooks.template apply<BN>(p, hd, sl, s, tile * BN, cls);
+#pragma unroll
+            for (int r = 0; r < SLayout::kRows; ++r) softmax.update_row(sl, s, r);  // O is 0: no rescale
+            sm80::pack_a<E>(s, pa);
+            int prev = stage, prev_phase = phase;  // the stage (and its phase) of tile j-1
+            for (;;) {
+                // Tile j's scores and tile j-1's P V issued together; the softmax of tile j runs
+                // while P V is in flight, the rescale of O once it has landed.
+                next_stage();
+                mbar_wait(base + kKFull + 8 * stage, phase);
+                tile = ring[2 * stage];
+                cls = static_cast<TileClass>(ring[2 * stage + 1]);
+                mbar_wait(base + kVFull + 8 * prev, prev_phase);
+                if (tile < 0) {  // the end: the last tile's P V alone
+                    fence_regs(o[0]);
+                    fence_regs(pa[0]);
+                    wgmma_fence();
+                    issue_pv(pa, prev);
+                    wgmma_wait<0>();
+                    fence_regs(o[0]);
+                    __syncwarp();
+                    if (lane == 0) mbar_arrive(base + kVEmpty + 8 * prev);
+                    break;
+                }
+                fence_regs(o[0]);
+                fence_regs(pa[0]);
+                wgmma_fence();
+                issue_scores(s, stage);
+                issue_pv(pa, prev);
+                wgmma_wait<1>();  // the scores (committed first)
+                fence_regs(s[0]);
+                __syncwarp();
+                if (lane == 0) mbar_arrive(base + kKEmpty + 8 * stage);
+                hooks.template apply<BN>(p, hd, sl, s, tile * BN, cls);
+#pragma unroll
+                for (int r = 0; r < SLayout::kRows; ++r) alpha[r] = softmax.update_row(sl, s, r);
+                wgmma_wait<0>();  // P V
+                fence_regs(o[0]);
+                __syncwarp();
+                if (lane == 0) mbar_arrive(base + kVEmpty + 8 * prev);  // tile j-1's V buffer is free
+#pragma unroll
+                for (int r = 0; r < SLayout::kRows; ++r) softmax.rescale_row(ol, o, r, alpha[r]);
+                sm80::pack_a<E>(s, pa);
+                prev = stage;
+                prev_phase = phase;
             }
         }
         store_forward_output<E, Variant>(p, hd, hooks, softmax, ol, o, b, h, m0);

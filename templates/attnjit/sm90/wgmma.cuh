@@ -67,10 +67,5 @@ __device__ __forceinline__ void claim_registers() {
     asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(kRegs));
 }
 
-// A barrier among `threads` threads (a multiple of 32) under id (1-15; 0 is __syncthreads).
-__device__ __forceinline__ void named_sync(int id, int threads) {
-    asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
-}
-
 }  // namespace sm90
 }  // namespace attnjit
