@@ -95,6 +95,23 @@ TEST(SpecErrors, FacadeRejectsTooManyWarps) {
     EXPECT_USER_ERROR(Attention(AttentionSpec().head_dim(64), o), "warps must be in [1, 16]");
 }
 
+// CompileOptions.mainloop = sm90 where the Hopper loop cannot run: another arch, a structural
+// modifier, a head dim outside its tiles, f32. Each says what it needs and how to get a loop.
+TEST(SpecErrors, FacadeRejectsTheSm90LoopWhereItCannotRun) {
+    CompileOptions o;
+    o.mainloop = MainloopKind::sm90;
+    const char* needs = "the sm90 main loop runs the forward on sm_90a, for f16 / bf16";
+    o.arch = "sm_80";
+    EXPECT_USER_ERROR(Attention(AttentionSpec().dtype(DType::bf16).head_dim(128), o), needs);
+    o.arch = "sm_90a";
+    EXPECT_USER_ERROR(Attention(AttentionSpec().dtype(DType::bf16).head_dim(32), o), needs);
+    EXPECT_USER_ERROR(Attention(AttentionSpec().dtype(DType::f32).head_dim(128), o), needs);
+    EXPECT_USER_ERROR(Attention(AttentionSpec().dtype(DType::bf16).head_dim(128).reciprocal_band(8, "alpha"), o),
+                      "leave CompileOptions.mainloop unset");
+    o.tile = TileConfig{128, 128, 12, 1};  // the consumers hold a stage while they wait for the next
+    EXPECT_USER_ERROR(Attention(AttentionSpec().dtype(DType::bf16).head_dim(128), o), "sm90: stages 2 to 4");
+}
+
 TEST(SpecErrors, FacadeValidatesTheSpecFirst) {
     CompileOptions o;
     o.arch = "sm_80";

@@ -1,8 +1,9 @@
 // Which KV tiles a CTA visits, in order, and how: the tile cursor shared by every main
 // loop. It walks tiles 0, 1, ... of the key sequence, asks Variant::classify (only when
 // Variant::kCanClassify) and hands out the next tile that is not kSkip, so the main
-// loops can prefetch the next non-skipped tile. Every thread of the CTA calls advance()
-// uniformly (classify may be block-collective, and refills below are).
+// loops can prefetch the next non-skipped tile. Every thread of the classify context (the
+// CTA, or the sm90 loop's producer warp: BlockCtx::nthreads) calls advance() uniformly
+// (classify may be collective over them, and refills below are).
 //
 // Two ways to classify:
 //  - one tile per advance(), every thread with the same arguments (BlockCtx): masks whose
