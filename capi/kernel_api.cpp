@@ -23,8 +23,14 @@ CompileOptions with_options(const dsl::AttentionSpec& spec, const attnjit_compil
     constexpr size_t kBeforeFastBackward = offsetof(attnjit_compile_options, fast_backward);
     // ... and before grad_names (the size of the struct that ended with fast_backward).
     constexpr size_t kBeforeGrads = offsetof(attnjit_compile_options, grad_names);
+    // ... and before mainloop (the struct that ended with num_grads, padded as C pads it:
+    // mainloop sits in that padding, `reserved` makes the new struct longer).
+    constexpr size_t kBeforeMainloop =
+        (offsetof(attnjit_compile_options, num_grads) + sizeof(int32_t) + alignof(attnjit_compile_options) - 1) /
+        alignof(attnjit_compile_options) * alignof(attnjit_compile_options);
+    static_assert(kBeforeMainloop < sizeof(attnjit_compile_options), "a struct with mainloop is longer than one without");
     user_check(c->struct_size == sizeof(attnjit_compile_options) || c->struct_size == kBeforeFastBackward ||
-               c->struct_size == kBeforeGrads)
+               c->struct_size == kBeforeGrads || c->struct_size == kBeforeMainloop)
         << "options->struct_size is " << c->struct_size << " but this library (C API version "
         << ATTNJIT_C_API_VERSION << ") expects " << sizeof(attnjit_compile_options)
         << "; initialise the struct with ATTNJIT_COMPILE_OPTIONS_INIT from the header of the library you load";
@@ -48,6 +54,15 @@ CompileOptions with_options(const dsl::AttentionSpec& spec, const attnjit_compil
                 << "options->grad_names names '" << c->grad_names[i] << "' twice";
         }
     }
+    if (c->struct_size > kBeforeMainloop) {
+        user_check(c->mainloop >= ATTNJIT_MAINLOOP_AUTO && c->mainloop <= ATTNJIT_MAINLOOP_SM90)
+            << "options->mainloop is " << c->mainloop
+            << "; pass ATTNJIT_MAINLOOP_AUTO (0), ATTNJIT_MAINLOOP_SM80 (1) or ATTNJIT_MAINLOOP_SM90 (2)";
+        user_check(c->reserved == 0) << "options->reserved is " << c->reserved
+                                     << "; it must be 0 (initialise the struct with ATTNJIT_COMPILE_OPTIONS_INIT)";
+        if (c->mainloop == ATTNJIT_MAINLOOP_SM80) o.mainloop = MainloopKind::sm80;
+        if (c->mainloop == ATTNJIT_MAINLOOP_SM90) o.mainloop = MainloopKind::sm90;
+    }
     const int32_t fields[] = {c->block_m, c->block_n, c->warps, c->stages};
     const char* names[] = {"block_m", "block_n", "warps", "stages"};
     bool any = false;
@@ -60,7 +75,7 @@ CompileOptions with_options(const dsl::AttentionSpec& spec, const attnjit_compil
         // Unset fields come from the default tile for the arch the kernel will be built for.
         const std::string arch =
             o.arch ? *o.arch : runtime::why_no_gpu() ? "sm_80" : runtime::current_device().arch();
-        TileConfig t = codegen::make_config(spec, kind, arch).tile;
+        TileConfig t = codegen::make_config(spec, kind, arch, std::nullopt, o.mainloop).tile;  // that loop's
         if (c->block_m) t.block_m = c->block_m;
         if (c->block_n) t.block_n = c->block_n;
         if (c->warps) t.warps = c->warps;

@@ -89,10 +89,16 @@ class Spec:
             self._handle = None
 
 
+MAINLOOPS = {None: 0, "sm80": 1, "sm90": 2}  # ATTNJIT_MAINLOOP_*
+
+
 def _compile_options(arch: str | None, tile: dict | None, fast_backward: bool = False,
-                     grads: tuple = ()) -> CCompileOptions:
+                     grads: tuple = (), mainloop: str | None = None) -> CCompileOptions:
+    if mainloop not in MAINLOOPS:
+        raise ValueError(f"mainloop {mainloop!r}: use None (attnjit's choice), 'sm80' or 'sm90'")
     options = CCompileOptions(ctypes.sizeof(CCompileOptions), arch.encode() if arch else None, 0, 0, 0, 0,
                               1 if fast_backward else 0)
+    options.mainloop = MAINLOOPS[mainloop]
     if grads:  # the names' array lives in the options object (ctypes keeps it referenced)
         names = (ctypes.c_char_p * len(grads))(*[g.encode() for g in grads])
         options.grad_names = ctypes.cast(names, ctypes.POINTER(ctypes.c_char_p))
@@ -112,10 +118,10 @@ class _Compiled:
     _compile = _destroy = _can_launch = ""  # the C functions' names
 
     def __init__(self, spec: Spec, arch: str | None = None, tile: dict | None = None, fast_backward: bool = False,
-                 grads: tuple = ()):
+                 grads: tuple = (), mainloop: str | None = None):
         self._handle = None
         self._spec = spec  # kept alive as long as the handle
-        options = _compile_options(arch, tile, fast_backward, grads)
+        options = _compile_options(arch, tile, fast_backward, grads, mainloop)
         out = ctypes.c_void_p()
         check(getattr(lib(), self._compile)(spec.handle, ctypes.byref(options), ctypes.byref(out)))
         self._handle = out.value

@@ -56,14 +56,14 @@ def _torch():
     return torch
 
 
-def kernel_for(json_text: str, device: int, tile: dict | None):
+def kernel_for(json_text: str, device: int, tile: dict | None, mainloop: str | None = None):
     """The compiled kernel of a spec on a CUDA device (compiled at most once per process)."""
     torch = _torch()
 
     def make():
         with torch.cuda.device(device):  # load into this device's primary context
-            return capi.Kernel(capi.Spec.from_json(json_text), None, tile)
-    return _kernels.get((json_text, device, tuple(sorted((tile or {}).items()))), make,
+            return capi.Kernel(capi.Spec.from_json(json_text), None, tile, mainloop=mainloop)
+    return _kernels.get((json_text, device, tuple(sorted((tile or {}).items())), mainloop), make,
                         f"the kernel of {json_text} for CUDA device {device}")
 
 
@@ -116,13 +116,16 @@ class CompiledAttention:
     """fn(q, k, v) -> out, or (out, lse) with return_lse. See attnjit.compile."""
 
     def __init__(self, score_mod=None, mask=None, causal=False, scale=None, enable_gqa=False,
-                 return_lse=False, tile=None, deterministic=True):
+                 return_lse=False, tile=None, deterministic=True, mainloop=None):
         if scale is not None and not isinstance(scale, (int, float)):
             raise TypeError(f"scale must be a number or None, got {type(scale).__name__}")
         self.score_mod, self.mask, self.causal = score_mod, mask, bool(causal)
         self.scale, self.enable_gqa, self.return_lse = scale, bool(enable_gqa), bool(return_lse)
         self.tile = dict(tile) if tile else None
         self.deterministic = bool(deterministic)  # of the backward
+        if mainloop not in capi.MAINLOOPS:
+            raise ValueError(f"mainloop {mainloop!r}: use None (attnjit's choice), 'sm80' or 'sm90'")
+        self.mainloop = mainloop  # of the forward
         self._variants: list[_Variant] = []
         self._variant = self._add_variant()
         self._uid = torch_ops.remember(self)  # how compiled graphs name this callable
@@ -443,7 +446,7 @@ class CompiledAttention:
         text = spec_json.build(traced, dtype=dtype, head_dim_qk=q.shape[3], head_dim_v=dv,
                                scale=self.scale, return_lse=with_lse, sinks_dtype=sig[0], gate=sig[1] is not None,
                                score_conv=sig[2], reciprocal_band=sig[3])
-        kernel = kernel_for(text, device, self.tile)
+        kernel = kernel_for(text, device, self.tile, self.mainloop)
         spec = kernel.spec
         expected = variant.expected(sig)
         ranks = [rank for _, _, rank in expected]

@@ -9,11 +9,11 @@ def install():
     compiled_for = []
     kernels: dict = {}
 
-    def kernel_for_sm90a(json_text, device, tile):
-        key = (json_text, device)
+    def kernel_for_sm90a(json_text, device, tile, mainloop=None):
+        key = (json_text, device, mainloop)
         kernel = kernels.get(key)
         if kernel is None:
-            kernel = kernels[key] = capi.Kernel(capi.Spec.from_json(json_text), "sm_90a", tile)
+            kernel = kernels[key] = capi.Kernel(capi.Spec.from_json(json_text), "sm_90a", tile, mainloop=mainloop)
             compiled_for.append(json_text)
         return kernel
 

@@ -119,6 +119,20 @@ def test_compiles_for_sm90a_without_a_gpu(name, score_mod, mask, causal):
     assert again.compile_seconds == 0
 
 
+def test_mainloop_option_picks_the_forward_loop():
+    text = attnjit.spec_json(causal=True, dtype="bf16", head_dim=128)
+    assert "MainloopKind::sm90" in capi.Kernel(capi.Spec.from_json(text), "sm_90a").source  # the default there
+    assert "MainloopKind::sm80" in capi.Kernel(capi.Spec.from_json(text), "sm_90a", mainloop="sm80").source
+    assert "MainloopKind::sm80" in capi.Kernel(capi.Spec.from_json(text), "sm_80").source
+    with pytest.raises(SpecError) as info:
+        capi.Kernel(capi.Spec.from_json(text), "sm_80", mainloop="sm90")
+    assert info.value.status == STATUS_INVALID_ARGUMENT and "runs the forward on sm_90a" in info.value.message
+    with pytest.raises(ValueError, match="mainloop 'sm100'"):
+        capi.Kernel(capi.Spec.from_json(text), "sm_90a", mainloop="sm100")
+    with pytest.raises(ValueError, match="mainloop 'wgmma'"):
+        attnjit.compile(causal=True, mainloop="wgmma")
+
+
 def test_backward_compiles_for_sm90a_without_a_gpu():
     text = attnjit.spec_json(attnjit.mods.softcap(20.0), causal=True, dtype="bf16", head_dim=64, return_lse=True)
     backward = capi.Backward(capi.Spec.from_json(text), "sm_90a")
@@ -146,7 +160,7 @@ def test_backward_with_captured_tensor_gradients_compiles_and_refuses_what_it_ca
     import ctypes
     from attnjit._capi_types import CCompileOptions, CGradArgs
     # The ctypes mirrors have the C structs' sizes (the library refuses other sizes).
-    assert ctypes.sizeof(CCompileOptions) == 56 and ctypes.sizeof(CGradArgs) == 8 + 4 * 144 + 24
+    assert ctypes.sizeof(CCompileOptions) == 64 and ctypes.sizeof(CGradArgs) == 8 + 4 * 144 + 24
     text = _spec_text("cap * tanh((score + bias[b, h, q_idx, kv_idx] + slopes[h] * float(kv_idx - q_idx)) / cap)",
                       {"bias": ("bf16", 4), "slopes": ("f32", 1)})
     backward = capi.Backward(capi.Spec.from_json(text), "sm_80", grads=("bias", "cap", "slopes"))

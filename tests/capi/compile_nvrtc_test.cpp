@@ -62,6 +62,48 @@ TEST(CapiCompile, ExplicitArchCompilesWithoutAGpu) {
 
 // Int32 edges that constant folding must leave alone reach NVRTC as valid CUDA (before
 // the int32 literal rule, a 64-bit literal made NVRTC reject the source: INTERNAL).
+// options->mainloop: AUTO gives the sm90 loop on sm_90a, SM80 forces the sm80 one, SM90 where it
+// cannot run is the caller's mistake; a struct from before the field (and `reserved`) reads AUTO.
+TEST(CapiCompile, MainloopOptionAndTheOlderStruct) {
+    SKIP_WITHOUT_NVRTC();
+    SpecPtr spec = c_spec(dsl::AttentionSpec().dtype(DType::bf16).head_dim(128).mask(dsl::mods::causal()));
+    ASSERT_TRUE(spec);
+    auto source_of = [&](const attnjit_compile_options& o) {
+        attnjit_kernel* k = nullptr;
+        EXPECT_EQ(attnjit_compile(spec.get(), &o, &k), ATTNJIT_OK) << attnjit_last_error();
+        KernelPtr owned(k);
+        const char* text = k ? attnjit_kernel_source(k) : nullptr;
+        return std::string(text ? text : "");
+    };
+    attnjit_compile_options o = ATTNJIT_COMPILE_OPTIONS_INIT;
+    o.arch = "sm_90a";
+    EXPECT_NE(source_of(o).find("MainloopKind::sm90"), std::string::npos);
+    o.mainloop = ATTNJIT_MAINLOOP_SM80;
+    EXPECT_NE(source_of(o).find("MainloopKind::sm80"), std::string::npos);
+    o.block_m = 64;  // the other tile fields from the sm80 loop's default tile (128 x 64, 4 warps)
+    EXPECT_NE(source_of(o).find("MainloopKind::sm80, attnjit::bf16_t, 128, 128, 64, 64, 4, 2>"), std::string::npos);
+    attnjit_compile_options older = o;
+    older.struct_size = offsetof(attnjit_compile_options, mainloop) + sizeof(int32_t);  // C pads it to 8
+    older.struct_size = (older.struct_size + 7) / 8 * 8;
+    older.block_m = 0;
+    older.mainloop = 7;  // past the caller's struct: never read
+    older.reserved = 9;
+    EXPECT_NE(source_of(older).find("MainloopKind::sm90"), std::string::npos);
+    attnjit_kernel* raw = nullptr;
+    o.block_m = 0;
+    o.mainloop = ATTNJIT_MAINLOOP_SM90;
+    o.arch = "sm_80";
+    EXPECT_STATUS(attnjit_compile(spec.get(), &o, &raw), ATTNJIT_ERROR_INVALID_ARGUMENT,
+                  {"the sm90 main loop runs the forward on sm_90a"});
+    o.mainloop = 3;
+    EXPECT_STATUS(attnjit_compile(spec.get(), &o, &raw), ATTNJIT_ERROR_INVALID_ARGUMENT,
+                  {"options->mainloop is 3"});
+    o.mainloop = ATTNJIT_MAINLOOP_AUTO;
+    o.reserved = 1;
+    EXPECT_STATUS(attnjit_compile(spec.get(), &o, &raw), ATTNJIT_ERROR_INVALID_ARGUMENT, {"options->reserved is 1"});
+    EXPECT_EQ(raw, nullptr);
+}
+
 TEST(CapiCompile, Int32EdgesCompile) {
     SKIP_WITHOUT_NVRTC();
     const std::string json = R"({"format":"attnjit.spec/1","dtype":"f16","head_dim":64,)"

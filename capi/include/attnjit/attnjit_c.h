@@ -115,8 +115,18 @@ typedef struct attnjit_compile_options {
      * them reads as none. */
     const char* const* grad_names;
     int32_t num_grads;
+    /* attnjit_compile only: the forward's main loop, an ATTNJIT_MAINLOOP_* value. AUTO (0):
+     * sm90 (TMA + wgmma) on sm_90a where it carries the spec, else sm80 (f16 / bf16) or simt
+     * (f32); SM80 / SM90 force that loop (an error where it cannot run the spec). Added after
+     * grad_names with `reserved` (0), which makes the struct longer than the one before: a
+     * struct_size that ends before them reads as AUTO. */
+    int32_t mainloop;
+    int32_t reserved; /* 0 */
 } attnjit_compile_options;
-#define ATTNJIT_COMPILE_OPTIONS_INIT {sizeof(attnjit_compile_options), NULL, 0, 0, 0, 0, 0, NULL, 0}
+#define ATTNJIT_COMPILE_OPTIONS_INIT {sizeof(attnjit_compile_options), NULL, 0, 0, 0, 0, 0, NULL, 0, 0, 0}
+#define ATTNJIT_MAINLOOP_AUTO 0
+#define ATTNJIT_MAINLOOP_SM80 1
+#define ATTNJIT_MAINLOOP_SM90 2
 
 /* Generates, compiles (memory cache, then disk cache, then NVRTC) and, when a GPU is
  * present, loads the kernel into the current CUDA context (the primary one if none is
