@@ -41,19 +41,14 @@ __device__ __forceinline__ void wgmma_wait() {
 // The accumulators of a running wgmma are written behind the compiler's back: this empty
 // volatile asm ties every register of `f` to its place in the instruction stream, so no read
 // or write of them moves across the wait before it (or the product after it).
-template <int kN>
-__device__ __forceinline__ void fence_regs(float (&f)[kN][4]) {
+__device__ __forceinline__ void fence_reg(float& x) { asm volatile("" : "+f"(x)::"memory"); }
+__device__ __forceinline__ void fence_reg(unsigned& x) { asm volatile("" : "+r"(x)::"memory"); }
+template <class T, int kN>
+__device__ __forceinline__ void fence_regs(T (&f)[kN][4]) {
 #pragma unroll
     for (int i = 0; i < kN; ++i)
 #pragma unroll
-        for (int e = 0; e < 4; ++e) asm volatile("" : "+f"(f[i][e])::"memory");
-}
-template <int kN>
-__device__ __forceinline__ void fence_regs(unsigned (&f)[kN][4]) {
-#pragma unroll
-    for (int i = 0; i < kN; ++i)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) asm volatile("" : "+r"(f[i][e])::"memory");
+        for (int e = 0; e < 4; ++e) fence_reg(f[i][e]);
 }
 
 // Gives this warpgroup's registers back (the producer) or takes them (the consumers). The
