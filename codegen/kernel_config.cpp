@@ -78,7 +78,7 @@ void check_config(const KernelConfig& c, const std::string& arch) {
         if (c.latent > 0) d.tile = default_latent_tile(d, sm);
         if (c.mainloop == MainloopKind::sm90) {
             d.mainloop = MainloopKind::sm90;
-            d.tile = default_sm90_tile(c.head_dim_qk, c.head_dim_v);
+            d.tile = default_sm90_tile(d);
         }
         std::ostringstream fix;
         if (why_config_invalid_on(d, sm) == nullptr && d.tile != c.tile)
@@ -136,9 +136,12 @@ KernelConfig make_config(const dsl::AttentionSpec& spec, KernelKind kind, const 
     }
     // The Hopper loop: the forward on sm_90a where it carries the spec (no structural modifier,
     // no staged bias tile, whole 64-column head-dim tiles); `mainloop` forces either loop.
+    KernelConfig sm90 = c;
+    sm90.mainloop = MainloopKind::sm90;
+    sm90.tile = default_sm90_tile(c);
     const bool sm90_fits = kind == KernelKind::forward && arch_has_wgmma(arch) && c.elem != ElemKind::f32 &&
                            !c.score_conv && !stages_bias && !c.recip_band && c.latent == 0 &&
-                           sm90_head_dims(c.head_dim_qk, c.head_dim_v);
+                           sm90_head_dims(c.head_dim_qk, c.head_dim_v) && why_config_invalid_on(sm90, 90) == nullptr;
     if (mainloop) {
         user_check(*mainloop != MainloopKind::sm90 || sm90_fits)
             << "CompileOptions.mainloop = sm90 for " << spec << " (" << kernel_kind_name(kind) << " on " << arch
@@ -151,10 +154,7 @@ KernelConfig make_config(const dsl::AttentionSpec& spec, KernelKind kind, const 
     }
     // Unforced, a tile of another loop's shape (not 12 warps) keeps the sm80 loop it was made for.
     const bool use_sm90 = mainloop ? *mainloop == MainloopKind::sm90 : sm90_fits && (!tile || tile->warps == kSm90Warps);
-    if (use_sm90) {
-        c.mainloop = MainloopKind::sm90;
-        c.tile = default_sm90_tile(c.head_dim_qk, c.head_dim_v);
-    }
+    if (use_sm90) c = sm90;
     if (tile) c.tile = *tile;
     c.bias_tile = stages_bias && c.latent == 0 && c.tile.block_n % 32 == 0;
     check_config(c, arch);

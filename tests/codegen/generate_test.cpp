@@ -46,7 +46,7 @@ TEST(Generate, Sm90LoopIsTheDefaultOnSm90a) {
     const auto causal = example_spec("causal", DType::bf16, 128);
     const KernelConfig c = make_config(causal, KernelKind::forward, "sm_90a");
     EXPECT_EQ(c.mainloop, MainloopKind::sm90);
-    EXPECT_EQ(c.tile, default_sm90_tile(128, 128));
+    EXPECT_EQ(c.tile, (TileConfig{128, 128, kSm90Warps, 2}));
     const KernelSource k = testing::forward_source(causal, std::nullopt, "sm_90a");
     EXPECT_EQ(k.threads, 384);
     EXPECT_NE(k.source.find("__launch_bounds__(Traits::kThreads, 1)"), std::string::npos);
@@ -71,6 +71,24 @@ TEST(Generate, Sm90LoopIsTheDefaultOnSm90a) {
     wrong.tile.block_n = 96;
     EXPECT_USER_ERROR(check_config(wrong, "sm_90a"), "sm90: block_n 64 or 128");
     EXPECT_USER_ERROR(check_config(c, "sm_100"), "needs the sm_90a target");
+}
+
+// Every head-dim pair and 16-bit dtype gets a valid forward on sm_90a: the sm90 loop wherever its
+// head dims allow (its default tile fits them all), else the sm80 loop.
+TEST(Generate, EveryHeadDimPairHasAForwardOnSm90a) {
+    for (DType dt : {DType::f16, DType::bf16})
+        for (int dqk = kMinHeadDim; dqk <= kMaxHeadDim; dqk += kHeadDimStep)
+            for (int dv = kMinHeadDim; dv <= kMaxHeadDim; dv += kHeadDimStep) {
+                SCOPED_TRACE(std::to_string(dqk) + "x" + std::to_string(dv));
+                const AttentionSpec spec = AttentionSpec().dtype(dt).head_dims(dqk, dv);
+                KernelConfig c{};
+                ASSERT_NO_THROW(c = make_config(spec, KernelKind::forward, "sm_90a"));
+                EXPECT_EQ(c.mainloop, sm90_head_dims(dqk, dv) ? MainloopKind::sm90 : MainloopKind::sm80);
+                EXPECT_EQ(why_config_invalid_on(c, 90), nullptr);
+            }
+    const KernelConfig wide = make_config(AttentionSpec().dtype(DType::bf16).head_dims(256, 128), KernelKind::forward,
+                                          "sm_90a");
+    EXPECT_EQ(wide.tile, (TileConfig{128, 64, kSm90Warps, 2}));  // 128-key stages would need 258 KiB
 }
 
 TEST(Generate, DefaultConfigComesFromKernelConfig) {

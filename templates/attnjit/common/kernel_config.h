@@ -664,10 +664,19 @@ ATTNJIT_HD constexpr TileConfig default_latent_tile(KernelConfig c, int sm) {
     return latent_col_split(c.latent) > 1 ? first_fitting_tile(c, sm, wide) : first_fitting_tile(c, sm, tiles);
 }
 
-// The sm90 forward's tile: 128 query rows (two consumer warpgroups), 128 keys a step (64 at a
-// tile head dim of V of 256, whose O takes 128 registers a thread), two stages (162 KiB at d128).
-ATTNJIT_HD constexpr TileConfig default_sm90_tile(int /*dqk*/, int dv) {
-    return tile_head_dim(dv) > 128 ? TileConfig{128, 64, kSm90Warps, 2} : TileConfig{128, 128, kSm90Warps, 2};
+// The sm90 forward's tile (c: its kind, element type and head dims): 128 query rows (two
+// consumer warpgroups), two stages, 128 keys a step (162 KiB at d128), else 64 (a tile head
+// dim of V of 256, whose O takes 128 registers a thread; or Q/K at 256 beside V at 128, whose
+// 128-key stages would need 258 KiB): the first valid on sm_90a, else the last (which
+// make_config then leaves to the sm80 loop).
+ATTNJIT_HD constexpr TileConfig default_sm90_tile(KernelConfig c) {
+    c.mainloop = MainloopKind::sm90;
+    const TileConfig tiles[] = {TileConfig{128, 128, kSm90Warps, 2}, TileConfig{128, 64, kSm90Warps, 2}};
+    for (const TileConfig& t : tiles) {
+        c.tile = t;
+        if (why_config_invalid_on(c, 90) == nullptr) return t;
+    }
+    return tiles[1];
 }
 
 ATTNJIT_HD constexpr KernelConfig default_config(KernelKind kind, ElemKind e, int dqk, int dv, int sm) {

@@ -1,0 +1,62 @@
+// The sm90 forward loop compiles with NVRTC for sm_90a at every tile head dim it takes (64, 128,
+// 256, padded ones, Dqk != Dv), in both 16-bit dtypes, on its default tiles and on every other
+// tile its rules allow (block_n 64 / 128, stages 2-4) where they fit; and with the Variant
+// features it carries: score_mod, masks with and without data-dependent classify, sinks, a
+// gate, captured tensors read element by element.
+#include <gtest/gtest.h>
+
+#include <optional>
+#include <sstream>
+
+#include "codegen/generate.h"
+#include "codegen/kernel_config.h"
+#include "dsl/dsl.h"
+#include "dsl/example_specs.h"
+#include "runtime/cuda_api.h"
+#include "tests/nvrtc/compile_jobs.h"
+
+namespace attnjit::codegen {
+namespace {
+
+void add(std::vector<CompileJob>& jobs, const dsl::AttentionSpec& spec, const std::string& what,
+         const std::optional<TileConfig>& tile = std::nullopt) {
+    const KernelConfig c = make_config(spec, KernelKind::forward, "sm_90a", tile, MainloopKind::sm90);
+    std::ostringstream name;
+    name << what << " " << c;
+    jobs.push_back({name.str(), generate(spec, c, "sm_90a"), "sm_90a"});
+}
+
+TEST(Sm90Compile, HeadDimsAndTiles) {
+    if (auto why = runtime::why_no_libnvrtc()) GTEST_SKIP() << *why;
+    std::vector<CompileJob> jobs;
+    for (auto [dqk, dv] : {std::pair{64, 64}, std::pair{128, 128}, std::pair{256, 256}, std::pair{40, 40},
+                           std::pair{120, 200}, std::pair{256, 128}, std::pair{64, 256}})
+        add(jobs, dsl::example_spec("causal", DType::bf16, 64).head_dims(dqk, dv),
+            "causal bf16 d" + std::to_string(dqk) + "x" + std::to_string(dv));
+    int tiles = 0;
+    for (int bn : {64, 128})
+        for (int stages : {2, 3, 4}) {
+            const dsl::AttentionSpec spec = dsl::example_spec("plain", DType::f16, 128);
+            KernelConfig c = make_config(spec, KernelKind::forward, "sm_90a");
+            c.tile = TileConfig{128, bn, kSm90Warps, stages};
+            if (why_config_invalid_on(c, 90) != nullptr) continue;  // 128 keys in 4 stages: 290 KiB
+            add(jobs, spec, "plain f16 d128", c.tile);
+            ++tiles;
+        }
+    EXPECT_EQ(tiles, 5);  // 64 keys in 2, 3, 4 stages; 128 keys in 2 and 3 (226 KiB)
+    for (const auto& f : compile_all(jobs)) ADD_FAILURE() << f;
+}
+
+TEST(Sm90Compile, VariantFeatures) {
+    if (auto why = runtime::why_no_libnvrtc()) GTEST_SKIP() << *why;
+    std::vector<CompileJob> jobs;
+    for (const char* name : {"alibi_causal", "softcap_sliding_window", "document", "prefix_lm", "relpos", "gqa",
+                             "sinks_sliding_window", "causal_bottom_right"})
+        add(jobs, dsl::example_spec(name, DType::bf16, 128), name);
+    dsl::AttentionSpec gated = dsl::example_spec("causal", DType::f16, 64);
+    add(jobs, gated.gate("gate"), "gated causal f16 d64");
+    for (const auto& f : compile_all(jobs)) ADD_FAILURE() << f;
+}
+
+}  // namespace
+}  // namespace attnjit::codegen
