@@ -271,7 +271,25 @@ def flex_compiled():
     return _flex
 
 
-def build_flex(case: Case, inp: Inputs, opts) -> Built:
+def flex_flash_missing() -> str | None:
+    """Why FlexAttention's FLASH backend cannot run here (None when it can): it needs a torch
+    whose flex_attention takes kernel_options' BACKEND, and FlashAttention's CuTe kernels."""
+    import importlib.util
+    import inspect
+    from torch.nn.attention import flex_attention as fa
+    if "BACKEND" not in inspect.getsource(fa):
+        import torch
+        return f"FlexAttention's FLASH backend is not in torch {torch.__version__} (no kernel_options BACKEND)"
+    try:
+        found = importlib.util.find_spec("flash_attn.cute") is not None
+    except ModuleNotFoundError:
+        found = False
+    if not found:
+        return "FlexAttention's FLASH backend needs flash_attn.cute (FlashAttention's CuTe kernels), not installed"
+    return None
+
+
+def build_flex(case: Case, inp: Inputs, opts, backend: str | None = None) -> Built:
     from torch.nn.attention.flex_attention import create_block_mask
     flex = flex_compiled()
     var = inp.variant
@@ -286,12 +304,21 @@ def build_flex(case: Case, inp: Inputs, opts) -> Built:
     kw = {}
     if case.H != case.Hkv:
         kw["enable_gqa"] = True
+    if backend is not None:
+        kw["kernel_options"] = {"BACKEND": backend}
     q, k, v, sm = inp.q, inp.k, inp.v, var.score_mod
 
     def forward():
         return flex(q, k, v, score_mod=sm, block_mask=block_mask, **kw)
     return Built(_with_backward(_gated(forward, inp), inp, case.mode), setup_s=setup,
                  extra={"block_mask_s": round(setup, 4)})
+
+
+def build_flex_flash(case: Case, inp: Inputs, opts) -> Built:
+    why = flex_flash_missing()
+    if why:
+        raise Skip(why)
+    return build_flex(case, inp, opts, backend="FLASH")
 
 
 # ---------------------------------------------------------------- naive
@@ -437,6 +464,7 @@ BUILDERS = {
     "sdpa_flash": lambda c, i, o: build_sdpa(c, i, o, "sdpa_flash"),
     "sdpa_cudnn": lambda c, i, o: build_sdpa(c, i, o, "sdpa_cudnn"),
     "flex": build_flex,
+    "flex_flash": build_flex_flash,
     "naive": build_naive,
     "unfused": build_unfused,
 }

@@ -195,6 +195,10 @@ def test_case_list():
     mta = [c for c in cs if c.variant == "mta_conv" and c.dtype == "bf16"]
     assert [(c.B, c.N) for c in mta] == [(16, 1024), (8, 2048), (4, 4096), (2, 8192)] and all(c.causal for c in mta)
     assert C.runs(mta[0], "flex") and not C.runs(mta[0], "attnjit") and not C.runs(mta[0], "naive")
+    # FlexAttention's FLASH backend is an anchor with flex's limits (its own availability is
+    # checked on the GPU machine, where a missing backend becomes a skipped row with the reason).
+    assert "flex_flash" in C.ANCHORS and C.runs(ra[0], "flex_flash") and C.runs(mta[0], "flex_flash")
+    assert not C.runs(plain_case := next(c for c in cs if c.variant == "causal"), "flex_flash"), plain_case
     msa = {(c.variant, c.B, c.N) for c in cs if c.variant.startswith("msa") and c.dtype == "bf16"}
     assert ("msa_row", 512, 768) in msa and ("msa_col", 768, 512) in msa and len(msa) == 8
     plain = [c for c in cs if c.variant == "plain" and c.dtype == "bf16"]
