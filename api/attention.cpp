@@ -25,6 +25,20 @@ struct Attention::Impl {
     std::optional<api::PreparedKernel> latent_gemm;
     AttentionSpec kernel_spec;  // what `kernel` is generated from: spec, or its latent_head_spec
     SpecInputs kernel_inputs;
+    // `kernel` on the sm90 loop: the sm80 kernel of the same spec, for a call whose Q, K or V its
+    // bulk copies cannot read (api/forward_tma.h: a broadcast by stride 0), compiled on first need;
+    // not when CompileOptions.mainloop asked for sm90 (that call is a UserError).
+    api::Target target;
+    bool sm90_forced = false;
+    mutable std::once_flag sm80_once;
+    mutable std::optional<api::PreparedKernel> sm80;
+    const api::PreparedKernel& sm80_kernel() const {
+        std::call_once(sm80_once, [this] {
+            sm80 = api::prepare_kernel(kernel_spec, kernel_inputs, KernelKind::forward, target, std::nullopt, {},
+                                       MainloopKind::sm80);
+        });
+        return *sm80;
+    }
     mutable std::once_flag source_once;  // source() may be called from several threads
     mutable std::optional<codegen::KernelSource> source;  // generated on demand
 };
@@ -34,6 +48,8 @@ Attention::Attention(const AttentionSpec& spec, const CompileOptions& options) :
     impl_->spec = spec;
     const api::Target target = api::resolve_target(options);
     impl_->arch = target.arch;
+    impl_->target = target;
+    impl_->sm90_forced = options.mainloop == MainloopKind::sm90;
     const bool per_head = spec.has_latent() && spec.has_reciprocal_band() && latent_col_split(spec.latent_dim()) > 1;
     if (per_head)
         user_check(spec.dtype() != DType::f32)
@@ -61,6 +77,14 @@ void Attention::operator()(const LaunchArgs& args, Stream stream) const {
     if (args.q.shape[0] == 0 || args.q.shape[2] == 0) return;  // empty problem: nothing to do
     if (!impl_->latent_gemm) {
         if (k.config.mainloop == MainloopKind::sm90) {
+            if (const auto why = api::why_not_tma_readable(args)) {
+                user_check(!impl_->sm90_forced) << "CompileOptions.mainloop = sm90: " << *why
+                                                << "; pass the tensor without the broadcast, or leave mainloop unset "
+                                                   "(such calls then run on the sm80 loop)";
+                const api::PreparedKernel& f = impl_->sm80_kernel();
+                f.launch(api::forward_grid(f.config, args), api::forward_params(f.layout, impl_->spec, args), stream);
+                return;
+            }
             const ForwardTmaMaps maps = api::forward_tma_maps(k.config, args);
             k.launch(api::forward_grid(k.config, args), api::forward_params(k.layout, impl_->spec, args), stream, &maps);
         } else {

@@ -1,6 +1,7 @@
 #include "api/forward_tma.h"
 
 #include <cstring>
+#include <utility>
 
 #include "runtime/cuda_api.h"
 #include "support/error.h"
@@ -47,6 +48,22 @@ TmaMap encode(const char* name, const TensorView& t, DType dtype, int box_rows) 
 }
 
 }  // namespace
+
+std::optional<std::string> why_not_tma_readable(const LaunchArgs& args) {
+    const std::pair<const char*, const TensorView*> tensors[] = {{"q", &args.q}, {"k", &args.k}, {"v", &args.v}};
+    for (const auto& [name, t] : tensors)
+        for (int d = 0; d < 3; ++d) {
+            if (t->shape[d] <= 1) continue;
+            const long long bytes = t->strides[d] * static_cast<long long>(dtype_size(t->dtype));
+            if (t->strides[d] == 0)
+                return "argument '" + std::string(name) + "' is broadcast (stride 0) over dimension " +
+                       std::to_string(d) + ", which a tensor map cannot describe";
+            if (bytes >= (1LL << 40))
+                return "argument '" + std::string(name) + "' has a stride of " + std::to_string(bytes) +
+                       " bytes in dimension " + std::to_string(d) + " (a tensor map takes under 2^40)";
+        }
+    return std::nullopt;
+}
 
 ForwardTmaMaps forward_tma_maps(const KernelConfig& config, const LaunchArgs& args) {
     const DType dtype = args.q.dtype;

@@ -4,14 +4,22 @@
 // bytes, the swizzle span) by block_m rows of Q or block_n rows of K and V.
 #pragma once
 
+#include <optional>
+#include <string>
+
 #include "api/attention.h"
 #include "attnjit/common/kernel_config.h"
 #include "attnjit/forward/tma_maps.h"
 
 namespace attnjit::api {
 
-// UserError when the driver cannot describe a tensor (its strides or alignment), naming it and
-// the way out (CompileOptions.mainloop = sm80); EnvironmentError without cuTensorMapEncodeTiled.
+// Why the bulk copies cannot read Q, K or V as given (null when they can): a stride of 0 over a
+// dimension of more than one (a broadcast, which the sm80 loop reads and a tensor map cannot
+// describe), or a stride of 2^40 bytes or more. Attention then runs the sm80 kernel.
+std::optional<std::string> why_not_tma_readable(const LaunchArgs& args);
+
+// UserError when the driver cannot describe a tensor all the same, naming it and the way out
+// (CompileOptions.mainloop = sm80); EnvironmentError without cuTensorMapEncodeTiled.
 ForwardTmaMaps forward_tma_maps(const KernelConfig& config, const LaunchArgs& args);
 
 }  // namespace attnjit::api

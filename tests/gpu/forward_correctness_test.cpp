@@ -21,10 +21,12 @@
 // 129-256 is the sm90 one; MatrixSm80 runs the same cases on the sm80 loop.
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <limits>
 #include <set>
 #include <sstream>
 
+#include "tests/common/expect_error.h"
 #include "tests/gpu/gpu_test_support.h"
 #include "tests/gpu/head_dim_cases.h"
 
@@ -188,6 +190,41 @@ TEST(FullyMasked, DocumentsWithoutKeys) {
         EXPECT_TRUE(o.ok) << o.message;
         Check l = check_output(name + " LSE", p.lse, ref.lse, reference::kLseTolerance);
         EXPECT_TRUE(l.ok) << l.message;
+    }
+}
+
+// ---- layouts the sm90 loop's bulk copies cannot read ---------------------------------------
+
+// K and V shared by the batch rows through a stride of 0: a tensor map cannot describe the
+// broadcast, so on an H100 / H200 Attention runs the call on the sm80 kernel (compiled on first
+// need, api/forward_tma.h); with CompileOptions.mainloop = sm90 it is a UserError instead.
+TEST(Strides, KeysAndValuesBroadcastOverTheBatch) {
+    ATTNJIT_SKIP_WITHOUT_GPU();
+    for (DType dt : {DType::bf16, DType::f16}) {
+        const Case c = make_case(Mod::CausalBottomRight, dt, 128, {2, 4, 2, 129, 255});
+        Problem p = make_problem(c);
+        for (HostTensor* t : {&p.in.k, &p.in.v}) {  // batch row 1 := batch row 0, as the view reads it
+            auto* bytes = static_cast<uint8_t*>(t->data());
+            const size_t row = static_cast<size_t>(t->strides()[0]) * dtype_size(t->dtype());
+            std::memcpy(bytes + row, bytes, row);
+        }
+        LaunchArgs a = p.args();
+        a.k.strides[0] = 0;
+        a.v.strides[0] = 0;
+        Attention attn(p.spec);
+        p.poison_outputs();
+        attn(a);
+        p.download_outputs();
+        const auto ref = reference::forward(p.spec, p.in);
+        Check o = check_output(c.name() + "_kv_broadcast O", p.o, ref.o, reference::output_tolerance(dt));
+        EXPECT_TRUE(o.ok) << o.message;
+        Check l = check_output(c.name() + "_kv_broadcast LSE", p.lse, ref.lse, reference::kLseTolerance);
+        EXPECT_TRUE(l.ok) << l.message;
+        if (attn.config().mainloop == MainloopKind::sm90) {
+            CompileOptions forced;
+            forced.mainloop = MainloopKind::sm90;
+            EXPECT_USER_ERROR(Attention(p.spec, forced)(a), "is broadcast (stride 0) over dimension 0");
+        }
     }
 }
 
