@@ -77,16 +77,26 @@ void Attention::operator()(const LaunchArgs& args, Stream stream) const {
     if (args.q.shape[0] == 0 || args.q.shape[2] == 0) return;  // empty problem: nothing to do
     if (!impl_->latent_gemm) {
         if (k.config.mainloop == MainloopKind::sm90) {
+            std::optional<ForwardTmaMaps> maps;
             if (const auto why = api::why_not_tma_readable(args)) {
                 user_check(!impl_->sm90_forced) << "CompileOptions.mainloop = sm90: " << *why
                                                 << "; pass the tensor without the broadcast, or leave mainloop unset "
                                                    "(such calls then run on the sm80 loop)";
+            } else if (impl_->sm90_forced) {
+                maps = api::forward_tma_maps(k.config, args);
+            } else {
+                try {  // a layout the driver refuses all the same also runs on the sm80 kernel
+                    maps = api::forward_tma_maps(k.config, args);
+                } catch (const UserError& e) {
+                    debug(1) << "sm90 forward: " << e.what() << "; running the sm80 kernel";
+                }
+            }
+            if (!maps) {
                 const api::PreparedKernel& f = impl_->sm80_kernel();
                 f.launch(api::forward_grid(f.config, args), api::forward_params(f.layout, impl_->spec, args), stream);
                 return;
             }
-            const ForwardTmaMaps maps = api::forward_tma_maps(k.config, args);
-            k.launch(api::forward_grid(k.config, args), api::forward_params(k.layout, impl_->spec, args), stream, &maps);
+            k.launch(api::forward_grid(k.config, args), api::forward_params(k.layout, impl_->spec, args), stream, &*maps);
         } else {
             k.launch(api::forward_grid(k.config, args), api::forward_params(k.layout, impl_->spec, args), stream);
         }

@@ -60,8 +60,8 @@ CompileOptions with_options(const dsl::AttentionSpec& spec, const attnjit_compil
             << "; pass ATTNJIT_MAINLOOP_AUTO (0), ATTNJIT_MAINLOOP_SM80 (1) or ATTNJIT_MAINLOOP_SM90 (2)";
         user_check(c->reserved == 0) << "options->reserved is " << c->reserved
                                      << "; it must be 0 (initialise the struct with ATTNJIT_COMPILE_OPTIONS_INIT)";
-        if (c->mainloop == ATTNJIT_MAINLOOP_SM80) o.mainloop = MainloopKind::sm80;
-        if (c->mainloop == ATTNJIT_MAINLOOP_SM90) o.mainloop = MainloopKind::sm90;
+        if (kind == KernelKind::forward && c->mainloop == ATTNJIT_MAINLOOP_SM80) o.mainloop = MainloopKind::sm80;
+        if (kind == KernelKind::forward && c->mainloop == ATTNJIT_MAINLOOP_SM90) o.mainloop = MainloopKind::sm90;
     }
     const int32_t fields[] = {c->block_m, c->block_n, c->warps, c->stages};
     const char* names[] = {"block_m", "block_n", "warps", "stages"};
@@ -75,7 +75,12 @@ CompileOptions with_options(const dsl::AttentionSpec& spec, const attnjit_compil
         // Unset fields come from the default tile for the arch the kernel will be built for.
         const std::string arch =
             o.arch ? *o.arch : runtime::why_no_gpu() ? "sm_80" : runtime::current_device().arch();
-        TileConfig t = codegen::make_config(spec, kind, arch, std::nullopt, o.mainloop).tile;  // that loop's
+        // That loop's default tile; unforced, a warp count other than the sm90 loop's means sm80.
+        std::optional<MainloopKind> loop = o.mainloop;
+        if (!loop && kind == KernelKind::forward && c->warps != 0 && c->warps != kSm90Warps &&
+            codegen::elem_kind(spec.dtype()) != ElemKind::f32)
+            loop = MainloopKind::sm80;
+        TileConfig t = codegen::make_config(spec, kind, arch, std::nullopt, loop).tile;
         if (c->block_m) t.block_m = c->block_m;
         if (c->block_n) t.block_n = c->block_n;
         if (c->warps) t.warps = c->warps;

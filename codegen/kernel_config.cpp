@@ -151,6 +151,9 @@ KernelConfig make_config(const dsl::AttentionSpec& spec, KernelKind kind, const 
         user_check(*mainloop != MainloopKind::simt || c.mainloop == MainloopKind::simt)
             << "CompileOptions.mainloop = simt: the simt loop runs f32 (and the backward over head dim 128); leave it "
                "unset or pick sm80";
+        user_check(*mainloop != MainloopKind::sm80 || c.mainloop == MainloopKind::sm80)
+            << "CompileOptions.mainloop = sm80 for " << spec << ": the sm80 loop takes f16 or bf16 (f32 runs on the "
+            << "simt loop); leave CompileOptions.mainloop unset";
     }
     // Unforced, a tile of another loop's shape (not 12 warps) keeps the sm80 loop it was made for.
     const bool use_sm90 = mainloop ? *mainloop == MainloopKind::sm90 : sm90_fits && (!tile || tile->warps == kSm90Warps);

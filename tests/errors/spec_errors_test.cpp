@@ -110,6 +110,13 @@ TEST(SpecErrors, FacadeRejectsTheSm90LoopWhereItCannotRun) {
                       "leave CompileOptions.mainloop unset");
     o.tile = TileConfig{128, 128, 12, 1};  // the consumers hold a stage while they wait for the next
     EXPECT_USER_ERROR(Attention(AttentionSpec().dtype(DType::bf16).head_dim(128), o), "sm90: stages 2 to 4");
+    o.tile = TileConfig{128, 128, 12, 2};  // 128 keys beside V at 256: too many registers
+    EXPECT_USER_ERROR(Attention(AttentionSpec().dtype(DType::bf16).head_dims(64, 256), o),
+                      "sm90: block_n + the tile head dim of V at most 320");
+    CompileOptions sm80;
+    sm80.arch = "sm_90a";
+    sm80.mainloop = MainloopKind::sm80;
+    EXPECT_USER_ERROR(Attention(AttentionSpec().dtype(DType::f32).head_dim(64), sm80), "the sm80 loop takes f16 or bf16");
 }
 
 TEST(SpecErrors, FacadeValidatesTheSpecFirst) {

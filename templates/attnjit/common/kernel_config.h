@@ -502,8 +502,10 @@ ATTNJIT_HD constexpr const char* why_config_invalid(const KernelConfig& c) {
         if (t.block_m != 128 || t.warps != kSm90Warps)
             return "sm90: block_m 128 with 12 warps (a producer and two consumer warpgroups)";
         if (t.block_n % 64 != 0 || t.block_n > 128) return "sm90: block_n 64 or 128";
-        if (t.block_n / 2 + tile_head_dim(c.head_dim_v) / 2 > 192)
-            return "sm90: block_n + the tile head dim of V at most 384 (the consumers' S and O registers)";
+        // S (block_n / 2), O (dv / 2) and P (block_n / 4) registers a thread, of 240: 64 + 64 + 32
+        // at d128; 128 keys beside V at 256 (224) would leave too few for the rest.
+        if (t.block_n / 2 + tile_head_dim(c.head_dim_v) / 2 > 160)
+            return "sm90: block_n + the tile head dim of V at most 320 (the consumers' S, O and P registers)";
         if (t.stages < 2 || t.stages > 4) return "sm90: stages 2 to 4 (a consumer holds one stage while it waits for the next)";
     } else if (c.mainloop == MainloopKind::sm80) {
         if (c.elem == ElemKind::f32) return "the sm80 main loop takes f16 or bf16 only";
