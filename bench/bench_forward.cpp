@@ -72,7 +72,7 @@ double time_ms(const std::function<void()>& launch, int warmup = 5, int reps = 3
 
 std::vector<Case> cases() {
     std::vector<Case> out;
-    for (int D : {64, 128}) {
+    for (int D : {64, 128, 256}) {
         const int H = 2048 / D;
         for (int N : {1024, 4096, 16384}) {
             const int B = 16384 / N;
@@ -235,6 +235,8 @@ int main(int argc, char** argv) {
     // `bench_forward COMMIT mainloops`: every case on the sm80 loop and on the sm90 loop (where
     // it carries the spec), side by side (variant names end in _sm80 / _sm90).
     const bool mainloops = sweep == "mainloops";
+    // `bench_forward COMMIT sm90`: the cases the sm90 loop carries, on the default loop only.
+    const bool sm90_only = sweep == "sm90";
     if (auto why = runtime::why_no_gpu()) {
         std::fprintf(stderr, "bench_forward needs a GPU: %s\n", why->c_str());
         return 77;
@@ -247,6 +249,10 @@ int main(int argc, char** argv) {
     if (!conv_tiles) compile_timings(gpu, commit);
     std::vector<Case> todo;
     for (const Case& c : cases()) {
+        if (sm90_only) {
+            if (!c.spec.has_score_conv() && !c.spec.has_reciprocal_band()) todo.push_back(c);
+            continue;
+        }
         if (mainloops) {
             for (MainloopKind m : {MainloopKind::sm80, MainloopKind::sm90}) {
                 Case mc = c;

@@ -1,5 +1,7 @@
-// CTA scheduling: which (query tile, head, batch) a CTA computes. The host grid is always
-// (ceil(Nq / block_m), Hq, B); the kernel remaps it so that the order suits the mask:
+// CTA scheduling: which (query tile, head, batch) a CTA computes. The logical grid is always
+// (ceil(Nq / block_m), Hq, B), launched as such (one work item a CTA) or, by the persistent
+// sm90 loop, as one CTA an SM walking the items with a stride of the grid size; the kernel
+// remaps the item index so that the order suits the mask:
 //   kOrderPerHead: blockIdx.x reversed (heaviest causal tiles of a head first), heads in
 //     launch order: the CTAs of one head run together and share K/V in L2.
 //   kOrderChunked16/4/1: (head, batch) pairs are taken in chunks whose K and V fit in
@@ -22,22 +24,36 @@ struct CtaOrder {
         kOrder != kOrderAuto ? kOrder : (Variant::kCanClassify ? kOrderChunked16 : kOrderPerHead);
 };
 
-// (m_block, h, b) of this CTA. kv_row_bytes: bytes of one key row of K plus V (the L2
-// footprint per key). Uniform across the CTA.
-__device__ __forceinline__ void cta_coords(int order, int nk, int kv_row_bytes, int& m_block, int& h, int& b) {
-    const int gx = gridDim.x, gy = gridDim.y, gz = gridDim.z;
+// The logical grid: (query tiles, Hq, B). A CTA of a one-tile-per-CTA launch is the
+// work item blockIdx.x + gx * (blockIdx.y + gy * blockIdx.z); a persistent CTA walks several.
+struct WorkGrid {
+    int gx, gy, gz;
+    __device__ __forceinline__ int size() const { return gx * gy * gz; }
+    __device__ __forceinline__ static WorkGrid launched() {
+        return WorkGrid{(int)gridDim.x, (int)gridDim.y, (int)gridDim.z};
+    }
+    __device__ __forceinline__ static int this_block() {
+        return blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
+    }
+};
+
+// (m_block, h, b) of work item `lin` of grid g, in the order `order`. kv_row_bytes: bytes of
+// one key row of K plus V (the L2 footprint per key). Uniform across the CTA.
+__device__ __forceinline__ void cta_coords(int order, int nk, int kv_row_bytes, int lin, WorkGrid g, int& m_block,
+                                           int& h, int& b) {
+    const int gx = g.gx, gy = g.gy;
     if (order == kOrderPerHead) {
-        m_block = gx - 1 - blockIdx.x;
-        h = blockIdx.y;
-        b = blockIdx.z;
+        const int hb = lin / gx;
+        m_block = gx - 1 - (lin - hb * gx);
+        h = hb % gy;
+        b = hb / gy;
         return;
     }
-    const int hb_total = gy * gz;
+    const int hb_total = gy * g.gz;
     const long long per_head = (long long)nk * kv_row_bytes;
     const long long budget = order == kOrderChunked16 ? (16LL << 20) : order == kOrderChunked4 ? (4LL << 20) : (1LL << 20);
-    const long long g = budget / (per_head > 0 ? per_head : 1);
-    const int group = g < 1 ? 1 : (g > hb_total ? hb_total : (int)g);
-    const int lin = blockIdx.x + gx * (blockIdx.y + gy * blockIdx.z);
+    const long long gl = budget / (per_head > 0 ? per_head : 1);
+    const int group = gl < 1 ? 1 : (gl > hb_total ? hb_total : (int)gl);
     const int chunk = lin / (group * gx);
     const int first = chunk * group;
     const int gc = hb_total - first < group ? hb_total - first : group;

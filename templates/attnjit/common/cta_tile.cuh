@@ -17,10 +17,15 @@ struct CtaTile {
     const E* k;  // row 0 of key head kvh of batch b
     const E* v;  // row 0 of value head kvh of batch b
 
-    // order: a kOrder* value; kv_row_bytes: bytes of one key row of K plus V.
-    __device__ __forceinline__ CtaTile(const ForwardArgs& a, int order, int kv_row_bytes) {
+    // order: a kOrder* value; kv_row_bytes: bytes of one key row of K plus V. This CTA's tile
+    // of a one-tile-per-CTA launch.
+    __device__ __forceinline__ CtaTile(const ForwardArgs& a, int order, int kv_row_bytes)
+        : CtaTile(a, order, kv_row_bytes, WorkGrid::this_block(), WorkGrid::launched()) {}
+
+    // Work item `lin` of the logical grid g (a persistent CTA's current tile).
+    __device__ __forceinline__ CtaTile(const ForwardArgs& a, int order, int kv_row_bytes, int lin, WorkGrid g) {
         int m_block;
-        cta_coords(order, a.kv_len, kv_row_bytes, m_block, h, b);
+        cta_coords(order, a.kv_len, kv_row_bytes, lin, g, m_block, h, b);
         kvh = h / a.group;
         m0 = m_block * BM;
         q = static_cast<const E*>(a.q) + b * a.q_stride[0] + h * a.q_stride[1] + m0 * a.q_stride[2];

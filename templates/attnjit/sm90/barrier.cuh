@@ -38,5 +38,14 @@ __device__ __forceinline__ void mbar_wait(unsigned bar, int parity) {
         : "memory");
 }
 
+// Named barriers (bar.sync / bar.arrive): `threads` counts every thread of the rendezvous,
+// those that wait and those that only arrive; a multiple of 32.
+__device__ __forceinline__ void named_sync(int id, int threads) {
+    asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
+}
+__device__ __forceinline__ void named_arrive(int id, int threads) {
+    asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(threads) : "memory");
+}
+
 }  // namespace sm90
 }  // namespace attnjit

@@ -9,14 +9,21 @@
 //     S_j = Q K_j^T (both operands in shared memory) and O += P_{j-1} V_{j-1} (P from registers)
 //     on wgmma together; it hands K_j's buffer back once the scores are in, runs the hooks
 //     (common/score_hooks.cuh) and the online softmax (common/online_softmax.cuh) on S_j while
-//     P V is in flight, then rescales O and hands V_{j-1}'s buffer back. The two consumers run
-//     unsynchronised (no ping-pong between them yet). Each consumer's accumulators are the mma.sync
+//     P V is in flight, then rescales O and hands V_{j-1}'s buffer back. The two consumers take
+//     turns to issue their products (ping-pong, named barriers), so one's softmax runs while
+//     the other's products hold the tensor cores. Each consumer's accumulators are the mma.sync
 //     C layout of its four warps (MmaCLayout with kMF = 1, counted from warp 4), so the hooks,
 //     the softmax and the epilogue (common/epilogue.cuh) are the shared ones.
 //
+// Work items: a CTA computes (query tile, head, batch) items blockIdx, blockIdx + gridDim, ...
+// (linear indices, cta_order.cuh), so the kernel runs on any grid of at most one CTA an item.
+// The host launches one CTA an item. The ring, its barriers' phases and Q's full / empty pair
+// run on from one item to the next, for a persistent grid (one CTA an SM): measured, not yet
+// checked against the reference, so not launched (docs/sm90.md).
+//
 // Shared memory (KernelConfig layout: smem_bytes in common/kernel_config.h), from the first
 // 1024-byte boundary of the dynamic allocation:
-//   header [1024]: mbarriers (Q full; per stage K full, V full, K empty, V empty), the tile ring
+//   header [1024]: mbarriers (Q full, Q empty; per stage K full, V full, K empty, V empty), the tile ring
 //                  {tile, class} per stage, the producer warp's classify scratch
 //   Q [BM x DQK] | K [S][BN x DQK] | V [S][BN x DV]   (128-byte swizzled, sm90/wgmma.cuh)
 // plus 1024 bytes of slack for the alignment.
@@ -61,10 +68,16 @@ struct Mainloop {
     static constexpr int kSmemBytes = kVOff + S * kVStage + 1024;  // + the alignment slack
     // The header: barriers, then the tile ring, then the producer's classify scratch.
     // K and V buffers are handed back separately: K once the scores are in, V once P V is.
-    static constexpr int kQFull = 0, kKFull = 8, kVFull = kKFull + 8 * S, kKEmpty = kVFull + 8 * S,
+    static constexpr int kQFull = 0, kQEmpty = 8, kKFull = 16, kVFull = kKFull + 8 * S, kKEmpty = kVFull + 8 * S,
                          kVEmpty = kKEmpty + 8 * S;
     static constexpr int kRingOff = kVEmpty + 8 * S, kScratchOff = 512;
     static constexpr int kProducerRegs = 24, kConsumerRegs = 240;
+    // Named barriers: 1 is the producer warp's classify (BlockCtx), kTurnBarrier + c consumer c's
+    // turn to issue products (ping-pong).
+    static constexpr int kTurnBarrier = 2;
+    // Ping-pong between the consumers: +1-6% on the H100 at d64 and d128, also at d256 where
+    // it costs a few bytes of spills (bench/results/2026-11-28-h100-sm90-schedules.md).
+    static constexpr bool kPingPong = true;
 
     static_assert(kSmemBytes == smem_bytes(KernelConfig{KernelKind::forward, MainloopKind::sm90, ElemKindOf<E>::value,
                                                         kDqkReal, kDvReal, TileConfig{BM, BN, kThreads / 32, S}}),
@@ -90,8 +103,11 @@ struct Mainloop {
         const ForwardArgs& a = p.args;
         const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
         const int nq = a.q_len, nk = a.kv_len;
-        const CtaTile<E, BM> cta(a, CtaOrder<Variant, kOrderAuto>::value, (DQK + DV) * 2);
-        const int b = cta.b, h = cta.h, m0 = cta.m0;
+        // The work items: every (query tile, head, batch), this CTA's first and every
+        // stride-th after it, so any grid of at most that many CTAs covers them.
+        const WorkGrid grid{(nq + BM - 1) / BM, a.q_heads, a.batch};
+        const int items = grid.size(), first_item = WorkGrid::this_block(), item_stride = WorkGrid::launched().size();
+        constexpr int kOrder = CtaOrder<Variant, kOrderAuto>::value, kKvRowBytes = (DQK + DV) * 2;
 
         const unsigned raw = ptx::smem_addr(smem_raw);
         const unsigned base = (raw + 1023u) & ~1023u;
@@ -101,18 +117,18 @@ struct Mainloop {
 
         if (tid == 0) {
             mbar_init(base + kQFull, 1);
+            mbar_init(base + kQEmpty, 4 * kConsumers);  // one arrival per consumer warp
 #pragma unroll
             for (int s = 0; s < S; ++s) {
                 mbar_init(base + kKFull + 8 * s, 1);
                 mbar_init(base + kVFull + 8 * s, 1);
-                mbar_init(base + kKEmpty + 8 * s, 4 * kConsumers);  // one arrival per consumer warp
+                mbar_init(base + kKEmpty + 8 * s, 4 * kConsumers);
                 mbar_init(base + kVEmpty + 8 * s, 4 * kConsumers);
             }
             mbar_init_fence();
         }
         block_sync();
 
-        const typename Variant::Head hd = Variant::make_head(p, b, h, cta.kvh);
         if (warp < 4) {  // ---- the producer ----
             release_registers<kProducerRegs>();
             if (warp != 0) return;
@@ -120,44 +136,61 @@ struct Mainloop {
                 tma_prefetch(maps.q);
                 tma_prefetch(maps.k);
                 tma_prefetch(maps.v);
-                mbar_arrive_expect_tx(base + kQFull, BM * DQK * 2);
-#pragma unroll
-                for (int c = 0; c < DQK / 64; ++c)
-                    tma_load_4d(q_s + c * BM * kRowBytes, maps.q, 64 * c, m0, h, b, base + kQFull);
             }
             BlockCtx ctx{reinterpret_cast<long long*>(smem + kScratchOff), lane, 32, 1};
-            KvCursor<Variant, Params, BN> cursor(nk, m0, cta.last_row(nq));
-            int stage = 0, phase = 0;
-            for (int n = 0;; ++n) {
-                TileClass cls;
-                const int tile = cursor.advance(p, hd, ctx, cls);
-                if (n >= S) mbar_wait(base + kKEmpty + 8 * stage, phase ^ 1);  // its last use is done
+            // The ring runs on across work items: stage and phase of the next tile, and how
+            // many tiles (end markers included) went through it so far.
+            int stage = 0, phase = 0, uses = 0, q_phase = 0;
+            for (int item = first_item; item < items; item += item_stride) {
+                const CtaTile<E, BM> cta(a, kOrder, kKvRowBytes, item, grid);
+                const typename Variant::Head hd = Variant::make_head(p, cta.b, cta.h, cta.kvh);
                 if (lane == 0) {
-                    ring[2 * stage] = tile;
-                    ring[2 * stage + 1] = static_cast<int>(cls);
-                    if (tile < 0) {
-                        mbar_arrive(base + kKFull + 8 * stage);  // the end: no copies
-                    } else {
-                        mbar_arrive_expect_tx(base + kKFull + 8 * stage, kKStage);
+                    if (item != first_item) mbar_wait(base + kQEmpty, q_phase ^ 1);  // the last item's Q is done
+                    mbar_arrive_expect_tx(base + kQFull, BM * DQK * 2);
 #pragma unroll
-                        for (int c = 0; c < DQK / 64; ++c)
-                            tma_load_4d(k_s + stage * kKStage + c * BN * kRowBytes, maps.k, 64 * c, tile * BN,
-                                        cta.kvh, b, base + kKFull + 8 * stage);
-                        if (n >= S) mbar_wait(base + kVEmpty + 8 * stage, phase ^ 1);
-                        mbar_arrive_expect_tx(base + kVFull + 8 * stage, kVStage);
-#pragma unroll
-                        for (int c = 0; c < DV / 64; ++c)
-                            tma_load_4d(v_s + stage * kVStage + c * BN * kRowBytes, maps.v, 64 * c, tile * BN,
-                                        cta.kvh, b, base + kVFull + 8 * stage);
-                    }
+                    for (int c = 0; c < DQK / 64; ++c)
+                        tma_load_4d(q_s + c * BM * kRowBytes, maps.q, 64 * c, cta.m0, cta.h, cta.b, base + kQFull);
                 }
                 __syncwarp();
-                if (tile < 0) return;
-                if (++stage == S) {
-                    stage = 0;
-                    phase ^= 1;
+                q_phase ^= 1;
+                KvCursor<Variant, Params, BN> cursor(nk, cta.m0, cta.last_row(nq));
+                for (;;) {
+                    TileClass cls;
+                    const int tile = cursor.advance(p, hd, ctx, cls);
+                    if (uses >= S) mbar_wait(base + kKEmpty + 8 * stage, phase ^ 1);  // its last use is done
+                    if (lane == 0) {
+                        ring[2 * stage] = tile;
+                        ring[2 * stage + 1] = static_cast<int>(cls);
+                        if (tile < 0) {  // the end: no copies; both barriers still complete a phase
+                            mbar_arrive(base + kKFull + 8 * stage);
+                            // Not before V's last use is done: a parity wait cannot tell a
+                            // barrier one phase ahead of the waiter from one three ahead.
+                            if (uses >= S) mbar_wait(base + kVEmpty + 8 * stage, phase ^ 1);
+                            mbar_arrive(base + kVFull + 8 * stage);
+                        } else {
+                            mbar_arrive_expect_tx(base + kKFull + 8 * stage, kKStage);
+#pragma unroll
+                            for (int c = 0; c < DQK / 64; ++c)
+                                tma_load_4d(k_s + stage * kKStage + c * BN * kRowBytes, maps.k, 64 * c, tile * BN,
+                                            cta.kvh, cta.b, base + kKFull + 8 * stage);
+                            if (uses >= S) mbar_wait(base + kVEmpty + 8 * stage, phase ^ 1);
+                            mbar_arrive_expect_tx(base + kVFull + 8 * stage, kVStage);
+#pragma unroll
+                            for (int c = 0; c < DV / 64; ++c)
+                                tma_load_4d(v_s + stage * kVStage + c * BN * kRowBytes, maps.v, 64 * c, tile * BN,
+                                            cta.kvh, cta.b, base + kVFull + 8 * stage);
+                        }
+                    }
+                    __syncwarp();
+                    ++uses;
+                    if (++stage == S) {
+                        stage = 0;
+                        phase ^= 1;
+                    }
+                    if (tile < 0) break;
                 }
             }
+            return;
         }
 
         // ---- a consumer: warpgroup wg of 64 rows ----
@@ -165,14 +198,8 @@ struct Mainloop {
         const int wg = warp / 4 - 1;
         const SLayout sl;
         const OLayout ol;
-        const ScoreHooks<Variant, Params, SLayout::kRows> hooks(p, hd, sl, m0, nq, nk, a.scale);
-        float o[1][kDT][4];
-        OLayout::clear(o);
-        OnlineSoftmax<SLayout::kRows, typename SLayout::RowReduce, Variant::kHasSink> softmax(
-            Variant::kHasScoreMod ? kLog2e : a.scale_log2);
-        if constexpr (Variant::kHasSink) softmax.set_sink(Variant::sink(p, h));
-
         const unsigned q_rows = q_s + wg * 64 * kRowBytes;  // this warpgroup's 64 rows of Q
+        float o[1][kDT][4];
         // S = Q K^T of the tile in `stage`, issued (not waited for).
         auto issue_scores = [&](float (&s)[1][kNT][4], int stage) {
 #pragma unroll
@@ -195,76 +222,115 @@ struct Mainloop {
             }
             wgmma_commit();
         };
-        mbar_wait(base + kQFull, 0);
-        int stage = 0, phase = 0;
+        // Ping-pong: the consumers take turns to issue their products, so one's softmax runs
+        // while the other's products hold the tensor cores. Named barrier kTurn + c is
+        // consumer c's turn; consumer 0 starts.
+        auto wait_turn = [&] {
+            if constexpr (kPingPong) named_sync(kTurnBarrier + wg, 128 * kConsumers);
+        };
+        auto pass_turn = [&] {
+            if constexpr (kPingPong) named_arrive(kTurnBarrier + (wg + 1) % kConsumers, 128 * kConsumers);
+        };
+        if constexpr (kPingPong)
+            if (wg == kConsumers - 1) pass_turn();
+
+        int stage = 0, phase = 0, q_phase = 0;
         auto next_stage = [&] {
             if (++stage == S) {
                 stage = 0;
                 phase ^= 1;
             }
         };
-        float s[1][kNT][4];
-        unsigned pa[1][BN / 16][4];  // P of the previous tile as A fragments
-        float alpha[SLayout::kRows];
-        // The first tile: its scores alone.
-        mbar_wait(base + kKFull + 8 * stage, phase);
-        int tile = ring[2 * stage];
-        TileClass cls = static_cast<TileClass>(ring[2 * stage + 1]);
-        if (tile >= 0) {
-            wgmma_fence();
-            issue_scores(s, stage);
-            wgmma_wait<0>();
-            fence_regs(s[0]);
-            __syncwarp();
-            if (lane == 0) mbar_arrive(base + kKEmpty + 8 * stage);  // its K buffer is free
-            hooks.template apply<BN>(p, hd, sl, s, tile * BN, cls);
-#pragma unroll
-            for (int r = 0; r < SLayout::kRows; ++r) softmax.update_row(sl, s, r);  // O is 0: no rescale
-            sm80::pack_a<E>(s, pa);
-            int prev = stage, prev_phase = phase;  // the stage (and its phase) of tile j-1
-            for (;;) {
-                // Tile j's scores and tile j-1's P V issued together; the softmax of tile j runs
-                // while P V is in flight, the rescale of O once it has landed.
-                next_stage();
-                mbar_wait(base + kKFull + 8 * stage, phase);
-                tile = ring[2 * stage];
-                cls = static_cast<TileClass>(ring[2 * stage + 1]);
-                mbar_wait(base + kVFull + 8 * prev, prev_phase);
-                if (tile < 0) {  // the end: the last tile's P V alone
-                    fence_regs(o[0]);
-                    fence_regs(pa[0]);
-                    wgmma_fence();
-                    issue_pv(pa, prev);
-                    wgmma_wait<0>();
-                    fence_regs(o[0]);
-                    __syncwarp();
-                    if (lane == 0) mbar_arrive(base + kVEmpty + 8 * prev);
-                    break;
-                }
-                fence_regs(o[0]);
-                fence_regs(pa[0]);
+        for (int item = first_item; item < items; item += item_stride) {
+            const CtaTile<E, BM> cta(a, kOrder, kKvRowBytes, item, grid);
+            const int b = cta.b, h = cta.h, m0 = cta.m0;
+            const typename Variant::Head hd = Variant::make_head(p, b, h, cta.kvh);
+            const ScoreHooks<Variant, Params, SLayout::kRows> hooks(p, hd, sl, m0, nq, nk, a.scale);
+            OLayout::clear(o);
+            OnlineSoftmax<SLayout::kRows, typename SLayout::RowReduce, Variant::kHasSink> softmax(
+                Variant::kHasScoreMod ? kLog2e : a.scale_log2);
+            if constexpr (Variant::kHasSink) softmax.set_sink(Variant::sink(p, h));
+
+            float s[1][kNT][4];
+            unsigned pa[1][BN / 16][4];  // P of the previous tile as A fragments
+            float alpha[SLayout::kRows];
+            mbar_wait(base + kQFull, q_phase);
+            q_phase ^= 1;
+            // The first tile: its scores alone.
+            mbar_wait(base + kKFull + 8 * stage, phase);
+            int tile = ring[2 * stage];
+            TileClass cls = static_cast<TileClass>(ring[2 * stage + 1]);
+            if (tile >= 0) {
+                wait_turn();
                 wgmma_fence();
                 issue_scores(s, stage);
-                issue_pv(pa, prev);
-                wgmma_wait<1>();  // the scores (committed first)
+                pass_turn();
+                wgmma_wait<0>();
                 fence_regs(s[0]);
                 __syncwarp();
-                if (lane == 0) mbar_arrive(base + kKEmpty + 8 * stage);
+                if (lane == 0) mbar_arrive(base + kKEmpty + 8 * stage);  // its K buffer is free
                 hooks.template apply<BN>(p, hd, sl, s, tile * BN, cls);
 #pragma unroll
-                for (int r = 0; r < SLayout::kRows; ++r) alpha[r] = softmax.update_row(sl, s, r);
-                wgmma_wait<0>();  // P V
-                fence_regs(o[0]);
-                __syncwarp();
-                if (lane == 0) mbar_arrive(base + kVEmpty + 8 * prev);  // tile j-1's V buffer is free
-#pragma unroll
-                for (int r = 0; r < SLayout::kRows; ++r) softmax.rescale_row(ol, o, r, alpha[r]);
+                for (int r = 0; r < SLayout::kRows; ++r) softmax.update_row(sl, s, r);  // O is 0: no rescale
                 sm80::pack_a<E>(s, pa);
-                prev = stage;
-                prev_phase = phase;
+                int prev = stage, prev_phase = phase;  // the stage (and its phase) of tile j-1
+                for (;;) {
+                    // Tile j's scores and tile j-1's P V issued together; the softmax of tile j
+                    // runs while P V is in flight, the rescale of O once it has landed.
+                    next_stage();
+                    mbar_wait(base + kKFull + 8 * stage, phase);
+                    tile = ring[2 * stage];
+                    cls = static_cast<TileClass>(ring[2 * stage + 1]);
+                    mbar_wait(base + kVFull + 8 * prev, prev_phase);
+                    if (tile < 0) {  // the end: the last tile's P V alone
+                        fence_regs(o[0]);
+                        fence_regs(pa[0]);
+                        wait_turn();
+                        wgmma_fence();
+                        issue_pv(pa, prev);
+                        pass_turn();
+                        wgmma_wait<0>();
+                        fence_regs(o[0]);
+                        __syncwarp();
+                        if (lane == 0) mbar_arrive(base + kVEmpty + 8 * prev);
+                        break;
+                    }
+                    fence_regs(o[0]);
+                    fence_regs(pa[0]);
+                    wait_turn();
+                    wgmma_fence();
+                    issue_scores(s, stage);
+                    issue_pv(pa, prev);
+                    pass_turn();
+                    wgmma_wait<1>();  // the scores (committed first)
+                    fence_regs(s[0]);
+                    __syncwarp();
+                    if (lane == 0) mbar_arrive(base + kKEmpty + 8 * stage);
+                    hooks.template apply<BN>(p, hd, sl, s, tile * BN, cls);
+#pragma unroll
+                    for (int r = 0; r < SLayout::kRows; ++r) alpha[r] = softmax.update_row(sl, s, r);
+                    wgmma_wait<0>();  // P V
+                    fence_regs(o[0]);
+                    __syncwarp();
+                    if (lane == 0) mbar_arrive(base + kVEmpty + 8 * prev);  // tile j-1's V buffer is free
+#pragma unroll
+                    for (int r = 0; r < SLayout::kRows; ++r) softmax.rescale_row(ol, o, r, alpha[r]);
+                    sm80::pack_a<E>(s, pa);
+                    prev = stage;
+                    prev_phase = phase;
+                }
             }
+            // `stage` holds the end marker: Q is read no more and the stage goes back whole
+            // (its K and V barriers each completed a phase without copies).
+            __syncwarp();
+            if (lane == 0) {
+                mbar_arrive(base + kQEmpty);
+                mbar_arrive(base + kKEmpty + 8 * stage);
+                mbar_arrive(base + kVEmpty + 8 * stage);
+            }
+            next_stage();
+            store_forward_output<E, Variant>(p, hd, hooks, softmax, ol, o, b, h, m0);
         }
-        store_forward_output<E, Variant>(p, hd, hooks, softmax, ol, o, b, h, m0);
     }
 };
 
