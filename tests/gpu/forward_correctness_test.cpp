@@ -228,5 +228,20 @@ TEST(Strides, KeysAndValuesBroadcastOverTheBatch) {
     }
 }
 
+// More (query tile, head, batch) items than SMs, with tiles of different weight (causal,
+// documents): the CTA order of cta_order.cuh over a grid larger than one wave, and the sm90
+// loop's walk over work items under whatever grid the host launches for it.
+TEST(WorkItems, MoreQueryTilesThanSMs) {
+    ATTNJIT_SKIP_WITHOUT_GPU();
+    const int sms = runtime::current_device().sm_count;
+    for (Mod mod : {Mod::Plain, Mod::CausalBottomRight, Mod::DocumentMask}) {
+        const Case c = make_case(mod, DType::bf16, 64, {2, 16, 8, 1000, 1000});
+        // Query tiles of 128 rows, the largest block_m.
+        ASSERT_GT(2 * 16 * ((1000 + 127) / 128), sms) << "the case must have more query tiles than " << sms << " SMs";
+        const Check r = run_case(c);
+        EXPECT_TRUE(r.ok) << r.message;
+    }
+}
+
 }  // namespace
 }  // namespace attnjit::gputest
