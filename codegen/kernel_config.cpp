@@ -1,5 +1,6 @@
 #include "codegen/kernel_config.h"
 
+#include <algorithm>
 #include <regex>
 #include <sstream>
 #include <vector>
@@ -162,6 +163,25 @@ KernelConfig make_config(const dsl::AttentionSpec& spec, KernelKind kind, const 
     c.bias_tile = stages_bias && c.latent == 0 && c.tile.block_n % 32 == 0;
     check_config(c, arch);
     return c;
+}
+
+std::vector<KernelConfig> candidate_configs(const dsl::AttentionSpec& spec, KernelKind kind, const std::string& arch,
+                                            const std::optional<MainloopKind>& mainloop) {
+    std::vector<KernelConfig> out{make_config(spec, kind, arch, std::nullopt, mainloop)};
+    for (int block_m : {16, 32, 64, 128, 256})
+        for (int block_n : {32, 64, 96, 128, 192, 256})
+            for (int warps : {1, 2, 4, 8, 12, 16})
+                for (int stages : {1, 2, 3, 4}) {
+                    const TileConfig t{block_m, block_n, warps, stages};
+                    std::optional<KernelConfig> c;
+                    try {
+                        c = make_config(spec, kind, arch, t, mainloop);
+                    } catch (const UserError&) {  // this tile does not fit the spec here
+                        continue;
+                    }
+                    if (std::find(out.begin(), out.end(), *c) == out.end()) out.push_back(*c);
+                }
+    return out;
 }
 
 }  // namespace attnjit::codegen

@@ -7,6 +7,7 @@
 #include <optional>
 #include <ostream>
 #include <string>
+#include <vector>
 
 #include "attnjit/common/kernel_config.h"
 #include "dsl/attention_spec.h"
@@ -41,6 +42,16 @@ int supported_sm_version(const std::string& arch);
 KernelConfig make_config(const dsl::AttentionSpec& spec, KernelKind kind, const std::string& arch,
                          const std::optional<TileConfig>& tile = std::nullopt,
                          const std::optional<MainloopKind>& mainloop = std::nullopt);
+
+// What an autotuner may try for a `kind` kernel of `spec` on `arch`: make_config's default
+// first, then every tile of a fixed candidate space (block_m 16-256, block_n 32-256, 1-16
+// warps, 1-4 stages) that make_config accepts, as the configs it makes. Unforced on sm_90a,
+// the forward's 12-warp tiles are sm90 configs and the rest sm80 ones, so both loops are
+// listed. The rules are make_config's and why_config_invalid's (kernel_config.h): a listed
+// config compiles and fits, a tile not listed is a UserError there. UserError when the spec
+// cannot run as a `kind` kernel on `arch` at all (what make_config says).
+std::vector<KernelConfig> candidate_configs(const dsl::AttentionSpec& spec, KernelKind kind, const std::string& arch,
+                                            const std::optional<MainloopKind>& mainloop = std::nullopt);
 
 // Whether `arch` has wgmma and setmaxnreg (the sm90 main loop): sm_90a only.
 bool arch_has_wgmma(const std::string& arch);

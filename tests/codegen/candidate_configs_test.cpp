@@ -1,0 +1,97 @@
+// candidate_configs: the configurations an autotuner may try, as make_config and
+// why_config_invalid decide them (one source of truth for what fits).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <string>
+
+#include "codegen/kernel_config.h"
+#include "common/expect_error.h"
+#include "dsl/dsl.h"
+#include "dsl/example_specs.h"
+
+namespace attnjit::codegen {
+namespace {
+
+using namespace dsl;
+
+bool has_mainloop(const std::vector<KernelConfig>& cs, MainloopKind m) {
+    return std::any_of(cs.begin(), cs.end(), [m](const KernelConfig& c) { return c.mainloop == m; });
+}
+
+// Every listed config is the default or one make_config makes again from its tile; each is
+// valid on the arch and listed once.
+void expect_consistent(const AttentionSpec& spec, KernelKind kind, const std::string& arch,
+                       const std::vector<KernelConfig>& cs) {
+    SCOPED_TRACE(kernel_kind_name(kind) + std::string(" on ") + arch);
+    ASSERT_FALSE(cs.empty());
+    EXPECT_EQ(cs.front(), make_config(spec, kind, arch));
+    for (size_t i = 0; i < cs.size(); ++i) {
+        EXPECT_NO_THROW(check_config(cs[i], arch)) << cs[i];
+        EXPECT_EQ(std::count(cs.begin(), cs.end(), cs[i]), 1) << cs[i];
+        if (i > 0) EXPECT_EQ(make_config(spec, kind, arch, cs[i].tile), cs[i]) << cs[i];
+    }
+}
+
+TEST(CandidateConfigs, AreTheTilesMakeConfigAccepts) {
+    for (const std::string name : {"causal", "softcap_sliding_window", "bias"})
+        for (DType dt : {DType::bf16, DType::f32})
+            for (int d : {64, 128, 256})
+                for (const std::string arch : {"sm_80", "sm_90a"})
+                    for (KernelKind kind : {KernelKind::forward, KernelKind::backward_fused, KernelKind::backward_dq}) {
+                        const AttentionSpec spec = example_spec(name, dt, d);
+                        if (kind == KernelKind::backward_fused && dt == DType::f32) {  // no such kernel
+                            EXPECT_USER_ERROR(candidate_configs(spec, kind, arch),
+                                              "the fast backward needs the sm80 main loop");
+                            continue;
+                        }
+                        const std::vector<KernelConfig> cs = candidate_configs(spec, kind, arch);
+                        expect_consistent(spec, kind, arch, cs);
+                        if (dt == DType::f32) {
+                            EXPECT_TRUE(std::all_of(cs.begin(), cs.end(), [](const KernelConfig& c) {
+                                return c.mainloop == MainloopKind::simt;
+                            }));
+                        }
+                    }
+}
+
+TEST(CandidateConfigs, ListBothForwardLoopsOnSm90a) {
+    const AttentionSpec causal = example_spec("causal", DType::bf16, 128);
+    const auto hopper = candidate_configs(causal, KernelKind::forward, "sm_90a");
+    EXPECT_EQ(hopper.front().mainloop, MainloopKind::sm90);
+    EXPECT_TRUE(has_mainloop(hopper, MainloopKind::sm80));
+    // 128 x 128 in two and three stages (162 and 226 KiB); not four (290 KiB).
+    const auto has = [&](TileConfig t) {
+        return std::any_of(hopper.begin(), hopper.end(), [&](const KernelConfig& c) {
+            return c.mainloop == MainloopKind::sm90 && c.tile == t;
+        });
+    };
+    EXPECT_TRUE(has(TileConfig{128, 128, kSm90Warps, 2}));
+    EXPECT_TRUE(has(TileConfig{128, 128, kSm90Warps, 3}));
+    EXPECT_FALSE(has(TileConfig{128, 128, kSm90Warps, 4}));
+    EXPECT_FALSE(has_mainloop(candidate_configs(causal, KernelKind::forward, "sm_80"), MainloopKind::sm90));
+    EXPECT_FALSE(has_mainloop(candidate_configs(causal, KernelKind::forward, "sm_90"), MainloopKind::sm90));
+    // Forced: only that loop.
+    const auto forced = candidate_configs(causal, KernelKind::forward, "sm_90a", MainloopKind::sm80);
+    EXPECT_FALSE(has_mainloop(forced, MainloopKind::sm90));
+    const auto only90 = candidate_configs(causal, KernelKind::forward, "sm_90a", MainloopKind::sm90);
+    EXPECT_FALSE(has_mainloop(only90, MainloopKind::sm80));
+    // V at 256: the consumers' registers leave 64 keys a tile only.
+    for (const KernelConfig& c : candidate_configs(example_spec("causal", DType::bf16, 256), KernelKind::forward,
+                                                   "sm_90a", MainloopKind::sm90))
+        EXPECT_EQ(c.tile.block_n, 64) << c;
+}
+
+TEST(CandidateConfigs, KeepTheStructuralFeatures) {
+    AttentionSpec band = example_spec("causal", DType::bf16, 128);
+    band.reciprocal_band(8, "alpha");
+    for (const KernelConfig& c : candidate_configs(band, KernelKind::forward, "sm_90a")) {
+        EXPECT_TRUE(c.recip_band) << c;
+        EXPECT_EQ(c.mainloop, MainloopKind::sm80) << c;
+    }
+    EXPECT_USER_ERROR(candidate_configs(band, KernelKind::forward, "sm_90a", MainloopKind::sm90),
+                      "no score convolution, staged bias tile, reciprocal band or latent projection");
+}
+
+}  // namespace
+}  // namespace attnjit::codegen
