@@ -45,9 +45,11 @@ struct CompileOptions {
     // AttentionBackward only: the captured tensors and runtime scalars whose gradients it
     // computes (GradArgs::grads); asking for any runs the deterministic backward.
     std::set<std::string> grads = {};
-    // Attention only: the forward's main loop. Unset: sm90 (TMA + wgmma) on sm_90a where it
+    // Attention: the forward's main loop. Unset: sm90 (TMA + wgmma) on sm_90a where it
     // carries the spec, else sm80 (f16 / bf16) or simt (f32); set: that loop, or a UserError
-    // saying why it cannot run the spec.
+    // saying why it cannot run the spec. AttentionBackward: sm90 runs the two-pass backward with
+    // backward_dkdv on the sm90 loop (head dims up to 128, no structural modifier or gradients of
+    // captured tensors; not yet run on a GPU: docs/sm90.md); other values change nothing.
     std::optional<MainloopKind> mainloop;
 };
 

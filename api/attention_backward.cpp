@@ -1,6 +1,7 @@
 #include "api/attention_backward.h"
 
 #include "api/backward_launch.h"
+#include "api/forward_tma.h"
 #include "api/grad_planes.h"
 #include "api/latent_backward.h"
 #include "api/latent_projection.h"
@@ -136,6 +137,14 @@ AttentionBackward::AttentionBackward(const AttentionSpec& spec, const CompileOpt
     impl_->spec = spec;
     const api::Target target = api::resolve_target(options);
     impl_->arch = target.arch;
+    // CompileOptions.mainloop = sm90: the two-pass backward with backward_dkdv on the sm90 loop
+    // (sm90/backward_dkdv.cuh, not yet run on a GPU); other values leave the backward as it is.
+    const bool sm90_dkdv = options.mainloop == MainloopKind::sm90;
+    if (sm90_dkdv)
+        user_check(!spec.has_latent() && !spec.has_score_conv() && !spec.has_reciprocal_band() && options.grads.empty())
+            << "AttentionBackward with CompileOptions.mainloop = sm90 (backward_dkdv on the sm90 loop) for " << spec
+            << ": that kernel has no latent projection, score convolution, reciprocal band or gradients of captured "
+               "tensors yet; leave CompileOptions.mainloop unset";
     if (spec.has_latent()) {
         impl_->latent = std::make_unique<api::LatentBackward>(spec, options, target);
         return;
@@ -149,7 +158,7 @@ AttentionBackward::AttentionBackward(const AttentionSpec& spec, const CompileOpt
     if (spec.has_score_conv()) impl_->conv_grad_asked = opts.grads.erase(spec.score_conv_name()) > 0;
     // The reciprocal band's alpha: backward_dq's sums (BackwardArgs::d_alpha).
     if (spec.has_reciprocal_band()) impl_->alpha_grad_asked = opts.grads.erase(spec.reciprocal_band_alpha()) > 0;
-    impl_->path = choose_path(spec, impl_->inputs, opts, target);
+    impl_->path = sm90_dkdv ? BackwardPath::two_pass : choose_path(spec, impl_->inputs, opts, target);
     if (target.on_device) impl_->sm_count = runtime::current_device().sm_count;
     bool batch_sum_plan = false;  // the plan allows the batch-sum launch (impl_->batch_sum_ok)
     if (!opts.grads.empty()) {
@@ -190,8 +199,10 @@ AttentionBackward::AttentionBackward(const AttentionSpec& spec, const CompileOpt
     auto add = [&](KernelKind kind, const std::optional<TileConfig>& tile) {
         // backward_dq computes the input gradients, backward_dkdv sums their planes (if any).
         const bool grad_kind = kind == KernelKind::backward_dq || kind == KernelKind::backward_dkdv;
-        impl_->kernels.push_back(api::prepare_kernel(spec, impl_->inputs, kind, target, tile,
-                                                     grad_kind ? impl_->grads : std::set<std::string>{}));
+        const bool on_sm90 = sm90_dkdv && kind == KernelKind::backward_dkdv;
+        impl_->kernels.push_back(api::prepare_kernel(
+            spec, impl_->inputs, kind, target, on_sm90 ? std::nullopt : tile,
+            grad_kind ? impl_->grads : std::set<std::string>{}, on_sm90 ? std::optional(MainloopKind::sm90) : std::nullopt));
         debug(1) << "AttentionBackward: " << spec << " -> " << *impl_->kernels.back().compiled;
     };
     if (impl_->path != BackwardPath::two_pass) {
@@ -465,10 +476,17 @@ void AttentionBackward::operator()(const LaunchArgs& fwd, const GradArgs& grads_
             grid.x = 1;  // dtheta's sums (zeros) with no rows
         }
         const bool with_grads = !kernel.grads.empty();
+        std::optional<BackwardTmaMaps> maps;  // the sm90 backward_dkdv's descriptors
+        if (kernel.config.mainloop == MainloopKind::sm90) {
+            if (const auto why = api::why_not_tma_readable(fwd, grads.d_o))
+                user_error << "CompileOptions.mainloop = sm90: " << *why << "; pass the tensor without the broadcast, "
+                           << "or leave mainloop unset";
+            maps = api::backward_tma_maps(kernel.config, fwd, grads.d_o);
+        }
         kernel.launch(grid,
                       api::backward_params(kernel.layout, block, fwd, with_grads ? &grads : nullptr,
                                            with_grads && impl_->grad_work ? &work : nullptr, &planes),
-                      stream);
+                      stream, maps ? &*maps : nullptr);
     }
     if (l.batch_sum && q[2] > 0 && k[2] > 0) {  // after backward_dq, whose row statistics it reads
         const api::PreparedKernel& kernel = impl_->kernel(KernelKind::backward_dq);

@@ -50,7 +50,12 @@ TmaMap encode(const char* name, const TensorView& t, DType dtype, int box_rows) 
 }  // namespace
 
 std::optional<std::string> why_not_tma_readable(const LaunchArgs& args) {
-    const std::pair<const char*, const TensorView*> tensors[] = {{"q", &args.q}, {"k", &args.k}, {"v", &args.v}};
+    return why_not_tma_readable(args, args.q);  // Q again in d_o's place: nothing new
+}
+
+std::optional<std::string> why_not_tma_readable(const LaunchArgs& args, const TensorView& d_o) {
+    const std::pair<const char*, const TensorView*> tensors[] = {
+        {"q", &args.q}, {"k", &args.k}, {"v", &args.v}, {"d_o", &d_o}};
     for (const auto& [name, t] : tensors)
         for (int d = 0; d < 3; ++d) {
             if (t->shape[d] <= 1) continue;
@@ -69,6 +74,12 @@ ForwardTmaMaps forward_tma_maps(const KernelConfig& config, const LaunchArgs& ar
     const DType dtype = args.q.dtype;
     return ForwardTmaMaps{encode("q", args.q, dtype, config.tile.block_m), encode("k", args.k, dtype, config.tile.block_n),
                           encode("v", args.v, dtype, config.tile.block_n)};
+}
+
+BackwardTmaMaps backward_tma_maps(const KernelConfig& config, const LaunchArgs& args, const TensorView& d_o) {
+    const DType dtype = args.q.dtype;
+    return BackwardTmaMaps{encode("q", args.q, dtype, config.tile.block_m), encode("k", args.k, dtype, config.tile.block_n),
+                           encode("v", args.v, dtype, config.tile.block_n), encode("d_o", d_o, dtype, config.tile.block_m)};
 }
 
 }  // namespace attnjit::api

@@ -1,7 +1,8 @@
-// The sm90 forward's bulk-copy descriptors (attnjit::ForwardTmaMaps, forward/tma_maps.h): one
-// CUtensorMap each for Q, K and V, encoded from checked LaunchArgs at every launch (the
-// pointers and strides are the call's). The boxes are the kernel's tiles: 64 columns (128
-// bytes, the swizzle span) by block_m rows of Q or block_n rows of K and V.
+// The sm90 kernels' bulk-copy descriptors (attnjit::ForwardTmaMaps, forward/tma_maps.h; the
+// backward_dkdv's attnjit::BackwardTmaMaps, backward/tma_maps.h): one CUtensorMap each for Q, K
+// and V (and dO), encoded from checked arguments at every launch (the pointers and strides are
+// the call's). The boxes are the kernel's tiles: 64 columns (128 bytes, the swizzle span) by
+// block_m rows of Q (and dO) or block_n rows of K and V.
 #pragma once
 
 #include <optional>
@@ -9,6 +10,7 @@
 
 #include "api/attention.h"
 #include "attnjit/common/kernel_config.h"
+#include "attnjit/backward/tma_maps.h"
 #include "attnjit/forward/tma_maps.h"
 
 namespace attnjit::api {
@@ -21,5 +23,9 @@ std::optional<std::string> why_not_tma_readable(const LaunchArgs& args);
 // UserError when the driver cannot describe a tensor all the same, naming it and the way out
 // (CompileOptions.mainloop = sm80); EnvironmentError without cuTensorMapEncodeTiled.
 ForwardTmaMaps forward_tma_maps(const KernelConfig& config, const LaunchArgs& args);
+
+// The same for dO too: what why_not_tma_readable says of Q, K and V, and of `d_o`.
+std::optional<std::string> why_not_tma_readable(const LaunchArgs& args, const TensorView& d_o);
+BackwardTmaMaps backward_tma_maps(const KernelConfig& config, const LaunchArgs& args, const TensorView& d_o);
 
 }  // namespace attnjit::api

@@ -71,13 +71,15 @@ void entry(SourceWriter& w, const KernelKindInfo& kind, const KernelConfig& c, D
            structural_traits(c) + ">;");
     w.line();
     // The sm90 loop: one CTA an SM (the register cap setmaxnreg redistributes) and the bulk-copy
-    // descriptors as a second parameter (api/forward_tma.h encodes them).
+    // descriptors as a second parameter (api/forward_tma.h encodes them: forward/tma_maps.h,
+    // backward/tma_maps.h).
     const bool sm90 = c.mainloop == MainloopKind::sm90;
     if (sm90) min_blocks = 1;
     w.line("extern \"C\" __global__ void __launch_bounds__(Traits::kThreads" +
            (min_blocks > 0 ? ", " + std::to_string(min_blocks) : std::string()) + ")");
+    const std::string maps_type = c.kind == KernelKind::forward ? "ForwardTmaMaps" : "BackwardTmaMaps";
     w.open(std::string(kind.entry) + "(const __grid_constant__ Params p" +
-           (sm90 ? ", const __grid_constant__ attnjit::ForwardTmaMaps maps)" : ")"));
+           (sm90 ? ", const __grid_constant__ attnjit::" + maps_type + " maps)" : ")"));
     w.line(std::string(kind.kernel) + "<Traits, Variant>(p" + (sm90 ? ", maps" : "") + ");");
     w.close();
 }

@@ -140,15 +140,19 @@ KernelConfig make_config(const dsl::AttentionSpec& spec, KernelKind kind, const 
     KernelConfig sm90 = c;
     sm90.mainloop = MainloopKind::sm90;
     sm90.tile = default_sm90_tile(c);
-    const bool sm90_fits = kind == KernelKind::forward && arch_has_wgmma(arch) && c.elem != ElemKind::f32 &&
-                           !c.score_conv && !stages_bias && !c.recip_band && c.latent == 0 &&
+    // backward_dkdv has an sm90 kernel too (sm90/backward_dkdv.cuh), taken only when asked for:
+    // it has not run on a GPU yet.
+    const bool sm90_kind = kind == KernelKind::forward || kind == KernelKind::backward_dkdv;
+    const bool sm90_fits = sm90_kind && arch_has_wgmma(arch) && c.elem != ElemKind::f32 && !c.score_conv &&
+                           !stages_bias && !c.recip_band && c.latent == 0 &&
                            sm90_head_dims(c.head_dim_qk, c.head_dim_v) && why_config_invalid_on(sm90, 90) == nullptr;
     if (mainloop) {
         user_check(*mainloop != MainloopKind::sm90 || sm90_fits)
             << "CompileOptions.mainloop = sm90 for " << spec << " (" << kernel_kind_name(kind) << " on " << arch
             << "): the sm90 main loop runs the forward on sm_90a, for f16 / bf16, head dims 33-64, 97-128 or "
-            << "129-256, and no score convolution, staged bias tile, reciprocal band or latent projection; leave "
-            << "CompileOptions.mainloop unset to get the loop that runs it";
+            << "129-256, and no score convolution, staged bias tile, reciprocal band or latent projection (and "
+            << "backward_dkdv, when asked for, at head dims up to 128); leave CompileOptions.mainloop unset to get the "
+            << "loop that runs it";
         user_check(*mainloop != MainloopKind::simt || c.mainloop == MainloopKind::simt)
             << "CompileOptions.mainloop = simt: the simt loop runs f32 (and the backward over head dim 128); leave it "
                "unset or pick sm80";
@@ -157,7 +161,8 @@ KernelConfig make_config(const dsl::AttentionSpec& spec, KernelKind kind, const 
             << "simt loop); leave CompileOptions.mainloop unset";
     }
     // Unforced, a tile of another loop's shape (not 12 warps) keeps the sm80 loop it was made for.
-    const bool use_sm90 = mainloop ? *mainloop == MainloopKind::sm90 : sm90_fits && (!tile || tile->warps == kSm90Warps);
+    const bool use_sm90 = mainloop ? *mainloop == MainloopKind::sm90
+                                   : kind == KernelKind::forward && sm90_fits && (!tile || tile->warps == kSm90Warps);
     if (use_sm90) c = sm90;
     if (tile) c.tile = *tile;
     c.bias_tile = stages_bias && c.latent == 0 && c.tile.block_n % 32 == 0;

@@ -65,7 +65,7 @@ dsl::AttentionSpec read_spec_file(const std::string& path) {
 
 int main(int argc, char** argv) {
     CLI::App app{"attnjit-gen: print the generated kernel source, plan or params layout of an example spec"};
-    std::string name, dtype = "f16", tile, spec_file, arch = "sm_80", kind_name = "forward";
+    std::string name, dtype = "f16", tile, spec_file, arch = "sm_80", kind_name = "forward", mainloop_name;
     int head_dim = 128;
     bool plan = false, layout = false, list = false, json = false;
     auto* name_opt = app.add_option("spec", name, "example spec name (see --list)");
@@ -80,6 +80,8 @@ int main(int argc, char** argv) {
     app.add_option("--tile", tile, "block_m,block_n,warps,stages (default: the default tile for --arch)");
     app.add_option("--arch", arch, "target architecture: sm_80, sm_90a, ...")->capture_default_str();
     app.add_option("--kind", kind_name, "kernel kind: forward, backward_dkdv, backward_dq, backward_stats, backward_fused, backward_dq_convert, backward_sink_grad, latent_gemm")->capture_default_str();
+    app.add_option("--mainloop", mainloop_name, "force a main loop: sm80, sm90, simt (default: attnjit's choice)")
+        ->check(CLI::IsMember({"sm80", "sm90", "simt"}));
     auto* plan_flag = app.add_flag("--plan", plan, "print the KernelPlan instead of the source");
     auto* layout_flag =
         app.add_flag("--layout", layout, "print the ParamsLayout instead of the source")->excludes(plan_flag);
@@ -117,8 +119,13 @@ int main(int argc, char** argv) {
                 std::cout << codegen::plan_params_layout(p, kind) << "\n";
             }
         } else {
-            const auto config = codegen::make_config(spec, kind, arch,
-                                                     tile.empty() ? std::nullopt : std::optional(parse_tile(tile)));
+            std::optional<MainloopKind> mainloop;
+            if (!mainloop_name.empty())
+                mainloop = mainloop_name == "sm90"   ? MainloopKind::sm90
+                           : mainloop_name == "sm80" ? MainloopKind::sm80
+                                                     : MainloopKind::simt;
+            const auto config = codegen::make_config(
+                spec, kind, arch, tile.empty() ? std::nullopt : std::optional(parse_tile(tile)), mainloop);
             std::cout << codegen::generate(codegen::lower(spec, codegen::spec_inputs(spec), kind, grad_set), config, arch)
                              .source;
         }

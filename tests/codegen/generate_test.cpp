@@ -40,6 +40,33 @@ TEST(Generate, FillsTheKernelSource) {
     EXPECT_NE(k.source.find("// templates: sha256 " + templates_hash()), std::string::npos);
 }
 
+// backward_dkdv has an sm90 kernel, taken only when asked for (it has not run on a GPU yet):
+// 128 keys, 64 queries a step, 12 warps, the descriptors as a second parameter; head dims up
+// to 128, no structural modifier.
+TEST(Generate, Sm90BackwardDkdvOnlyWhenAsked) {
+    const auto causal = example_spec("causal", DType::bf16, 128);
+    EXPECT_EQ(make_config(causal, KernelKind::backward_dkdv, "sm_90a").mainloop, MainloopKind::sm80);
+    const KernelConfig c = make_config(causal, KernelKind::backward_dkdv, "sm_90a", std::nullopt, MainloopKind::sm90);
+    EXPECT_EQ(c.mainloop, MainloopKind::sm90);
+    EXPECT_EQ(c.tile, (TileConfig{64, 128, kSm90Warps, 2}));
+    const KernelSource k = generate(causal, c, "sm_90a");
+    EXPECT_EQ(k.threads, 384);
+    EXPECT_NE(k.source.find("const __grid_constant__ attnjit::BackwardTmaMaps maps"), std::string::npos);
+    EXPECT_USER_ERROR(make_config(example_spec("causal", DType::bf16, 256), KernelKind::backward_dkdv, "sm_90a",
+                                  std::nullopt, MainloopKind::sm90),
+                      "backward_dkdv, when asked for, at head dims up to 128");
+    EXPECT_USER_ERROR(make_config(causal, KernelKind::backward_dq, "sm_90a", std::nullopt, MainloopKind::sm90),
+                      "the sm90 main loop runs the forward on sm_90a");
+    EXPECT_USER_ERROR(make_config(causal, KernelKind::backward_dkdv, "sm_80", std::nullopt, MainloopKind::sm90),
+                      "the sm90 main loop runs the forward on sm_90a");
+    KernelConfig wrong = c;
+    wrong.tile.block_n = 64;
+    EXPECT_USER_ERROR(check_config(wrong, "sm_90a"), "sm90 backward_dkdv: block_m 64, block_n 128, 12 warps");
+    const auto listed = candidate_configs(causal, KernelKind::backward_dkdv, "sm_90a", MainloopKind::sm90);
+    ASSERT_EQ(listed.size(), 2u);  // two and three stages
+    EXPECT_EQ(listed[1].tile, (TileConfig{64, 128, kSm90Warps, 3}));
+}
+
 // On sm_90a the forward takes the Hopper loop where it carries the spec, and keeps the sm80 loop
 // for a structural modifier, a head dim outside its tiles, sm_90 without the "a", or when asked.
 TEST(Generate, Sm90LoopIsTheDefaultOnSm90a) {

@@ -7,6 +7,7 @@
 #include "codegen/generate.h"
 #include "dsl/dsl.h"
 #include "api/attention.h"
+#include "api/attention_backward.h"
 #include "tests/common/expect_error.h"
 #include "tests/common/forward_source.h"
 
@@ -117,6 +118,26 @@ TEST(SpecErrors, FacadeRejectsTheSm90LoopWhereItCannotRun) {
     sm80.arch = "sm_90a";
     sm80.mainloop = MainloopKind::sm80;
     EXPECT_USER_ERROR(Attention(AttentionSpec().dtype(DType::f32).head_dim(64), sm80), "the sm80 loop takes f16 or bf16");
+}
+
+// AttentionBackward with mainloop = sm90 runs backward_dkdv on the sm90 loop, which carries no
+// structural modifier or input gradient yet, and no head dim over 128.
+TEST(SpecErrors, BackwardRejectsTheSm90LoopWhereItCannotRun) {
+    CompileOptions o;
+    o.mainloop = MainloopKind::sm90;
+    o.arch = "sm_90a";
+    const AttentionSpec base = AttentionSpec().dtype(DType::bf16).head_dim(128).return_lse();
+    const char* modifiers = "that kernel has no latent projection, score convolution, reciprocal band or gradients";
+    EXPECT_USER_ERROR(AttentionBackward(AttentionSpec(base).reciprocal_band(8, "alpha"), o), modifiers);
+    CompileOptions grads = o;
+    grads.grads = {"cap"};
+    EXPECT_USER_ERROR(AttentionBackward(AttentionSpec(base).score_mod(dsl::mods::softcap(dsl::scalar("cap"))), grads), modifiers);
+    EXPECT_USER_ERROR(AttentionBackward(AttentionSpec().dtype(DType::bf16).head_dim(256).return_lse(), o),
+                      "backward_dkdv, when asked for, at head dims up to 128");
+    o.arch = "sm_80";
+    EXPECT_USER_ERROR(AttentionBackward(base, o), "the sm90 main loop runs the forward on sm_90a");
+    o.arch = "sm_90a";
+    EXPECT_NO_THROW(AttentionBackward(base, o));  // compiles for sm_90a (no GPU needed)
 }
 
 TEST(SpecErrors, FacadeValidatesTheSpecFirst) {

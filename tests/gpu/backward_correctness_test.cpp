@@ -103,19 +103,24 @@ bool fused_backward_exists(const Case& c) {
     return c.dtype != DType::f32 && dim_ok(c.dqk) && dim_ok(c.dv) && !(c.dqk <= 64 && c.dv > 128);
 }
 
-// The three backwards: fused with dQ added in a fixed order (the default), the two-pass
-// one (backward_dq, backward_dkdv), fused with dQ added in any order (fast).
-enum class Algo { fused_ordered, two_pass, fast };
+// The backwards: fused with dQ added in a fixed order (the default), the two-pass one
+// (backward_dq, backward_dkdv), fused with dQ added in any order (fast), and the two-pass one
+// with backward_dkdv on the sm90 loop (CompileOptions.mainloop = sm90; sm_90a only).
+enum class Algo { fused_ordered, two_pass, fast, two_pass_sm90 };
 
 CompileOptions backward_options(Algo algo) {
     CompileOptions o;
     o.deterministic = algo != Algo::fast;
-    o.fused_backward = algo != Algo::two_pass;
+    o.fused_backward = algo != Algo::two_pass && algo != Algo::two_pass_sm90;
+    if (algo == Algo::two_pass_sm90) o.mainloop = MainloopKind::sm90;
     return o;
 }
 
 const char* algo_suffix(Algo algo) {
-    return algo == Algo::fused_ordered ? "" : algo == Algo::two_pass ? " (two-pass)" : " (fast)";
+    return algo == Algo::fused_ordered ? ""
+           : algo == Algo::two_pass    ? " (two-pass)"
+           : algo == Algo::fast        ? " (fast)"
+                                       : " (two-pass, sm90 dkdv)";
 }
 
 // Forward, backward, reference; checks dQ, dK, dV.
@@ -279,6 +284,28 @@ INSTANTIATE_TEST_SUITE_P(Matrix, TwoPassBackward, ::testing::ValuesIn(fused_back
                          [](const ::testing::TestParamInfo<Case>& info) { return info.param.name(); });
 INSTANTIATE_TEST_SUITE_P(HeadDims, TwoPassBackward,
                          ::testing::ValuesIn(fused_backward_cases(padded_head_dim_backward_cases())),
+                         [](const ::testing::TestParamInfo<Case>& info) { return info.param.name(); });
+
+// backward_dkdv on the sm90 loop: the fused cases at tile head dims 64 and 128 (sm_90a only).
+class Sm90DkdvBackward : public ::testing::TestWithParam<Case> {};
+
+TEST_P(Sm90DkdvBackward, MatchesReference) {
+    ATTNJIT_SKIP_WITHOUT_GPU();
+    if (runtime::current_device().arch() != "sm_90a") GTEST_SKIP() << "the sm90 loop runs on sm_90a only";
+    Check r = run_backward_case(GetParam(), Algo::two_pass_sm90);
+    EXPECT_TRUE(r.ok) << r.message;
+}
+
+std::vector<Case> sm90_dkdv_cases(const std::vector<Case>& all) {
+    std::vector<Case> cases;
+    for (const Case& c : fused_backward_cases(all))
+        if (tile_head_dim(c.dqk) <= 128 && tile_head_dim(c.dv) <= 128 && sm90_head_dims(c.dqk, c.dv)) cases.push_back(c);
+    return cases;
+}
+
+INSTANTIATE_TEST_SUITE_P(Matrix, Sm90DkdvBackward, ::testing::ValuesIn(sm90_dkdv_cases(backward_matrix())),
+                         [](const ::testing::TestParamInfo<Case>& info) { return info.param.name(); });
+INSTANTIATE_TEST_SUITE_P(HeadDims, Sm90DkdvBackward, ::testing::ValuesIn(sm90_dkdv_cases(padded_head_dim_backward_cases())),
                          [](const ::testing::TestParamInfo<Case>& info) { return info.param.name(); });
 
 // Where the fused backward does not exist (f32, head dims 32, 96, 48 x 200) the two-pass one

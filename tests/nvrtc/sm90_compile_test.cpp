@@ -2,7 +2,7 @@
 // 256, padded ones, Dqk != Dv), in both 16-bit dtypes, on its default tiles and on every other
 // tile its rules allow (block_n 64 / 128, stages 2-4) where they fit; and with the Variant
 // features it carries: score_mod, masks with and without data-dependent classify, sinks, a
-// gate, captured tensors read element by element.
+// gate, captured tensors read element by element. So does the sm90 backward_dkdv.
 #include <gtest/gtest.h>
 
 #include <optional>
@@ -19,8 +19,8 @@ namespace attnjit::codegen {
 namespace {
 
 void add(std::vector<CompileJob>& jobs, const dsl::AttentionSpec& spec, const std::string& what,
-         const std::optional<TileConfig>& tile = std::nullopt) {
-    const KernelConfig c = make_config(spec, KernelKind::forward, "sm_90a", tile, MainloopKind::sm90);
+         const std::optional<TileConfig>& tile = std::nullopt, KernelKind kind = KernelKind::forward) {
+    const KernelConfig c = make_config(spec, kind, "sm_90a", tile, MainloopKind::sm90);
     std::ostringstream name;
     name << what << " " << c;
     jobs.push_back({name.str(), generate(spec, c, "sm_90a"), "sm_90a"});
@@ -55,6 +55,22 @@ TEST(Sm90Compile, VariantFeatures) {
         add(jobs, dsl::example_spec(name, DType::bf16, 128), name);
     dsl::AttentionSpec gated = dsl::example_spec("causal", DType::f16, 64);
     add(jobs, gated.gate("gate"), "gated causal f16 d64");
+    for (const auto& f : compile_all(jobs)) ADD_FAILURE() << f;
+}
+
+// backward_dkdv on the sm90 loop (sm90/backward_dkdv.cuh): both dtypes, tile head dims 64 and
+// 128 (a padded one too), both stage counts, and the hooks it runs (score_mod with d_score,
+// masks with and without data-dependent classify, GQA, captured tensors).
+TEST(Sm90Compile, BackwardDkdv) {
+    if (auto why = runtime::why_no_libnvrtc()) GTEST_SKIP() << *why;
+    std::vector<CompileJob> jobs;
+    for (DType dt : {DType::bf16, DType::f16})
+        for (int d : {64, 128, 40})
+            add(jobs, dsl::example_spec("causal", dt, d), "causal", std::nullopt, KernelKind::backward_dkdv);
+    add(jobs, dsl::example_spec("plain", DType::bf16, 128), "plain", TileConfig{64, 128, kSm90Warps, 3},
+        KernelKind::backward_dkdv);
+    for (const char* name : {"alibi_causal", "softcap_sliding_window", "document", "relpos", "gqa"})
+        add(jobs, dsl::example_spec(name, DType::bf16, 128), name, std::nullopt, KernelKind::backward_dkdv);
     for (const auto& f : compile_all(jobs)) ADD_FAILURE() << f;
 }
 

@@ -9,6 +9,8 @@
 //   simt::Backward<...>       every element type, fp32 FFMA, both kinds (simt/backward.cuh)
 //   sm80::BackwardDq<...>     fp16 / bf16, mma.sync, head dims up to 128
 //   sm80::BackwardDkdv<...>   (sm80/backward_dq.cuh, sm80/backward_dkdv.cuh)
+//   sm90::BackwardDkdv<...>   fp16 / bf16 backward_dkdv on sm_90a: TMA + wgmma, warp-specialised
+//                             (sm90/backward_dkdv.cuh; not yet chosen by make_config)
 //   sm80::BackwardFused<...>  backward_fused (sm80/backward_fused.cuh; with kScoreConv, the
 //                             score convolution's backward, sm80/score_conv_backward.cuh)
 //   BackwardRows<...>         backward_stats, backward_dq_convert (common/backward_rows.cuh)
@@ -27,6 +29,7 @@
 #include "attnjit/sm80/backward_dkdv.cuh"
 #include "attnjit/sm80/backward_dq.cuh"
 #include "attnjit/sm80/backward_fused.cuh"
+#include "attnjit/sm90/backward_dkdv.cuh"
 
 namespace attnjit {
 
@@ -52,6 +55,8 @@ struct BackwardTraits {
         kKind_ == KernelKind::backward_sink_grad, BackwardSinkGrad<Element, kDqk_, kDv_, kWarps_>,
         typename Select<
         is_backward_rows(kKind_), BackwardRows<Element, kDqk_, kDv_, kBlockM_, kWarps_>,
+        typename Select<
+        kMainloop == MainloopKind::sm90, sm90::BackwardDkdv<Element, kDqk_, kDv_, kBlockM_, kBlockN_, kStages_>,
         typename Select<kMainloop == MainloopKind::sm80,
                         typename Select<kKind_ == KernelKind::backward_fused,
                                         sm80::BackwardFused<Element, kDqk_, kDv_, kBlockM_, kBlockN_, kWarps_, kStages_, kScoreConv_,
@@ -61,7 +66,7 @@ struct BackwardTraits {
                                                                            kWarps_, kRecipBand_>,
                                                         sm80::BackwardDq<Element, kDqk_, kDv_, kBlockM_, kBlockN_,
                                                                          kWarps_, kScoreConv_, kRecipBand_>>::type>::type,
-                        simt::Backward<Element, kDqk_, kDv_, kBlockM_, kBlockN_, kWarps_>>::type>::type>::type;
+                        simt::Backward<Element, kDqk_, kDv_, kBlockM_, kBlockN_, kWarps_>>::type>::type>::type>::type;
     static constexpr int kSmemBytes = Mainloop::kSmemBytes;
     static_assert(kSmemBytes == smem_bytes(kConfig), "backward main loop and smem_bytes disagree");
 };
@@ -85,6 +90,14 @@ __device__ __forceinline__ void backward_dkdv_kernel(const Params& p) {
     check_variant<Variant, Params, typename Traits::Mainloop>();
     extern __shared__ __align__(128) unsigned char attnjit_backward_smem[];
     Traits::Mainloop::template run_dkdv<Variant, Params>(p, attnjit_backward_smem);
+}
+
+// The sm90 backward_dkdv's entry: the same, with the bulk-copy descriptors (backward/tma_maps.h).
+template <class Traits, class Variant, class Params>
+__device__ __forceinline__ void backward_dkdv_kernel(const Params& p, const BackwardTmaMaps& maps) {
+    check_variant<Variant, Params, typename Traits::Mainloop>();
+    extern __shared__ __align__(1024) unsigned char attnjit_backward_smem_sm90[];
+    Traits::Mainloop::template run_dkdv<Variant, Params>(p, maps, attnjit_backward_smem_sm90);
 }
 
 template <class Traits, class Variant, class Params>

@@ -359,6 +359,9 @@ ATTNJIT_HD constexpr int smem_bytes(const KernelConfig& c) {
                               : 0)
                    : scratch_bytes(t.warps) + elem_bytes(c.elem) * (t.block_m + 2 * t.block_n) * (dqk + dv) +
                          2 * 4 * t.block_m;
+    if (c.mainloop == MainloopKind::sm90 && c.kind == KernelKind::backward_dkdv)  // header + slack, K and V,
+        return 2048 + elem_bytes(c.elem) * (t.block_n + t.stages * t.block_m) * (dqk + dv) +  // Q and dO stages,
+               t.stages * 2 * 4 * t.block_m;                                                  // LSE2 and Delta
     if (c.mainloop == MainloopKind::sm90)  // 1 KiB header (barriers, tile ring) + 1 KiB alignment slack
         return 2048 + elem_bytes(c.elem) * (t.block_m * dqk + t.stages * t.block_n * (dqk + dv));
     if (is_backward(c.kind))  // simt: element by element, at the real head dims (no padding)
@@ -483,6 +486,17 @@ ATTNJIT_HD constexpr const char* why_config_invalid(const KernelConfig& c) {
                 return "backward_fused: block_m 32 or 64 (or 128 with head dims up to 64)";
             if (t.block_n != 64 && t.block_n != 128) return "backward_fused: block_n 64 or 128";
         }
+    } else if (c.kind == KernelKind::backward_dkdv && c.mainloop == MainloopKind::sm90) {
+        // sm90/backward_dkdv.cuh: two consumer warpgroups of 64 keys, 64 queries a step.
+        if (c.elem == ElemKind::f32) return "the sm90 main loop takes f16 or bf16 only";
+        if (c.score_conv || c.recip_band) return "the sm90 backward_dkdv has no structural modifiers (sm80 runs them)";
+        if (!sm90_head_dims(c.head_dim_qk, c.head_dim_v) || tile_head_dim(c.head_dim_qk) > 128 ||
+            tile_head_dim(c.head_dim_v) > 128)
+            return "the sm90 backward_dkdv takes head dims of 33-64 and 97-128 (whole 64-column blocks, dK and dV in "
+                   "registers)";
+        if (t.block_m != 64 || t.block_n != 128 || t.warps != kSm90Warps)
+            return "sm90 backward_dkdv: block_m 64, block_n 128, 12 warps (a producer and two consumer warpgroups)";
+        if (t.stages < 2 || t.stages > 3) return "sm90 backward_dkdv: stages 2 or 3";
     } else if (is_backward(c.kind)) {
         if (c.mainloop != MainloopKind::simt) return "unknown backward main loop";
         if (t.block_m > 64 || t.block_n > 64) return "backward simt: block_m and block_n at most 64";
@@ -666,13 +680,15 @@ ATTNJIT_HD constexpr TileConfig default_latent_tile(KernelConfig c, int sm) {
     return latent_col_split(c.latent) > 1 ? first_fitting_tile(c, sm, wide) : first_fitting_tile(c, sm, tiles);
 }
 
-// The sm90 forward's tile (c: its kind, element type and head dims): 128 query rows (two
+// The sm90 loop's tile (c: its kind, element type and head dims). The forward's: 128 query rows (two
 // consumer warpgroups), two stages, 128 keys a step (162 KiB at d128), else 64 (a tile head
 // dim of V of 256, whose O takes 128 registers a thread; or Q/K at 256 beside V at 128, whose
 // 128-key stages would need 258 KiB): the first valid on sm_90a, else the last (which
 // make_config then leaves to the sm80 loop).
+// backward_dkdv: 128 keys (two consumer warpgroups), 64 queries a step, two stages.
 ATTNJIT_HD constexpr TileConfig default_sm90_tile(KernelConfig c) {
     c.mainloop = MainloopKind::sm90;
+    if (c.kind == KernelKind::backward_dkdv) return TileConfig{64, 128, kSm90Warps, 2};
     const TileConfig tiles[] = {TileConfig{128, 128, kSm90Warps, 2}, TileConfig{128, 64, kSm90Warps, 2}};
     for (const TileConfig& t : tiles) {
         c.tile = t;

@@ -30,6 +30,7 @@
 #include "attnjit/common/input_grads.cuh"
 #include "attnjit/common/intervals.cuh"
 #include "attnjit/common/kernel_config.h"
+#include "attnjit/common/key_grads_store.cuh"
 #include "attnjit/common/ptx.cuh"
 #include "attnjit/common/query_schedule.cuh"
 #include "attnjit/common/types.cuh"
@@ -287,17 +288,7 @@ struct BackwardDkdv {
         const KLayout kl;
         const VLayout vl;
         if constexpr (kRecip) store_band_grads<Variant>(p, kl, dk, b, kvh, n0);
-        E* dkg = static_cast<E*>(a.dk) + b * a.dk_stride[0] + kvh * a.dk_stride[1];
-        E* dvg = static_cast<E*>(a.dv) + b * a.dv_stride[0] + kvh * a.dv_stride[1];
-        const float scale = a.scale;
-#pragma unroll
-        for (int r = 0; r < KLayout::kRows; ++r) {
-            const int k = n0 + kl.row(r);
-            if (k < nk) {
-                kl.store_row(dkg + k * a.dk_stride[2] + kl.lane_col(), dk, r, [scale](float x, int) { return x * scale; });
-                vl.store_row(dvg + k * a.dv_stride[2] + vl.lane_col(), dv, r, [](float x, int) { return x; });
-            }
-        }
+        store_key_grads<E>(a, kl, vl, dk, dv, b, kvh, n0, nk);
         if constexpr (Variant::kInputGradKeySites > 0) {
             block_sync();  // every warp is past its last use of shared memory
             finish_key_grads<Variant, Params, kThreads>(p, smem);
