@@ -49,7 +49,8 @@ struct CompileOptions {
     // carries the spec, else sm80 (f16 / bf16) or simt (f32); set: that loop, or a UserError
     // saying why it cannot run the spec. AttentionBackward: sm90 runs the two-pass backward with
     // backward_dkdv on the sm90 loop (head dims up to 128, no structural modifier or gradients of
-    // captured tensors; not yet run on a GPU: docs/sm90.md); other values change nothing.
+    // captured tensors; its own default tile, whatever `tile` says; not yet run on a GPU:
+    // docs/sm90.md); other values change nothing.
     std::optional<MainloopKind> mainloop;
 };
 

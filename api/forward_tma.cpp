@@ -1,6 +1,7 @@
 #include "api/forward_tma.h"
 
 #include <cstring>
+#include <initializer_list>
 #include <utility>
 
 #include "runtime/cuda_api.h"
@@ -47,15 +48,8 @@ TmaMap encode(const char* name, const TensorView& t, DType dtype, int box_rows) 
     return out;
 }
 
-}  // namespace
-
-std::optional<std::string> why_not_tma_readable(const LaunchArgs& args) {
-    return why_not_tma_readable(args, args.q);  // Q again in d_o's place: nothing new
-}
-
-std::optional<std::string> why_not_tma_readable(const LaunchArgs& args, const TensorView& d_o) {
-    const std::pair<const char*, const TensorView*> tensors[] = {
-        {"q", &args.q}, {"k", &args.k}, {"v", &args.v}, {"d_o", &d_o}};
+// The first reason the bulk copies cannot read one of `tensors`, by name.
+std::optional<std::string> why_not_readable(std::initializer_list<std::pair<const char*, const TensorView*>> tensors) {
     for (const auto& [name, t] : tensors)
         for (int d = 0; d < 3; ++d) {
             if (t->shape[d] <= 1) continue;
@@ -68,6 +62,16 @@ std::optional<std::string> why_not_tma_readable(const LaunchArgs& args, const Te
                        " bytes in dimension " + std::to_string(d) + " (a tensor map takes under 2^40)";
         }
     return std::nullopt;
+}
+
+}  // namespace
+
+std::optional<std::string> why_not_tma_readable(const LaunchArgs& args) {
+    return why_not_readable({{"q", &args.q}, {"k", &args.k}, {"v", &args.v}});
+}
+
+std::optional<std::string> why_not_tma_readable(const LaunchArgs& args, const TensorView& d_o) {
+    return why_not_readable({{"q", &args.q}, {"k", &args.k}, {"v", &args.v}, {"d_o", &d_o}});
 }
 
 ForwardTmaMaps forward_tma_maps(const KernelConfig& config, const LaunchArgs& args) {

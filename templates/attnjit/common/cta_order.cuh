@@ -1,7 +1,7 @@
 // CTA scheduling: which (query tile, head, batch) a CTA computes. The logical grid is always
-// (ceil(Nq / block_m), Hq, B), launched as such (one work item a CTA) or, by the persistent
-// sm90 loop, as one CTA an SM walking the items with a stride of the grid size; the kernel
-// remaps the item index so that the order suits the mask:
+// (ceil(Nq / block_m), Hq, B) and the host launches it as such, one work item a CTA (the sm90
+// loop would also run on a smaller grid, each CTA walking the items with a stride of the grid
+// size); the kernel remaps the item index so that the order suits the mask:
 //   kOrderPerHead: blockIdx.x reversed (heaviest causal tiles of a head first), heads in
 //     launch order: the CTAs of one head run together and share K/V in L2.
 //   kOrderChunked16/4/1: (head, batch) pairs are taken in chunks whose K and V fit in

@@ -133,10 +133,11 @@ struct BackwardDkdv {
             const int last_key = (n0 + BN < nk ? n0 + BN : nk) - 1;
             QueryCursor<Variant, Params, BM> cursor(a, n0, last_key);
             const long long plane = (long long)a.batch * a.q_heads * nq;
-            int stage = 0, phase = 0, uses = 0;
+            RingPos<S> pos;
             for (;;) {
                 const QueryStep st = cursor.advance(p, ctx);
-                if (uses >= S) mbar_wait(base + kEmpty + 8 * stage, phase ^ 1);  // its last use is done
+                const int stage = pos.stage;
+                if (pos.reused()) mbar_wait(base + kEmpty + 8 * stage, pos.phase ^ 1);  // its last use is done
                 if (st.h >= 0) {  // LSE2 and Delta of the step's rows (0 past Nq: those P are 0)
                     const float* ws = a.stats + ((long long)b * a.q_heads + st.h) * nq + st.m0;
                     float* dst = stats + stage * 2 * BM;
@@ -167,11 +168,7 @@ struct BackwardDkdv {
                     }
                 }
                 __syncwarp();
-                ++uses;
-                if (++stage == S) {
-                    stage = 0;
-                    phase ^= 1;
-                }
+                pos.advance();
                 if (st.h < 0) return;
             }
         }
@@ -188,9 +185,10 @@ struct BackwardDkdv {
         int hd_h = kvh * a.group;
         const bool edge = n0 + BN > nk;
         mbar_wait(base + kKvFull, 0);
-        int stage = 0, phase = 0;
+        RingPos<S> pos;
         for (;;) {
-            mbar_wait(base + kFull + 8 * stage, phase);
+            const int stage = pos.stage;
+            mbar_wait(base + kFull + 8 * stage, pos.phase);
             const int h = ring[4 * stage], m0 = ring[4 * stage + 1];
             const TileClass cls = static_cast<TileClass>(ring[4 * stage + 2]);
             if (h < 0) break;
@@ -248,10 +246,7 @@ struct BackwardDkdv {
             fence_regs(dk[0]);
             __syncwarp();
             if (lane == 0) mbar_arrive(base + kEmpty + 8 * stage);  // Q, dO and the statistics are free
-            if (++stage == S) {
-                stage = 0;
-                phase ^= 1;
-            }
+            pos.advance();
         }
 
         const KLayout kl;

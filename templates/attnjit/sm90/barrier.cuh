@@ -38,6 +38,22 @@ __device__ __forceinline__ void mbar_wait(unsigned bar, int parity) {
         : "memory");
 }
 
+// A position in a ring of S stages that full / empty barrier pairs guard: the stage, the
+// parity of its current use, and how many uses went before (`reused`: every stage has been
+// through once, so a stage is free only once its empty barrier completes the last phase).
+template <int S>
+struct RingPos {
+    int stage = 0, phase = 0, uses = 0;
+    __device__ __forceinline__ bool reused() const { return uses >= S; }
+    __device__ __forceinline__ void advance() {
+        ++uses;
+        if (++stage == S) {
+            stage = 0;
+            phase ^= 1;
+        }
+    }
+};
+
 // Named barriers (bar.sync / bar.arrive): `threads` counts every thread of the rendezvous,
 // those that wait and those that only arrive; a multiple of 32.
 __device__ __forceinline__ void named_sync(int id, int threads) {

@@ -75,9 +75,8 @@ struct Mainloop {
     // Named barriers: 1 is the producer warp's classify (BlockCtx), kTurnBarrier + c consumer c's
     // turn to issue products (ping-pong).
     static constexpr int kTurnBarrier = 2;
-    // Ping-pong between the consumers: +1-6% on the H100 at d64 and d128, also at d256 where
-    // it costs a few bytes of spills (bench/results/2026-11-28-h100-sm90-schedules.md).
-    static constexpr bool kPingPong = true;
+    // (Ping-pong: -1% to +6% against the same kernel without it on the H100, at d256 too,
+    // where it costs a few bytes of spills: bench/results/2026-11-28-h100-sm90-schedules.md.)
 
     static_assert(kSmemBytes == smem_bytes(KernelConfig{KernelKind::forward, MainloopKind::sm90, ElemKindOf<E>::value,
                                                         kDqkReal, kDvReal, TileConfig{BM, BN, kThreads / 32, S}}),
@@ -138,9 +137,9 @@ struct Mainloop {
                 tma_prefetch(maps.v);
             }
             BlockCtx ctx{reinterpret_cast<long long*>(smem + kScratchOff), lane, 32, 1};
-            // The ring runs on across work items: stage and phase of the next tile, and how
-            // many tiles (end markers included) went through it so far.
-            int stage = 0, phase = 0, uses = 0, q_phase = 0;
+            // The ring runs on across work items (end markers take a stage like tiles).
+            RingPos<S> pos;
+            int q_phase = 0;
             for (int item = first_item; item < items; item += item_stride) {
                 const CtaTile<E, BM> cta(a, kOrder, kKvRowBytes, item, grid);
                 const typename Variant::Head hd = Variant::make_head(p, cta.b, cta.h, cta.kvh);
@@ -157,7 +156,8 @@ struct Mainloop {
                 for (;;) {
                     TileClass cls;
                     const int tile = cursor.advance(p, hd, ctx, cls);
-                    if (uses >= S) mbar_wait(base + kKEmpty + 8 * stage, phase ^ 1);  // its last use is done
+                    const int stage = pos.stage, phase = pos.phase;
+                    if (pos.reused()) mbar_wait(base + kKEmpty + 8 * stage, phase ^ 1);  // its last use is done
                     if (lane == 0) {
                         ring[2 * stage] = tile;
                         ring[2 * stage + 1] = static_cast<int>(cls);
@@ -165,7 +165,7 @@ struct Mainloop {
                             mbar_arrive(base + kKFull + 8 * stage);
                             // Not before V's last use is done: a parity wait cannot tell a
                             // barrier one phase ahead of the waiter from one three ahead.
-                            if (uses >= S) mbar_wait(base + kVEmpty + 8 * stage, phase ^ 1);
+                            if (pos.reused()) mbar_wait(base + kVEmpty + 8 * stage, phase ^ 1);
                             mbar_arrive(base + kVFull + 8 * stage);
                         } else {
                             mbar_arrive_expect_tx(base + kKFull + 8 * stage, kKStage);
@@ -173,7 +173,7 @@ struct Mainloop {
                             for (int c = 0; c < DQK / 64; ++c)
                                 tma_load_4d(k_s + stage * kKStage + c * BN * kRowBytes, maps.k, 64 * c, tile * BN,
                                             cta.kvh, cta.b, base + kKFull + 8 * stage);
-                            if (uses >= S) mbar_wait(base + kVEmpty + 8 * stage, phase ^ 1);
+                            if (pos.reused()) mbar_wait(base + kVEmpty + 8 * stage, phase ^ 1);
                             mbar_arrive_expect_tx(base + kVFull + 8 * stage, kVStage);
 #pragma unroll
                             for (int c = 0; c < DV / 64; ++c)
@@ -182,11 +182,7 @@ struct Mainloop {
                         }
                     }
                     __syncwarp();
-                    ++uses;
-                    if (++stage == S) {
-                        stage = 0;
-                        phase ^= 1;
-                    }
+                    pos.advance();
                     if (tile < 0) break;
                 }
             }
@@ -225,22 +221,12 @@ struct Mainloop {
         // Ping-pong: the consumers take turns to issue their products, so one's softmax runs
         // while the other's products hold the tensor cores. Named barrier kTurn + c is
         // consumer c's turn; consumer 0 starts.
-        auto wait_turn = [&] {
-            if constexpr (kPingPong) named_sync(kTurnBarrier + wg, 128 * kConsumers);
-        };
-        auto pass_turn = [&] {
-            if constexpr (kPingPong) named_arrive(kTurnBarrier + (wg + 1) % kConsumers, 128 * kConsumers);
-        };
-        if constexpr (kPingPong)
-            if (wg == kConsumers - 1) pass_turn();
+        auto wait_turn = [&] { named_sync(kTurnBarrier + wg, 128 * kConsumers); };
+        auto pass_turn = [&] { named_arrive(kTurnBarrier + (wg + 1) % kConsumers, 128 * kConsumers); };
+        if (wg == kConsumers - 1) pass_turn();
 
-        int stage = 0, phase = 0, q_phase = 0;
-        auto next_stage = [&] {
-            if (++stage == S) {
-                stage = 0;
-                phase ^= 1;
-            }
-        };
+        RingPos<S> pos;  // as the producer's: the consumers see every tile and end marker
+        int q_phase = 0;
         for (int item = first_item; item < items; item += item_stride) {
             const CtaTile<E, BM> cta(a, kOrder, kKvRowBytes, item, grid);
             const int b = cta.b, h = cta.h, m0 = cta.m0;
@@ -257,78 +243,77 @@ struct Mainloop {
             mbar_wait(base + kQFull, q_phase);
             q_phase ^= 1;
             // The first tile: its scores alone.
-            mbar_wait(base + kKFull + 8 * stage, phase);
-            int tile = ring[2 * stage];
-            TileClass cls = static_cast<TileClass>(ring[2 * stage + 1]);
+            mbar_wait(base + kKFull + 8 * pos.stage, pos.phase);
+            int tile = ring[2 * pos.stage];
+            TileClass cls = static_cast<TileClass>(ring[2 * pos.stage + 1]);
             if (tile >= 0) {
                 wait_turn();
                 wgmma_fence();
-                issue_scores(s, stage);
+                issue_scores(s, pos.stage);
                 pass_turn();
                 wgmma_wait<0>();
                 fence_regs(s[0]);
                 __syncwarp();
-                if (lane == 0) mbar_arrive(base + kKEmpty + 8 * stage);  // its K buffer is free
+                if (lane == 0) mbar_arrive(base + kKEmpty + 8 * pos.stage);  // its K buffer is free
                 hooks.template apply<BN>(p, hd, sl, s, tile * BN, cls);
 #pragma unroll
                 for (int r = 0; r < SLayout::kRows; ++r) softmax.update_row(sl, s, r);  // O is 0: no rescale
                 sm80::pack_a<E>(s, pa);
-                int prev = stage, prev_phase = phase;  // the stage (and its phase) of tile j-1
+                RingPos<S> prev = pos;  // tile j-1's stage and phase
                 for (;;) {
                     // Tile j's scores and tile j-1's P V issued together; the softmax of tile j
                     // runs while P V is in flight, the rescale of O once it has landed.
-                    next_stage();
-                    mbar_wait(base + kKFull + 8 * stage, phase);
-                    tile = ring[2 * stage];
-                    cls = static_cast<TileClass>(ring[2 * stage + 1]);
-                    mbar_wait(base + kVFull + 8 * prev, prev_phase);
+                    pos.advance();
+                    mbar_wait(base + kKFull + 8 * pos.stage, pos.phase);
+                    tile = ring[2 * pos.stage];
+                    cls = static_cast<TileClass>(ring[2 * pos.stage + 1]);
+                    mbar_wait(base + kVFull + 8 * prev.stage, prev.phase);
                     if (tile < 0) {  // the end: the last tile's P V alone
                         fence_regs(o[0]);
                         fence_regs(pa[0]);
                         wait_turn();
                         wgmma_fence();
-                        issue_pv(pa, prev);
+                        issue_pv(pa, prev.stage);
                         pass_turn();
                         wgmma_wait<0>();
                         fence_regs(o[0]);
                         __syncwarp();
-                        if (lane == 0) mbar_arrive(base + kVEmpty + 8 * prev);
+                        if (lane == 0) mbar_arrive(base + kVEmpty + 8 * prev.stage);
                         break;
                     }
                     fence_regs(o[0]);
                     fence_regs(pa[0]);
                     wait_turn();
                     wgmma_fence();
-                    issue_scores(s, stage);
-                    issue_pv(pa, prev);
+                    issue_scores(s, pos.stage);
+                    issue_pv(pa, prev.stage);
                     pass_turn();
                     wgmma_wait<1>();  // the scores (committed first)
                     fence_regs(s[0]);
                     __syncwarp();
-                    if (lane == 0) mbar_arrive(base + kKEmpty + 8 * stage);
+                    if (lane == 0) mbar_arrive(base + kKEmpty + 8 * pos.stage);
                     hooks.template apply<BN>(p, hd, sl, s, tile * BN, cls);
 #pragma unroll
                     for (int r = 0; r < SLayout::kRows; ++r) alpha[r] = softmax.update_row(sl, s, r);
                     wgmma_wait<0>();  // P V
                     fence_regs(o[0]);
                     __syncwarp();
-                    if (lane == 0) mbar_arrive(base + kVEmpty + 8 * prev);  // tile j-1's V buffer is free
+                    if (lane == 0) mbar_arrive(base + kVEmpty + 8 * prev.stage);  // tile j-1's V buffer is free
 #pragma unroll
                     for (int r = 0; r < SLayout::kRows; ++r) softmax.rescale_row(ol, o, r, alpha[r]);
                     sm80::pack_a<E>(s, pa);
-                    prev = stage;
-                    prev_phase = phase;
+                    prev = pos;
                 }
             }
-            // `stage` holds the end marker: Q is read no more and the stage goes back whole
+            // `pos` holds the end marker: Q is read no more and the stage goes back whole
             // (its K and V barriers each completed a phase without copies).
             __syncwarp();
             if (lane == 0) {
                 mbar_arrive(base + kQEmpty);
-                mbar_arrive(base + kKEmpty + 8 * stage);
-                mbar_arrive(base + kVEmpty + 8 * stage);
+                mbar_arrive(base + kKEmpty + 8 * pos.stage);
+                mbar_arrive(base + kVEmpty + 8 * pos.stage);
             }
-            next_stage();
+            pos.advance();
             store_forward_output<E, Variant>(p, hd, hooks, softmax, ol, o, b, h, m0);
         }
     }
