@@ -137,14 +137,15 @@ AttentionBackward::AttentionBackward(const AttentionSpec& spec, const CompileOpt
     impl_->spec = spec;
     const api::Target target = api::resolve_target(options);
     impl_->arch = target.arch;
-    // CompileOptions.mainloop = sm90: the two-pass backward with backward_dkdv on the sm90 loop
-    // (sm90/backward_dkdv.cuh, not yet run on a GPU); other values leave the backward as it is.
-    const bool sm90_dkdv = options.mainloop == MainloopKind::sm90;
-    if (sm90_dkdv)
+    // CompileOptions.mainloop = sm90: the kernel that owns the keys (backward_fused, or in the
+    // two-pass backward backward_dkdv) on the sm90 loop (sm90/backward_dkdv.cuh); the per-row
+    // kernels and backward_dq stay as they are. Other values leave the backward as it is.
+    const bool sm90_keys = options.mainloop == MainloopKind::sm90;
+    if (sm90_keys)
         user_check(!spec.has_latent() && !spec.has_score_conv() && !spec.has_reciprocal_band() && options.grads.empty())
-            << "AttentionBackward with CompileOptions.mainloop = sm90 (backward_dkdv on the sm90 loop) for " << spec
-            << ": that kernel has no latent projection, score convolution, reciprocal band or gradients of captured "
-               "tensors yet; leave CompileOptions.mainloop unset";
+            << "AttentionBackward with CompileOptions.mainloop = sm90 for " << spec
+            << ": the sm90 backward has no latent projection, score convolution, reciprocal band or gradients of "
+               "captured tensors yet; leave CompileOptions.mainloop unset";
     if (spec.has_latent()) {
         impl_->latent = std::make_unique<api::LatentBackward>(spec, options, target);
         return;
@@ -158,7 +159,7 @@ AttentionBackward::AttentionBackward(const AttentionSpec& spec, const CompileOpt
     if (spec.has_score_conv()) impl_->conv_grad_asked = opts.grads.erase(spec.score_conv_name()) > 0;
     // The reciprocal band's alpha: backward_dq's sums (BackwardArgs::d_alpha).
     if (spec.has_reciprocal_band()) impl_->alpha_grad_asked = opts.grads.erase(spec.reciprocal_band_alpha()) > 0;
-    impl_->path = sm90_dkdv ? BackwardPath::two_pass : choose_path(spec, impl_->inputs, opts, target);
+    impl_->path = choose_path(spec, impl_->inputs, opts, target);
     if (target.on_device) impl_->sm_count = runtime::current_device().sm_count;
     bool batch_sum_plan = false;  // the plan allows the batch-sum launch (impl_->batch_sum_ok)
     if (!opts.grads.empty()) {
@@ -199,7 +200,7 @@ AttentionBackward::AttentionBackward(const AttentionSpec& spec, const CompileOpt
     auto add = [&](KernelKind kind, const std::optional<TileConfig>& tile) {
         // backward_dq computes the input gradients, backward_dkdv sums their planes (if any).
         const bool grad_kind = kind == KernelKind::backward_dq || kind == KernelKind::backward_dkdv;
-        const bool on_sm90 = sm90_dkdv && kind == KernelKind::backward_dkdv;
+        const bool on_sm90 = sm90_keys && owns_keys(kind);
         impl_->kernels.push_back(api::prepare_kernel(
             spec, impl_->inputs, kind, target, on_sm90 ? std::nullopt : tile,
             grad_kind ? impl_->grads : std::set<std::string>{}, on_sm90 ? std::optional(MainloopKind::sm90) : std::nullopt));
@@ -481,7 +482,10 @@ void AttentionBackward::operator()(const LaunchArgs& fwd, const GradArgs& grads_
             if (const auto why = api::why_not_tma_readable(fwd, grads.d_o))
                 user_error << "CompileOptions.mainloop = sm90: " << *why << "; pass the tensor without the broadcast, "
                            << "or leave mainloop unset";
-            maps = api::backward_tma_maps(kernel.config, fwd, grads.d_o);
+            // With a gate the kernels read dO * sigmoid(gate), which backward_stats wrote.
+            const TensorView d_o = gated_d_o ? TensorView::contiguous(gated_d_o->data(), fwd.o.dtype, fwd.o.shape)
+                                             : grads.d_o;
+            maps = api::backward_tma_maps(kernel.config, fwd, d_o);
         }
         kernel.launch(grid,
                       api::backward_params(kernel.layout, block, fwd, with_grads ? &grads : nullptr,

@@ -155,6 +155,69 @@ void compile_timings(const std::string& gpu, const std::string& commit) {
     std::fflush(stdout);
 }
 
+// One backward configuration of a sweep: its name, spec and options.
+struct BackwardRun {
+    std::string name;
+    AttentionSpec spec;
+    std::optional<TileConfig> tile;
+    bool fused;
+    std::optional<MainloopKind> mainloop = std::nullopt;
+};
+
+// Times forward, backward alone and forward + backward of each run on one shape (random
+// bf16 inputs, B H N D, Hkv = H); the reciprocal band's runs get alpha and d alpha.
+// FLOPs: the forward's at `density`, the backward's 2.5 times that.
+void time_backward_runs(const std::vector<BackwardRun>& runs, const char* kind, int B, int H, int N, int D,
+                        double density, const std::string& only_run, const std::string& gpu, const std::string& commit) {
+    auto q = random_device(DType::bf16, {B, H, N, D}, 1), k = random_device(DType::bf16, {B, H, N, D}, 2);
+    auto v = random_device(DType::bf16, {B, H, N, D}, 3), d_o = random_device(DType::bf16, {B, H, N, D}, 4);
+    auto alpha = random_device(DType::f32, {H}, 5);
+    runtime::DeviceBuffer o(size_t(B) * H * N * D * 2), lse(size_t(B) * H * N * 4), dq(size_t(B) * H * N * D * 2),
+        dk(size_t(B) * H * N * D * 2), dv(size_t(B) * H * N * D * 2), dalpha(size_t(H) * 4);
+    LaunchArgs a;
+    a.q = q.view;
+    a.k = k.view;
+    a.v = v.view;
+    a.o = TensorView::contiguous(o.data(), DType::bf16, {B, H, N, D});
+    a.lse = TensorView::contiguous(lse.data(), DType::f32, {B, H, N});
+    GradArgs g{d_o.view, TensorView::contiguous(dq.data(), DType::bf16, {B, H, N, D}),
+               TensorView::contiguous(dk.data(), DType::bf16, {B, H, N, D}),
+               TensorView::contiguous(dv.data(), DType::bf16, {B, H, N, D})};
+    for (const BackwardRun& r : runs) {
+        if (!only_run.empty() && r.name != only_run) continue;
+        LaunchArgs ra = a;
+        GradArgs rg = g;
+        CompileOptions bopts;
+        bopts.tile = r.tile;
+        bopts.fused_backward = r.fused;
+        bopts.mainloop = r.mainloop;
+        if (r.spec.has_reciprocal_band()) {
+            ra.tensors["alpha"] = alpha.view;
+            rg.grads["alpha"] = TensorView::contiguous(dalpha.data(), DType::f32, {H});
+            bopts.grads = {"alpha"};
+        }
+        try {
+            const Attention fwd(r.spec);
+            const AttentionBackward bwd(r.spec, bopts);
+            const double f = time_ms([&] { fwd(ra); });
+            const double b = time_ms([&] { bwd(ra, rg); });
+            const double fb = time_ms([&] {
+                fwd(ra);
+                bwd(ra, rg);
+            });
+            const double flops = 4.0 * B * H * double(N) * N * D * density;
+            std::printf("{\"kind\": \"%s\", \"run\": \"%s\", \"N\": %d, \"B\": %d, \"H\": %d, \"D\": %d, "
+                        "\"fwd_ms\": %.4f, \"bwd_ms\": %.4f, \"fwdbwd_ms\": %.4f, \"fwd_tflops\": %.1f, "
+                        "\"bwd_tflops\": %.1f, \"fwdbwd_tflops\": %.1f, \"gpu\": \"%s\", \"commit\": \"%s\"}\n",
+                        kind, r.name.c_str(), N, B, H, D, f, b, fb, flops / f / 1e9, 2.5 * flops / b / 1e9,
+                        3.5 * flops / fb / 1e9, gpu.c_str(), commit.c_str());
+            std::fflush(stdout);
+        } catch (const UserError& e) {
+            std::fprintf(stderr, "%s: %s\n", r.name.c_str(), e.what());
+        }
+    }
+}
+
 // `bench_forward COMMIT band_backward`: the reciprocal band's forward + backward (d alpha
 // too) beside causal attention's (fused and two-pass backward), D 128, H 16, B * N = 16384:
 // backward_fused on its default tile and on 64 x 64, and the two-pass backward.
@@ -164,61 +227,33 @@ void band_backward_sweep(const std::string& gpu, const std::string& commit, int 
         if (only_n && N != only_n) continue;
         const int B = 16384 / N, H = 16, D = 128;
         auto base = AttentionSpec().dtype(DType::bf16).head_dim(D).return_lse();
-        auto q = random_device(DType::bf16, {B, H, N, D}, 1), k = random_device(DType::bf16, {B, H, N, D}, 2);
-        auto v = random_device(DType::bf16, {B, H, N, D}, 3), d_o = random_device(DType::bf16, {B, H, N, D}, 4);
-        auto alpha = random_device(DType::f32, {H}, 5);
-        runtime::DeviceBuffer o(size_t(B) * H * N * D * 2), lse(size_t(B) * H * N * 4), dq(size_t(B) * H * N * D * 2),
-            dk(size_t(B) * H * N * D * 2), dv(size_t(B) * H * N * D * 2), dalpha(size_t(H) * 4);
-        LaunchArgs a;
-        a.q = q.view;
-        a.k = k.view;
-        a.v = v.view;
-        a.o = TensorView::contiguous(o.data(), DType::bf16, {B, H, N, D});
-        a.lse = TensorView::contiguous(lse.data(), DType::f32, {B, H, N});
-        GradArgs g{d_o.view, TensorView::contiguous(dq.data(), DType::bf16, {B, H, N, D}),
-                   TensorView::contiguous(dk.data(), DType::bf16, {B, H, N, D}),
-                   TensorView::contiguous(dv.data(), DType::bf16, {B, H, N, D})};
-        struct Run {
-            std::string name;
-            AttentionSpec spec;
-            std::optional<TileConfig> tile;
-            bool fused;
-        };
-        std::vector<Run> runs = {{"causal_fused", AttentionSpec(base).mask(mods::causal()), std::nullopt, true},
-                                 {"causal_two_pass", AttentionSpec(base).mask(mods::causal()), std::nullopt, false}};
+        const AttentionSpec causal = AttentionSpec(base).mask(mods::causal());
         const AttentionSpec band = AttentionSpec(base).reciprocal_band(64, "alpha");
-        runs.push_back({"band_fused", band, std::nullopt, true});
-        runs.push_back({"band_fused_m64n64w8", band, TileConfig{64, 64, 8, 2}, true});
-        runs.push_back({"band_two_pass", band, std::nullopt, false});
-        for (const Run& r : runs) {
-            if (!only_run.empty() && r.name != only_run) continue;
-            LaunchArgs ra = a;
-            GradArgs rg = g;
-            CompileOptions bopts;
-            bopts.tile = r.tile;
-            bopts.fused_backward = r.fused;
-            if (r.spec.has_reciprocal_band()) {
-                ra.tensors["alpha"] = alpha.view;
-                rg.grads["alpha"] = TensorView::contiguous(dalpha.data(), DType::f32, {H});
-                bopts.grads = {"alpha"};
-            }
-            try {
-                const Attention fwd(r.spec);
-                const AttentionBackward bwd(r.spec, bopts);
-                const double f = time_ms([&] { fwd(ra); });
-                const double fb = time_ms([&] {
-                    fwd(ra);
-                    bwd(ra, rg);
-                });
-                const double flops = 4.0 * B * H * double(N) * N * D * 0.5;
-                std::printf("{\"kind\": \"band_backward\", \"run\": \"%s\", \"N\": %d, \"B\": %d, \"fwd_ms\": %.4f, "
-                            "\"fwdbwd_ms\": %.4f, \"fwd_tflops\": %.1f, \"fwdbwd_tflops\": %.1f, \"gpu\": \"%s\", "
-                            "\"commit\": \"%s\"}\n",
-                            r.name.c_str(), N, B, f, fb, flops / f / 1e9, 3.5 * flops / fb / 1e9, gpu.c_str(),
-                            commit.c_str());
-                std::fflush(stdout);
-            } catch (const UserError& e) {
-                std::fprintf(stderr, "%s: %s\n", r.name.c_str(), e.what());
+        time_backward_runs({{"causal_fused", causal, std::nullopt, true},
+                            {"causal_two_pass", causal, std::nullopt, false},
+                            {"band_fused", band, std::nullopt, true},
+                            {"band_fused_m64n64w8", band, TileConfig{64, 64, 8, 2}, true},
+                            {"band_two_pass", band, std::nullopt, false}},
+                           "band_backward", B, H, N, D, 0.5, only_run, gpu, commit);
+    }
+}
+
+// `bench_forward COMMIT backward_loops`: plain and causal backward, D 64 and 128, H D = 2048,
+// B N = 16384: the fused backward on the sm80 loop and on the sm90 loop, and the two-pass
+// backward with the sm90 dK/dV kernel.
+void backward_loops_sweep(const std::string& gpu, const std::string& commit, int only_n, const std::string& only_run) {
+    for (int D : {64, 128}) {
+        for (int N : {1024, 4096, 16384}) {
+            if (only_n && N != only_n) continue;
+            const int B = 16384 / N, H = 2048 / D;
+            const auto base = AttentionSpec().dtype(DType::bf16).head_dim(D).return_lse();
+            for (const bool causal : {false, true}) {
+                const AttentionSpec spec = causal ? AttentionSpec(base).mask(mods::causal()) : base;
+                const std::string v = causal ? "causal" : "plain";
+                time_backward_runs({{v + "_fused_sm80", spec, std::nullopt, true, MainloopKind::sm80},
+                                    {v + "_fused_sm90", spec, std::nullopt, true, MainloopKind::sm90},
+                                    {v + "_two_pass_sm90", spec, std::nullopt, false, MainloopKind::sm90}},
+                                   "backward_loops", B, H, N, D, causal ? 0.5 : 1.0, only_run, gpu, commit);
             }
         }
     }
@@ -242,8 +277,10 @@ int main(int argc, char** argv) {
         return 77;
     }
     const std::string gpu = runtime::current_device().name;
-    if (sweep == "band_backward") {
-        band_backward_sweep(gpu, commit, argc > 3 ? std::atoi(argv[3]) : 0, argc > 4 ? argv[4] : "");
+    if (sweep == "band_backward" || sweep == "backward_loops") {
+        (sweep == "band_backward" ? band_backward_sweep : backward_loops_sweep)(gpu, commit,
+                                                                               argc > 3 ? std::atoi(argv[3]) : 0,
+                                                                               argc > 4 ? argv[4] : "");
         return 0;
     }
     if (!conv_tiles) compile_timings(gpu, commit);

@@ -5,7 +5,7 @@ accumulator register named in the asm string, so the wrappers are generated rath
 typed out: run `python3 tools/gen_wgmma_ops.py` after changing the shapes below."""
 import pathlib
 
-SHAPES = (64, 128, 256)  # m64nNk16: N = the score tile's keys, or the tile head dim of V
+SHAPES = (32, 64, 128, 256)  # m64nNk16: the score tile's keys, the tile head dim of V, half a dQ tile
 TYPES = (("half_t", "f16"), ("bf16_t", "bf16"))
 
 
@@ -22,14 +22,15 @@ def wrapper(n, ctype, ptype, form):
     shape = f"m64n{n}k16.f32.{ptype}.{ptype}"
     if form == "ss":
         sig = "const unsigned long long a, const unsigned long long b, int scale_d"
-        ops = f"%{acc}, %{acc + 1}, p, 1, 1, 0, %{acc + 3}"
-        ins = '"l"(a), "l"(b), "r"(scale_d), "n"(kTransB)'
+        ops = f"%{acc}, %{acc + 1}, p, 1, 1, %{acc + 4}, %{acc + 3}"
+        ins = '"l"(a), "l"(b), "r"(scale_d), "n"(kTransB), "n"(kTransA)'
     else:
         sig = "const unsigned (&a)[4], const unsigned long long b, int scale_d"
         ops = f"{{%{acc}, %{acc + 1}, %{acc + 2}, %{acc + 3}}}, %{acc + 4}, p, 1, 1, %{acc + 6}"
         ins = '"r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(scale_d), "n"(kTransB)'
     pred = acc + 2 if form == "ss" else acc + 5
-    return f"""    template <int kTransB>
+    params = "int kTransB, int kTransA = 0" if form == "ss" else "int kTransB"
+    return f"""    template <{params}>
     __device__ __forceinline__ static void {form}(float (&d)[{n // 8}][4], {sig}) {{
         asm volatile(
             "{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{pred}, 0;\\n"
@@ -46,7 +47,8 @@ def main():
         "//",
         "// Wgmma<E, N>: D[64 x N] (+)= A[64 x 16] B[16 x N] on a warpgroup, fp32 accumulators in the",
         "// mma.sync C layout per warp (sm80/fragment.cuh with kMF = 1, kNT = N / 8):",
-        "//   ss<kTransB>(d, a_desc, b_desc, scale_d): A and B in shared memory (sm90/wgmma.cuh descriptors);",
+        "//   ss<kTransB, kTransA>(d, a_desc, b_desc, scale_d): A and B in shared memory (sm90/wgmma.cuh",
+        "//     descriptors); kTransA 1: A is M-contiguous (dS^T's tile read as dS in dQ = dS K);",
         "//   rs<kTransB>(d, a_regs, b_desc, scale_d): A in registers (the m16n8k16 A layout, pack_a).",
         "// scale_d 0: D = A B (the accumulators are not read). kTransB 1: B is N-contiguous in shared",
         "// memory (V of O += P V), 0: K-contiguous (K of S = Q K^T). sm_90a only.",

@@ -104,23 +104,28 @@ bool fused_backward_exists(const Case& c) {
 }
 
 // The backwards: fused with dQ added in a fixed order (the default), the two-pass one
-// (backward_dq, backward_dkdv), fused with dQ added in any order (fast), and the two-pass one
-// with backward_dkdv on the sm90 loop (CompileOptions.mainloop = sm90; sm_90a only).
-enum class Algo { fused_ordered, two_pass, fast, two_pass_sm90 };
+// (backward_dq, backward_dkdv), fused with dQ added in any order (fast); on the sm80 loop, and
+// (the _sm90 ones: CompileOptions.mainloop = sm90, sm_90a only) with the kernel that owns the
+// keys (backward_fused, or backward_dkdv) on the sm90 loop.
+enum class Algo { fused_ordered, two_pass, fast, fused_ordered_sm90, two_pass_sm90, fast_sm90 };
+
+bool is_fast(Algo algo) { return algo == Algo::fast || algo == Algo::fast_sm90; }
+bool is_two_pass(Algo algo) { return algo == Algo::two_pass || algo == Algo::two_pass_sm90; }
+bool on_sm90(Algo algo) {
+    return algo == Algo::fused_ordered_sm90 || algo == Algo::two_pass_sm90 || algo == Algo::fast_sm90;
+}
 
 CompileOptions backward_options(Algo algo) {
     CompileOptions o;
-    o.deterministic = algo != Algo::fast;
-    o.fused_backward = algo != Algo::two_pass && algo != Algo::two_pass_sm90;
-    if (algo == Algo::two_pass_sm90) o.mainloop = MainloopKind::sm90;
+    o.deterministic = !is_fast(algo);
+    o.fused_backward = !is_two_pass(algo);
+    o.mainloop = on_sm90(algo) ? MainloopKind::sm90 : MainloopKind::sm80;
     return o;
 }
 
-const char* algo_suffix(Algo algo) {
-    return algo == Algo::fused_ordered ? ""
-           : algo == Algo::two_pass    ? " (two-pass)"
-           : algo == Algo::fast        ? " (fast)"
-                                       : " (two-pass, sm90 dkdv)";
+std::string algo_suffix(Algo algo) {
+    const std::string loop = on_sm90(algo) ? ", sm90" : "";
+    return is_fast(algo) ? " (fast" + loop + ")" : is_two_pass(algo) ? " (two-pass" + loop + ")" : on_sm90(algo) ? " (sm90)" : "";
 }
 
 // Forward, backward, reference; checks dQ, dK, dV.
@@ -132,7 +137,7 @@ Check run_backward_case(const Case& c, Algo algo = Algo::fused_ordered) {
         Attention forward(p.spec);
         AttentionBackward backward(p.spec, backward_options(algo));
         const bool fused_exists = fused_backward_exists(c);
-        if (backward.deterministic() != (algo != Algo::fast || !fused_exists))
+        if (backward.deterministic() != (!is_fast(algo) || !fused_exists))
             return {false, name + ": AttentionBackward::deterministic() is not what was asked for"};
         p.poison_outputs();
         forward(p.args());
@@ -286,26 +291,30 @@ INSTANTIATE_TEST_SUITE_P(HeadDims, TwoPassBackward,
                          ::testing::ValuesIn(fused_backward_cases(padded_head_dim_backward_cases())),
                          [](const ::testing::TestParamInfo<Case>& info) { return info.param.name(); });
 
-// backward_dkdv on the sm90 loop: the fused cases at tile head dims 64 and 128 (sm_90a only).
-class Sm90DkdvBackward : public ::testing::TestWithParam<Case> {};
+// The backwards with the sm90 loop's kernel (sm_90a only): the fused cases at tile head dims
+// 64 and 128, each with dQ added in order, in any order, and in the two-pass backward.
+class Sm90Backward : public ::testing::TestWithParam<Case> {};
 
-TEST_P(Sm90DkdvBackward, MatchesReference) {
+TEST_P(Sm90Backward, MatchesReference) {
     ATTNJIT_SKIP_WITHOUT_GPU();
     if (runtime::current_device().arch() != "sm_90a") GTEST_SKIP() << "the sm90 loop runs on sm_90a only";
-    Check r = run_backward_case(GetParam(), Algo::two_pass_sm90);
-    EXPECT_TRUE(r.ok) << r.message;
+    for (Algo algo : {Algo::fused_ordered_sm90, Algo::fast_sm90, Algo::two_pass_sm90}) {
+        Check r = run_backward_case(GetParam(), algo);
+        EXPECT_TRUE(r.ok) << r.message;
+    }
 }
 
-std::vector<Case> sm90_dkdv_cases(const std::vector<Case>& all) {
+std::vector<Case> sm90_backward_cases(const std::vector<Case>& all) {
     std::vector<Case> cases;
     for (const Case& c : fused_backward_cases(all))
         if (tile_head_dim(c.dqk) <= 128 && tile_head_dim(c.dv) <= 128 && sm90_head_dims(c.dqk, c.dv)) cases.push_back(c);
     return cases;
 }
 
-INSTANTIATE_TEST_SUITE_P(Matrix, Sm90DkdvBackward, ::testing::ValuesIn(sm90_dkdv_cases(backward_matrix())),
+INSTANTIATE_TEST_SUITE_P(Matrix, Sm90Backward, ::testing::ValuesIn(sm90_backward_cases(backward_matrix())),
                          [](const ::testing::TestParamInfo<Case>& info) { return info.param.name(); });
-INSTANTIATE_TEST_SUITE_P(HeadDims, Sm90DkdvBackward, ::testing::ValuesIn(sm90_dkdv_cases(padded_head_dim_backward_cases())),
+INSTANTIATE_TEST_SUITE_P(HeadDims, Sm90Backward,
+                         ::testing::ValuesIn(sm90_backward_cases(padded_head_dim_backward_cases())),
                          [](const ::testing::TestParamInfo<Case>& info) { return info.param.name(); });
 
 // Where the fused backward does not exist (f32, head dims 32, 96, 48 x 200) the two-pass one
@@ -359,6 +368,11 @@ TEST(BackwardDeterminism, SameInputsSameBits) {
     for (Mod mod : {Mod::Combination, Mod::Plain, Mod::CausalBottomRight, Mod::SlidingWindow})
         EXPECT_TRUE(same_bits_twice(Algo::fused_ordered, true, mod)) << "the fused backward is not deterministic";
     EXPECT_TRUE(same_bits_twice(Algo::two_pass, true)) << "the two-pass backward is not deterministic";
+    if (runtime::current_device().arch() == "sm_90a") {
+        for (Mod mod : {Mod::Combination, Mod::Plain, Mod::CausalBottomRight})
+            EXPECT_TRUE(same_bits_twice(Algo::fused_ordered_sm90, true, mod)) << "the sm90 backward is not deterministic";
+        EXPECT_TRUE(same_bits_twice(Algo::fast_sm90, false)) << "the fast sm90 backward's dK, dV are not deterministic";
+    }
 }
 
 // d sinks (chunk sums, then per head in order) has the same bits run after run, with

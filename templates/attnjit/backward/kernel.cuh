@@ -9,8 +9,8 @@
 //   simt::Backward<...>       every element type, fp32 FFMA, both kinds (simt/backward.cuh)
 //   sm80::BackwardDq<...>     fp16 / bf16, mma.sync, head dims up to 128
 //   sm80::BackwardDkdv<...>   (sm80/backward_dq.cuh, sm80/backward_dkdv.cuh)
-//   sm90::BackwardDkdv<...>   fp16 / bf16 backward_dkdv on sm_90a: TMA + wgmma, warp-specialised
-//                             (sm90/backward_dkdv.cuh; not yet chosen by make_config)
+//   sm90::BackwardDkdv<...>   fp16 / bf16 backward_dkdv and backward_fused (with dQ) on sm_90a:
+//                             TMA + wgmma, warp-specialised (sm90/backward_dkdv.cuh)
 //   sm80::BackwardFused<...>  backward_fused (sm80/backward_fused.cuh; with kScoreConv, the
 //                             score convolution's backward, sm80/score_conv_backward.cuh)
 //   BackwardRows<...>         backward_stats, backward_dq_convert (common/backward_rows.cuh)
@@ -56,7 +56,8 @@ struct BackwardTraits {
         typename Select<
         is_backward_rows(kKind_), BackwardRows<Element, kDqk_, kDv_, kBlockM_, kWarps_>,
         typename Select<
-        kMainloop == MainloopKind::sm90, sm90::BackwardDkdv<Element, kDqk_, kDv_, kBlockM_, kBlockN_, kStages_>,
+        kMainloop == MainloopKind::sm90,
+        sm90::BackwardDkdv<Element, kDqk_, kDv_, kBlockM_, kBlockN_, kStages_, kKind_ == KernelKind::backward_fused>,
         typename Select<kMainloop == MainloopKind::sm80,
                         typename Select<kKind_ == KernelKind::backward_fused,
                                         sm80::BackwardFused<Element, kDqk_, kDv_, kBlockM_, kBlockN_, kWarps_, kStages_, kScoreConv_,

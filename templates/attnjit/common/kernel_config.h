@@ -359,9 +359,10 @@ ATTNJIT_HD constexpr int smem_bytes(const KernelConfig& c) {
                               : 0)
                    : scratch_bytes(t.warps) + elem_bytes(c.elem) * (t.block_m + 2 * t.block_n) * (dqk + dv) +
                          2 * 4 * t.block_m;
-    if (c.mainloop == MainloopKind::sm90 && c.kind == KernelKind::backward_dkdv)  // header + slack, K and V,
+    if (c.mainloop == MainloopKind::sm90 && owns_keys(c.kind))  // header + slack, K and V,
         return 2048 + elem_bytes(c.elem) * (t.block_n + t.stages * t.block_m) * (dqk + dv) +  // Q and dO stages,
-               t.stages * 2 * 4 * t.block_m;                                                  // LSE2 and Delta
+               t.stages * 2 * 4 * t.block_m +                                                 // LSE2 and Delta,
+               (c.kind == KernelKind::backward_fused ? 2 * elem_bytes(c.elem) * t.block_n * t.block_m : 0);  // 2 dS^T
     if (c.mainloop == MainloopKind::sm90)  // 1 KiB header (barriers, tile ring) + 1 KiB alignment slack
         return 2048 + elem_bytes(c.elem) * (t.block_m * dqk + t.stages * t.block_n * (dqk + dv));
     if (is_backward(c.kind))  // simt: element by element, at the real head dims (no padding)
@@ -440,7 +441,9 @@ ATTNJIT_HD constexpr const char* why_config_invalid(const KernelConfig& c) {
     // backward_stats also runs first in the two-pass backward of a gated spec (any dtype,
     // any main loop: it has no tiles of its own).
     const bool fast_backward = c.kind == KernelKind::backward_fused || c.kind == KernelKind::backward_dq_convert;
-    if (fast_backward && c.mainloop != MainloopKind::sm80) return "the fast backward needs the sm80 main loop";
+    if (fast_backward && c.mainloop != MainloopKind::sm80 &&
+        !(c.kind == KernelKind::backward_fused && c.mainloop == MainloopKind::sm90))
+        return "the fast backward needs the sm80 main loop (backward_fused: sm80 or sm90)";
     if (!head_dim_supported(c.head_dim_qk) || !head_dim_supported(c.head_dim_v))
         return "unsupported head dim (a multiple of 8 from 8 to 256)";
     if (t.warps <= 0 || t.warps > 16) return "warps must be in [1, 16]";
@@ -486,17 +489,18 @@ ATTNJIT_HD constexpr const char* why_config_invalid(const KernelConfig& c) {
                 return "backward_fused: block_m 32 or 64 (or 128 with head dims up to 64)";
             if (t.block_n != 64 && t.block_n != 128) return "backward_fused: block_n 64 or 128";
         }
-    } else if (c.kind == KernelKind::backward_dkdv && c.mainloop == MainloopKind::sm90) {
-        // sm90/backward_dkdv.cuh: two consumer warpgroups of 64 keys, 64 queries a step.
+    } else if (owns_keys(c.kind) && c.mainloop == MainloopKind::sm90) {
+        // sm90/backward_dkdv.cuh (backward_dkdv, and backward_fused with dQ): two consumer
+        // warpgroups of 64 keys, 64 queries a step.
         if (c.elem == ElemKind::f32) return "the sm90 main loop takes f16 or bf16 only";
-        if (c.score_conv || c.recip_band) return "the sm90 backward_dkdv has no structural modifiers (sm80 runs them)";
+        if (c.score_conv || c.recip_band) return "the sm90 backward has no structural modifiers (sm80 runs them)";
         if (!sm90_head_dims(c.head_dim_qk, c.head_dim_v) || tile_head_dim(c.head_dim_qk) > 128 ||
             tile_head_dim(c.head_dim_v) > 128)
-            return "the sm90 backward_dkdv takes head dims of 33-64 and 97-128 (whole 64-column blocks, dK and dV in "
+            return "the sm90 backward takes head dims of 33-64 and 97-128 (whole 64-column blocks, dK and dV in "
                    "registers)";
         if (t.block_m != 64 || t.block_n != 128 || t.warps != kSm90Warps)
-            return "sm90 backward_dkdv: block_m 64, block_n 128, 12 warps (a producer and two consumer warpgroups)";
-        if (t.stages < 2 || t.stages > 3) return "sm90 backward_dkdv: stages 2 or 3";
+            return "sm90 backward: block_m 64, block_n 128, 12 warps (a producer and two consumer warpgroups)";
+        if (t.stages < 2 || t.stages > 3) return "sm90 backward: stages 2 or 3";
     } else if (is_backward(c.kind)) {
         if (c.mainloop != MainloopKind::simt) return "unknown backward main loop";
         if (t.block_m > 64 || t.block_n > 64) return "backward simt: block_m and block_n at most 64";
@@ -685,10 +689,10 @@ ATTNJIT_HD constexpr TileConfig default_latent_tile(KernelConfig c, int sm) {
 // dim of V of 256, whose O takes 128 registers a thread; or Q/K at 256 beside V at 128, whose
 // 128-key stages would need 258 KiB): the first valid on sm_90a, else the last (which
 // make_config then leaves to the sm80 loop).
-// backward_dkdv: 128 keys (two consumer warpgroups), 64 queries a step, two stages.
+// backward_dkdv and backward_fused: 128 keys (two consumer warpgroups), 64 queries a step, two stages.
 ATTNJIT_HD constexpr TileConfig default_sm90_tile(KernelConfig c) {
     c.mainloop = MainloopKind::sm90;
-    if (c.kind == KernelKind::backward_dkdv) return TileConfig{64, 128, kSm90Warps, 2};
+    if (owns_keys(c.kind)) return TileConfig{64, 128, kSm90Warps, 2};
     const TileConfig tiles[] = {TileConfig{128, 128, kSm90Warps, 2}, TileConfig{128, 64, kSm90Warps, 2}};
     for (const TileConfig& t : tiles) {
         c.tile = t;

@@ -15,13 +15,24 @@
 //   then the stage goes back. dK (scaled once) and dV are stored from registers: each element
 //   is one thread's fixed-order sum over (head, query tile), deterministic.
 //
+// kFusedDq (backward_fused on sm90, after backward_stats): each step also adds dQ_partial = dS K to
+// the fp32 sums (BackwardArgs::dq_accum; backward_dq_convert scales and stores them). Each
+// consumer writes its dS^T [64 keys x BM] to shared memory; after a barrier of both, each
+// computes half of dQ_partial's columns over all BN keys on wgmma (dS^T read M-contiguous as dS,
+// K read N-contiguous), and adds it with reductions: in any order (the fast backward), or
+// (BackwardArgs::dq_turns) one CTA at a time per query tile in the order of
+// common/query_schedule.cuh, as sm80/backward_fused.cuh does (CTAs numbered in descending key
+// tiles; a step's turn is published at the next step's barrier, once both warpgroups' additions
+// are issued).
+//
 // Not yet here: overlap between the steps' products and the element pass, the reciprocal band,
 // per-key gradients of captured tensors (those specs take the sm80 kernel).
 //
 // Shared memory (smem_bytes in common/kernel_config.h), from the first 1024-byte boundary:
 //   header [1024]: mbarriers (K and V full; per stage full, empty), the step ring, the
 //                  producer warp's classify scratch
-//   K [BN x DQK] | V [BN x DV] | S x (Q [BM x DQK] | dO [BM x DV]) | S x (LSE2 [BM] | Delta [BM])
+//   K [BN x DQK] | V [BN x DV] | S x (Q [BM x DQK] | dO [BM x DV]) | kFusedDq: 2 x dS^T [BN x BM] |
+//   S x (LSE2 [BM] | Delta [BM])
 // with the tiles 128-byte swizzled in 64-column blocks (sm90/wgmma.cuh), plus 1 KiB of slack.
 #pragma once
 
@@ -44,7 +55,7 @@
 namespace attnjit {
 namespace sm90 {
 
-template <class E, int kDqkReal, int kDvReal, int BM, int BN, int S>
+template <class E, int kDqkReal, int kDvReal, int BM, int BN, int S, bool kFusedDq = false>
 struct BackwardDkdv {
     static constexpr int DQK = tile_head_dim(kDqkReal), DV = tile_head_dim(kDvReal);
     static constexpr int kConsumers = BN / 64;  // warpgroups of 64 keys
@@ -57,15 +68,23 @@ struct BackwardDkdv {
     static constexpr int kQOff = kVOff + BN * DV * 2;
     static constexpr int kDoInStage = BM * DQK * 2;
     static constexpr int kQStage = BM * (DQK + DV) * 2;
-    static constexpr int kStatOff = kQOff + S * kQStage;
+    static constexpr int kDsOff = kQOff + S * kQStage;  // kFusedDq: two dS^T buffers, by step parity
+    static constexpr int kDsBytes = BN * BM * 2;
+    static constexpr int kStatOff = kDsOff + (kFusedDq ? 2 * kDsBytes : 0);
     static constexpr int kStatStage = 2 * BM * 4;  // LSE2 [BM] | Delta [BM]
     static constexpr int kSmemBytes = kStatOff + S * kStatStage + 1024;  // + the alignment slack
-    // The header: barriers, the step ring ({head, first row, class} per stage), the scratch.
+    // The header: barriers, the step ring ({head, first row, class, wait_for, position} per
+    // stage, 8 ints), the scratch.
     static constexpr int kKvFull = 0, kFull = 8, kEmpty = kFull + 8 * S, kRingOff = kEmpty + 8 * S,
                          kScratchOff = 512;
     static constexpr int kProducerRegs = 24, kConsumerRegs = 240;
+    // kFusedDq: the columns of dQ_partial each consumer computes, and the named barriers (the
+    // producer warp's BlockCtx has barrier 1): dS^T written (both consumers), a consumer's turn.
+    static constexpr int kDqCols = DQK / kConsumers;
+    static constexpr int kDsWritten = 2, kTurnTaken = 3;
 
-    static_assert(kSmemBytes == smem_bytes(KernelConfig{KernelKind::backward_dkdv, MainloopKind::sm90,
+    static_assert(kSmemBytes == smem_bytes(KernelConfig{kFusedDq ? KernelKind::backward_fused : KernelKind::backward_dkdv,
+                                                        MainloopKind::sm90,
                                                         ElemKindOf<E>::value, kDqkReal, kDvReal,
                                                         TileConfig{BM, BN, kThreads / 32, S}}),
                   "sm90::BackwardDkdv shared-memory layout disagrees with smem_bytes in common/kernel_config.h");
@@ -73,9 +92,10 @@ struct BackwardDkdv {
     static_assert(DQK % 64 == 0 && DV % 64 == 0 && DQK <= 128 && DV <= 128,
                   "tile head dims of whole 64-column blocks, dK and dV in registers: 64 or 128");
     static_assert(kQStage % 1024 == 0 && (BN * DQK * 2) % 1024 == 0, "swizzled tiles start on 1024-byte boundaries");
-    static_assert(kRingOff + 16 * S <= kScratchOff && kScratchOff + 64 <= kHeaderBytes, "the header holds its parts");
+    static_assert(kRingOff + 32 * S <= kScratchOff && kScratchOff + 64 <= kHeaderBytes, "the header holds its parts");
+    static_assert(kDsOff % 1024 == 0 && kDsBytes % 1024 == 0, "dS^T's swizzled tiles start on 1024-byte boundaries");
 
-    static constexpr const char* kName = "sm90 backward";
+    static constexpr const char* kName = kFusedDq ? "sm90 backward_fused" : "sm90 backward_dkdv";
     static constexpr bool kSupportsOutputTransform = false;
     static constexpr bool kSupportsScoreTileTransform = false;
     static constexpr bool kSupportsRecipBand = false;
@@ -83,6 +103,36 @@ struct BackwardDkdv {
     using SLayout = sm80::MmaCLayout<1, kNT, 1, BM, 1, 4>;                // S^T, P^T, dP^T, dS^T: a warp's 16 keys
     using KLayout = sm80::MmaCLayout<1, DQK / 8, 1, kDqkReal, 1, 4>;  // dK (stores the real columns)
     using VLayout = sm80::MmaCLayout<1, DV / 8, 1, kDvReal, 1, 4>;    // dV
+
+    // dS^T of consumer wg (packed as A fragments: its warp's 16 keys x BM queries) into rows
+    // 64 wg + the warp's keys of the dS^T tile [BN x BM], 128-byte swizzled like a copied tile.
+    __device__ __forceinline__ static void store_ds_t(const unsigned (&dst)[1][BM / 16][4], unsigned ds_buf, int wg,
+                                                      int warp, int lane) {
+        const int row = 64 * wg + 16 * (warp & 3) + (lane >> 2);  // and row + 8: the same swizzle phase
+        const unsigned r0 = ds_buf + row * kRowBytes + 4 * (lane & 3), r1 = r0 + 8 * kRowBytes;
+#pragma unroll
+        for (int kc = 0; kc < BM / 16; ++kc) {  // queries 16 kc .. 16 kc + 15: chunks 2 kc, 2 kc + 1
+            const unsigned c0 = ((2 * kc) ^ (row & 7)) << 4, c1 = ((2 * kc + 1) ^ (row & 7)) << 4;
+            ptx::st_shared_b32(r0 + c0, dst[0][kc][0]);
+            ptx::st_shared_b32(r1 + c0, dst[0][kc][1]);
+            ptx::st_shared_b32(r0 + c1, dst[0][kc][2]);
+            ptx::st_shared_b32(r1 + c1, dst[0][kc][3]);
+        }
+    }
+
+    // dQ_partial (a warpgroup accumulator: the warp's 16 query rows, columns col0 + 8 nt + 2 t4)
+    // added to head h's fp32 sums [Nq x kDqkReal]: rows < Nq, real columns only.
+    __device__ __forceinline__ static void add_dq(const BackwardArgs& a, const float (&dq)[kDqCols / 8][4], int b, int h,
+                                                  int m0, int col0, int warp, int lane) {
+        const int q = m0 + 16 * (warp & 3) + (lane >> 2);
+        float* const sums = a.dq_accum + (((long long)b * a.q_heads + h) * a.q_len + q) * kDqkReal + col0 + 2 * (lane & 3);
+#pragma unroll
+        for (int nt = 0; nt < kDqCols / 8; ++nt) {
+            if (col0 + 8 * nt >= kDqkReal) continue;  // warp-uniform: padded columns
+            if (q < a.q_len) ptx::red_add_f32x2(sums + 8 * nt, dq[nt][0], dq[nt][1]);
+            if (q + 8 < a.q_len) ptx::red_add_f32x2(sums + 8 * kDqkReal + 8 * nt, dq[nt][2], dq[nt][3]);
+        }
+    }
 
     template <class Variant, class Params>
     __device__ __forceinline__ static void run_dkdv(const Params& p, const BackwardTmaMaps& maps,
@@ -92,13 +142,16 @@ struct BackwardDkdv {
                       "gradients of captured tensors in backward_dkdv run on the sm80 loop");
         const BackwardArgs& a = p.args;
         const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
-        const int n0 = blockIdx.x * BN, kvh = blockIdx.y, b = blockIdx.z;
+        // kFusedDq, ordered: the turn counters, and the CTAs numbered in descending key tiles.
+        int* const turns = kFusedDq ? a.dq_turns : nullptr;
+        const int key_tile = turns ? gridDim.x - 1 - blockIdx.x : blockIdx.x;
+        const int n0 = key_tile * BN, kvh = blockIdx.y, b = blockIdx.z;
         const int nq = a.q_len, nk = a.kv_len;
 
         const unsigned raw = ptx::smem_addr(smem_raw);
         const unsigned base = (raw + 1023u) & ~1023u;
         unsigned char* const smem = smem_raw + (base - raw);
-        int* const ring = reinterpret_cast<int*>(smem + kRingOff);  // {h, m0, class, -} per stage
+        int* const ring = reinterpret_cast<int*>(smem + kRingOff);  // {h, m0, class, wait_for, position} per stage
         const unsigned k_s = base + kKOff, v_s = base + kVOff, q_s = base + kQOff;
         float* const stats = reinterpret_cast<float*>(smem + kStatOff);
 
@@ -131,7 +184,10 @@ struct BackwardDkdv {
             }
             BlockCtx ctx{reinterpret_cast<long long*>(smem + kScratchOff), lane, 32, 1};
             const int last_key = (n0 + BN < nk ? n0 + BN : nk) - 1;
-            QueryCursor<Variant, Params, BM> cursor(a, n0, last_key);
+            // The fast backward starts CTAs at different query tiles, so that their dQ additions
+            // do not all meet on the same rows at once; the ordered one walks them in order.
+            QueryCursor<Variant, Params, BM, BN> cursor(a, n0, last_key, kFusedDq && !turns ? key_tile : 0);
+            if (turns) cursor.order_by_key_tiles(a, key_tile);
             const long long plane = (long long)a.batch * a.q_heads * nq;
             RingPos<S> pos;
             for (;;) {
@@ -149,9 +205,11 @@ struct BackwardDkdv {
                 }
                 __syncwarp();  // the lanes' statistics before lane 0's arrival publishes them
                 if (lane == 0) {
-                    ring[4 * stage] = st.h;
-                    ring[4 * stage + 1] = st.m0;
-                    ring[4 * stage + 2] = static_cast<int>(st.cls);
+                    ring[8 * stage] = st.h;
+                    ring[8 * stage + 1] = st.m0;
+                    ring[8 * stage + 2] = static_cast<int>(st.cls);
+                    ring[8 * stage + 3] = st.wait_for;
+                    ring[8 * stage + 4] = st.position;
                     if (st.h < 0) {
                         mbar_arrive(base + kFull + 8 * stage);  // the end: no copies
                     } else {
@@ -184,13 +242,16 @@ struct BackwardDkdv {
         typename Variant::Head hd = Variant::make_head(p, b, kvh * a.group, kvh);
         int hd_h = kvh * a.group;
         const bool edge = n0 + BN > nk;
+        int* published = nullptr;  // kFusedDq, ordered: the last step's turn counter, to publish
+        int published_value = 0;
         mbar_wait(base + kKvFull, 0);
         RingPos<S> pos;
         for (;;) {
             const int stage = pos.stage;
             mbar_wait(base + kFull + 8 * stage, pos.phase);
-            const int h = ring[4 * stage], m0 = ring[4 * stage + 1];
-            const TileClass cls = static_cast<TileClass>(ring[4 * stage + 2]);
+            const int h = ring[8 * stage], m0 = ring[8 * stage + 1];
+            const TileClass cls = static_cast<TileClass>(ring[8 * stage + 2]);
+            const int wait_for = ring[8 * stage + 3], position = ring[8 * stage + 4];
             if (h < 0) break;
             if (h != hd_h) {
                 hd = Variant::make_head(p, b, h, kvh);
@@ -227,6 +288,14 @@ struct BackwardDkdv {
             unsigned pt[1][kNT / 2][4], dst[1][kNT / 2][4];  // P^T and dS^T as A fragments
             sm80::pack_a<E>(s, pt);
             sm80::pack_a<E>(dp, dst);
+            const unsigned ds_buf = base + kDsOff + (pos.uses & 1) * kDsBytes;
+            if constexpr (kFusedDq) {
+                store_ds_t(dst, ds_buf, wg, warp, lane);
+                fence_proxy_async();                     // dS^T's stores before the products read it
+                named_sync(kDsWritten, 128 * kConsumers);  // both halves of dS^T
+                if (published && tid == 128) ptx::st_release_gpu(published, published_value);
+                published = nullptr;
+            }
             fence_regs(dv[0]);
             fence_regs(dk[0]);
             fence_regs(pt[0]);
@@ -240,13 +309,43 @@ struct BackwardDkdv {
             for (int kk = 0; kk < BM / 16; ++kk)  // dK += dS^T Q
                 Wgmma<E, DQK>::template rs<1>(dk[0], dst[0][kk], smem_desc(q_st + kk * 16 * kRowBytes, BM * kRowBytes, 1024),
                                               1);
+            float dq[kDqCols / 8][4];
+            if constexpr (kFusedDq) {
+                // dQ_partial[:, this half's columns] = dS K over the BN keys: dS^T read M-contiguous,
+                // K N-contiguous from its first column (a 64-column block, or half of one).
+                const unsigned k_cols = k_s + (wg * kDqCols / 64) * BN * kRowBytes + (wg * kDqCols % 64) * 2;
+#pragma unroll
+                for (int kk = 0; kk < BN / 16; ++kk)
+                    Wgmma<E, kDqCols>::template ss<1, 1>(dq, smem_desc(ds_buf + kk * 16 * kRowBytes, BN * kRowBytes, 1024),
+                                                         smem_desc(k_cols + kk * 16 * kRowBytes, BN * kRowBytes, 1024),
+                                                         kk > 0 ? 1 : 0);
+            }
             wgmma_commit();
             wgmma_wait<0>();
             fence_regs(dv[0]);
             fence_regs(dk[0]);
+            if constexpr (kFusedDq) fence_regs(dq);
             __syncwarp();
             if (lane == 0) mbar_arrive(base + kEmpty + 8 * stage);  // Q, dO and the statistics are free
             pos.advance();
+            if constexpr (kFusedDq) {
+                int* const turn = turns ? turns + ((long long)b * a.q_heads + h) * ((nq + BM - 1) / BM) + m0 / BM : nullptr;
+                if (turn && wait_for > 0) {  // ordered: the CTA before this one added to the tile
+                    if ((tid & 127) == 0)
+                        while (ptx::ld_acquire_gpu(turn) < wait_for) {
+                        }
+                    named_sync(kTurnTaken + wg, 128);
+                }
+                add_dq(a, dq, b, h, m0, wg * kDqCols, warp, lane);
+                if (turn) {  // published at the next barrier of both consumers: their additions issued
+                    published = turn;
+                    published_value = position + 1;
+                }
+            }
+        }
+        if constexpr (kFusedDq) {
+            named_sync(kDsWritten, 128 * kConsumers);
+            if (published && tid == 128) ptx::st_release_gpu(published, published_value);
         }
 
         const KLayout kl;

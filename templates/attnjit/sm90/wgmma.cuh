@@ -32,6 +32,10 @@ __device__ __forceinline__ unsigned long long smem_desc(unsigned addr, unsigned 
 // wgmma that follows reads them.
 __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
 __device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
+// Orders this thread's earlier shared-memory stores (the generic proxy) before the async
+// proxy's reads of them (a wgmma operand written by threads, not by a bulk copy); a barrier
+// after it publishes them to the warpgroups that issue the product.
+__device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
 // Waits until at most N committed groups of this warpgroup are still running.
 template <int N>
 __device__ __forceinline__ void wgmma_wait() {
