@@ -162,6 +162,7 @@ struct BackwardRun {
     std::optional<TileConfig> tile;
     bool fused;
     std::optional<MainloopKind> mainloop = std::nullopt;
+    bool deterministic = true;  // false: the fast backward (dQ added in any order)
 };
 
 // Times forward, backward alone and forward + backward of each run on one shape (random
@@ -191,6 +192,7 @@ void time_backward_runs(const std::vector<BackwardRun>& runs, const char* kind, 
         bopts.tile = r.tile;
         bopts.fused_backward = r.fused;
         bopts.mainloop = r.mainloop;
+        bopts.deterministic = r.deterministic;
         if (r.spec.has_reciprocal_band()) {
             ra.tensors["alpha"] = alpha.view;
             rg.grads["alpha"] = TensorView::contiguous(dalpha.data(), DType::f32, {H});
@@ -239,7 +241,7 @@ void band_backward_sweep(const std::string& gpu, const std::string& commit, int 
 }
 
 // `bench_forward COMMIT backward_loops`: plain and causal backward, D 64 and 128, H D = 2048,
-// B N = 16384: the fused backward on the sm80 loop and on the sm90 loop, and the two-pass
+// B N = 16384: the fused backward on the sm80 loop and on the sm90 loop (ordered and fast), and the two-pass
 // backward with the sm90 dK/dV kernel.
 void backward_loops_sweep(const std::string& gpu, const std::string& commit, int only_n, const std::string& only_run) {
     for (int D : {64, 128}) {
@@ -252,6 +254,7 @@ void backward_loops_sweep(const std::string& gpu, const std::string& commit, int
                 const std::string v = causal ? "causal" : "plain";
                 time_backward_runs({{v + "_fused_sm80", spec, std::nullopt, true, MainloopKind::sm80},
                                     {v + "_fused_sm90", spec, std::nullopt, true, MainloopKind::sm90},
+                                    {v + "_fast_sm90", spec, std::nullopt, true, MainloopKind::sm90, false},
                                     {v + "_two_pass_sm90", spec, std::nullopt, false, MainloopKind::sm90}},
                                    "backward_loops", B, H, N, D, causal ? 0.5 : 1.0, only_run, gpu, commit);
             }

@@ -186,6 +186,57 @@ struct BackwardScores {
             }
     }
 
+    // keys_are_rows in two passes, for a loop that overlaps them with its products (the sm90
+    // backward: P while dP's product runs, dS while dV's does); variants without
+    // Variant::kHasScoreGrad only (dS then needs P alone, not the score).
+    //   keys_are_rows_p   s: <q, k> in, P out
+    //   keys_are_rows_ds  dp: <dO, v> in, dS = P (dP - Delta) out (0 wherever P is 0)
+    template <bool kEdge, class Layout, class Frag>
+    __device__ __forceinline__ void keys_are_rows_p(const Layout& layout, Frag& s, const float* lse2_s, int q0, int nq,
+                                                    int k0, int nk) const {
+        constexpr int kMF = Layout::kMF, kNT = Layout::kNT;
+#pragma unroll
+        for (int nt = 0; nt < kNT; ++nt)
+#pragma unroll
+            for (int c = 0; c < 2; ++c) {
+                const int col = layout.col(nt, c);
+                const int q = q0 + col;
+                const bool q_ok = q < nq;
+                const int qcl = q_ok ? q : nq - 1;
+                const Row row = Variant::make_row(p, hd, qcl);
+                const float l2 = lse2_s[col];
+#pragma unroll
+                for (int mf = 0; mf < kMF; ++mf)
+#pragma unroll
+                    for (int hi = 0; hi < 2; ++hi) {
+                        const int k = k0 + layout.row(2 * mf + hi);
+                        const bool keep = q_ok && (!kEdge || k < nk);
+                        float& x = s[mf][nt][2 * hi + c];
+                        x = probability(row, qcl, !kEdge || k < nk ? k : nk - 1, keep, l2, x, x * scale);
+                    }
+            }
+    }
+    template <class Layout, class Frag>
+    __device__ __forceinline__ void keys_are_rows_ds(const Layout& layout, const Frag& pr, Frag& dp,
+                                                     const float* delta_s) const {
+        static_assert(!Variant::kHasScoreGrad, "keys_are_rows_ds: dS of a score_mod needs the score (keys_are_rows)");
+        constexpr int kMF = Layout::kMF, kNT = Layout::kNT;
+#pragma unroll
+        for (int nt = 0; nt < kNT; ++nt)
+#pragma unroll
+            for (int c = 0; c < 2; ++c) {
+                const float dl = delta_s[layout.col(nt, c)];
+#pragma unroll
+                for (int mf = 0; mf < kMF; ++mf)
+#pragma unroll
+                    for (int hi = 0; hi < 2; ++hi) {
+                        const float P = pr[mf][nt][2 * hi + c];
+                        float& d = dp[mf][nt][2 * hi + c];
+                        d = P == 0.f ? 0.f : P * (d - dl);
+                    }
+            }
+    }
+
 private:
     // kBiasGiven (with kDtInDp, where element_dt leaves dt alone): the third fragment holds
     // the bias tile's values.

@@ -104,6 +104,19 @@ struct BackwardDkdv {
     using KLayout = sm80::MmaCLayout<1, DQK / 8, 1, kDqkReal, 1, 4>;  // dK (stores the real columns)
     using VLayout = sm80::MmaCLayout<1, DV / 8, 1, kDvReal, 1, 4>;    // dV
 
+    // Whether the consumers split the element pass around the products (P^T while dP^T's runs,
+    // dS^T while dV's runs): variants whose dS needs the score itself (score_mod gradients) do not.
+    template <class Variant>
+    static constexpr bool kSplitElements = !Variant::kHasScoreGrad;
+
+    // dV += P^T dO: 16 queries a step, dO read N-contiguous.
+    __device__ __forceinline__ static void dv_product(float (&dv)[1][DV / 8][4], const unsigned (&pt)[1][BM / 16][4],
+                                                      unsigned do_st) {
+#pragma unroll
+        for (int kk = 0; kk < BM / 16; ++kk)
+            Wgmma<E, DV>::template rs<1>(dv[0], pt[0][kk], smem_desc(do_st + kk * 16 * kRowBytes, BM * kRowBytes, 1024), 1);
+    }
+
     // dS^T of consumer wg (packed as A fragments: its warp's 16 keys x BM queries) into rows
     // 64 wg + the warp's keys of the dS^T tile [BN x BM], 128-byte swizzled like a copied tile.
     __device__ __forceinline__ static void store_ds_t(const unsigned (&dst)[1][BM / 16][4], unsigned ds_buf, int wg,
@@ -267,6 +280,7 @@ struct BackwardDkdv {
                                              smem_desc(q_st + (kk / 4) * BM * kRowBytes + off, 16, 1024),
                                              kk > 0 ? 1 : 0);
             }
+            wgmma_commit();  // S^T
 #pragma unroll
             for (int kk = 0; kk < DV / 16; ++kk) {  // dP^T = V dO^T
                 const unsigned off = (kk % 4) * 32u;
@@ -274,19 +288,37 @@ struct BackwardDkdv {
                                              smem_desc(do_st + (kk / 4) * BM * kRowBytes + off, 16, 1024),
                                              kk > 0 ? 1 : 0);
             }
-            wgmma_commit();
-            wgmma_wait<0>();
-            fence_regs(s[0]);
-            fence_regs(dp[0]);
+            wgmma_commit();  // dP^T
             const BackwardScores<Variant, Params> scores{p, hd, a.scale, a.scale * kLog2e,
                                                          Variant::kHasMask && cls == TileClass::kPartial};
             const float* lse2_s = stats + stage * 2 * BM;
-            if (edge)
-                scores.template keys_are_rows<true>(sl, s, dp, lse2_s, lse2_s + BM, m0, nq, n0, nk);
-            else
-                scores.template keys_are_rows<false>(sl, s, dp, lse2_s, lse2_s + BM, m0, nq, n0, nk);
             unsigned pt[1][kNT / 2][4], dst[1][kNT / 2][4];  // P^T and dS^T as A fragments
-            sm80::pack_a<E>(s, pt);
+            if constexpr (kSplitElements<Variant>) {
+                wgmma_wait<1>();  // S^T: P^T while dP^T's product runs
+                fence_regs(s[0]);
+                if (edge)
+                    scores.template keys_are_rows_p<true>(sl, s, lse2_s, m0, nq, n0, nk);
+                else
+                    scores.template keys_are_rows_p<false>(sl, s, lse2_s, m0, nq, n0, nk);
+                sm80::pack_a<E>(s, pt);
+                fence_regs(dv[0]);
+                fence_regs(pt[0]);
+                wgmma_fence();
+                dv_product(dv, pt, do_st);
+                wgmma_commit();
+                wgmma_wait<1>();  // dP^T: dS^T while dV's product runs
+                fence_regs(dp[0]);
+                scores.keys_are_rows_ds(sl, s, dp, lse2_s + BM);
+            } else {
+                wgmma_wait<0>();
+                fence_regs(s[0]);
+                fence_regs(dp[0]);
+                if (edge)
+                    scores.template keys_are_rows<true>(sl, s, dp, lse2_s, lse2_s + BM, m0, nq, n0, nk);
+                else
+                    scores.template keys_are_rows<false>(sl, s, dp, lse2_s, lse2_s + BM, m0, nq, n0, nk);
+                sm80::pack_a<E>(s, pt);
+            }
             sm80::pack_a<E>(dp, dst);
             const unsigned ds_buf = base + kDsOff + (pos.uses & 1) * kDsBytes;
             if constexpr (kFusedDq) {
@@ -296,15 +328,14 @@ struct BackwardDkdv {
                 if (published && tid == 128) ptx::st_release_gpu(published, published_value);
                 published = nullptr;
             }
-            fence_regs(dv[0]);
+            if constexpr (!kSplitElements<Variant>) {
+                fence_regs(dv[0]);
+                fence_regs(pt[0]);
+            }
             fence_regs(dk[0]);
-            fence_regs(pt[0]);
             fence_regs(dst[0]);
             wgmma_fence();
-#pragma unroll
-            for (int kk = 0; kk < BM / 16; ++kk)  // dV += P^T dO: 16 queries a step, dO read N-contiguous
-                Wgmma<E, DV>::template rs<1>(dv[0], pt[0][kk], smem_desc(do_st + kk * 16 * kRowBytes, BM * kRowBytes, 1024),
-                                             1);
+            if constexpr (!kSplitElements<Variant>) dv_product(dv, pt, do_st);
 #pragma unroll
             for (int kk = 0; kk < BM / 16; ++kk)  // dK += dS^T Q
                 Wgmma<E, DQK>::template rs<1>(dk[0], dst[0][kk], smem_desc(q_st + kk * 16 * kRowBytes, BM * kRowBytes, 1024),
