@@ -47,10 +47,12 @@ struct CompileOptions {
     std::set<std::string> grads = {};
     // Attention: the forward's main loop. Unset: sm90 (TMA + wgmma) on sm_90a where it
     // carries the spec, else sm80 (f16 / bf16) or simt (f32); set: that loop, or a UserError
-    // saying why it cannot run the spec. AttentionBackward: sm90 runs the two-pass backward with
-    // backward_dkdv on the sm90 loop (head dims up to 128, no structural modifier or gradients of
-    // captured tensors; its own default tile, whatever `tile` says; not yet run on a GPU:
-    // docs/sm90.md); other values change nothing.
+    // saying why it cannot run the spec. AttentionBackward: the kernel that owns the keys
+    // (backward_fused, or backward_dkdv in the two-pass backward) on the sm90 loop, unset: on
+    // sm_90a where it carries the spec (f16 / bf16, head dims up to 128, no score convolution,
+    // reciprocal band, latent projection or gradients of captured tensors) and `tile` is unset,
+    // with the sm80 kernels for a call whose tensors the bulk copies cannot read; sm90: always
+    // (its own tile, whatever `tile` says; a UserError where it cannot run); sm80: never.
     std::optional<MainloopKind> mainloop;
 };
 

@@ -12,6 +12,8 @@
 #include "dsl/printer.h"
 
 #include <map>
+#include <memory>
+#include <mutex>
 #include <optional>
 #include <set>
 #include <tuple>
@@ -81,6 +83,26 @@ BackwardPath choose_path(const AttentionSpec& spec, const codegen::SpecInputs& i
     return BackwardPath::fused_ordered;
 }
 
+// Whether CompileOptions.grads names only the sinks and the gate, whose gradients come from
+// their own kernels (backward_sink_grad, backward_stats), not from backward_dq's plan.
+bool structural_grads_only(const AttentionSpec& spec, const CompileOptions& options) {
+    for (const std::string& name : options.grads)
+        if (!(spec.has_sinks() && name == spec.sinks_name()) && !(spec.has_gate() && name == spec.gate_name()))
+            return false;
+    return true;
+}
+
+// Whether the sm90 backward runs this spec on this target: sm_90a, f16 / bf16, head dims of
+// whole 64-column tiles up to 128, no structural modifier but sinks and a gate, no gradients of
+// captured tensors.
+bool sm90_backward_carries(const AttentionSpec& spec, const CompileOptions& options, const api::Target& target) {
+    if (!codegen::arch_has_wgmma(target.arch) || spec.dtype() == DType::f32) return false;
+    if (spec.has_latent() || spec.has_score_conv() || spec.has_reciprocal_band()) return false;
+    const int dqk = spec.head_dim_qk(), dv = spec.head_dim_v();
+    return sm90_head_dims(dqk, dv) && tile_head_dim(dqk) <= 128 && tile_head_dim(dv) <= 128 &&
+           structural_grads_only(spec, options);
+}
+
 const char* path_kernels(BackwardPath path) {
     return path == BackwardPath::two_pass ? "backward_dq and backward_dkdv"
                                           : "backward_stats, backward_fused and backward_dq_convert";
@@ -118,6 +140,17 @@ struct AttentionBackward::Impl {
     struct Launch;
     Launch check(const LaunchArgs& fwd, const GradArgs& grads) const;  // every argument check
 
+    // The sm90 backward taken by default (not forced): the same backward on the sm80 loop, for a
+    // call whose Q, K, V or dO its bulk copies cannot read (api/forward_tma.h), built on first need.
+    bool sm90_default = false;
+    CompileOptions sm80_options;
+    mutable std::once_flag sm80_once;
+    mutable std::unique_ptr<AttentionBackward> sm80;
+    const AttentionBackward& sm80_backward() const {
+        std::call_once(sm80_once, [this] { sm80 = std::make_unique<AttentionBackward>(spec, sm80_options); });
+        return *sm80;
+    }
+
     const api::PreparedKernel& kernel(KernelKind kind) const {
         for (const auto& k : kernels)
             if (k.config.kind == kind) return k;
@@ -137,12 +170,20 @@ AttentionBackward::AttentionBackward(const AttentionSpec& spec, const CompileOpt
     impl_->spec = spec;
     const api::Target target = api::resolve_target(options);
     impl_->arch = target.arch;
-    // CompileOptions.mainloop = sm90: the kernel that owns the keys (backward_fused, or in the
-    // two-pass backward backward_dkdv) on the sm90 loop (sm90/backward_dkdv.cuh); the per-row
-    // kernels and backward_dq stay as they are. Other values leave the backward as it is.
-    const bool sm90_keys = options.mainloop == MainloopKind::sm90;
-    if (sm90_keys)
-        user_check(!spec.has_latent() && !spec.has_score_conv() && !spec.has_reciprocal_band() && options.grads.empty())
+    // The sm90 loop: the kernel that owns the keys (backward_fused, or in the two-pass backward
+    // backward_dkdv) on it (sm90/backward_dkdv.cuh); the per-row kernels and backward_dq stay as
+    // they are. Taken on sm_90a where it carries the spec (sm90_backward_carries) and no tile is
+    // given, or forced by CompileOptions.mainloop = sm90; mainloop = sm80 keeps the sm80 kernels.
+    const bool sm90_keys = options.mainloop == MainloopKind::sm90 ||
+                           (!options.mainloop && !options.tile && sm90_backward_carries(spec, options, target));
+    impl_->sm90_default = sm90_keys && !options.mainloop;
+    if (impl_->sm90_default) {
+        impl_->sm80_options = options;
+        impl_->sm80_options.mainloop = MainloopKind::sm80;
+    }
+    if (options.mainloop == MainloopKind::sm90)
+        user_check(!spec.has_latent() && !spec.has_score_conv() && !spec.has_reciprocal_band() &&
+                   structural_grads_only(spec, options))
             << "AttentionBackward with CompileOptions.mainloop = sm90 for " << spec
             << ": the sm90 backward has no latent projection, score convolution, reciprocal band or gradients of "
                "captured tensors yet; leave CompileOptions.mainloop unset";
@@ -304,6 +345,10 @@ void AttentionBackward::check_args(const LaunchArgs& fwd, const GradArgs& grads)
 
 void AttentionBackward::operator()(const LaunchArgs& fwd, const GradArgs& grads_in, Stream stream) const {
     if (impl_->latent) return impl_->latent->run(fwd, grads_in, stream);
+    if (impl_->sm90_default && api::why_not_tma_readable(fwd, grads_in.d_o)) {
+        debug(1) << "sm90 backward: " << *api::why_not_tma_readable(fwd, grads_in.d_o) << "; running the sm80 kernels";
+        return impl_->sm80_backward()(fwd, grads_in, stream);
+    }
     Impl::Launch l = impl_->check(fwd, grads_in);
     const GradArgs& grads = l.adjusted ? *l.adjusted : grads_in;
     auto& planes = l.planes;

@@ -43,28 +43,37 @@ TEST(Generate, FillsTheKernelSource) {
 // backward_dkdv has an sm90 kernel, taken only when asked for (it has not run on a GPU yet):
 // 128 keys, 64 queries a step, 12 warps, the descriptors as a second parameter; head dims up
 // to 128, no structural modifier.
-TEST(Generate, Sm90BackwardDkdvOnlyWhenAsked) {
+TEST(Generate, Sm90BackwardOnlyWhenAsked) {
     const auto causal = example_spec("causal", DType::bf16, 128);
-    EXPECT_EQ(make_config(causal, KernelKind::backward_dkdv, "sm_90a").mainloop, MainloopKind::sm80);
-    const KernelConfig c = make_config(causal, KernelKind::backward_dkdv, "sm_90a", std::nullopt, MainloopKind::sm90);
-    EXPECT_EQ(c.mainloop, MainloopKind::sm90);
-    EXPECT_EQ(c.tile, (TileConfig{64, 128, kSm90Warps, 2}));
-    const KernelSource k = generate(causal, c, "sm_90a");
-    EXPECT_EQ(k.threads, 384);
-    EXPECT_NE(k.source.find("const __grid_constant__ attnjit::BackwardTmaMaps maps"), std::string::npos);
-    EXPECT_USER_ERROR(make_config(example_spec("causal", DType::bf16, 256), KernelKind::backward_dkdv, "sm_90a",
-                                  std::nullopt, MainloopKind::sm90),
-                      "backward_dkdv, when asked for, at head dims up to 128");
+    for (KernelKind kind : {KernelKind::backward_dkdv, KernelKind::backward_fused}) {
+        SCOPED_TRACE(kernel_kind_name(kind));
+        EXPECT_EQ(make_config(causal, kind, "sm_90a").mainloop, MainloopKind::sm80);
+        const KernelConfig c = make_config(causal, kind, "sm_90a", std::nullopt, MainloopKind::sm90);
+        EXPECT_EQ(c.mainloop, MainloopKind::sm90);
+        EXPECT_EQ(c.tile, (TileConfig{64, 128, kSm90Warps, 2}));
+        const KernelSource k = generate(causal, c, "sm_90a");
+        EXPECT_EQ(k.threads, 384);
+        EXPECT_NE(k.source.find("const __grid_constant__ attnjit::BackwardTmaMaps maps"), std::string::npos);
+        EXPECT_USER_ERROR(make_config(example_spec("causal", DType::bf16, 256), kind, "sm_90a", std::nullopt,
+                                      MainloopKind::sm90),
+                          "backward_dkdv / backward_fused at head dims up to 128");
+        EXPECT_USER_ERROR(make_config(causal, kind, "sm_80", std::nullopt, MainloopKind::sm90),
+                          "the sm90 main loop runs the forward on sm_90a");
+        KernelConfig wrong = c;
+        wrong.tile.block_n = 64;
+        EXPECT_USER_ERROR(check_config(wrong, "sm_90a"), "sm90 backward: block_m 64, block_n 128, 12 warps");
+    }
     EXPECT_USER_ERROR(make_config(causal, KernelKind::backward_dq, "sm_90a", std::nullopt, MainloopKind::sm90),
                       "the sm90 main loop runs the forward on sm_90a");
-    EXPECT_USER_ERROR(make_config(causal, KernelKind::backward_dkdv, "sm_80", std::nullopt, MainloopKind::sm90),
-                      "the sm90 main loop runs the forward on sm_90a");
-    KernelConfig wrong = c;
-    wrong.tile.block_n = 64;
-    EXPECT_USER_ERROR(check_config(wrong, "sm_90a"), "sm90 backward_dkdv: block_m 64, block_n 128, 12 warps");
+    // Three stages fit beside dK / dV's tiles alone; the fused kernel's dS^T and dQ tiles leave two.
     const auto listed = candidate_configs(causal, KernelKind::backward_dkdv, "sm_90a", MainloopKind::sm90);
-    ASSERT_EQ(listed.size(), 2u);  // two and three stages
+    ASSERT_EQ(listed.size(), 2u);
     EXPECT_EQ(listed[1].tile, (TileConfig{64, 128, kSm90Warps, 3}));
+    EXPECT_EQ(candidate_configs(causal, KernelKind::backward_fused, "sm_90a", MainloopKind::sm90).size(), 1u);
+    EXPECT_EQ(candidate_configs(example_spec("causal", DType::bf16, 64), KernelKind::backward_fused, "sm_90a",
+                                MainloopKind::sm90)
+                  .size(),
+              2u);
 }
 
 // On sm_90a the forward takes the Hopper loop where it carries the spec, and keeps the sm80 loop

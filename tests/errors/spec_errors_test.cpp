@@ -127,13 +127,13 @@ TEST(SpecErrors, BackwardRejectsTheSm90LoopWhereItCannotRun) {
     o.mainloop = MainloopKind::sm90;
     o.arch = "sm_90a";
     const AttentionSpec base = AttentionSpec().dtype(DType::bf16).head_dim(128).return_lse();
-    const char* modifiers = "that kernel has no latent projection, score convolution, reciprocal band or gradients";
+    const char* modifiers = "the sm90 backward has no latent projection, score convolution, reciprocal band or gradients";
     EXPECT_USER_ERROR(AttentionBackward(AttentionSpec(base).reciprocal_band(8, "alpha"), o), modifiers);
     CompileOptions grads = o;
     grads.grads = {"cap"};
     EXPECT_USER_ERROR(AttentionBackward(AttentionSpec(base).score_mod(dsl::mods::softcap(dsl::scalar("cap"))), grads), modifiers);
     EXPECT_USER_ERROR(AttentionBackward(AttentionSpec().dtype(DType::bf16).head_dim(256).return_lse(), o),
-                      "backward_dkdv, when asked for, at head dims up to 128");
+                      "backward_dkdv / backward_fused at head dims up to 128");
     o.arch = "sm_80";
     EXPECT_USER_ERROR(AttentionBackward(base, o), "the sm90 main loop runs the forward on sm_90a");
     o.arch = "sm_90a";

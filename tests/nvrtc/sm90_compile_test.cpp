@@ -74,5 +74,20 @@ TEST(Sm90Compile, BackwardDkdv) {
     for (const auto& f : compile_all(jobs)) ADD_FAILURE() << f;
 }
 
+// The fused backward on the sm90 loop (dQ on wgmma, added by the bulk-reduction writer warp):
+// both element types, the head dims whose dQ halves are a 64-column block (128), half of one
+// (64) and padded (40, 112); variants with and without score_mod gradients (the split element pass).
+TEST(Sm90Compile, BackwardFused) {
+    if (auto why = runtime::why_no_libnvrtc()) GTEST_SKIP() << *why;
+    std::vector<CompileJob> jobs;
+    for (DType dt : {DType::bf16, DType::f16})
+        for (int d : {64, 128})
+            add(jobs, dsl::example_spec("causal", dt, d), "causal", std::nullopt, KernelKind::backward_fused);
+    for (int d : {40, 112}) add(jobs, dsl::example_spec("plain", DType::bf16, d), "plain", std::nullopt, KernelKind::backward_fused);
+    for (const char* name : {"alibi_causal", "softcap_sliding_window", "document", "gqa"})
+        add(jobs, dsl::example_spec(name, DType::bf16, 128), name, std::nullopt, KernelKind::backward_fused);
+    for (const auto& f : compile_all(jobs)) ADD_FAILURE() << f;
+}
+
 }  // namespace
 }  // namespace attnjit::codegen

@@ -362,7 +362,9 @@ ATTNJIT_HD constexpr int smem_bytes(const KernelConfig& c) {
     if (c.mainloop == MainloopKind::sm90 && owns_keys(c.kind))  // header + slack, K and V,
         return 2048 + elem_bytes(c.elem) * (t.block_n + t.stages * t.block_m) * (dqk + dv) +  // Q and dO stages,
                t.stages * 2 * 4 * t.block_m +                                                 // LSE2 and Delta,
-               (c.kind == KernelKind::backward_fused ? 2 * elem_bytes(c.elem) * t.block_n * t.block_m : 0);  // 2 dS^T
+               (c.kind == KernelKind::backward_fused  // two dS^T, dQ_partial at the real head dim
+                    ? 2 * elem_bytes(c.elem) * t.block_n * t.block_m + 4 * t.block_m * c.head_dim_qk
+                    : 0);
     if (c.mainloop == MainloopKind::sm90)  // 1 KiB header (barriers, tile ring) + 1 KiB alignment slack
         return 2048 + elem_bytes(c.elem) * (t.block_m * dqk + t.stages * t.block_n * (dqk + dv));
     if (is_backward(c.kind))  // simt: element by element, at the real head dims (no padding)

@@ -19,11 +19,14 @@
 // the fp32 sums (BackwardArgs::dq_accum; backward_dq_convert scales and stores them). Each
 // consumer writes its dS^T [64 keys x BM] to shared memory; after a barrier of both, each
 // computes half of dQ_partial's columns over all BN keys on wgmma (dS^T read M-contiguous as dS,
-// K read N-contiguous), and adds it with reductions: in any order (the fast backward), or
+// K read N-contiguous) and writes them to a dQ_partial tile [BM x kDqkReal] fp32 in shared
+// memory. Warp 1 of the producer warpgroup, the dQ writer, adds that tile to the sums with one
+// bulk reduction (its rows are contiguous there): in any order (the fast backward), or
 // (BackwardArgs::dq_turns) one CTA at a time per query tile in the order of
 // common/query_schedule.cuh, as sm80/backward_fused.cuh does (CTAs numbered in descending key
-// tiles; a step's turn is published at the next step's barrier, once both warpgroups' additions
-// are issued).
+// tiles; the writer waits for the tile's turn before the reduction and publishes the next once
+// it has completed). Named barriers hand the tile over: kDqFull (consumers arrive, the writer
+// waits), kDqEmpty (the writer arrives once the reduction has read the tile).
 //
 // Not yet here: overlap between the steps' products and the element pass, the reciprocal band,
 // per-key gradients of captured tensors (those specs take the sm80 kernel).
@@ -32,7 +35,7 @@
 //   header [1024]: mbarriers (K and V full; per stage full, empty), the step ring, the
 //                  producer warp's classify scratch
 //   K [BN x DQK] | V [BN x DV] | S x (Q [BM x DQK] | dO [BM x DV]) | kFusedDq: 2 x dS^T [BN x BM] |
-//   S x (LSE2 [BM] | Delta [BM])
+//   S x (LSE2 [BM] | Delta [BM]) | kFusedDq: dQ_partial [BM x kDqkReal] fp32
 // with the tiles 128-byte swizzled in 64-column blocks (sm90/wgmma.cuh), plus 1 KiB of slack.
 #pragma once
 
@@ -72,16 +75,24 @@ struct BackwardDkdv {
     static constexpr int kDsBytes = BN * BM * 2;
     static constexpr int kStatOff = kDsOff + (kFusedDq ? 2 * kDsBytes : 0);
     static constexpr int kStatStage = 2 * BM * 4;  // LSE2 [BM] | Delta [BM]
-    static constexpr int kSmemBytes = kStatOff + S * kStatStage + 1024;  // + the alignment slack
+    static constexpr int kDqOff = kStatOff + S * kStatStage;
+    static constexpr int kSmemBytes = kDqOff + (kFusedDq ? 4 * BM * kDqkReal : 0) + 1024;  // + the alignment slack
     // The header: barriers, the step ring ({head, first row, class, wait_for, position} per
     // stage, 8 ints), the scratch.
     static constexpr int kKvFull = 0, kFull = 8, kEmpty = kFull + 8 * S, kRingOff = kEmpty + 8 * S,
-                         kScratchOff = 512;
+                         kScratchOff = 512, kDqSlotOff = 768;  // kDqSlotOff: 2 x {h, m0, wait_for, position} to the writer
+    // setmaxnreg moves registers within the CTA's allocation (168 a thread at 384 threads): the
+    // consumers' increase waits for the producer's release, so 24 + 2 x 240 must stay within
+    // 3 x 168 (at 32 + 2 x 240 the second consumer warpgroup waited forever). The producer warps
+    // spill a few bytes at 24.
     static constexpr int kProducerRegs = 24, kConsumerRegs = 240;
+    static_assert(kProducerRegs + kConsumers * kConsumerRegs <= (1 + kConsumers) * (65536 / kThreads / 8 * 8),
+                  "setmaxnreg: the consumers' registers must come from the producer's release");
     // kFusedDq: the columns of dQ_partial each consumer computes, and the named barriers (the
-    // producer warp's BlockCtx has barrier 1): dS^T written (both consumers), a consumer's turn.
+    // producer warp's BlockCtx has barrier 1): dS^T written (both consumers), and the dQ_partial
+    // tile's hand-over between the consumers and the writer warp.
     static constexpr int kDqCols = DQK / kConsumers;
-    static constexpr int kDsWritten = 2, kTurnTaken = 3;
+    static constexpr int kDsWritten = 2, kDqFull = 3, kDqEmpty = 4, kDqHandover = 128 * kConsumers + 32;
 
     static_assert(kSmemBytes == smem_bytes(KernelConfig{kFusedDq ? KernelKind::backward_fused : KernelKind::backward_dkdv,
                                                         MainloopKind::sm90,
@@ -92,7 +103,8 @@ struct BackwardDkdv {
     static_assert(DQK % 64 == 0 && DV % 64 == 0 && DQK <= 128 && DV <= 128,
                   "tile head dims of whole 64-column blocks, dK and dV in registers: 64 or 128");
     static_assert(kQStage % 1024 == 0 && (BN * DQK * 2) % 1024 == 0, "swizzled tiles start on 1024-byte boundaries");
-    static_assert(kRingOff + 32 * S <= kScratchOff && kScratchOff + 64 <= kHeaderBytes, "the header holds its parts");
+    static_assert(kRingOff + 32 * S <= kScratchOff && kScratchOff + 64 <= kDqSlotOff && kDqSlotOff + 32 <= kHeaderBytes,
+                  "the header holds its parts");
     static_assert(kDsOff % 1024 == 0 && kDsBytes % 1024 == 0, "dS^T's swizzled tiles start on 1024-byte boundaries");
 
     static constexpr const char* kName = kFusedDq ? "sm90 backward_fused" : "sm90 backward_dkdv";
@@ -134,17 +146,53 @@ struct BackwardDkdv {
     }
 
     // dQ_partial (a warpgroup accumulator: the warp's 16 query rows, columns col0 + 8 nt + 2 t4)
-    // added to head h's fp32 sums [Nq x kDqkReal]: rows < Nq, real columns only.
-    __device__ __forceinline__ static void add_dq(const BackwardArgs& a, const float (&dq)[kDqCols / 8][4], int b, int h,
-                                                  int m0, int col0, int warp, int lane) {
-        const int q = m0 + 16 * (warp & 3) + (lane >> 2);
-        float* const sums = a.dq_accum + (((long long)b * a.q_heads + h) * a.q_len + q) * kDqkReal + col0 + 2 * (lane & 3);
+    // into the dQ_partial tile [BM x kDqkReal] fp32 at dq_s: the real columns only.
+    __device__ __forceinline__ static void store_dq(const float (&dq)[kDqCols / 8][4], unsigned dq_s, int col0, int warp,
+                                                    int lane) {
+        const int row = 16 * (warp & 3) + (lane >> 2);
+        const unsigned r0 = dq_s + 4 * (row * kDqkReal + col0 + 2 * (lane & 3)), r1 = r0 + 4 * 8 * kDqkReal;
 #pragma unroll
         for (int nt = 0; nt < kDqCols / 8; ++nt) {
             if (col0 + 8 * nt >= kDqkReal) continue;  // warp-uniform: padded columns
-            if (q < a.q_len) ptx::red_add_f32x2(sums + 8 * nt, dq[nt][0], dq[nt][1]);
-            if (q + 8 < a.q_len) ptx::red_add_f32x2(sums + 8 * kDqkReal + 8 * nt, dq[nt][2], dq[nt][3]);
+            asm volatile("st.shared.v2.f32 [%0], {%1, %2};" ::"r"(r0 + 32 * nt), "f"(dq[nt][0]), "f"(dq[nt][1]) : "memory");
+            asm volatile("st.shared.v2.f32 [%0], {%1, %2};" ::"r"(r1 + 32 * nt), "f"(dq[nt][2]), "f"(dq[nt][3]) : "memory");
         }
+    }
+
+    // The dQ writer (one warp; lane 0 issues): per step the consumers hand over, the tile's rows
+    // < Nq added to head h's sums [Nq x kDqkReal] by one bulk reduction; ordered (turns), after
+    // the tile's turn, and the next turn published once the reduction has completed.
+    __device__ __forceinline__ static void write_dq(const BackwardArgs& a, unsigned base, volatile int* slot, int* turns,
+                                                    int b, int lane) {
+        const int q_tiles = (a.q_len + BM - 1) / BM;
+        named_arrive(kDqEmpty, kDqHandover);  // the tile starts free
+        for (int step = 0;; ++step) {
+            named_sync(kDqFull, kDqHandover);
+            volatile int* const st = slot + 4 * (step & 1);
+            const int h = st[0], m0 = st[1], wait_for = st[2], position = st[3];
+            if (h < 0) break;
+            int* const turn = turns ? turns + ((long long)b * a.q_heads + h) * q_tiles + m0 / BM : nullptr;
+            if (lane == 0) {
+                if (turn && wait_for > 0) {  // the CTA before this one has added to the tile
+                    while (ptx::ld_acquire_gpu(turn) < wait_for) {
+                    }
+                    fence_proxy_async_global();
+                }
+                const int rows = a.q_len - m0 < BM ? a.q_len - m0 : BM;
+                bulk_reduce_add_f32(a.dq_accum + (((long long)b * a.q_heads + h) * a.q_len + m0) * kDqkReal,
+                                    base + kDqOff, 4u * rows * kDqkReal);
+                bulk_commit();
+                bulk_wait_read();
+            }
+            __syncwarp();
+            named_arrive(kDqEmpty, kDqHandover);
+            if (lane == 0 && turn) {  // the additions complete, then the next CTA's turn
+                bulk_wait();
+                fence_proxy_async_global();
+                ptx::st_release_gpu(turn, position + 1);
+            }
+        }
+        if (lane == 0) bulk_wait();
     }
 
     template <class Variant, class Params>
@@ -181,6 +229,9 @@ struct BackwardDkdv {
 
         if (warp < 4) {  // ---- the producer ----
             release_registers<kProducerRegs>();
+            if constexpr (kFusedDq) {
+                if (warp == 1) write_dq(a, base, reinterpret_cast<volatile int*>(smem + kDqSlotOff), turns, b, lane);
+            }
             if (warp != 0) return;
             if (lane == 0) {
                 tma_prefetch(maps.q);
@@ -255,8 +306,6 @@ struct BackwardDkdv {
         typename Variant::Head hd = Variant::make_head(p, b, kvh * a.group, kvh);
         int hd_h = kvh * a.group;
         const bool edge = n0 + BN > nk;
-        int* published = nullptr;  // kFusedDq, ordered: the last step's turn counter, to publish
-        int published_value = 0;
         mbar_wait(base + kKvFull, 0);
         RingPos<S> pos;
         for (;;) {
@@ -264,8 +313,14 @@ struct BackwardDkdv {
             mbar_wait(base + kFull + 8 * stage, pos.phase);
             const int h = ring[8 * stage], m0 = ring[8 * stage + 1];
             const TileClass cls = static_cast<TileClass>(ring[8 * stage + 2]);
-            const int wait_for = ring[8 * stage + 3], position = ring[8 * stage + 4];
             if (h < 0) break;
+            if (kFusedDq && tid == 128) {  // the writer's step, by step parity (it has read the one before)
+                volatile int* slot = reinterpret_cast<volatile int*>(smem + kDqSlotOff) + 4 * (pos.uses & 1);
+                slot[0] = h;
+                slot[1] = m0;
+                slot[2] = ring[8 * stage + 3];
+                slot[3] = ring[8 * stage + 4];
+            }
             if (h != hd_h) {
                 hd = Variant::make_head(p, b, h, kvh);
                 hd_h = h;
@@ -325,8 +380,6 @@ struct BackwardDkdv {
                 store_ds_t(dst, ds_buf, wg, warp, lane);
                 fence_proxy_async();                     // dS^T's stores before the products read it
                 named_sync(kDsWritten, 128 * kConsumers);  // both halves of dS^T
-                if (published && tid == 128) ptx::st_release_gpu(published, published_value);
-                published = nullptr;
             }
             if constexpr (!kSplitElements<Variant>) {
                 fence_regs(dv[0]);
@@ -360,23 +413,16 @@ struct BackwardDkdv {
             if (lane == 0) mbar_arrive(base + kEmpty + 8 * stage);  // Q, dO and the statistics are free
             pos.advance();
             if constexpr (kFusedDq) {
-                int* const turn = turns ? turns + ((long long)b * a.q_heads + h) * ((nq + BM - 1) / BM) + m0 / BM : nullptr;
-                if (turn && wait_for > 0) {  // ordered: the CTA before this one added to the tile
-                    if ((tid & 127) == 0)
-                        while (ptx::ld_acquire_gpu(turn) < wait_for) {
-                        }
-                    named_sync(kTurnTaken + wg, 128);
-                }
-                add_dq(a, dq, b, h, m0, wg * kDqCols, warp, lane);
-                if (turn) {  // published at the next barrier of both consumers: their additions issued
-                    published = turn;
-                    published_value = position + 1;
-                }
+                named_sync(kDqEmpty, kDqHandover);  // the writer's last reduction has read the tile
+                store_dq(dq, base + kDqOff, wg * kDqCols, warp, lane);
+                fence_proxy_async();  // the tile's stores before the bulk reduction reads it
+                named_arrive(kDqFull, kDqHandover);
             }
         }
-        if constexpr (kFusedDq) {
-            named_sync(kDsWritten, 128 * kConsumers);
-            if (published && tid == 128) ptx::st_release_gpu(published, published_value);
+        if constexpr (kFusedDq) {  // the writer's end
+            named_sync(kDqEmpty, kDqHandover);
+            if (tid == 128) reinterpret_cast<volatile int*>(smem + kDqSlotOff)[4 * (pos.uses & 1)] = -1;
+            named_arrive(kDqFull, kDqHandover);
         }
 
         const KLayout kl;

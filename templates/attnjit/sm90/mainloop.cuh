@@ -86,7 +86,10 @@ struct Mainloop {
     static_assert(BN % 16 == 0 && BN <= 256, "block_n: a multiple of 16, at most 256 (one wgmma's N)");
     static_assert(S >= 2, "a consumer holds tile j-1's stage while it waits for tile j's: two stages at least");
     static_assert(kRingOff + 8 * S <= kScratchOff && kScratchOff + 64 <= kHeaderBytes, "the header holds its parts");
-    static_assert(128 * kProducerRegs + 128 * kConsumers * kConsumerRegs <= 65536, "the register file holds both roles");
+    // setmaxnreg moves registers within the CTA's launch allocation (65536 / kThreads a thread, in
+    // steps of 8): the consumers' increase waits for the producer's release.
+    static_assert(kProducerRegs + kConsumers * kConsumerRegs <= (1 + kConsumers) * (65536 / kThreads / 8 * 8),
+                  "setmaxnreg: the consumers' registers must come from the producer's release");
 
     static constexpr const char* kName = "sm90";
     static constexpr bool kSupportsOutputTransform = true;

@@ -1,6 +1,7 @@
 // Bulk tensor copies (TMA, sm_90): a box of a tensor map from global to shared memory,
 // completing on an mbarrier (sm90/barrier.cuh). Elements past the tensor's edges arrive as
-// zeros and count toward the barrier's bytes like the rest.
+// zeros and count toward the barrier's bytes like the rest. And bulk reductions from shared
+// to global memory, completing in bulk async-groups.
 #pragma once
 
 #include "attnjit/common/types.cuh"
@@ -23,6 +24,24 @@ __device__ __forceinline__ void tma_load_4d(unsigned dst, const TmaMap& map, int
 // Pulls the descriptor into the copy engine's cache before its first use.
 __device__ __forceinline__ void tma_prefetch(const TmaMap& map) {
     asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<unsigned long long>(&map)) : "memory");
+}
+
+// Bulk reduction (sm_90): adds `bytes` (a multiple of 16) of fp32 from shared memory to global
+// memory, element by element, in the bulk async-group of the issuing thread.
+__device__ __forceinline__ void bulk_reduce_add_f32(float* dst, unsigned src, unsigned bytes) {
+    asm volatile("cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [%0], [%1], %2;" ::"l"(dst), "r"(src),
+                 "r"(bytes)
+                 : "memory");
+}
+__device__ __forceinline__ void bulk_commit() { asm volatile("cp.async.bulk.commit_group;" ::: "memory"); }
+// Until the group's reads of shared memory are done (the source may be written again).
+__device__ __forceinline__ void bulk_wait_read() { asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory"); }
+// Until the group's writes are done and visible to this thread.
+__device__ __forceinline__ void bulk_wait() { asm volatile("cp.async.bulk.wait_group 0;" ::: "memory"); }
+// Orders this thread's global accesses of the generic proxy and of the async proxy (the bulk
+// reductions) with each other, around a flag between CTAs.
+__device__ __forceinline__ void fence_proxy_async_global() {
+    asm volatile("fence.proxy.async.global;" ::: "memory");
 }
 
 }  // namespace sm90

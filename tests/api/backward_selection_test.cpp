@@ -1,0 +1,55 @@
+// Which main loop AttentionBackward's kernels take (compiled for an arch, no GPU needed): on
+// sm_90a the kernel that owns the keys runs on the sm90 loop where it carries the spec, unless
+// CompileOptions asks for sm80 or gives a tile; everything else stays on sm80 / simt.
+#include <gtest/gtest.h>
+
+#include "api/attnjit.h"
+
+namespace attnjit {
+namespace {
+
+CompileOptions for_arch(const char* arch) {
+    CompileOptions o;
+    o.arch = arch;
+    return o;
+}
+
+MainloopKind loop_of(const AttentionBackward& b, KernelKind kind) { return b.config(kind).mainloop; }
+
+const AttentionSpec kCausal = AttentionSpec().dtype(DType::bf16).head_dim(128).return_lse().mask(dsl::mods::causal());
+
+TEST(BackwardSelection, Sm90aRunsTheFusedKernelOnTheSm90Loop) {
+    const AttentionBackward b(kCausal, for_arch("sm_90a"));
+    EXPECT_EQ(loop_of(b, KernelKind::backward_fused), MainloopKind::sm90);
+    EXPECT_EQ(b.config(KernelKind::backward_fused).tile, (TileConfig{64, 128, kSm90Warps, 2}));
+    EXPECT_NE(loop_of(b, KernelKind::backward_stats), MainloopKind::sm90);
+    EXPECT_NE(loop_of(b, KernelKind::backward_dq_convert), MainloopKind::sm90);
+    CompileOptions two_pass = for_arch("sm_90a");
+    two_pass.fused_backward = false;
+    const AttentionBackward t(kCausal, two_pass);
+    EXPECT_EQ(loop_of(t, KernelKind::backward_dkdv), MainloopKind::sm90);
+    EXPECT_EQ(loop_of(t, KernelKind::backward_dq), MainloopKind::sm80);
+}
+
+TEST(BackwardSelection, Sm80WhereTheSm90LoopDoesNotCarryIt) {
+    EXPECT_EQ(loop_of(AttentionBackward(kCausal, for_arch("sm_80")), KernelKind::backward_fused), MainloopKind::sm80);
+    EXPECT_EQ(loop_of(AttentionBackward(kCausal, for_arch("sm_90")), KernelKind::backward_fused), MainloopKind::sm80);
+    CompileOptions sm80 = for_arch("sm_90a");
+    sm80.mainloop = MainloopKind::sm80;
+    EXPECT_EQ(loop_of(AttentionBackward(kCausal, sm80), KernelKind::backward_fused), MainloopKind::sm80);
+    CompileOptions tiled = for_arch("sm_90a");
+    tiled.tile = TileConfig{64, 64, 8, 2};
+    EXPECT_EQ(loop_of(AttentionBackward(kCausal, tiled), KernelKind::backward_fused), MainloopKind::sm80);
+    const AttentionSpec d256 = AttentionSpec().dtype(DType::bf16).head_dim(256).return_lse();
+    EXPECT_EQ(loop_of(AttentionBackward(d256, for_arch("sm_90a")), KernelKind::backward_fused), MainloopKind::sm80);
+    const AttentionSpec band = AttentionSpec().dtype(DType::bf16).head_dim(128).return_lse().reciprocal_band(8, "alpha");
+    EXPECT_EQ(loop_of(AttentionBackward(band, for_arch("sm_90a")), KernelKind::backward_fused), MainloopKind::sm80);
+    CompileOptions grads = for_arch("sm_90a");
+    grads.grads = {"cap"};
+    const AttentionSpec softcap = AttentionSpec(kCausal).score_mod(dsl::mods::softcap(dsl::scalar("cap")));
+    EXPECT_EQ(loop_of(AttentionBackward(softcap, grads), KernelKind::backward_dkdv), MainloopKind::sm80);
+    EXPECT_EQ(loop_of(AttentionBackward(softcap, for_arch("sm_90a")), KernelKind::backward_fused), MainloopKind::sm90);
+}
+
+}  // namespace
+}  // namespace attnjit
