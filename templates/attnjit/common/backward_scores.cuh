@@ -157,33 +157,7 @@ struct BackwardScores {
     __device__ __forceinline__ void keys_are_rows(const Layout& layout, Frag& s, Frag& dp, const float* lse2_s,
                                                   const float* delta_s, int q0, int nq, int k0, int nk,
                                                   Acc* acc = nullptr) const {
-        constexpr int kMF = Layout::kMF, kNT = Layout::kNT;
-#pragma unroll
-        for (int nt = 0; nt < kNT; ++nt)
-#pragma unroll
-            for (int c = 0; c < 2; ++c) {
-                const int col = layout.col(nt, c);
-                const int q = q0 + col;
-                const bool q_ok = q < nq;
-                const int qcl = q_ok ? q : nq - 1;
-                const Row row = Variant::make_row(p, hd, qcl);
-                const float l2 = lse2_s[col], dl = delta_s[col];
-#pragma unroll
-                for (int mf = 0; mf < kMF; ++mf)
-#pragma unroll
-                    for (int hi = 0; hi < 2; ++hi) {
-                        const int k = k0 + layout.row(2 * mf + hi);
-                        const bool keep = q_ok && (!kEdge || k < nk);
-                        if constexpr (kKeyGrads) {
-                            acc->slot = 2 * mf + hi;
-                            element<2>(row, qcl, !kEdge || k < nk ? k : nk - 1, keep, l2, dl, s[mf][nt][2 * hi + c],
-                                       dp[mf][nt][2 * hi + c], keep, acc);
-                        } else {
-                            element(row, qcl, !kEdge || k < nk ? k : nk - 1, keep, l2, dl, s[mf][nt][2 * hi + c],
-                                    dp[mf][nt][2 * hi + c]);
-                        }
-                    }
-            }
+        keys_are_rows_pass<kEdge, false, kKeyGrads>(layout, s, dp, lse2_s, delta_s, q0, nq, k0, nk, acc);
     }
 
     // keys_are_rows in two passes, for a loop that overlaps them with its products (the sm90
@@ -194,27 +168,7 @@ struct BackwardScores {
     template <bool kEdge, class Layout, class Frag>
     __device__ __forceinline__ void keys_are_rows_p(const Layout& layout, Frag& s, const float* lse2_s, int q0, int nq,
                                                     int k0, int nk) const {
-        constexpr int kMF = Layout::kMF, kNT = Layout::kNT;
-#pragma unroll
-        for (int nt = 0; nt < kNT; ++nt)
-#pragma unroll
-            for (int c = 0; c < 2; ++c) {
-                const int col = layout.col(nt, c);
-                const int q = q0 + col;
-                const bool q_ok = q < nq;
-                const int qcl = q_ok ? q : nq - 1;
-                const Row row = Variant::make_row(p, hd, qcl);
-                const float l2 = lse2_s[col];
-#pragma unroll
-                for (int mf = 0; mf < kMF; ++mf)
-#pragma unroll
-                    for (int hi = 0; hi < 2; ++hi) {
-                        const int k = k0 + layout.row(2 * mf + hi);
-                        const bool keep = q_ok && (!kEdge || k < nk);
-                        float& x = s[mf][nt][2 * hi + c];
-                        x = probability(row, qcl, !kEdge || k < nk ? k : nk - 1, keep, l2, x, x * scale);
-                    }
-            }
+        keys_are_rows_pass<kEdge, true, false>(layout, s, s, lse2_s, nullptr, q0, nq, k0, nk, static_cast<int*>(nullptr));
     }
     template <class Layout, class Frag>
     __device__ __forceinline__ void keys_are_rows_ds(const Layout& layout, const Frag& pr, Frag& dp,
@@ -238,6 +192,42 @@ struct BackwardScores {
     }
 
 private:
+    // keys_are_rows' element pass; kPOnly: P alone into s (dp and delta_s unused).
+    template <bool kEdge, bool kPOnly, bool kKeyGrads, class Layout, class Frag, class Acc>
+    __device__ __forceinline__ void keys_are_rows_pass(const Layout& layout, Frag& s, Frag& dp, const float* lse2_s,
+                                                       const float* delta_s, int q0, int nq, int k0, int nk,
+                                                       Acc* acc) const {
+        constexpr int kMF = Layout::kMF, kNT = Layout::kNT;
+#pragma unroll
+        for (int nt = 0; nt < kNT; ++nt)
+#pragma unroll
+            for (int c = 0; c < 2; ++c) {
+                const int col = layout.col(nt, c);
+                const int q = q0 + col;
+                const bool q_ok = q < nq;
+                const int qcl = q_ok ? q : nq - 1;
+                const Row row = Variant::make_row(p, hd, qcl);
+                const float l2 = lse2_s[col], dl = kPOnly ? 0.f : delta_s[col];
+#pragma unroll
+                for (int mf = 0; mf < kMF; ++mf)
+#pragma unroll
+                    for (int hi = 0; hi < 2; ++hi) {
+                        const int k = k0 + layout.row(2 * mf + hi);
+                        const bool keep = q_ok && (!kEdge || k < nk);
+                        const int kcl = !kEdge || k < nk ? k : nk - 1;
+                        float& x = s[mf][nt][2 * hi + c];
+                        if constexpr (kPOnly) {
+                            x = probability(row, qcl, kcl, keep, l2, x, x * scale);
+                        } else if constexpr (kKeyGrads) {
+                            acc->slot = 2 * mf + hi;
+                            element<2>(row, qcl, kcl, keep, l2, dl, x, dp[mf][nt][2 * hi + c], keep, acc);
+                        } else {
+                            element(row, qcl, kcl, keep, l2, dl, x, dp[mf][nt][2 * hi + c]);
+                        }
+                    }
+            }
+    }
+
     // kBiasGiven (with kDtInDp, where element_dt leaves dt alone): the third fragment holds
     // the bias tile's values.
     template <bool kEdge, int kRows, bool kDtInDp = false, bool kBiasGiven = false>
