@@ -60,8 +60,9 @@ CompileOptions with_options(const dsl::AttentionSpec& spec, const attnjit_compil
             << "; pass ATTNJIT_MAINLOOP_AUTO (0), ATTNJIT_MAINLOOP_SM80 (1) or ATTNJIT_MAINLOOP_SM90 (2)";
         user_check(c->reserved == 0) << "options->reserved is " << c->reserved
                                      << "; it must be 0 (initialise the struct with ATTNJIT_COMPILE_OPTIONS_INIT)";
-        if (kind == KernelKind::forward && c->mainloop == ATTNJIT_MAINLOOP_SM80) o.mainloop = MainloopKind::sm80;
-        if (kind == KernelKind::forward && c->mainloop == ATTNJIT_MAINLOOP_SM90) o.mainloop = MainloopKind::sm90;
+        // The forward's loop, or the backward's (AttentionBackward: its key-tile kernel's).
+        if (c->mainloop == ATTNJIT_MAINLOOP_SM80) o.mainloop = MainloopKind::sm80;
+        if (c->mainloop == ATTNJIT_MAINLOOP_SM90) o.mainloop = MainloopKind::sm90;
     }
     const int32_t fields[] = {c->block_m, c->block_n, c->warps, c->stages};
     const char* names[] = {"block_m", "block_n", "warps", "stages"};
@@ -76,7 +77,8 @@ CompileOptions with_options(const dsl::AttentionSpec& spec, const attnjit_compil
         const std::string arch =
             o.arch ? *o.arch : runtime::why_no_gpu() ? "sm_80" : runtime::current_device().arch();
         // That loop's default tile; unforced, a warp count other than the sm90 loop's means sm80.
-        std::optional<MainloopKind> loop = o.mainloop;
+        // A backward's tile is its sm80 kernels' (the sm90 one takes its own).
+        std::optional<MainloopKind> loop = kind == KernelKind::forward ? o.mainloop : std::nullopt;
         if (!loop && kind == KernelKind::forward && c->warps != 0 && c->warps != kSm90Warps &&
             codegen::elem_kind(spec.dtype()) != ElemKind::f32)
             loop = MainloopKind::sm80;

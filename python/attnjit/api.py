@@ -23,8 +23,9 @@ def compile(score_mod=None, mask=None, causal=False, scale=None, enable_gqa=Fals
     dQ with fp32 atomics where that exists (fp16 / bf16, head dims 64 and 128): faster, but
     dQ's bits may change from run to run (with reciprocal_band=, also the band's sums; at head
     dims over 128 the band's backward is the deterministic two-pass one). mainloop picks the
-    forward's main loop: None (attnjit's choice: on an H100 / H200 the Hopper loop, TMA + wgmma,
-    where it carries the spec), 'sm80' or 'sm90' (an error where it cannot run the spec). The kernel is compiled on the first call for each
+    main loop of the forward and of the backward's key-tile kernel: None (attnjit's choice: on
+    an H100 / H200 the Hopper loop, TMA + wgmma, where it carries the spec), 'sm80' or 'sm90'
+    (an error where it cannot run the spec). The kernel is compiled on the first call for each
     (dtype, head dims, device) and cached in the process (and on disk by attnjit).
     The callable also takes sinks=, gate=, score_conv= and reciprocal_band=: fn(q, k, v,
     sinks=t, gate=g, score_conv=theta, reciprocal_band=(W, alpha)) (see attention()); the

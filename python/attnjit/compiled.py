@@ -125,7 +125,7 @@ class CompiledAttention:
         self.deterministic = bool(deterministic)  # of the backward
         if mainloop not in capi.MAINLOOPS:
             raise ValueError(f"mainloop {mainloop!r}: use None (attnjit's choice), 'sm80' or 'sm90'")
-        self.mainloop = mainloop  # of the forward
+        self.mainloop = mainloop  # of the forward and of the backward's key-tile kernel
         self._variants: list[_Variant] = []
         self._variant = self._add_variant()
         self._uid = torch_ops.remember(self)  # how compiled graphs name this callable
@@ -431,7 +431,7 @@ class CompiledAttention:
         if backward is None:
             # `tile` is the forward kernel's; the backward kernels take their own default tile.
             backward = variant.backwards[key] = autograd.backward_for(
-                launcher.kernel.spec.to_json(), device, None, self.deterministic, grads)
+                launcher.kernel.spec.to_json(), device, None, self.deterministic, grads, self.mainloop)
         return backward
 
     def _make_launcher(self, variant, q, dv: int, device: int, return_lse: bool | None = None,

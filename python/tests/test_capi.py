@@ -133,6 +133,15 @@ def test_mainloop_option_picks_the_forward_loop():
         attnjit.compile(causal=True, mainloop="wgmma")
 
 
+def test_mainloop_option_reaches_the_backward():
+    text = attnjit.spec_json(causal=True, dtype="bf16", head_dim=64, return_lse=True)
+    for loop in ("sm80", "sm90"):
+        assert capi.Backward(capi.Spec.from_json(text), "sm_90a", mainloop=loop).handle
+    with pytest.raises(SpecError) as info:
+        capi.Backward(capi.Spec.from_json(text), "sm_80", mainloop="sm90")
+    assert info.value.status == STATUS_INVALID_ARGUMENT and "runs the forward on sm_90a" in info.value.message
+
+
 def test_backward_compiles_for_sm90a_without_a_gpu():
     text = attnjit.spec_json(attnjit.mods.softcap(20.0), causal=True, dtype="bf16", head_dim=64, return_lse=True)
     backward = capi.Backward(capi.Spec.from_json(text), "sm_90a")

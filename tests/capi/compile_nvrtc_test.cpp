@@ -304,6 +304,27 @@ TEST(CapiBackward, FastBackwardOptionAndTheOlderStruct) {
     EXPECT_EQ(b, nullptr);
 }
 
+// options->mainloop reaches the backward's key-tile kernel: SM80 and SM90 compile for sm_90a,
+// SM90 for sm_80 is refused with the loop's reason.
+TEST(CapiBackward, MainloopOption) {
+    SKIP_WITHOUT_NVRTC();
+    SpecPtr spec = c_spec(dsl::AttentionSpec().dtype(DType::bf16).head_dim(64).return_lse());
+    ASSERT_TRUE(spec);
+    attnjit_compile_options o = ATTNJIT_COMPILE_OPTIONS_INIT;
+    o.arch = "sm_90a";
+    for (int32_t loop : {ATTNJIT_MAINLOOP_SM80, ATTNJIT_MAINLOOP_SM90}) {
+        o.mainloop = loop;
+        attnjit_backward* b = nullptr;
+        EXPECT_EQ(attnjit_compile_backward(spec.get(), &o, &b), ATTNJIT_OK) << attnjit_last_error();
+        attnjit_backward_destroy(b);
+    }
+    o.arch = "sm_80";
+    attnjit_backward* b = nullptr;
+    EXPECT_STATUS(attnjit_compile_backward(spec.get(), &o, &b), ATTNJIT_ERROR_INVALID_ARGUMENT,
+                  {"CompileOptions.mainloop = sm90", "the sm90 main loop runs the forward on sm_90a"});
+    EXPECT_EQ(b, nullptr);
+}
+
 // Attention sinks from C: the spec's "sinks" tensor is a captured tensor of the forward
 // (positional order: bias, sinks, slopes), and its gradient is asked for by name among
 // input_grad_names / input_grads. A grad_args struct from before those fields existed
