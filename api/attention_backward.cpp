@@ -345,11 +345,13 @@ void AttentionBackward::check_args(const LaunchArgs& fwd, const GradArgs& grads)
 
 void AttentionBackward::operator()(const LaunchArgs& fwd, const GradArgs& grads_in, Stream stream) const {
     if (impl_->latent) return impl_->latent->run(fwd, grads_in, stream);
-    if (impl_->sm90_default && api::why_not_tma_readable(fwd, grads_in.d_o)) {
-        debug(1) << "sm90 backward: " << *api::why_not_tma_readable(fwd, grads_in.d_o) << "; running the sm80 kernels";
-        return impl_->sm80_backward()(fwd, grads_in, stream);
+    Impl::Launch l = impl_->check(fwd, grads_in);  // before anything reads the views' dims
+    if (impl_->sm90_default) {
+        if (const auto why = api::why_not_tma_readable(fwd, grads_in.d_o)) {
+            debug(1) << "sm90 backward: " << *why << "; running the sm80 kernels";
+            return impl_->sm80_backward()(fwd, grads_in, stream);
+        }
     }
-    Impl::Launch l = impl_->check(fwd, grads_in);
     const GradArgs& grads = l.adjusted ? *l.adjusted : grads_in;
     auto& planes = l.planes;
     const size_t plane_bytes = l.plane_bytes;
