@@ -4,7 +4,7 @@
 #include <mutex>
 
 #include "api/forward_launch.h"
-#include "api/forward_tma.h"
+#include "api/tma_maps.h"
 #include "api/latent_projection.h"
 #include "api/prepared_kernel.h"
 #include "codegen/kernel_config.h"
@@ -26,7 +26,7 @@ struct Attention::Impl {
     AttentionSpec kernel_spec;  // what `kernel` is generated from: spec, or its latent_head_spec
     SpecInputs kernel_inputs;
     // `kernel` on the sm90 loop: the sm80 kernel of the same spec, for a call whose Q, K or V its
-    // bulk copies cannot read (api/forward_tma.h: a broadcast by stride 0), compiled on first need;
+    // bulk copies cannot read (api/tma_maps.h: a broadcast by stride 0), compiled on first need;
     // not when CompileOptions.mainloop asked for sm90 (that call is a UserError).
     api::Target target;
     bool sm90_forced = false;

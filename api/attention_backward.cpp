@@ -1,7 +1,7 @@
 #include "api/attention_backward.h"
 
 #include "api/backward_launch.h"
-#include "api/forward_tma.h"
+#include "api/tma_maps.h"
 #include "api/grad_planes.h"
 #include "api/latent_backward.h"
 #include "api/latent_projection.h"
@@ -141,7 +141,7 @@ struct AttentionBackward::Impl {
     Launch check(const LaunchArgs& fwd, const GradArgs& grads) const;  // every argument check
 
     // The sm90 backward taken by default (not forced): the same backward on the sm80 loop, for a
-    // call whose Q, K, V or dO its bulk copies cannot read (api/forward_tma.h), built on first need.
+    // call whose Q, K, V or dO its bulk copies cannot read (api/tma_maps.h), built on first need.
     bool sm90_default = false;
     CompileOptions sm80_options;
     mutable std::once_flag sm80_once;

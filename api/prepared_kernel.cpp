@@ -56,7 +56,7 @@ void PreparedKernel::launch(runtime::Dim3 grid, const std::vector<unsigned char>
                             const void* second) const {
     internal_check(loaded != nullptr) << "launch of a kernel compiled only; the facade checks can_launch first";
     internal_check(second != nullptr || config.mainloop != MainloopKind::sm90)
-        << "launch of an sm90 kernel without its bulk-copy descriptors (api/forward_tma.h)";
+        << "launch of an sm90 kernel without its bulk-copy descriptors (api/tma_maps.h)";
     const auto& c = loaded->compiled();
     loaded->launch(grid, runtime::Dim3{static_cast<unsigned>(c.threads), 1, 1}, static_cast<unsigned>(c.smem_bytes),
                    params.data(), params.size(), static_cast<CUstream>(stream), second);

@@ -34,7 +34,7 @@ struct PreparedKernel {
     std::set<std::string> grads;  // backward_dq, backward_dkdv: the gradients of captured tensors and scalars it has outputs for
 
     // Launches the loaded kernel with its block size and shared memory; `second`: the sm90
-    // forward's second parameter (api/forward_tma.h), null for every other kernel.
+    // forward's second parameter (api/tma_maps.h), null for every other kernel.
     void launch(runtime::Dim3 grid, const std::vector<unsigned char>& params, Stream stream,
                 const void* second = nullptr) const;
 

@@ -71,7 +71,7 @@ void entry(SourceWriter& w, const KernelKindInfo& kind, const KernelConfig& c, D
            structural_traits(c) + ">;");
     w.line();
     // The sm90 loop: one CTA an SM (the register cap setmaxnreg redistributes) and the bulk-copy
-    // descriptors as a second parameter (api/forward_tma.h encodes them: forward/tma_maps.h,
+    // descriptors as a second parameter (api/tma_maps.h encodes them: forward/tma_maps.h,
     // backward/tma_maps.h).
     const bool sm90 = c.mainloop == MainloopKind::sm90;
     if (sm90) min_blocks = 1;

@@ -197,7 +197,7 @@ TEST(FullyMasked, DocumentsWithoutKeys) {
 
 // K and V shared by the batch rows through a stride of 0: a tensor map cannot describe the
 // broadcast, so on an H100 / H200 Attention runs the call on the sm80 kernel (compiled on first
-// need, api/forward_tma.h); with CompileOptions.mainloop = sm90 it is a UserError instead.
+// need, api/tma_maps.h); with CompileOptions.mainloop = sm90 it is a UserError instead.
 TEST(Strides, KeysAndValuesBroadcastOverTheBatch) {
     ATTNJIT_SKIP_WITHOUT_GPU();
     for (DType dt : {DType::bf16, DType::f16}) {

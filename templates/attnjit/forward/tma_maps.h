@@ -1,5 +1,5 @@
 // The bulk tensor copy descriptors of the sm90 forward (CUtensorMap, encoded on the host by
-// cuTensorMapEncodeTiled, api/forward_tma.cpp), its kernel's second __grid_constant__
+// cuTensorMapEncodeTiled, api/tma_maps.cpp), its kernel's second __grid_constant__
 // parameter. Plain C++ with no includes: the host and NVRTC compile this same header.
 #pragma once
 

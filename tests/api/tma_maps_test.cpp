@@ -1,8 +1,8 @@
-// api::why_not_tma_readable (api/forward_tma.h): which Q, K, V layouts the sm90 loop's bulk
+// api::why_not_tma_readable (api/tma_maps.h): which Q, K, V layouts the sm90 loop's bulk
 // copies cannot read, so that Attention runs such a call on the sm80 kernel instead.
 #include <gtest/gtest.h>
 
-#include "api/forward_tma.h"
+#include "api/tma_maps.h"
 
 namespace attnjit::api {
 namespace {

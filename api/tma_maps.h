@@ -1,8 +1,8 @@
 // The sm90 kernels' bulk-copy descriptors (attnjit::ForwardTmaMaps, forward/tma_maps.h; the
-// backward_dkdv's attnjit::BackwardTmaMaps, backward/tma_maps.h): one CUtensorMap each for Q, K
-// and V (and dO), encoded from checked arguments at every launch (the pointers and strides are
-// the call's). The boxes are the kernel's tiles: 64 columns (128 bytes, the swizzle span) by
-// block_m rows of Q (and dO) or block_n rows of K and V.
+// backward key-tile kernel's attnjit::BackwardTmaMaps, backward/tma_maps.h): one CUtensorMap
+// each for Q, K and V (and dO), encoded from checked arguments at every launch (the pointers
+// and strides are the call's). The boxes are the kernel's tiles: 64 columns (128 bytes, the
+// swizzle span) by block_m rows of Q (and dO) or block_n rows of K and V.
 #pragma once
 
 #include <optional>

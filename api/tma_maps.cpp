@@ -1,4 +1,4 @@
-#include "api/forward_tma.h"
+#include "api/tma_maps.h"
 
 #include <cstring>
 #include <initializer_list>
