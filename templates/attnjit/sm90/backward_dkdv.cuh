@@ -1,17 +1,18 @@
-// backward_dkdv on Hopper (sm_90a; fp16 / bf16): sm80/backward_dkdv.cuh's products on wgmma,
-// with the operands brought by the bulk tensor copies. One CTA per KV tile of BN = 128 keys,
-// grid (ceil(Nk / 128), Hkv, B); it runs after backward_dq, whose per-row statistics (LSE2,
-// Delta: BackwardArgs::stats) it reads.
+// The backward's key-tile kernel on Hopper (sm_90a; fp16 / bf16): backward_dkdv, and with
+// kFusedDq backward_fused: sm80/backward_dkdv.cuh's products on wgmma, with the operands brought
+// by the bulk tensor copies. One CTA per KV tile of BN = 128 keys, grid (ceil(Nk / 128), Hkv,
+// B); it runs after backward_dq (or backward_stats), whose per-row statistics (LSE2, Delta:
+// BackwardArgs::stats) it reads.
 //
 //   warpgroup 0, the producer: warp 0 walks the query tiles of every query head of the group
 //     (QueryCursor: masked tiles skipped, classified over one warp with named barrier 1); lane
 //     0 copies K and V once and, per step, Q and dO into a ring of kStages stages completing
 //     on mbarriers; the warp's lanes copy the step's LSE2 and Delta beside them. The step's
-//     {head, first row, class} travels in a small ring beside the barriers.
+//     {head, first row, class, dQ turn} travels in a small ring beside the barriers.
 //   warpgroups 1 and 2, the consumers: 64 keys each. Per step, on wgmma:
-//     S^T = K Q^T, dP^T = V dO^T                (both operands in shared memory)
-//     P^T, dS^T                                 (BackwardScores::keys_are_rows: the hooks)
-//     dV += P^T dO, dK += dS^T Q                 (P^T, dS^T from registers; dO, Q read N-contiguous)
+//     S^T = K Q^T, dP^T = V dO^T                (both operands in shared memory; two groups)
+//     P^T while dP^T runs; dV += P^T dO issued; dS^T while it runs (the hooks: BackwardScores)
+//     dK += dS^T Q                               (P^T, dS^T from registers; dO, Q read N-contiguous)
 //   then the stage goes back. dK (scaled once) and dV are stored from registers: each element
 //   is one thread's fixed-order sum over (head, query tile), deterministic.
 //
@@ -28,12 +29,12 @@
 // it has completed). Named barriers hand the tile over: kDqFull (consumers arrive, the writer
 // waits), kDqEmpty (the writer arrives once the reduction has read the tile).
 //
-// Not yet here: overlap between the steps' products and the element pass, the reciprocal band,
-// per-key gradients of captured tensors (those specs take the sm80 kernel).
+// Not yet here: overlap of one step's element pass with another step's products, the reciprocal
+// band, per-key gradients of captured tensors (those specs take the sm80 kernel).
 //
 // Shared memory (smem_bytes in common/kernel_config.h), from the first 1024-byte boundary:
 //   header [1024]: mbarriers (K and V full; per stage full, empty), the step ring, the
-//                  producer warp's classify scratch
+//                  producer warp's classify scratch, the dQ writer's step slots
 //   K [BN x DQK] | V [BN x DV] | S x (Q [BM x DQK] | dO [BM x DV]) | kFusedDq: 2 x dS^T [BN x BM] |
 //   S x (LSE2 [BM] | Delta [BM]) | kFusedDq: dQ_partial [BM x kDqkReal] fp32
 // with the tiles 128-byte swizzled in 64-column blocks (sm90/wgmma.cuh), plus 1 KiB of slack.
