@@ -92,15 +92,17 @@ bool structural_grads_only(const AttentionSpec& spec, const CompileOptions& opti
     return true;
 }
 
-// Whether the sm90 backward runs this spec on this target: sm_90a, f16 / bf16, head dims of
-// whole 64-column tiles up to 128, no structural modifier but sinks and a gate, no gradients of
-// captured tensors.
+// Whether the sm90 backward runs this spec on this target: sm_90a, no structural modifier but
+// sinks and a gate, no gradients of captured tensors, and a key-tile kernel that the config
+// rules accept (why_config_invalid_on: f16 / bf16, head dims of whole 64-column tiles up to 128).
 bool sm90_backward_carries(const AttentionSpec& spec, const CompileOptions& options, const api::Target& target) {
-    if (!codegen::arch_has_wgmma(target.arch) || spec.dtype() == DType::f32) return false;
-    if (spec.has_latent() || spec.has_score_conv() || spec.has_reciprocal_band()) return false;
-    const int dqk = spec.head_dim_qk(), dv = spec.head_dim_v();
-    return sm90_head_dims(dqk, dv) && tile_head_dim(dqk) <= 128 && tile_head_dim(dv) <= 128 &&
-           structural_grads_only(spec, options);
+    if (!codegen::arch_has_wgmma(target.arch) || spec.has_latent() || spec.has_score_conv() ||
+        spec.has_reciprocal_band() || !structural_grads_only(spec, options))
+        return false;
+    KernelConfig c{KernelKind::backward_fused, MainloopKind::sm90, codegen::elem_kind(spec.dtype()), spec.head_dim_qk(),
+                   spec.head_dim_v(), TileConfig{}};
+    c.tile = default_sm90_tile(c);
+    return why_config_invalid_on(c, 90) == nullptr;
 }
 
 const char* path_kernels(BackwardPath path) {
