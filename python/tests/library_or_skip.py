@@ -1,4 +1,5 @@
-"""load_library_or_skip() for the GPU test modules (pytest puts this folder on sys.path)."""
+"""load_library_or_skip() for the GPU test modules, and current_arch() for tests that compile
+for an arch without a GPU (pytest puts this folder on sys.path)."""
 import os
 
 import pytest
@@ -15,3 +16,14 @@ def load_library_or_skip():
         if os.environ.get("ATTNJIT_LIBRARY"):
             raise
         pytest.skip(f"libattnjit_c.so not built: {err}", allow_module_level=True)
+
+
+def current_arch():
+    """The current GPU's arch as attnjit compiles for it ("sm_90a", ...), or None without a usable
+    GPU: a handle compiled for another arch can be built here but not launched."""
+    import attnjit
+    from attnjit import capi
+    try:
+        return capi.Kernel(capi.Spec.from_json(attnjit.spec_json(dtype="bf16", head_dim=64))).arch
+    except attnjit.RuntimeEnvironmentError:
+        return None
