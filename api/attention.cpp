@@ -96,7 +96,7 @@ void Attention::operator()(const LaunchArgs& args, Stream stream) const {
                 f.launch(api::forward_grid(f.config, args), api::forward_params(f.layout, impl_->spec, args), stream);
                 return;
             }
-            k.launch(api::forward_grid(k.config, args), api::forward_params(k.layout, impl_->spec, args), stream, &*maps);
+            api::launch_sm90_forward(k, impl_->spec, args, *maps, stream);
         } else {
             k.launch(api::forward_grid(k.config, args), api::forward_params(k.layout, impl_->spec, args), stream);
         }

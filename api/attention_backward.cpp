@@ -11,6 +11,7 @@
 #include "codegen/lower.h"
 #include "dsl/printer.h"
 
+#include <algorithm>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -434,11 +435,15 @@ void AttentionBackward::operator()(const LaunchArgs& fwd, const GradArgs& grads_
     if (impl_->path == BackwardPath::fused_ordered) {
         // The rotated order of turns (no waiting once under way) needs all the key tiles
         // of a kv head resident at once: at most one per SM, and no more than query tiles.
+        // Rotated by d, a CTA's predecessor in a turn visited the tile d steps earlier: the
+        // largest d that d * key tiles <= query tiles allows (2 for 64-query steps over
+        // 128-key tiles), at most 4.
         const KernelConfig& c = impl_->kernel(KernelKind::backward_fused).config;
         const TileConfig& t = c.tile;
         const long long key_tiles = (k[2] + t.block_n - 1) / t.block_n, query_tiles = (q[2] + t.block_m - 1) / t.block_m;
         const long long ctas = key_tiles * fused_column_split(c.head_dim_qk, c.head_dim_v);  // of a kv head
-        block.dq_rotate = key_tiles <= query_tiles && ctas <= impl_->sm_count ? 1 : 0;
+        block.dq_rotate =
+            key_tiles <= query_tiles && ctas <= impl_->sm_count ? static_cast<int>(std::min(query_tiles / key_tiles, 4LL)) : 0;
     }
     // The per-CTA sums of gradients of captured tensors and scalars (GradWork): one partial
     // and one index per summed site and backward_dq CTA, and a ticket zeroed here.

@@ -1,7 +1,10 @@
 #include "api/forward_launch.h"
 
 #include "attnjit/common/math_constants.h"
+#include "runtime/device.h"
 #include "runtime/params_packer.h"
+#include "runtime/stream_buffer.h"
+#include "support/env.h"
 
 namespace attnjit::api {
 namespace {
@@ -37,14 +40,32 @@ ForwardArgs forward_args(const AttentionSpec& spec, const LaunchArgs& a) {
 }
 
 std::vector<unsigned char> forward_params(const codegen::ParamsLayout& layout, const AttentionSpec& spec,
-                                          const LaunchArgs& args) {
-    const ForwardArgs block = forward_args(spec, args);
+                                          const LaunchArgs& args, int* work_counter) {
+    ForwardArgs block = forward_args(spec, args);
+    block.work_counter = work_counter;
     return runtime::pack_params(layout, &block, sizeof block, args.scalars, args.tensors);
 }
 
 runtime::Dim3 forward_grid(const KernelConfig& config, const LaunchArgs& a) {
     return runtime::Dim3{static_cast<unsigned>(ceil_div(static_cast<int>(a.q.shape[2]), config.tile.block_m)),
                          static_cast<unsigned>(a.q.shape[1]), static_cast<unsigned>(a.q.shape[0])};
+}
+
+void launch_sm90_forward(const PreparedKernel& k, const AttentionSpec& spec, const LaunchArgs& args,
+                         const ForwardTmaMaps& maps, Stream stream) {
+    const runtime::Dim3 items = forward_grid(k.config, args);
+    const long long n = static_cast<long long>(items.x) * items.y * items.z;
+    // One CTA an SM: the kernel's registers (384 threads at 168) allow no second one.
+    const int sms = runtime::current_device().sm_count;
+    if (n <= sms || env::sm90_grid_one_cta_an_item()) {
+        k.launch(items, forward_params(k.layout, spec, args), stream, &maps);
+        return;
+    }
+    const CUstream s = static_cast<CUstream>(stream);
+    const runtime::StreamBuffer counter(sizeof(int), s);
+    counter.zero(0, sizeof(int));
+    k.launch(runtime::Dim3{static_cast<unsigned>(sms), 1, 1},
+             forward_params(k.layout, spec, args, static_cast<int*>(counter.data())), stream, &maps);
 }
 
 }  // namespace attnjit::api

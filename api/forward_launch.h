@@ -6,8 +6,10 @@
 #include <vector>
 
 #include "api/attention.h"
+#include "api/prepared_kernel.h"
 #include "attnjit/common/kernel_config.h"
 #include "attnjit/forward/args.h"
+#include "attnjit/forward/tma_maps.h"
 #include "codegen/params_layout.h"
 #include "runtime/loaded_kernel.h"
 
@@ -16,10 +18,18 @@ namespace attnjit::api {
 ForwardArgs forward_args(const AttentionSpec& spec, const LaunchArgs& args);
 
 // The bytes of the generated Params struct for these (already checked) arguments.
+// work_counter: ForwardArgs::work_counter (the sm90 persistent grid's), else null.
 std::vector<unsigned char> forward_params(const codegen::ParamsLayout& layout, const AttentionSpec& spec,
-                                          const LaunchArgs& args);
+                                          const LaunchArgs& args, int* work_counter = nullptr);
 
 // One CTA per (query tile, query head, batch), as templates/README.md says.
 runtime::Dim3 forward_grid(const KernelConfig& config, const LaunchArgs& args);
+
+// Launches the sm90 forward (k: its PreparedKernel) on `stream`. With more work items
+// (query tiles x heads x batch) than SMs, on a persistent grid of one CTA an SM that hands
+// the items out through a counter zeroed in stream order (ForwardArgs::work_counter,
+// sm90/mainloop.cuh); else, or with ATTNJIT_SM90_GRID=items, one CTA an item.
+void launch_sm90_forward(const PreparedKernel& k, const AttentionSpec& spec, const LaunchArgs& args,
+                         const ForwardTmaMaps& maps, Stream stream);
 
 }  // namespace attnjit::api

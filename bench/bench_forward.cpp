@@ -274,7 +274,11 @@ int main(int argc, char** argv) {
     // it carries the spec), side by side (variant names end in _sm80 / _sm90).
     const bool mainloops = sweep == "mainloops";
     // `bench_forward COMMIT sm90`: the cases the sm90 loop carries, on the default loop only.
-    const bool sm90_only = sweep == "sm90";
+    // `sm90_grids`: those cases on the sm90 loop's persistent grid and on one CTA an item
+    // (ATTNJIT_SM90_GRID=items), timed one after the other (variant names end in _persistent /
+    // _items).
+    const bool grids = sweep == "sm90_grids";
+    const bool sm90_only = sweep == "sm90" || grids;
     if (auto why = runtime::why_no_gpu()) {
         std::fprintf(stderr, "bench_forward needs a GPU: %s\n", why->c_str());
         return 77;
@@ -341,6 +345,16 @@ int main(int argc, char** argv) {
             attn.emplace(c.spec, options);
         } catch (const UserError& e) {  // a tile the sweep tries that does not fit
             std::fprintf(stderr, "%s: %s\n", c.variant.c_str(), e.what());
+            continue;
+        }
+        if (grids) {
+            for (const bool items : {false, true}) {
+                if (items) ::setenv("ATTNJIT_SM90_GRID", "items", 1);
+                Case gc = c;
+                gc.variant += items ? "_items" : "_persistent";
+                print_case(gc, time_ms([&] { (*attn)(a); }), attn->compile_seconds(), gpu, commit);
+                ::unsetenv("ATTNJIT_SM90_GRID");
+            }
             continue;
         }
         double ms = time_ms([&] { (*attn)(a); });

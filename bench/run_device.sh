@@ -2,8 +2,12 @@
 # The device machine's commands: GPU tests (C++, C API, Python) and the benchmarks.
 #
 #   Here:   bench/run_device.sh stage BUILD DEST     builds and copies the binaries and
-#                                                    libattnjit_c into DEST (e.g. .carry/dev)
-#   Device (carry [DEST]), from the repository root:
+#                                                    libattnjit_c into DEST (e.g. .carry/dev),
+#                                                    and packs DEST into DEST.tar.xz (~5 MiB:
+#                                                    DEST itself, ~60 MiB, no longer fits the
+#                                                    64 MiB carry beside the tree)
+#   Device (carry [DEST.tar.xz] and start with `tar -C .carry -xJf DEST.tar.xz`), from the
+#   repository root:
 #           bench/run_device.sh tests DEST COMMIT    C++ GPU tests + examples, C API GPU
 #                                                    tests, Python GPU tests (pytest)
 #           bench/run_device.sh cppbench DEST COMMIT the C++ forward benchmark beside SDPA
@@ -19,12 +23,15 @@ stage)
     tests/gpu/run_on_device.sh stage "$build" "$dest" || exit 1
     cmake --build "$build" --target bench_forward attnjit_c capi_gpu_test -j"$(nproc)" || exit 1
     mkdir -p "$dest/bench" "$dest/capi" "$dest/tests/capi"
-    objcopy --strip-debug "$build/bench/bench_forward" "$dest/bench/bench_forward"
+    objcopy --strip-all "$build/bench/bench_forward" "$dest/bench/bench_forward"
     # Real files, not symlinks: the tests' RUNPATH wants the SONAME, Python the .so.
-    objcopy --strip-debug "$build/capi/libattnjit_c.so.1" "$dest/capi/libattnjit_c.so.1"
+    objcopy --strip-all "$build/capi/libattnjit_c.so.1" "$dest/capi/libattnjit_c.so.1"
     cp "$dest/capi/libattnjit_c.so.1" "$dest/capi/libattnjit_c.so"
-    objcopy --strip-debug "$build/tests/capi/capi_gpu_test" "$dest/tests/capi/capi_gpu_test"
+    objcopy --strip-all "$build/tests/capi/capi_gpu_test" "$dest/tests/capi/capi_gpu_test"
     du -sh "$dest"
+    # The binaries share most of their code: xz's window finds it (60 MiB -> ~5 MiB).
+    tar -C "$(dirname "$dest")" -cf - "$(basename "$dest")" | xz -9 -T0 >"$dest.tar.xz" || exit 1
+    ls -l "$dest.tar.xz"
     ;;
 tests)
     dir=$2 commit=${3:-unknown}

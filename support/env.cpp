@@ -39,4 +39,9 @@ std::optional<std::string> libcuda_path() { return get("ATTNJIT_LIBCUDA"); }
 std::optional<std::string> libnvrtc_path() { return get("ATTNJIT_LIBNVRTC"); }
 std::optional<std::string> cuda_home() { return get("CUDA_HOME"); }
 
+bool sm90_grid_one_cta_an_item() {
+    auto v = get("ATTNJIT_SM90_GRID");
+    return v && *v == "items";
+}
+
 }  // namespace attnjit::env

@@ -6,6 +6,7 @@
 //   ATTNJIT_DEBUG               0..3, log pipeline stages to stderr
 //   ATTNJIT_LIBCUDA             explicit path of libcuda to dlopen
 //   ATTNJIT_LIBNVRTC            explicit path of libnvrtc to dlopen
+//   ATTNJIT_SM90_GRID           "items": the sm90 forward launches one CTA an item (benchmarks)
 //   CUDA_HOME                   toolkit root, searched for libnvrtc (not ours, read-only)
 //   XDG_CACHE_HOME, HOME        default disk cache root (not ours, read-only)
 #pragma once
@@ -29,6 +30,9 @@ std::optional<std::string> libcuda_path();
 std::optional<std::string> libnvrtc_path();
 // CUDA_HOME: the CUDA toolkit root; $CUDA_HOME/lib64 is searched for libnvrtc.
 std::optional<std::string> cuda_home();
+// ATTNJIT_SM90_GRID=items: the sm90 forward launches one CTA a work item instead of its
+// persistent grid (to measure one against the other); anything else: the default.
+bool sm90_grid_one_cta_an_item();
 
 std::optional<std::string> get(const char* name);
 

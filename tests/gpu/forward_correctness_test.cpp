@@ -21,6 +21,7 @@
 // 129-256 is the sm90 one; MatrixSm80 runs the same cases on the sm80 loop.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <set>
@@ -229,17 +230,48 @@ TEST(Strides, KeysAndValuesBroadcastOverTheBatch) {
 }
 
 // More (query tile, head, batch) items than SMs, with tiles of different weight (causal,
-// documents): the CTA order of cta_order.cuh over a grid larger than one wave, and the sm90
-// loop's walk over work items under whatever grid the host launches for it.
+// documents, a sliding window): the CTA order of cta_order.cuh over a grid larger than one
+// wave, and on the sm90 loop its persistent grid (one CTA an SM, items handed out by a
+// counter), checked against the reference and bit for bit against the same kernel launched
+// one CTA an item (ATTNJIT_SM90_GRID=items): each item's sums are the same either way.
 TEST(WorkItems, MoreQueryTilesThanSMs) {
     ATTNJIT_SKIP_WITHOUT_GPU();
     const int sms = runtime::current_device().sm_count;
-    for (Mod mod : {Mod::Plain, Mod::CausalBottomRight, Mod::DocumentMask}) {
-        const Case c = make_case(mod, DType::bf16, 64, {2, 16, 8, 1000, 1000});
+    struct Item {
+        Mod mod;
+        DType dt;
+        int d;
+        Shape dims;
+    };
+    for (const Item& sh : {Item{Mod::Plain, DType::bf16, 64, {2, 16, 8, 1000, 1000}},
+                            Item{Mod::CausalBottomRight, DType::bf16, 64, {2, 16, 8, 1000, 1000}},
+                            Item{Mod::DocumentMask, DType::bf16, 64, {2, 16, 8, 1000, 1000}},
+                            Item{Mod::SlidingWindow, DType::f16, 128, {3, 12, 4, 700, 900}},
+                            Item{Mod::Combination, DType::bf16, 128, {2, 24, 24, 640, 333}},
+                            Item{Mod::AlibiCausal, DType::f16, 64, {1, 40, 8, 900, 900}}}) {
+        const Case c = make_case(sh.mod, sh.dt, sh.d, sh.dims);
         // Query tiles of 128 rows, the largest block_m.
-        ASSERT_GT(2 * 16 * ((1000 + 127) / 128), sms) << "the case must have more query tiles than " << sms << " SMs";
-        const Check r = run_case(c);
-        EXPECT_TRUE(r.ok) << r.message;
+        ASSERT_GT(c.batch * c.hq * ((c.nq + 127) / 128), sms) << c.name() << ": more query tiles than SMs";
+        Problem p = make_problem(c);
+        const auto ref = reference::forward(p.spec, p.in);
+        Attention attn(p.spec);
+        std::vector<uint8_t> outputs[2];
+        for (int one_cta_an_item : {0, 1}) {
+            if (one_cta_an_item) ::setenv("ATTNJIT_SM90_GRID", "items", 1);
+            p.poison_outputs();
+            attn(p.args());
+            p.download_outputs();
+            ::unsetenv("ATTNJIT_SM90_GRID");
+            const std::string grid = one_cta_an_item ? " (one CTA an item)" : "";
+            const Check o = check_output(c.name() + grid + " O", p.o, ref.o, reference::output_tolerance(c.dtype));
+            EXPECT_TRUE(o.ok) << o.message;
+            const Check l = check_output(c.name() + grid + " LSE", p.lse, ref.lse, reference::kLseTolerance);
+            EXPECT_TRUE(l.ok) << l.message;
+            outputs[one_cta_an_item] = p.o.storage();
+        }
+        if (attn.config().mainloop == MainloopKind::sm90) {
+            EXPECT_TRUE(outputs[0] == outputs[1]) << c.name() << ": the persistent grid's O differs from one CTA an item's";
+        }
     }
 }
 

@@ -13,6 +13,7 @@
 # timing needs the GPU to itself).
 #
 # Environment: OUT (results folder; default DIR/gpu-results), JOBS, GTEST_FILTER,
+# TESTS (test binary names to run, e.g. "forward_correctness_test"; default all),
 # TEST_TIMEOUT (s per shard, default 420), EXAMPLE_TIMEOUT (s per example, default 120),
 # RUN_TESTS=0 / RUN_EXAMPLES=0 to skip a part, ATTNJIT_CACHE_DIR.
 # Writes OUT/gpu_tests.log, OUT/examples.log and OUT/summary.txt (three files: the device
@@ -74,6 +75,7 @@ run() {
         local bin name i pids
         for bin in "${TEST_BINARIES[@]}"; do
             name=${bin##*/}
+            [ -n "${TESTS:-}" ] && [[ " $TESTS " != *" $name "* ]] && continue
             [ -x "$dir/$bin" ] || { echo "MISSING $dir/$bin" | tee -a "$summary"; status=1; continue; }
             pids=()
             for ((i = 0; i < jobs; i++)); do

@@ -29,7 +29,7 @@ struct BackwardArgs {
     // descending key-tile order (an ordered accumulation: the same bits every run). Null:
     // in any order (the fast backward).
     int* dq_turns;
-    int dq_rotate;  // dq_turns: 1 for the rotated order of turns (common/query_schedule.cuh)
+    int dq_rotate;  // dq_turns: d >= 1 for the order of turns rotated by d, 0 descending (common/query_schedule.cuh)
     long long q_stride[3];
     long long k_stride[3];
     long long v_stride[3];

@@ -13,10 +13,12 @@
 // position whose CTA classify does not skip for the tile; 0: none). Masks whose classify
 // reads memory classify 32 steps (or candidates) at a time, one a lane.
 //   Descending: positions count the key tiles down from the last (kt = Nkt - 1 first).
-//   Rotated (Nkt <= query tiles): CTA kt starts at query tile kt and a tile's position is
-//     the step at which the CTA visits it, so the CTA before it in a turn visited the tile
-//     a step earlier: no CTA waits once the CTAs are under way. The CTA before one may be
-//     dispatched after it, so this needs every CTA of a kv head resident at once (the
+//   Rotated by d (a.dq_rotate = d >= 1, d * Nkt <= query tiles): CTA kt starts at query
+//     tile d * kt and a tile's position is the step at which the CTA visits it, so the CTA
+//     before it in a turn visited the tile d steps earlier: once the CTAs are under way none
+//     waits, as long as one addition is published within d - 1 steps of compute (d = 1 left
+//     none: the turns' latency then set the pace, at head dim 64 most). The CTA before one
+//     may be dispatched after it, so this needs every CTA of a kv head resident at once (the
 //     host asks for it only when Nkt <= the SM count).
 #pragma once
 
@@ -56,11 +58,11 @@ struct QueryCursor {
     }
 
     // This CTA is key tile `kt` (of ceil(Nk / kBlockN)): give each step its
-    // position in the order of turns (rotated when a.dq_rotate).
+    // position in the order of turns (rotated by a.dq_rotate when it is not 0).
     __device__ __forceinline__ void order_by_key_tiles(const BackwardArgs& a, int kt) {
         static_assert(kBlockN > 0, "QueryCursor: ordered turns need the key tile size");
         key_tile = kt;
-        if (a.dq_rotate) first = kt % tiles(a);
+        if (a.dq_rotate) first = (kt * a.dq_rotate) % tiles(a);
     }
 
     __device__ __forceinline__ QueryStep advance(const Params& p, BlockCtx& ctx) {
@@ -78,11 +80,17 @@ private:
     // Not gridDim.x: backward_fused may run several CTAs a key tile (fused_column_split).
     __device__ __forceinline__ static int key_tiles(const BackwardArgs& a) { return (a.kv_len + kBlockN - 1) / kBlockN; }
 
-    // The counter value after the nearest earlier position's addition to st's tile: the
-    // CTA at position - j is key tile key_tile + j (rotated: modulo the query tiles).
+    // The counter value after the nearest earlier position's addition to st's tile.
+    // Descending: the CTA at position - j is key tile key_tile + j. Rotated by d: the CTA at
+    // position p of tile t is key tile c with d * c = (t - p) mod n, if c < Nkt (none else).
+    __device__ __forceinline__ static int cta_at(const BackwardArgs& a, int key_tile, int t, int position, int j) {
+        if (!a.dq_rotate) return key_tile + j;
+        const int n = tiles(a), x = ((t - (position - j)) % n + n) % n;
+        return x % a.dq_rotate == 0 ? x / a.dq_rotate : key_tiles(a);
+    }
     __device__ __forceinline__ int wait_value(const Params& p, BlockCtx& ctx, const QueryStep& st) {
         const BackwardArgs& a = p.args;
-        const int n = tiles(a), key_tiles = this->key_tiles(a);
+        const int key_tiles = this->key_tiles(a);
         typename Variant::Head hd{};
         if constexpr (Variant::kCanClassify) hd = Variant::make_head(p, blockIdx.z, st.h, blockIdx.y);
         const int m1 = (st.m0 + kBlockM < a.q_len ? st.m0 + kBlockM : a.q_len) - 1;
@@ -91,8 +99,7 @@ private:
             const int lane = threadIdx.x & 31;
             for (int base = 1; base <= st.position; base += 32) {
                 const int j = base + lane;
-                int c = key_tile + j;
-                if (a.dq_rotate && c >= n) c -= n;
+                const int c = j <= st.position ? cta_at(a, key_tile, st.m0 / kBlockM, st.position, j) : key_tiles;
                 bool kept = false;
                 if (j <= st.position && c < key_tiles) {
                     const int t0 = c * kBlockN, t1 = (t0 + kBlockN < a.kv_len ? t0 + kBlockN : a.kv_len) - 1;
@@ -105,8 +112,7 @@ private:
             return 0;
         } else {
             for (int j = 1; j <= st.position; ++j) {
-                int c = key_tile + j;
-                if (a.dq_rotate && c >= n) c -= n;
+                const int c = cta_at(a, key_tile, st.m0 / kBlockM, st.position, j);
                 if (c >= key_tiles) continue;  // rotated: no CTA has this position
                 if constexpr (Variant::kCanClassify) {
                     const int t0 = c * kBlockN, t1 = (t0 + kBlockN < a.kv_len ? t0 + kBlockN : a.kv_len) - 1;

@@ -26,6 +26,9 @@ struct ForwardArgs {
     int group;         // q_heads / kv_heads: kv_head = head / group
     float scale;       // softmax scale applied to <q, k>
     float scale_log2;  // scale * log2(e), folded into exp2 when there is no score_mod
+    // The sm90 loop's persistent grid: the next work item to hand out, 0 before the launch
+    // (sm90/mainloop.cuh). Null: one CTA an item, as the other loops always launch.
+    int* work_counter;
 };
 
 // A captured tensor of rank R as the kernel sees it: a typed pointer and element

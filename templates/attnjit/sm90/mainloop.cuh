@@ -15,16 +15,19 @@
 //     C layout of its four warps (MmaCLayout with kMF = 1, counted from warp 4), so the hooks,
 //     the softmax and the epilogue (common/epilogue.cuh) are the shared ones.
 //
-// Work items: a CTA computes (query tile, head, batch) items blockIdx, blockIdx + gridDim, ...
-// (linear indices, cta_order.cuh), so the kernel runs on any grid of at most one CTA an item.
-// The host launches one CTA an item. The ring, its barriers' phases and Q's full / empty pair
-// run on from one item to the next, for a persistent grid (one CTA an SM): measured, not yet
-// checked against the reference, so not launched (docs/sm90.md).
+// Work items: (query tile, head, batch) by linear index, in the order of cta_order.cuh
+// (heaviest query tiles first where tiles are skipped). On a grid of one CTA an item the CTA
+// computes item blockIdx; on the persistent grid (ForwardArgs::work_counter, one CTA an SM
+// when there are more items than SMs) the producer fetches the next item from the counter as
+// it starts one, so CTAs that drew light tiles take more of them: a dynamic hand-out,
+// longest first. The producer writes the item beside the barriers before Q's copy completes
+// kQFull, and -1 (kQFull completed without a copy) when none is left; the consumers read it
+// there. The ring, its barriers' phases and Q's full / empty pair run on across items.
 //
 // Shared memory (KernelConfig layout: smem_bytes in common/kernel_config.h), from the first
 // 1024-byte boundary of the dynamic allocation:
 //   header [1024]: mbarriers (Q full, Q empty; per stage K full, V full, K empty, V empty), the tile ring
-//                  {tile, class} per stage, the producer warp's classify scratch
+//                  {tile, class} per stage, the producer warp's classify scratch, the work item
 //   Q [BM x DQK] | K [S][BN x DQK] | V [S][BN x DV]   (128-byte swizzled, sm90/wgmma.cuh)
 // plus 1024 bytes of slack for the alignment.
 #pragma once
@@ -70,7 +73,7 @@ struct Mainloop {
     // K and V buffers are handed back separately: K once the scores are in, V once P V is.
     static constexpr int kQFull = 0, kQEmpty = 8, kKFull = 16, kVFull = kKFull + 8 * S, kKEmpty = kVFull + 8 * S,
                          kVEmpty = kKEmpty + 8 * S;
-    static constexpr int kRingOff = kVEmpty + 8 * S, kScratchOff = 512;
+    static constexpr int kRingOff = kVEmpty + 8 * S, kScratchOff = 512, kItemOff = kScratchOff + 64;
     static constexpr int kProducerRegs = 24, kConsumerRegs = 240;
     // Named barriers: 1 is the producer warp's classify (BlockCtx), kTurnBarrier + c consumer c's
     // turn to issue products (ping-pong).
@@ -85,7 +88,7 @@ struct Mainloop {
     static_assert(DQK % 64 == 0 && DV % 64 == 0, "tile head dims of whole 64-column swizzle blocks");
     static_assert(BN % 16 == 0 && BN <= 256, "block_n: a multiple of 16, at most 256 (one wgmma's N)");
     static_assert(S >= 2, "a consumer holds tile j-1's stage while it waits for tile j's: two stages at least");
-    static_assert(kRingOff + 8 * S <= kScratchOff && kScratchOff + 64 <= kHeaderBytes, "the header holds its parts");
+    static_assert(kRingOff + 8 * S <= kScratchOff && kItemOff + 4 <= kHeaderBytes, "the header holds its parts");
     // setmaxnreg moves registers within the CTA's launch allocation (65536 / kThreads a thread, in
     // steps of 8): the consumers' increase waits for the producer's release.
     static_assert(kProducerRegs + kConsumers * kConsumerRegs <= (1 + kConsumers) * (65536 / kThreads / 8 * 8),
@@ -105,16 +108,16 @@ struct Mainloop {
         const ForwardArgs& a = p.args;
         const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
         const int nq = a.q_len, nk = a.kv_len;
-        // The work items: every (query tile, head, batch), this CTA's first and every
-        // stride-th after it, so any grid of at most that many CTAs covers them.
+        // The work items: every (query tile, head, batch).
         const WorkGrid grid{(nq + BM - 1) / BM, a.q_heads, a.batch};
-        const int items = grid.size(), first_item = WorkGrid::this_block(), item_stride = WorkGrid::launched().size();
+        const int items = grid.size();
         constexpr int kOrder = CtaOrder<Variant, kOrderAuto>::value, kKvRowBytes = (DQK + DV) * 2;
 
         const unsigned raw = ptx::smem_addr(smem_raw);
         const unsigned base = (raw + 1023u) & ~1023u;
         unsigned char* const smem = smem_raw + (base - raw);
         int* const ring = reinterpret_cast<int*>(smem + kRingOff);  // {tile, class} per stage
+        volatile int* const item_slot = reinterpret_cast<int*>(smem + kItemOff);  // the item Q belongs to
         const unsigned q_s = base + kQOff, k_s = base + kKOff, v_s = base + kVOff;
 
         if (tid == 0) {
@@ -143,18 +146,30 @@ struct Mainloop {
             // The ring runs on across work items (end markers take a stage like tiles).
             RingPos<S> pos;
             int q_phase = 0;
-            for (int item = first_item; item < items; item += item_stride) {
-                const CtaTile<E, BM> cta(a, kOrder, kKvRowBytes, item, grid);
-                const typename Variant::Head hd = Variant::make_head(p, cta.b, cta.h, cta.kvh);
+            for (int n = 0;; ++n) {
+                // The next item: from the counter (persistent grid), else this CTA's one.
+                int item = a.work_counter ? 0 : (n == 0 ? WorkGrid::this_block() : items);
+                if (a.work_counter && lane == 0) item = atomicAdd(a.work_counter, 1);
+                item = __shfl_sync(0xffffffffu, item, 0);
+                const bool done = item >= items;
                 if (lane == 0) {
-                    if (item != first_item) mbar_wait(base + kQEmpty, q_phase ^ 1);  // the last item's Q is done
-                    mbar_arrive_expect_tx(base + kQFull, BM * DQK * 2);
+                    if (n > 0) mbar_wait(base + kQEmpty, q_phase ^ 1);  // the last item's Q is done
+                    *item_slot = done ? -1 : item;  // kQFull's arrival releases it to the consumers
+                    if (done) {
+                        mbar_arrive(base + kQFull);
+                    } else {
+                        const CtaTile<E, BM> cta(a, kOrder, kKvRowBytes, item, grid);
+                        mbar_arrive_expect_tx(base + kQFull, BM * DQK * 2);
 #pragma unroll
-                    for (int c = 0; c < DQK / 64; ++c)
-                        tma_load_4d(q_s + c * BM * kRowBytes, maps.q, 64 * c, cta.m0, cta.h, cta.b, base + kQFull);
+                        for (int c = 0; c < DQK / 64; ++c)
+                            tma_load_4d(q_s + c * BM * kRowBytes, maps.q, 64 * c, cta.m0, cta.h, cta.b, base + kQFull);
+                    }
                 }
                 __syncwarp();
                 q_phase ^= 1;
+                if (done) break;
+                const CtaTile<E, BM> cta(a, kOrder, kKvRowBytes, item, grid);
+                const typename Variant::Head hd = Variant::make_head(p, cta.b, cta.h, cta.kvh);
                 KvCursor<Variant, Params, BN> cursor(nk, cta.m0, cta.last_row(nq));
                 for (;;) {
                     TileClass cls;
@@ -230,7 +245,11 @@ struct Mainloop {
 
         RingPos<S> pos;  // as the producer's: the consumers see every tile and end marker
         int q_phase = 0;
-        for (int item = first_item; item < items; item += item_stride) {
+        for (;;) {
+            mbar_wait(base + kQFull, q_phase);  // Q and the item it belongs to (-1: none left)
+            q_phase ^= 1;
+            const int item = *item_slot;
+            if (item < 0) break;
             const CtaTile<E, BM> cta(a, kOrder, kKvRowBytes, item, grid);
             const int b = cta.b, h = cta.h, m0 = cta.m0;
             const typename Variant::Head hd = Variant::make_head(p, b, h, cta.kvh);
@@ -243,8 +262,6 @@ struct Mainloop {
             float s[1][kNT][4];
             unsigned pa[1][BN / 16][4];  // P of the previous tile as A fragments
             float alpha[SLayout::kRows];
-            mbar_wait(base + kQFull, q_phase);
-            q_phase ^= 1;
             // The first tile: its scores alone.
             mbar_wait(base + kKFull + 8 * pos.stage, pos.phase);
             int tile = ring[2 * pos.stage];
