@@ -39,6 +39,7 @@ struct Attention::Impl {
         });
         return *sm80;
     }
+    mutable api::WorkCounters work_counters;  // the sm90 forward's persistent grid's, one a stream
     mutable std::once_flag source_once;  // source() may be called from several threads
     mutable std::optional<codegen::KernelSource> source;  // generated on demand
 };
@@ -96,7 +97,7 @@ void Attention::operator()(const LaunchArgs& args, Stream stream) const {
                 f.launch(api::forward_grid(f.config, args), api::forward_params(f.layout, impl_->spec, args), stream);
                 return;
             }
-            api::launch_sm90_forward(k, impl_->spec, args, *maps, stream);
+            api::launch_sm90_forward(k, impl_->spec, args, *maps, impl_->work_counters, stream);
         } else {
             k.launch(api::forward_grid(k.config, args), api::forward_params(k.layout, impl_->spec, args), stream);
         }

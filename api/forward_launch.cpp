@@ -3,7 +3,6 @@
 #include "attnjit/common/math_constants.h"
 #include "runtime/device.h"
 #include "runtime/params_packer.h"
-#include "runtime/stream_buffer.h"
 #include "support/env.h"
 
 namespace attnjit::api {
@@ -52,7 +51,7 @@ runtime::Dim3 forward_grid(const KernelConfig& config, const LaunchArgs& a) {
 }
 
 void launch_sm90_forward(const PreparedKernel& k, const AttentionSpec& spec, const LaunchArgs& args,
-                         const ForwardTmaMaps& maps, Stream stream) {
+                         const ForwardTmaMaps& maps, WorkCounters& counters, Stream stream) {
     const runtime::Dim3 items = forward_grid(k.config, args);
     const long long n = static_cast<long long>(items.x) * items.y * items.z;
     // One CTA an SM: the kernel's registers (384 threads at 168) allow no second one.
@@ -61,11 +60,9 @@ void launch_sm90_forward(const PreparedKernel& k, const AttentionSpec& spec, con
         k.launch(items, forward_params(k.layout, spec, args), stream, &maps);
         return;
     }
-    const CUstream s = static_cast<CUstream>(stream);
-    const runtime::StreamBuffer counter(sizeof(int), s);
-    counter.zero(0, sizeof(int));
-    k.launch(runtime::Dim3{static_cast<unsigned>(sms), 1, 1},
-             forward_params(k.layout, spec, args, static_cast<int*>(counter.data())), stream, &maps);
+    int* const counter = counters.for_stream(static_cast<CUstream>(stream));
+    k.launch(runtime::Dim3{static_cast<unsigned>(sms), 1, 1}, forward_params(k.layout, spec, args, counter), stream,
+             &maps);
 }
 
 }  // namespace attnjit::api

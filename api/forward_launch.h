@@ -7,6 +7,7 @@
 
 #include "api/attention.h"
 #include "api/prepared_kernel.h"
+#include "api/work_counters.h"
 #include "attnjit/common/kernel_config.h"
 #include "attnjit/forward/args.h"
 #include "attnjit/forward/tma_maps.h"
@@ -27,9 +28,9 @@ runtime::Dim3 forward_grid(const KernelConfig& config, const LaunchArgs& args);
 
 // Launches the sm90 forward (k: its PreparedKernel) on `stream`. With more work items
 // (query tiles x heads x batch) than SMs, on a persistent grid of one CTA an SM that hands
-// the items out through a counter zeroed in stream order (ForwardArgs::work_counter,
+// the items out through the stream's counter of `counters` (ForwardArgs::work_counter,
 // sm90/mainloop.cuh); else, or with ATTNJIT_SM90_GRID=items, one CTA an item.
 void launch_sm90_forward(const PreparedKernel& k, const AttentionSpec& spec, const LaunchArgs& args,
-                         const ForwardTmaMaps& maps, Stream stream);
+                         const ForwardTmaMaps& maps, WorkCounters& counters, Stream stream);
 
 }  // namespace attnjit::api

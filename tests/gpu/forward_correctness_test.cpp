@@ -233,7 +233,8 @@ TEST(Strides, KeysAndValuesBroadcastOverTheBatch) {
 // documents, a sliding window): the CTA order of cta_order.cuh over a grid larger than one
 // wave, and on the sm90 loop its persistent grid (one CTA an SM, items handed out by a
 // counter), checked against the reference and bit for bit against the same kernel launched
-// one CTA an item (ATTNJIT_SM90_GRID=items): each item's sums are the same either way.
+// one CTA an item (ATTNJIT_SM90_GRID=items): each item's sums are the same either way. The
+// persistent grid runs twice: the first launch must leave its counter at zero.
 TEST(WorkItems, MoreQueryTilesThanSMs) {
     ATTNJIT_SKIP_WITHOUT_GPU();
     const int sms = runtime::current_device().sm_count;
@@ -255,8 +256,9 @@ TEST(WorkItems, MoreQueryTilesThanSMs) {
         Problem p = make_problem(c);
         const auto ref = reference::forward(p.spec, p.in);
         Attention attn(p.spec);
-        std::vector<uint8_t> outputs[2];
-        for (int one_cta_an_item : {0, 1}) {
+        std::vector<uint8_t> outputs[3];
+        for (int run : {0, 1, 2}) {
+            const bool one_cta_an_item = run == 2;
             if (one_cta_an_item) ::setenv("ATTNJIT_SM90_GRID", "items", 1);
             p.poison_outputs();
             attn(p.args());
@@ -267,10 +269,11 @@ TEST(WorkItems, MoreQueryTilesThanSMs) {
             EXPECT_TRUE(o.ok) << o.message;
             const Check l = check_output(c.name() + grid + " LSE", p.lse, ref.lse, reference::kLseTolerance);
             EXPECT_TRUE(l.ok) << l.message;
-            outputs[one_cta_an_item] = p.o.storage();
+            outputs[run] = p.o.storage();
         }
         if (attn.config().mainloop == MainloopKind::sm90) {
-            EXPECT_TRUE(outputs[0] == outputs[1]) << c.name() << ": the persistent grid's O differs from one CTA an item's";
+            EXPECT_TRUE(outputs[0] == outputs[1]) << c.name() << ": the persistent grid's second launch differs from its first";
+            EXPECT_TRUE(outputs[0] == outputs[2]) << c.name() << ": the persistent grid's O differs from one CTA an item's";
         }
     }
 }

@@ -16,9 +16,10 @@
 //     dQ_partial = dS K            2 x 4 warps (queries x columns), gemm_nn
 //   dQ_partial is added to the fp32 sums (BackwardArgs::dq_accum) with reductions: in any
 //   order (the fast backward), or (BackwardArgs::dq_turns) one CTA at a time per query
-//   tile, in a fixed order (common/query_schedule.cuh): the same bits every run. The CTAs
-//   are numbered in descending key-tile order, so that in the descending order of turns
-//   a CTA never waits on one dispatched after it. dK (scaled once) and dV are stored at
+//   tile, in a fixed order (common/query_schedule.cuh): the same bits every run. In the
+//   descending order of turns the CTAs are numbered in descending key-tile order, so that a
+//   CTA never waits on one dispatched after it; the rotated order (every CTA of a kv head
+//   resident) numbers them ascending, the heaviest causal tiles first. dK (scaled once) and dV are stored at
 //   the end: one thread's fixed-order sums.
 //
 // Reciprocal band (kRecip, sm80/reciprocal_band.cuh; head dims up to 128): on steps that meet
@@ -217,7 +218,7 @@ struct BackwardFused {
         const int q_tiles = (a.q_len + BM - 1) / BM;
         int* const turns = a.dq_turns ? a.dq_turns + (long long)half * a.batch * a.q_heads * q_tiles
                                       : nullptr;  // null: the fast backward
-        const int key_tiles = gridDim.x / kSplit, key_tile = turns ? key_tiles - 1 - x : x;
+        const int key_tiles = gridDim.x / kSplit, key_tile = turns && !a.dq_rotate ? key_tiles - 1 - x : x;
         const int cq0 = half * OQK, cv0 = half * OV;  // the half's first columns of dK / dQ and of dV
         const int n0 = key_tile * BN, kvh = blockIdx.y, b = blockIdx.z;
         const int nq = a.q_len, nk = a.kv_len;

@@ -24,8 +24,8 @@
 // memory. Warp 1 of the producer warpgroup, the dQ writer, adds that tile to the sums with one
 // bulk reduction (its rows are contiguous there): in any order (the fast backward), or
 // (BackwardArgs::dq_turns) one CTA at a time per query tile in the order of
-// common/query_schedule.cuh, as sm80/backward_fused.cuh does (CTAs numbered in descending key
-// tiles; the writer waits for the tile's turn before the reduction and publishes the next once
+// common/query_schedule.cuh, as sm80/backward_fused.cuh does (in the descending order, CTAs
+// numbered in descending key tiles; the writer waits for the tile's turn before the reduction and publishes the next once
 // it has completed). Named barriers hand the tile over: kDqFull (consumers arrive, the writer
 // waits), kDqEmpty (the writer arrives once the reduction has read the tile).
 //
@@ -204,9 +204,12 @@ struct BackwardDkdv {
                       "gradients of captured tensors in backward_dkdv run on the sm80 loop");
         const BackwardArgs& a = p.args;
         const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
-        // kFusedDq, ordered: the turn counters, and the CTAs numbered in descending key tiles.
+        // kFusedDq, ordered: the turn counters, and in the descending order of turns the CTAs
+        // numbered in descending key tiles (none waits on one dispatched after it); the
+        // rotated order (which has every CTA of a kv head resident) keeps key tile 0, the
+        // heaviest under a causal mask, first.
         int* const turns = kFusedDq ? a.dq_turns : nullptr;
-        const int key_tile = turns ? gridDim.x - 1 - blockIdx.x : blockIdx.x;
+        const int key_tile = turns && !a.dq_rotate ? gridDim.x - 1 - blockIdx.x : blockIdx.x;
         const int n0 = key_tile * BN, kvh = blockIdx.y, b = blockIdx.z;
         const int nq = a.q_len, nk = a.kv_len;
 

@@ -20,7 +20,7 @@
 // computes item blockIdx; on the persistent grid (ForwardArgs::work_counter, one CTA an SM
 // when there are more items than SMs) the producer fetches the next item from the counter as
 // it starts one, so CTAs that drew light tiles take more of them: a dynamic hand-out,
-// longest first. The producer writes the item beside the barriers before Q's copy completes
+// longest first. The counter is 0 at the launch and back to 0 at its end (api/work_counters.h). The producer writes the item beside the barriers before Q's copy completes
 // kQFull, and -1 (kQFull completed without a copy) when none is left; the consumers read it
 // there. The ring, its barriers' phases and Q's full / empty pair run on across items.
 //
@@ -149,7 +149,12 @@ struct Mainloop {
             for (int n = 0;; ++n) {
                 // The next item: from the counter (persistent grid), else this CTA's one.
                 int item = a.work_counter ? 0 : (n == 0 ? WorkGrid::this_block() : items);
-                if (a.work_counter && lane == 0) item = atomicAdd(a.work_counter, 1);
+                if (a.work_counter && lane == 0) {
+                    item = atomicAdd(a.work_counter, 1);
+                    // Every CTA draws one ticket past the items, so this one is the last drawn
+                    // of the launch: the counter goes back to 0 for the next launch.
+                    if (item == items + (int)gridDim.x - 1) atomicExch(a.work_counter, 0);
+                }
                 item = __shfl_sync(0xffffffffu, item, 0);
                 const bool done = item >= items;
                 if (lane == 0) {

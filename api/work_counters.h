@@ -1,0 +1,28 @@
+// The sm90 persistent forward's work counters (ForwardArgs::work_counter): one device int
+// per stream, zero whenever no launch on that stream is running. A launch draws tickets from
+// it and the CTA that draws the last one (items + grid - 1: each CTA draws exactly one past
+// the last item) puts it back to zero, so launches need no memset or allocation of their own;
+// launches on one stream run one after the other, and each stream has its own counter. (A
+// per-launch allocation and memset cost ~40 us a launch on the H200.)
+#pragma once
+
+#include <cuda.h>
+
+#include <map>
+#include <mutex>
+
+#include "runtime/device_buffer.h"
+
+namespace attnjit::api {
+
+class WorkCounters {
+public:
+    // The counter of `stream` (allocated and zeroed on first use, in the current context).
+    int* for_stream(CUstream stream);
+
+private:
+    std::mutex mu_;
+    std::map<CUstream, runtime::DeviceBuffer> counters_;
+};
+
+}  // namespace attnjit::api
