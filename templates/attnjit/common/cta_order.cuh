@@ -1,7 +1,8 @@
 // CTA scheduling: which (query tile, head, batch) a CTA computes. The logical grid is always
-// (ceil(Nq / block_m), Hq, B) and the host launches it as such, one work item a CTA (the sm90
-// loop would also run on a smaller grid, each CTA walking the items with a stride of the grid
-// size); the kernel remaps the item index so that the order suits the mask:
+// (ceil(Nq / block_m), Hq, B); the host launches it as such, one work item a CTA, or for the
+// sm90 loop with more items than SMs a persistent grid that hands the item indices out in
+// order through a counter (sm90/mainloop.cuh). The item index is remapped so that the order
+// suits the mask:
 //   kOrderPerHead: blockIdx.x reversed (heaviest causal tiles of a head first), heads in
 //     launch order: the CTAs of one head run together and share K/V in L2.
 //   kOrderChunked16/4/1: (head, batch) pairs are taken in chunks whose K and V fit in
@@ -25,7 +26,7 @@ struct CtaOrder {
 };
 
 // The logical grid: (query tiles, Hq, B). A CTA of a one-tile-per-CTA launch is the
-// work item blockIdx.x + gx * (blockIdx.y + gy * blockIdx.z); a persistent CTA walks several.
+// work item blockIdx.x + gx * (blockIdx.y + gy * blockIdx.z); a persistent CTA takes several.
 struct WorkGrid {
     int gx, gy, gz;
     __device__ __forceinline__ int size() const { return gx * gy * gz; }
