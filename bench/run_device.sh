@@ -9,7 +9,7 @@
 #   Device (carry [DEST.tar.xz] and start with `tar -C .carry -xJf DEST.tar.xz`), from the
 #   repository root:
 #           bench/run_device.sh tests DEST COMMIT    C++ GPU tests + examples, C API GPU
-#                                                    tests, Python GPU tests (pytest)
+#                                                    tests, the SASS check, Python GPU tests
 #           bench/run_device.sh cppbench DEST COMMIT the C++ forward benchmark beside SDPA
 #           bench/run_device.sh bench DEST COMMIT [harness options]
 #                                                    the Python harness (bench/run_bench.sh)
@@ -21,13 +21,15 @@ case "${1:-}" in
 stage)
     build=$2 dest=$3
     tests/gpu/run_on_device.sh stage "$build" "$dest" || exit 1
-    cmake --build "$build" --target bench_forward attnjit_c capi_gpu_test -j"$(nproc)" || exit 1
-    mkdir -p "$dest/bench" "$dest/capi" "$dest/tests/capi"
+    cmake --build "$build" --target bench_forward attnjit_c capi_gpu_test codegen_nvrtc_test -j"$(nproc)" || exit 1
+    mkdir -p "$dest/bench" "$dest/capi" "$dest/tests/capi" "$dest/tests/nvrtc"
     objcopy --strip-all "$build/bench/bench_forward" "$dest/bench/bench_forward"
     # Real files, not symlinks: the tests' RUNPATH wants the SONAME, Python the .so.
     objcopy --strip-all "$build/capi/libattnjit_c.so.1" "$dest/capi/libattnjit_c.so.1"
     cp "$dest/capi/libattnjit_c.so.1" "$dest/capi/libattnjit_c.so"
     objcopy --strip-all "$build/tests/capi/capi_gpu_test" "$dest/tests/capi/capi_gpu_test"
+    # For its SASS check (Sm90Sass: HGMMA in the sm90 cubins), which needs the device's cuobjdump.
+    objcopy --strip-all "$build/tests/nvrtc/codegen_nvrtc_test" "$dest/tests/nvrtc/codegen_nvrtc_test"
     du -sh "$dest"
     # The binaries share most of their code: xz's window finds it (60 MiB -> ~5 MiB).
     tar -C "$(dirname "$dest")" -cf - "$(basename "$dest")" | xz -9 -T0 >"$dest.tar.xz" || exit 1
@@ -42,6 +44,9 @@ tests)
     echo "== C API GPU tests"
     "$dir/tests/capi/capi_gpu_test" >"$OUT/capi_gpu.log" 2>&1; capi_rc=$?
     tail -5 "$OUT/capi_gpu.log"
+    echo "== SASS check (cuobjdump)"
+    "$dir/tests/nvrtc/codegen_nvrtc_test" --gtest_filter='Sm90Sass.*' >>"$OUT/capi_gpu.log" 2>&1 || capi_rc=1
+    grep -E '^\[ +(OK|FAILED|SKIPPED) +\]' "$OUT/capi_gpu.log" | tail -3
     echo "== Python GPU tests"
     ATTNJIT_LIBRARY=$PWD/$dir/capi/libattnjit_c.so PYTHONPATH=$PWD/python PYTHONUNBUFFERED=1 \
         python3 -m pytest -q -rs python/tests 2>&1 | tee "$OUT/python_tests.log" | tail -25
