@@ -56,11 +56,13 @@ void launch_sm90_forward(const PreparedKernel& k, const AttentionSpec& spec, con
     const long long n = static_cast<long long>(items.x) * items.y * items.z;
     // One CTA an SM: the kernel's registers (384 threads at 168) allow no second one.
     const int sms = runtime::current_device().sm_count;
-    if (n <= sms || env::sm90_grid_one_cta_an_item()) {
+    int* const counter = n <= sms || env::sm90_grid_one_cta_an_item()
+                             ? nullptr
+                             : counters.for_stream(static_cast<CUstream>(stream));
+    if (!counter) {
         k.launch(items, forward_params(k.layout, spec, args), stream, &maps);
         return;
     }
-    int* const counter = counters.for_stream(static_cast<CUstream>(stream));
     k.launch(runtime::Dim3{static_cast<unsigned>(sms), 1, 1}, forward_params(k.layout, spec, args, counter), stream,
              &maps);
 }

@@ -3,7 +3,9 @@
 // it and the CTA that draws the last one (items + grid - 1: each CTA draws exactly one past
 // the last item) puts it back to zero, so launches need no memset or allocation of their own;
 // launches on one stream run one after the other, and each stream has its own counter. (A
-// per-launch allocation and memset cost ~40 us a launch on the H200.)
+// per-launch allocation and memset cost ~40 us a launch on the H200.) A new counter is zeroed
+// synchronously, which a stream being captured into a CUDA graph does not allow: there
+// for_stream gives none, and the launch takes one CTA an item.
 #pragma once
 
 #include <cuda.h>
@@ -17,7 +19,8 @@ namespace attnjit::api {
 
 class WorkCounters {
 public:
-    // The counter of `stream` (allocated and zeroed on first use, in the current context).
+    // The counter of `stream` (allocated and zeroed on first use, in the current context);
+    // null when it has none yet and the stream is being captured.
     int* for_stream(CUstream stream);
 
 private:

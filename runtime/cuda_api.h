@@ -29,7 +29,7 @@ namespace attnjit::runtime {
     X(cuFuncGetAttribute) X(cuFuncSetAttribute) X(cuLaunchKernel) X(cuMemAlloc)          \
     X(cuMemFree) X(cuMemcpyHtoD) X(cuMemcpyDtoH) X(cuMemsetD8) X(cuStreamSynchronize)      \
     X(cuEventCreate) X(cuEventRecord) X(cuEventSynchronize) X(cuEventElapsedTime)         \
-    X(cuEventDestroy) X(cuMemAllocAsync) X(cuMemFreeAsync) X(cuMemsetD8Async)
+    X(cuEventDestroy) X(cuMemAllocAsync) X(cuMemFreeAsync) X(cuMemsetD8Async) X(cuStreamIsCapturing)
 
 #define ATTNJIT_NVRTC_FUNCTIONS(X)                                                        \
     X(nvrtcVersion) X(nvrtcGetErrorString) X(nvrtcCreateProgram) X(nvrtcDestroyProgram)   \

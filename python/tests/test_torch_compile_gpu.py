@@ -307,6 +307,29 @@ def _warm_up(step, iterations=3):
     torch.cuda.synchronize()
 
 
+def test_cuda_graph_capture_of_more_work_items_than_sms():
+    """More (query tile, head, batch) items than SMs: on sm_90a the eager call runs the persistent
+    grid, whose per-stream work counter is zeroed synchronously when first made. Capture on a
+    stream that never launched attnjit before must not do that (it would break the capture):
+    the captured launch takes one CTA an item, and replay gives the eager bits."""
+    fn = attnjit.compile(mods.softcap(20.0), causal=True)
+    shape = (2, 16, 1024, 64)  # 2 x 16 x 8 query tiles of 128 rows: 256 items
+    q, k, v = (torch.randn(shape, device=DEVICE, dtype=torch.bfloat16) for _ in range(3))
+    eager = fn(q, k, v)  # compiles the kernel outside the capture (NVRTC must not run in it)
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):  # its own capture stream: new to attnjit
+        static_out = fn(q, k, v)
+    graph.replay()
+    torch.cuda.synchronize()
+    assert_same(static_out, eager, "replay of a captured launch with more work items than SMs")
+    for t in (q, k, v):
+        t.copy_(torch.randn_like(t))
+    graph.replay()
+    torch.cuda.synchronize()
+    assert_same(static_out, fn(q, k, v), "replay after updating q, k, v in place")
+
+
 def test_cuda_graph_replay_reads_updated_tensors_and_keeps_float_scalars():
     global BIAS, TEMPERATURE, CAP
     BIAS = torch.randn(B, H, N, N, device=DEVICE, dtype=torch.float32)
