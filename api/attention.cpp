@@ -8,6 +8,7 @@
 #include "api/latent_projection.h"
 #include "api/prepared_kernel.h"
 #include "codegen/kernel_config.h"
+#include "runtime/device.h"
 #include "runtime/stream_buffer.h"
 #include "support/debug.h"
 #include "support/error.h"
@@ -40,6 +41,7 @@ struct Attention::Impl {
         return *sm80;
     }
     mutable api::WorkCounters work_counters;  // the sm90 forward's persistent grid's, one a stream
+    int sm_count = 0;  // of the GPU it launches on (0: compile only), read once, not per launch
     mutable std::once_flag source_once;  // source() may be called from several threads
     mutable std::optional<codegen::KernelSource> source;  // generated on demand
 };
@@ -51,6 +53,7 @@ Attention::Attention(const AttentionSpec& spec, const CompileOptions& options) :
     impl_->arch = target.arch;
     impl_->target = target;
     impl_->sm90_forced = options.mainloop == MainloopKind::sm90;
+    if (target.on_device) impl_->sm_count = runtime::current_device().sm_count;
     const bool per_head = spec.has_latent() && spec.has_reciprocal_band() && latent_col_split(spec.latent_dim()) > 1;
     if (per_head)
         user_check(spec.dtype() != DType::f32)
@@ -97,7 +100,7 @@ void Attention::operator()(const LaunchArgs& args, Stream stream) const {
                 f.launch(api::forward_grid(f.config, args), api::forward_params(f.layout, impl_->spec, args), stream);
                 return;
             }
-            api::launch_sm90_forward(k, impl_->spec, args, *maps, impl_->work_counters, stream);
+            api::launch_sm90_forward(k, impl_->spec, args, *maps, impl_->work_counters, impl_->sm_count, stream);
         } else {
             k.launch(api::forward_grid(k.config, args), api::forward_params(k.layout, impl_->spec, args), stream);
         }

@@ -1,7 +1,6 @@
 #include "api/forward_launch.h"
 
 #include "attnjit/common/math_constants.h"
-#include "runtime/device.h"
 #include "runtime/params_packer.h"
 #include "support/env.h"
 
@@ -51,11 +50,10 @@ runtime::Dim3 forward_grid(const KernelConfig& config, const LaunchArgs& a) {
 }
 
 void launch_sm90_forward(const PreparedKernel& k, const AttentionSpec& spec, const LaunchArgs& args,
-                         const ForwardTmaMaps& maps, WorkCounters& counters, Stream stream) {
+                         const ForwardTmaMaps& maps, WorkCounters& counters, int sms, Stream stream) {
     const runtime::Dim3 items = forward_grid(k.config, args);
     const long long n = static_cast<long long>(items.x) * items.y * items.z;
     // One CTA an SM: the kernel's registers (384 threads at 168) allow no second one.
-    const int sms = runtime::current_device().sm_count;
     int* const counter = n <= sms || env::sm90_grid_one_cta_an_item()
                              ? nullptr
                              : counters.for_stream(static_cast<CUstream>(stream));

@@ -27,10 +27,10 @@ std::vector<unsigned char> forward_params(const codegen::ParamsLayout& layout, c
 runtime::Dim3 forward_grid(const KernelConfig& config, const LaunchArgs& args);
 
 // Launches the sm90 forward (k: its PreparedKernel) on `stream`. With more work items
-// (query tiles x heads x batch) than SMs, on a persistent grid of one CTA an SM that hands
+// (query tiles x heads x batch) than the GPU's `sms`, on a persistent grid of one CTA an SM that hands
 // the items out through the stream's counter of `counters` (ForwardArgs::work_counter,
 // sm90/mainloop.cuh); else, or with ATTNJIT_SM90_GRID=items, one CTA an item.
 void launch_sm90_forward(const PreparedKernel& k, const AttentionSpec& spec, const LaunchArgs& args,
-                         const ForwardTmaMaps& maps, WorkCounters& counters, Stream stream);
+                         const ForwardTmaMaps& maps, WorkCounters& counters, int sms, Stream stream);
 
 }  // namespace attnjit::api
