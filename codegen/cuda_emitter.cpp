@@ -91,7 +91,7 @@ const char* float_fn(UnaryOp op) {
     case UnaryOp::Exp2: return "exp2f";
     case UnaryOp::Log: return "logf";
     case UnaryOp::Log2: return "log2f";
-    case UnaryOp::Tanh: return "tanhf";
+    case UnaryOp::Tanh: return "tanh_";  // the Variant's helper (tanh_helper)
     case UnaryOp::Sqrt: return "sqrtf";
     case UnaryOp::Rsqrt: return "rsqrtf";
     case UnaryOp::Floor: return "floorf";
@@ -238,6 +238,27 @@ const char* const kNanMinMaxHelpers[2] = {
     "__device__ static float fmin_nan(float a, float b) { return a != a || b != b ? a + b : fminf(a, b); }",
     "__device__ static float fmax_nan(float a, float b) { return a != a || b != b ? a + b : fmaxf(a, b); }",
 };
+
+bool uses_tanh(const Expr& e) {
+    bool found = false;
+    for_each_node(e, [&](const Expr& n) {
+        if (auto u = n.as<Unary>()) found |= u->op == UnaryOp::Tanh;
+    });
+    return found;
+}
+
+std::vector<const char*> tanh_helper(bool approx) {
+    if (!approx) return {"__device__ static float tanh_(float x) { return tanhf(x); }"};
+    return {"__device__ static float tanh_(float x) {",
+            "#if __CUDA_ARCH__ >= 750",
+            "    float y;",
+            "    asm(\"tanh.approx.f32 %0, %1;\" : \"=f\"(y) : \"f\"(x));",
+            "    return y;",
+            "#else",
+            "    return tanhf(x);",
+            "#endif",
+            "}"};
+}
 
 std::string emit_expr(const Expr& e, const EmitNames& names) {
     internal_check(e.defined()) << "emit_expr of an undefined Expr";

@@ -14,10 +14,11 @@
 //  * float literals are fp32 ("30.0f"); inf and NaN are attnjit::bits_to_float(...);
 //  * math uses the CUDA fp32 functions: exp -> expf (not exp2f(x * log2e): expf is the
 //    accurate form, and -use_fast_math turns it into the same ex2.approx sequence),
-//    tanhf, logf, ..., sigmoid(x) -> 1.0f / (1.0f + expf(-x)), int min/max -> min / max;
+//    logf, ..., sigmoid(x) -> 1.0f / (1.0f + expf(-x)), int min/max -> min / max;
 //    float min/max -> fmin_nan / fmax_nan, which return NaN when either operand is NaN
-//    (the DSL's meaning, dsl/interpreter.h; fminf would drop the NaN). generate() defines
-//    them in the Variant when used (kNanMinMaxHelpers);
+//    (the DSL's meaning, dsl/interpreter.h; fminf would drop the NaN), and tanh -> tanh_
+//    (tanh.approx.f32 for f16 / bf16 specs, tanhf for f32). generate() defines them in the
+//    Variant when used (kNanMinMaxHelpers, tanh_helper);
 //  * int / and % are C's (truncate toward zero; the sign of % follows the dividend);
 //    float -> int casts truncate, as to_int() does in the DSL.
 // Parentheses follow C precedence, so the text reads like the DSL printer's.
@@ -45,6 +46,12 @@ std::string emit_expr(const dsl::Expr& e, const EmitNames& names = {});
 bool uses_float_min_max(const dsl::Expr& e);
 // Their definitions, as static member functions (one line each).
 extern const char* const kNanMinMaxHelpers[2];
+// True when emit_expr(e) calls tanh_ (the DSL's tanh).
+bool uses_tanh(const dsl::Expr& e);
+// Its definition, a static member function: approx, tanh.approx.f32 (one MUFU instruction,
+// where the accurate tanhf is a branchy sequence of ~20 that the score hooks inline for every
+// element of a tile; used for f16 / bf16 specs); else tanhf.
+std::vector<const char*> tanh_helper(bool approx);
 
 // "float", "int" or "bool".
 const char* cuda_type(dsl::Type t);

@@ -31,14 +31,14 @@ public:
         }
     }
 
-    bool uses_nan_min_max() const {
+    // True when any expression the Variant emits satisfies `uses` (uses_float_min_max, uses_tanh).
+    bool any_expr(bool (*uses)(const dsl::Expr&)) const {
         for (const auto& b : all_)
-            if (uses_float_min_max(b.value)) return true;
+            if (uses(b.value)) return true;
         for (const auto& g : plan_.grad_sites)
-            if (uses_float_min_max(g.partial)) return true;
-        return (plan_.has_score_mod() && uses_float_min_max(plan_.score_mod)) ||
-               (plan_.has_mask() && uses_float_min_max(plan_.mask)) ||
-               (plan_.has_score_grad() && uses_float_min_max(plan_.d_score));
+            if (uses(g.partial)) return true;
+        return (plan_.has_score_mod() && uses(plan_.score_mod)) || (plan_.has_mask() && uses(plan_.mask)) ||
+               (plan_.has_score_grad() && uses(plan_.d_score));
     }
 
     // The float value of a structural tensor's element (sinks, gate, score_conv): the
@@ -141,9 +141,17 @@ public:
         if (plan_.grad_planes && plan_.grad_key_sites() > 0)
             w_.line("static constexpr int kInputGradKeySites = " + std::to_string(plan_.grad_key_sites()) + ";");
         w_.line();
-        if (uses_nan_min_max()) {
+        if (any_expr(uses_float_min_max)) {
             w_.line("// min / max that keep NaN (the DSL's meaning; fminf / fmaxf drop it).");
             for (const char* helper : kNanMinMaxHelpers) w_.line(helper);
+            w_.line();
+        }
+        if (any_expr(uses_tanh)) {
+            const bool approx = plan_.spec.dtype() != DType::f32;
+            w_.line(approx ? "// tanh: the hardware's approximation (relative error about 2^-11; f16 / bf16 inputs "
+                             "carry 2^-11 / 2^-8)."
+                           : "// tanh: exact to fp32 (an f32 spec).");
+            for (const char* line : tanh_helper(approx)) w_.line(line);
             w_.line();
         }
         w_.line("// Computed once per (batch, head).");

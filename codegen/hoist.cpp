@@ -105,6 +105,17 @@ private:
         }
         if (auto u = e.as<Unary>()) return Unary::make(u->op, process(u->a, ctx, conditional));
         if (auto b = e.as<Binary>()) {
+            // A float division by something of a lower level (a scalar, a per-head value):
+            // a multiplication by its reciprocal, which moves to that level (softcap's
+            // score / cap: one division a head instead of one a score; within an ulp or two
+            // of the quotient, and the same infinities and NaNs but where 1 / y overflows).
+            if (b->op == BinaryOp::Div && e.type() == Type::Float && level_with(b->b, levels_) < ctx) {
+                const Const* c = b->b.as<Const>();
+                const Expr reciprocal = c && b->b.type() == Type::Float
+                                            ? Const::make_float(1.0 / c->f)
+                                            : Binary::make(BinaryOp::Div, Const::make_float(1.0), b->b);
+                return Binary::make(BinaryOp::Mul, process(b->a, ctx, conditional), process(reciprocal, ctx, conditional));
+            }
             Expr a = process(b->a, ctx, conditional);
             // && and || short-circuit: their right operand is as guarded as a select branch.
             return Binary::make(b->op, a, process(b->b, ctx, conditional || short_circuits(b->op)));

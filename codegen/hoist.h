@@ -6,6 +6,8 @@
 // level (make_row); kv_idx or the score keep it per element. Maximal lower-level
 // subexpressions of a higher-level expression become fields of their level (equal ones
 // share a field), so ALiBi's slopes[h] is loaded once per head, not once per score.
+// A float x / y whose y is of a lower level becomes x * (1 / y) with 1 / y a field (one
+// division a head for softcap's score / cap, not one a score).
 // Trivial leaves (constants, variables, scalars) are never hoisted, and inside a select
 // branch or the right operand of && / || only speculatable expressions move (see cse.h):
 // an expression hoisted whole keeps its own short-circuit. A guarded unsafe expression

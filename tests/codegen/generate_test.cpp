@@ -331,7 +331,7 @@ TEST(CudaEmitter, Fp32Text) {
     EXPECT_EQ(emit_expr(Expr(-std::numeric_limits<double>::infinity())), "attnjit::bits_to_float(0xff800000u)");
     EXPECT_EQ(emit_expr(exp(score())), "expf(s)");
     EXPECT_EQ(emit_expr(sigmoid(score())), "1.0f / (1.0f + expf(-s))");
-    EXPECT_EQ(emit_expr(tanh(score() / scalar("cap"))), "tanhf(s / p.scalar_cap)");
+    EXPECT_EQ(emit_expr(tanh(score() / scalar("cap"))), "tanh_(s / p.scalar_cap)");
     EXPECT_EQ(emit_expr((q_idx() - kv_idx()) / 2 % 3), "(q - k) / 2 % 3");
     EXPECT_EQ(emit_expr(q_idx() - (kv_idx() - 1)), "q - (k - 1)");
     EXPECT_EQ(emit_expr(-(-score())), "-(-s)");
@@ -358,9 +358,21 @@ TEST(CudaEmitter, FloatLiteralsRoundTripInFp32) {
 TEST(Generate, EveryStatementCarriesItsDslText) {
     auto spec = AttentionSpec().score_mod(mods::softcap(scalar("cap")));
     std::string src = testing::forward_source(spec).source;
-    EXPECT_NE(src.find("        // cap * tanh(score / cap)\n        return p.scalar_cap * tanhf(s / p.scalar_cap);"),
+    EXPECT_NE(src.find("        // cap * tanh(score * (1.0 / cap))\n        return p.scalar_cap * tanh_(s * hd.h0);"),
               std::string::npos)
         << src;
+}
+
+// tanh is the Variant's tanh_: the hardware approximation for f16 / bf16 specs, tanhf for f32.
+TEST(Generate, TanhIsApproximateBelowF32) {
+    for (DType dt : {DType::f16, DType::bf16, DType::f32}) {
+        const std::string src =
+            testing::forward_source(AttentionSpec().dtype(dt).score_mod(mods::softcap(scalar("cap")))).source;
+        const bool approx = src.find("asm(\"tanh.approx.f32 %0, %1;\"") != std::string::npos;
+        EXPECT_EQ(approx, dt != DType::f32) << src;
+        EXPECT_NE(src.find("__device__ static float tanh_(float x)"), std::string::npos) << src;
+    }
+    EXPECT_EQ(testing::forward_source(AttentionSpec()).source.find("tanh_"), std::string::npos);
 }
 
 TEST(Generate, NanMinMaxHelpersOnlyWhenUsed) {

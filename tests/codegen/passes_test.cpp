@@ -234,7 +234,18 @@ TEST(Hoist, EqualInvariantsShareAField) {
 }
 
 TEST(Hoist, ScalarsAndVariablesStayInPlace) {
-    EXPECT_EQ(print(hoist_exprs({scalar("cap") * tanh(score() / scalar("cap"))})), "-> cap * tanh(score / cap); ");
+    EXPECT_EQ(print(hoist_exprs({scalar("cap") * tanh(score() * scalar("cap"))})), "-> cap * tanh(score * cap); ");
+}
+
+// Softcap's score / cap: one division a head (a field holding 1 / cap), not one a score.
+TEST(Hoist, DivisionByAnInvariantBecomesAReciprocalField) {
+    EXPECT_EQ(print(hoist_exprs({scalar("cap") * tanh(score() / scalar("cap"))})),
+              "h0 = 1.0 / cap; -> cap * tanh(score * h0); ");
+    EXPECT_EQ(print(hoist_exprs({score() / 4.0})), "-> score * 0.25; ");
+    const Expr per_row = score() / to_float(q_idx() + 1);
+    EXPECT_EQ(print(hoist_exprs({per_row})), "r0 = 1.0 / float(q_idx + 1); -> score * r0; ");
+    const Expr per_element = score() / to_float(kv_idx() + 1);  // the divisor varies per score: kept
+    EXPECT_EQ(print(hoist_exprs({per_element})), "-> score / float(kv_idx + 1); ");
 }
 
 TEST(Hoist, GuardedLoadsStayUnderTheirGuard) {
