@@ -109,12 +109,18 @@ private:
             // a multiplication by its reciprocal, which moves to that level (softcap's
             // score / cap: one division a head instead of one a score; within an ulp or two
             // of the quotient, and the same infinities and NaNs but where 1 / y overflows).
+            // Only where the reciprocal does become a field: a guarded divisor that may not be
+            // speculated (a tensor load under a select) stays a division, and rewriting it would
+            // only produce another division by the same divisor, forever.
             if (b->op == BinaryOp::Div && e.type() == Type::Float && level_with(b->b, levels_) < ctx) {
                 const Const* c = b->b.as<Const>();
                 const Expr reciprocal = c && b->b.type() == Type::Float
                                             ? Const::make_float(1.0 / c->f)
                                             : Binary::make(BinaryOp::Div, Const::make_float(1.0), b->b);
-                return Binary::make(BinaryOp::Mul, process(b->a, ctx, conditional), process(reciprocal, ctx, conditional));
+                if (trivial(reciprocal) || !conditional || speculatable(reciprocal) ||
+                    existing(reciprocal, level_with(reciprocal, levels_)).defined())
+                    return Binary::make(BinaryOp::Mul, process(b->a, ctx, conditional),
+                                        process(reciprocal, ctx, conditional));
             }
             Expr a = process(b->a, ctx, conditional);
             // && and || short-circuit: their right operand is as guarded as a select branch.

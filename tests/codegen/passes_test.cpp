@@ -248,6 +248,16 @@ TEST(Hoist, DivisionByAnInvariantBecomesAReciprocalField) {
     EXPECT_EQ(print(hoist_exprs({per_element})), "-> score / float(kv_idx + 1); ");
 }
 
+TEST(Hoist, GuardedDivisionByATensorStaysADivision) {
+    // The load may only run where the select takes its branch: no field, no reciprocal (this
+    // recursed without end once: the rewrite made a new division by the same load).
+    Tensor t("t", DType::f32, 1);
+    EXPECT_EQ(print(hoist_exprs({select(q_idx() < 4, score() / t(0), score())})),
+              "r0 = q_idx < 4; -> select(r0, score / t[0], score); ");
+    // Unguarded, the same division becomes a head-level reciprocal.
+    EXPECT_EQ(print(hoist_exprs({score() / t(0)})), "h0 = 1.0 / t[0]; -> score * h0; ");
+}
+
 TEST(Hoist, GuardedLoadsStayUnderTheirGuard) {
     Tensor t("t", DType::f32, 1);
     Expr e = select(head() < 4, score() + t(head()), score());
