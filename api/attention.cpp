@@ -82,15 +82,15 @@ void Attention::operator()(const LaunchArgs& args, Stream stream) const {
     if (!impl_->latent_gemm) {
         if (k.config.mainloop == MainloopKind::sm90) {
             std::optional<ForwardTmaMaps> maps;
-            if (const auto why = api::why_not_tma_readable(args)) {
+            if (const auto why = api::why_not_tma_readable(k.config, impl_->spec, args)) {
                 user_check(!impl_->sm90_forced) << "CompileOptions.mainloop = sm90: " << *why
                                                 << "; pass the tensor without the broadcast, or leave mainloop unset "
                                                    "(such calls then run on the sm80 loop)";
             } else if (impl_->sm90_forced) {
-                maps = api::forward_tma_maps(k.config, args);
+                maps = api::forward_tma_maps(k.config, impl_->spec, args);
             } else {
                 try {  // a layout the driver refuses all the same also runs on the sm80 kernel
-                    maps = api::forward_tma_maps(k.config, args);
+                    maps = api::forward_tma_maps(k.config, impl_->spec, args);
                 } catch (const UserError& e) {
                     debug(1) << "sm90 forward: " << e.what() << "; running the sm80 kernel";
                 }

@@ -1,9 +1,11 @@
 #include "api/tma_maps.h"
 
+#include <cstdint>
 #include <cstring>
 #include <initializer_list>
 #include <utility>
 
+#include "codegen/bias_tile.h"
 #include "runtime/cuda_api.h"
 #include "support/error.h"
 
@@ -48,6 +50,56 @@ TmaMap encode(const char* name, const TensorView& t, DType dtype, int box_rows) 
     return out;
 }
 
+// score_mod's bias tensor t as a 2-d map of its rows (keys innermost; every leading dim folded
+// into rows: why_bias_not_readable checked them whole rows), boxes of 64 keys x box_rows.
+TmaMap encode_bias(const std::string& name, const TensorView& t, int box_rows) {
+    const auto& cu = runtime::cuda();
+    const int r = t.rank();
+    long long last = 0;  // the largest element offset
+    for (int d = 0; d < r; ++d) last += (t.shape[d] - 1) * t.strides[d];
+    const long long row = t.strides[r - 2];
+    const cuuint64_t esize = dtype_size(t.dtype);
+    const cuuint64_t dims[2] = {static_cast<cuuint64_t>(t.shape[r - 1]), static_cast<cuuint64_t>(last / row + 1)};
+    const cuuint64_t strides[1] = {static_cast<cuuint64_t>(row) * esize};
+    const cuuint32_t box[2] = {64, static_cast<cuuint32_t>(box_rows)};
+    const cuuint32_t unit[2] = {1, 1};
+    CUtensorMap map;
+    const CUresult res = cu.cuTensorMapEncodeTiled(
+        &map, t.dtype == DType::bf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, t.data,
+        dims, strides, box, unit, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+        CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+    user_check(res == CUDA_SUCCESS) << "captured tensor '" << name << "' (" << t
+                                    << ") cannot be read by the sm90 main loop's bulk copies ("
+                                    << runtime::cu_error_name(res) << "); pass CompileOptions.mainloop = sm80";
+    TmaMap out;
+    std::memcpy(&out, &map, sizeof map);
+    return out;
+}
+
+// Why the bulk copies cannot read score_mod's bias tensor t as rows of keys (null when they can):
+// keys contiguous, rows of a multiple of 16 bytes at a 16-byte aligned start, rows not
+// overlapping, every other dim a whole number of rows apart, under 2^40 bytes.
+std::optional<std::string> why_bias_not_readable(const std::string& name, const TensorView& t) {
+    const int r = t.rank();
+    const long long esize = static_cast<long long>(dtype_size(t.dtype));
+    const long long row = t.strides[r - 2];
+    const std::string what = "captured tensor '" + name + "' (the bias tile), ";
+    if (t.strides[r - 1] != 1 && t.shape[r - 1] > 1) return what + "its last dim is not contiguous";
+    if (row <= 0 || (row * esize) % 16 != 0 || row < t.shape[r - 1])
+        return what + "its rows are not whole 16-byte multiples apart (stride " + std::to_string(row) + ")";
+    if (reinterpret_cast<std::uintptr_t>(t.data) % 16 != 0) return what + "its start is not 16-byte aligned";
+    long long last = 0;
+    for (int d = 0; d < r; ++d) {
+        if (t.strides[d] < 0) return what + "a negative stride";
+        if (d < r - 2 && t.shape[d] > 1 && t.strides[d] % row != 0)
+            return what + "dim " + std::to_string(d) + "'s stride is not a whole number of rows";
+        last += (t.shape[d] - 1) * t.strides[d];
+    }
+    if ((last + 1) * esize >= (1LL << 40) || last / row + 1 >= (1LL << 31))
+        return what + "it spans 2^40 bytes or 2^31 rows";
+    return std::nullopt;
+}
+
 // The first reason the bulk copies cannot read one of `tensors`, by name.
 std::optional<std::string> why_not_readable(std::initializer_list<std::pair<const char*, const TensorView*>> tensors) {
     for (const auto& [name, t] : tensors)
@@ -70,14 +122,27 @@ std::optional<std::string> why_not_tma_readable(const LaunchArgs& args) {
     return why_not_readable({{"q", &args.q}, {"k", &args.k}, {"v", &args.v}});
 }
 
+std::optional<std::string> why_not_tma_readable(const KernelConfig& config, const AttentionSpec& spec,
+                                                const LaunchArgs& args) {
+    if (auto why = why_not_tma_readable(args)) return why;
+    if (!config.bias_tile) return std::nullopt;
+    const std::string name = codegen::bias_tile_of(spec)->tensor;
+    return why_bias_not_readable(name, args.tensors.at(name));
+}
+
 std::optional<std::string> why_not_tma_readable(const LaunchArgs& args, const TensorView& d_o) {
     return why_not_readable({{"q", &args.q}, {"k", &args.k}, {"v", &args.v}, {"d_o", &d_o}});
 }
 
-ForwardTmaMaps forward_tma_maps(const KernelConfig& config, const LaunchArgs& args) {
+ForwardTmaMaps forward_tma_maps(const KernelConfig& config, const AttentionSpec& spec, const LaunchArgs& args) {
     const DType dtype = args.q.dtype;
-    return ForwardTmaMaps{encode("q", args.q, dtype, config.tile.block_m), encode("k", args.k, dtype, config.tile.block_n),
-                          encode("v", args.v, dtype, config.tile.block_n)};
+    ForwardTmaMaps maps{encode("q", args.q, dtype, config.tile.block_m), encode("k", args.k, dtype, config.tile.block_n),
+                        encode("v", args.v, dtype, config.tile.block_n), TmaMap{}};
+    if (config.bias_tile) {
+        const std::string name = codegen::bias_tile_of(spec)->tensor;
+        maps.bias = encode_bias(name, args.tensors.at(name), config.tile.block_m);
+    }
+    return maps;
 }
 
 BackwardTmaMaps backward_tma_maps(const KernelConfig& config, const LaunchArgs& args, const TensorView& d_o) {

@@ -20,9 +20,15 @@ namespace attnjit::api {
 // describe), or a stride of 2^40 bytes or more. Attention then runs the sm80 kernel.
 std::optional<std::string> why_not_tma_readable(const LaunchArgs& args);
 
+// The same for the sm90 forward of `config`, and with its staged bias tile
+// (KernelConfig::bias_tile) the bias tensor too: keys contiguous, 16-byte aligned rows, every
+// leading dim a whole number of rows apart (a broadcast, stride 0, is fine).
+std::optional<std::string> why_not_tma_readable(const KernelConfig& config, const AttentionSpec& spec,
+                                                const LaunchArgs& args);
+
 // UserError when the driver cannot describe a tensor all the same, naming it and the way out
 // (CompileOptions.mainloop = sm80); EnvironmentError without cuTensorMapEncodeTiled.
-ForwardTmaMaps forward_tma_maps(const KernelConfig& config, const LaunchArgs& args);
+ForwardTmaMaps forward_tma_maps(const KernelConfig& config, const AttentionSpec& spec, const LaunchArgs& args);
 
 // The same for dO too: what why_not_tma_readable says of Q, K and V, and of `d_o`.
 std::optional<std::string> why_not_tma_readable(const LaunchArgs& args, const TensorView& d_o);

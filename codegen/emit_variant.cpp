@@ -67,7 +67,7 @@ public:
         w_.open(std::string("__device__ static attnjit::BiasTileRef<BiasTileElement> bias_tile(const Params& p, const "
                             "Head& hd)"));
         w_.line("return {" + f + ".ptr + (" + tensor_offset(bt.tensor, idx) + "), " + f + ".stride[" +
-                std::to_string(n) + "], " + f + ".stride[" + std::to_string(n + 1) + "]};");
+                std::to_string(n) + "], " + f + ".stride[" + std::to_string(n + 1) + "], " + f + ".ptr};");
         w_.close();
         w_.line();
     }

@@ -135,22 +135,24 @@ KernelConfig make_config(const dsl::AttentionSpec& spec, KernelKind kind, const 
         c.latent = spec.latent_dim();
         c.tile = default_latent_tile(c, sm);
     }
-    // The Hopper loop: the forward on sm_90a where it carries the spec (no structural modifier,
-    // no staged bias tile, whole 64-column head-dim tiles); `mainloop` forces either loop.
+    // The Hopper loop: the forward on sm_90a where it carries the spec (no structural modifier
+    // but the bias tile, whole 64-column head-dim tiles); `mainloop` forces either loop.
+    // The sm90 forward stages the bias tile by bulk copies (KernelConfig::bias_tile).
     KernelConfig sm90 = c;
     sm90.mainloop = MainloopKind::sm90;
-    sm90.tile = default_sm90_tile(c);
+    sm90.bias_tile = stages_bias;
+    sm90.tile = default_sm90_tile(sm90);
     // backward_dkdv and backward_fused have an sm90 kernel too (sm90/backward_dkdv.cuh), taken
     // only when asked for (AttentionBackward asks on sm_90a where it carries the spec).
     const bool sm90_kind = kind == KernelKind::forward || owns_keys(kind);
     const bool sm90_fits = sm90_kind && arch_has_wgmma(arch) && c.elem != ElemKind::f32 && !c.score_conv &&
-                           !stages_bias && !c.recip_band && c.latent == 0 &&
+                           !c.recip_band && c.latent == 0 &&
                            sm90_head_dims(c.head_dim_qk, c.head_dim_v) && why_config_invalid_on(sm90, 90) == nullptr;
     if (mainloop) {
         user_check(*mainloop != MainloopKind::sm90 || sm90_fits)
             << "CompileOptions.mainloop = sm90 for " << spec << " (" << kernel_kind_name(kind) << " on " << arch
             << "): the sm90 main loop runs the forward on sm_90a, for f16 / bf16, head dims 33-64, 97-128 or "
-            << "129-256, and no score convolution, staged bias tile, reciprocal band or latent projection (and "
+            << "129-256, and no score convolution, reciprocal band or latent projection (and "
             << "backward_dkdv / backward_fused at head dims up to 128); leave CompileOptions.mainloop unset to get the "
             << "loop that runs it";
         user_check(*mainloop != MainloopKind::simt || c.mainloop == MainloopKind::simt)

@@ -67,11 +67,13 @@ TEST(BiasTile, ForwardSourceReadsTheTileAndKeepsOtherReadsOfTheTensor) {
     EXPECT_EQ(k.smem_bytes, smem_bytes(k.config));
     KernelConfig without = k.config;
     without.bias_tile = false;
-    EXPECT_EQ(k.smem_bytes, smem_bytes(without) + 2 * k.config.tile.block_m * k.config.tile.block_n);
+    // One 16-bit tile: a buffer in the sm80 loop, a stage beside each K/V stage in the sm90 one.
+    const int buffers = k.config.mainloop == MainloopKind::sm90 ? k.config.tile.stages : 1;
+    EXPECT_EQ(k.smem_bytes, smem_bytes(without) + 2 * buffers * k.config.tile.block_m * k.config.tile.block_n);
     EXPECT_NE(k.source.find("static constexpr bool kHasBiasTile = true;"), std::string::npos);
     EXPECT_NE(k.source.find("using BiasTileElement = attnjit::bf16_t;"), std::string::npos);
     EXPECT_NE(k.source.find("return {p.tensor_bias.ptr + (hd.b * p.tensor_bias.stride[0] + hd.h * "
-                            "p.tensor_bias.stride[1]), p.tensor_bias.stride[2], p.tensor_bias.stride[3]};"),
+                            "p.tensor_bias.stride[1]), p.tensor_bias.stride[2], p.tensor_bias.stride[3], p.tensor_bias.ptr};"),
               std::string::npos)
         << k.source;
     // The direct read is the argument; the transposed one stays a memory read.
@@ -84,7 +86,7 @@ TEST(BiasTile, ForwardSourceReadsTheTileAndKeepsOtherReadsOfTheTensor) {
     EXPECT_NE(k.name.find("_bias_"), std::string::npos) << k.name;
 }
 
-TEST(BiasTile, OnlyTheSm80ForwardStagesIt) {
+TEST(BiasTile, OnlyTheForwardStagesIt) {
     Tensor bias("bias", DType::bf16, 4);
     AttentionSpec spec;
     spec.dtype(DType::bf16).head_dim(64).score_mod(score() + bias(batch(), head(), q_idx(), kv_idx()));
@@ -108,6 +110,11 @@ TEST(BiasTile, OnlyTheSm80ForwardStagesIt) {
     EXPECT_NE(generate(shared, make_config(shared, KernelKind::backward_dq, "sm_90a"), "sm_90a").source.find(
                   "static constexpr bool kBiasTileBatchInvariant = true;"),
               std::string::npos);
+    // On sm_90a the forward runs the sm90 loop, which stages it by bulk copies.
+    const KernelConfig hopper = make_config(spec, KernelKind::forward, "sm_90a");
+    EXPECT_EQ(hopper.mainloop, MainloopKind::sm90);
+    EXPECT_TRUE(hopper.bias_tile);
+    EXPECT_TRUE(make_config(spec, KernelKind::forward, "sm_90a", std::nullopt, MainloopKind::sm80).bias_tile);
     // A block_n that is not whole chunk groups: gathered, still correct.
     EXPECT_FALSE(make_config(spec, KernelKind::forward, "sm_90a", TileConfig{64, 16, 4, 2}).bias_tile);
     EXPECT_TRUE(make_config(spec, KernelKind::forward, "sm_90a", TileConfig{64, 32, 4, 2}).bias_tile);
@@ -132,14 +139,16 @@ TEST(BiasTile, SmallHeadDimsDefaultToTheTileThatKeepsMoreLoadsInFlight) {
     AttentionSpec plain;
     plain.dtype(DType::bf16).head_dim(32);
     EXPECT_EQ(make_config(plain, KernelKind::forward, "sm_90a").tile, (TileConfig{128, 128, 4, 2}));
-    spec.head_dim(128);
-    EXPECT_EQ(make_config(spec, KernelKind::forward, "sm_90a").tile, (TileConfig{128, 64, 4, 2}));
+    spec.head_dim(128);  // the sm80 loop's tile (sm_90a's default is the sm90 loop's)
+    EXPECT_EQ(make_config(spec, KernelKind::forward, "sm_90a", std::nullopt, MainloopKind::sm80).tile,
+              (TileConfig{128, 64, 4, 2}));
 }
 
 TEST(BiasTile, ConfigRulesSayWhy) {
     KernelConfig c{KernelKind::backward_dq, MainloopKind::sm80, ElemKind::bf16, 64, 64, TileConfig{64, 64, 4, 2}};
     c.bias_tile = true;
-    EXPECT_STREQ(why_config_invalid(c), "the staged bias tile is a feature of the sm80 forward without a score convolution");
+    EXPECT_STREQ(why_config_invalid(c),
+                 "the staged bias tile is a feature of the sm80 and sm90 forward without a score convolution");
     c = KernelConfig{KernelKind::forward, MainloopKind::sm80, ElemKind::bf16, 64, 64, TileConfig{64, 48, 4, 2}};
     c.bias_tile = true;
     EXPECT_STREQ(why_config_invalid(c), "the staged bias tile needs block_n a multiple of 32");

@@ -90,7 +90,7 @@ TEST(CandidateConfigs, KeepTheStructuralFeatures) {
         EXPECT_EQ(c.mainloop, MainloopKind::sm80) << c;
     }
     EXPECT_USER_ERROR(candidate_configs(band, KernelKind::forward, "sm_90a", MainloopKind::sm90),
-                      "no score convolution, staged bias tile, reciprocal band or latent projection");
+                      "no score convolution, reciprocal band or latent projection");
 }
 
 }  // namespace

@@ -100,7 +100,7 @@ TEST(Generate, Sm90LoopIsTheDefaultOnSm90a) {
     band.reciprocal_band(8, "alpha");
     EXPECT_EQ(make_config(band, KernelKind::forward, "sm_90a").mainloop, MainloopKind::sm80);
     EXPECT_USER_ERROR(make_config(band, KernelKind::forward, "sm_90a", std::nullopt, MainloopKind::sm90),
-                      "no score convolution, staged bias tile, reciprocal band or latent projection");
+                      "no score convolution, reciprocal band or latent projection");
     EXPECT_USER_ERROR(make_config(causal, KernelKind::forward, "sm_90", std::nullopt, MainloopKind::sm90),
                       "the sm90 main loop runs the forward on sm_90a");
     KernelConfig wrong = c;

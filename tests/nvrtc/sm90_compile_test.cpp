@@ -120,6 +120,7 @@ TEST(Sm90Compile, PtxasKeepsTheWgmmaPipelines) {
         add_one("causal", d, KernelKind::backward_dkdv);
     }
     add_one("softcap_sliding_window", 128, KernelKind::backward_fused);  // the one-pass element pass
+    for (int d : {64, 128}) add_one("bias", d, KernelKind::forward);     // the bias tile's stages
     for (const auto& [what, source] : jobs) {
         const runtime::CompiledKernel k = runtime::compile_kernel(source, "sm_90a");
         EXPECT_FALSE(log_says_wgmma_was_serialised(k.log)) << what << ": " << k.log;

@@ -55,6 +55,7 @@ TEST(Sm90Sass, HgmmaInTheSm90KernelsAndNotInTheSm80Ones) {
     };
     for (const Job& j : {Job{"causal", 128, KernelKind::forward, MainloopKind::sm90},
                          Job{"softcap_sliding_window", 64, KernelKind::forward, MainloopKind::sm90},
+                         Job{"bias", 128, KernelKind::forward, MainloopKind::sm90},
                          Job{"causal", 128, KernelKind::backward_fused, MainloopKind::sm90},
                          Job{"causal", 64, KernelKind::backward_dkdv, MainloopKind::sm90},
                          Job{"causal", 128, KernelKind::forward, MainloopKind::sm80}}) {

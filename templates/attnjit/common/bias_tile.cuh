@@ -7,18 +7,21 @@
 //                          float tile_bias);   // tile_bias = bias[..., q, k]
 // and the main loop says where tile_bias comes from: a BiasSource. GatheredBias reads it
 // from global memory element by element (every main loop can); the sm80 forward stages
-// the tile in shared memory with the K/V pipeline (sm80/bias_tile.cuh: StagedBias).
+// the tile in shared memory with the K/V pipeline (sm80/bias_tile.cuh: StagedBias), the sm90
+// forward by bulk copies (sm90/bias_tile.cuh: TmaBias).
 #pragma once
 
 #include "attnjit/common/types.cuh"
 
 namespace attnjit {
 
-// Where a (batch, head)'s bias starts, and its strides over (q, k) in elements.
+// Where a (batch, head)'s bias starts, and its strides over (q, k) in elements; `tensor`, where
+// the tensor starts (the sm90 loop's bulk copies address rows of the whole tensor).
 template <class T>
 struct BiasTileRef {
     const T* ptr;
     long long row_stride, col_stride;
+    const T* tensor;
     __device__ __forceinline__ float at(int q, int k) const { return to_float(ptr[q * row_stride + k * col_stride]); }
 };
 

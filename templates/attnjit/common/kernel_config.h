@@ -103,9 +103,10 @@ struct KernelConfig {
     // Attention, sm80/score_conv.cuh, sm80/score_conv_backward.cuh): operand tiles with
     // halo rows, the staged S0 (and dC) tiles and the Toeplitz fragments of the kernel.
     bool score_conv = false;
-    // Forward sm80 only: score_mod's bias tile (a captured f16 / bf16 tensor read at
+    // Forward only: score_mod's bias tile (a captured f16 / bf16 tensor read at
     // [..., q_idx, kv_idx], common/bias_tile.cuh) is copied tile by tile into shared memory
-    // beside the K/V pipeline, rather than read element by element from global memory.
+    // beside the K/V pipeline (sm80: cp.async, sm80/bias_tile.cuh; sm90: a bulk tensor copy
+    // a stage, sm90/mainloop.cuh), rather than read element by element from global memory.
     bool bias_tile = false;
     // Forward, backward_dq, backward_dkdv and backward_fused sm80: the reciprocal band (RA,
     // sm80/reciprocal_band.cuh): K at the query tile's rows and Q at the key tile's rows
@@ -248,6 +249,8 @@ constexpr int kSimtRowPad = 4;
 //                V [stages][block_n x dv]       (XOR-swizzled, no padding)
 //  forward sm80 with bias_tile: the above | bias [block_m x block_n] (16-bit, XOR-swizzled;
 //                one buffer: refilled after each step's score hooks, common/bias_tile.cuh)
+//  forward sm90: sm90/mainloop.cuh's layout (header, Q, K and V stages; with bias_tile a bias
+//                stage [block_m x block_n] 16-bit beside each, 128-byte swizzled 64-column blocks)
 //  forward sm80 with recip_band: the above | K at the query rows [block_m x dqk] |
 //                Q at the key rows [stages][block_n x dqk] (XOR-swizzled; the Q ring travels with K)
 //  forward sm80 with latent L (dl = tile_head_dim(L)): scratch | Q_lat [block_m x dl] | then
@@ -366,7 +369,8 @@ ATTNJIT_HD constexpr int smem_bytes(const KernelConfig& c) {
                     ? 2 * elem_bytes(c.elem) * t.block_n * t.block_m + 4 * t.block_m * c.head_dim_qk
                     : 0);
     if (c.mainloop == MainloopKind::sm90)  // 1 KiB header (barriers, tile ring) + 1 KiB alignment slack
-        return 2048 + elem_bytes(c.elem) * (t.block_m * dqk + t.stages * t.block_n * (dqk + dv));
+        return 2048 + elem_bytes(c.elem) * (t.block_m * dqk + t.stages * t.block_n * (dqk + dv)) +
+               (c.bias_tile ? 2 * t.stages * t.block_m * t.block_n : 0);  // a 16-bit bias tile a stage
     if (is_backward(c.kind))  // simt: element by element, at the real head dims (no padding)
         return scratch_bytes(t.warps) + 4 * ((t.block_m + t.block_n) * (c.head_dim_qk + 1 + c.head_dim_v + 1) +
                                              2 * t.block_m * (t.block_n + 1) + 2 * t.block_m);
@@ -416,8 +420,8 @@ ATTNJIT_HD constexpr const char* why_config_invalid(const KernelConfig& c) {
                          c.mainloop != MainloopKind::sm80))
         return "the score convolution runs in the sm80 forward, backward_fused and backward_dq only (f16 / bf16) for "
                "now";
-    if (c.bias_tile && (c.kind != KernelKind::forward || c.mainloop != MainloopKind::sm80 || c.score_conv))
-        return "the staged bias tile is a feature of the sm80 forward without a score convolution";
+    if (c.bias_tile && (c.kind != KernelKind::forward || c.mainloop == MainloopKind::simt || c.score_conv))
+        return "the staged bias tile is a feature of the sm80 and sm90 forward without a score convolution";
     if (c.bias_tile && t.block_n % 32 != 0) return "the staged bias tile needs block_n a multiple of 32";
     if (c.recip_band && ((c.kind != KernelKind::forward && c.kind != KernelKind::backward_dq &&
                           c.kind != KernelKind::backward_dkdv && c.kind != KernelKind::backward_fused) ||
@@ -515,8 +519,8 @@ ATTNJIT_HD constexpr const char* why_config_invalid(const KernelConfig& c) {
         if (t.stages != 1) return "simt: stages must be 1";
     } else if (c.mainloop == MainloopKind::sm90) {
         if (c.elem == ElemKind::f32) return "the sm90 main loop takes f16 or bf16 only";
-        if (c.score_conv || c.bias_tile || c.recip_band || c.latent != 0)
-            return "the sm90 main loop has no structural modifiers (score_conv, bias_tile, recip_band, latent: sm80)";
+        if (c.score_conv || c.recip_band || c.latent != 0)
+            return "the sm90 main loop has no structural modifiers (score_conv, recip_band, latent: sm80)";
         if (!sm90_head_dims(c.head_dim_qk, c.head_dim_v))
             return "the sm90 main loop takes head dims of 33-64, 97-128 and 129-256 (tiles of whole 64-column blocks)";
         if (t.block_m != 128 || t.warps != kSm90Warps)

@@ -54,7 +54,7 @@ struct ForwardTraits {
 
     using Mainloop = typename Select<
         kMainloop == MainloopKind::simt, simt::Mainloop<kDqk, kDv, kBlockM, kBlockN, kWarps>,
-        typename Select<kMainloop == MainloopKind::sm90, sm90::Mainloop<Element, kDqk, kDv, kBlockM, kBlockN, kStages>,
+        typename Select<kMainloop == MainloopKind::sm90, sm90::Mainloop<Element, kDqk, kDv, kBlockM, kBlockN, kStages, kBiasTile_>,
                         sm80::Mainloop<Element, (kLatent_ ? kLatent_ : kDqk), (kLatent_ ? kLatent_ : kDv), kBlockM,
                                        kBlockN, kWarps, kStages, kOrderAuto, kScoreConv_, kBiasTile_, kRecipBand_,
                                        (kLatent_ ? kDqk : 0), (kLatent_ ? kDv : 0)>>::type>::type;

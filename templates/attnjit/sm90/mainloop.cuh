@@ -26,9 +26,15 @@
 //
 // Shared memory (KernelConfig layout: smem_bytes in common/kernel_config.h), from the first
 // 1024-byte boundary of the dynamic allocation:
-//   header [1024]: mbarriers (Q full, Q empty; per stage K full, V full, K empty, V empty), the tile ring
-//                  {tile, class} per stage, the producer warp's classify scratch, the work item
+//   header [1024]: mbarriers (Q full, Q empty; per stage K full, V full, K empty, V empty, bias
+//                  full, bias empty), the tile ring {tile, class} per stage, the producer warp's
+//                  classify scratch, the work item
 //   Q [BM x DQK] | K [S][BN x DQK] | V [S][BN x DV]   (128-byte swizzled, sm90/wgmma.cuh)
+//   | with kBias: bias [S][BM x BN] (16-bit, sm90/bias_tile.cuh)
+//
+// kBias (KernelConfig::bias_tile): score_mod's bias tile travels with K in the ring, a bulk copy
+// of its own barriers a stage: the consumers wait for it before their score hooks and hand it
+// back right after them.
 // plus 1024 bytes of slack for the alignment.
 #pragma once
 
@@ -48,6 +54,7 @@
 #include "attnjit/sm80/fragment.cuh"
 #include "attnjit/sm80/gemm.cuh"
 #include "attnjit/sm90/barrier.cuh"
+#include "attnjit/sm90/bias_tile.cuh"
 #include "attnjit/sm90/tma.cuh"
 #include "attnjit/sm90/wgmma.cuh"
 #include "attnjit/sm90/wgmma_ops.cuh"
@@ -55,7 +62,7 @@
 namespace attnjit {
 namespace sm90 {
 
-template <class E, int kDqkReal, int kDvReal, int BM, int BN, int S>
+template <class E, int kDqkReal, int kDvReal, int BM, int BN, int S, bool kBias = false>
 struct Mainloop {
     static constexpr int DQK = tile_head_dim(kDqkReal), DV = tile_head_dim(kDvReal);
     static constexpr int kConsumers = BM / 64;  // warpgroups of 64 query rows
@@ -68,12 +75,14 @@ struct Mainloop {
     static constexpr int kKStage = BN * DQK * 2;
     static constexpr int kVOff = kKOff + S * kKStage;
     static constexpr int kVStage = BN * DV * 2;
-    static constexpr int kSmemBytes = kVOff + S * kVStage + 1024;  // + the alignment slack
+    static constexpr int kBOff = kVOff + S * kVStage;
+    static constexpr int kBStage = kBias ? BM * BN * 2 : 0;
+    static constexpr int kSmemBytes = kBOff + S * kBStage + 1024;  // + the alignment slack
     // The header: barriers, then the tile ring, then the producer's classify scratch.
     // K and V buffers are handed back separately: K once the scores are in, V once P V is.
     static constexpr int kQFull = 0, kQEmpty = 8, kKFull = 16, kVFull = kKFull + 8 * S, kKEmpty = kVFull + 8 * S,
-                         kVEmpty = kKEmpty + 8 * S;
-    static constexpr int kRingOff = kVEmpty + 8 * S, kScratchOff = 512, kItemOff = kScratchOff + 64;
+                         kVEmpty = kKEmpty + 8 * S, kBFull = kVEmpty + 8 * S, kBEmpty = kBFull + 8 * S;
+    static constexpr int kRingOff = kBEmpty + 8 * S, kScratchOff = 512, kItemOff = kScratchOff + 64;
     static constexpr int kProducerRegs = 24, kConsumerRegs = 240;
     // Named barriers: 1 is the producer warp's classify (BlockCtx), kTurnBarrier + c consumer c's
     // turn to issue products (ping-pong).
@@ -82,7 +91,8 @@ struct Mainloop {
     // where it costs a few bytes of spills: bench/results/2026-11-28-h100-sm90-schedules.md.)
 
     static_assert(kSmemBytes == smem_bytes(KernelConfig{KernelKind::forward, MainloopKind::sm90, ElemKindOf<E>::value,
-                                                        kDqkReal, kDvReal, TileConfig{BM, BN, kThreads / 32, S}}),
+                                                        kDqkReal, kDvReal, TileConfig{BM, BN, kThreads / 32, S},
+                                                        false, kBias}),
                   "sm90::Mainloop shared-memory layout disagrees with smem_bytes in common/kernel_config.h");
     static_assert(BM == 128, "two consumer warpgroups of 64 rows");
     static_assert(DQK % 64 == 0 && DV % 64 == 0, "tile head dims of whole 64-column swizzle blocks");
@@ -118,7 +128,7 @@ struct Mainloop {
         unsigned char* const smem = smem_raw + (base - raw);
         int* const ring = reinterpret_cast<int*>(smem + kRingOff);  // {tile, class} per stage
         volatile int* const item_slot = reinterpret_cast<int*>(smem + kItemOff);  // the item Q belongs to
-        const unsigned q_s = base + kQOff, k_s = base + kKOff, v_s = base + kVOff;
+        const unsigned q_s = base + kQOff, k_s = base + kKOff, v_s = base + kVOff, b_s = base + kBOff;
 
         if (tid == 0) {
             mbar_init(base + kQFull, 1);
@@ -129,6 +139,10 @@ struct Mainloop {
                 mbar_init(base + kVFull + 8 * s, 1);
                 mbar_init(base + kKEmpty + 8 * s, 4 * kConsumers);
                 mbar_init(base + kVEmpty + 8 * s, 4 * kConsumers);
+                if constexpr (kBias) {
+                    mbar_init(base + kBFull + 8 * s, 1);
+                    mbar_init(base + kBEmpty + 8 * s, 4 * kConsumers);
+                }
             }
             mbar_init_fence();
         }
@@ -141,6 +155,7 @@ struct Mainloop {
                 tma_prefetch(maps.q);
                 tma_prefetch(maps.k);
                 tma_prefetch(maps.v);
+                if constexpr (kBias) tma_prefetch(maps.bias);
             }
             BlockCtx ctx{reinterpret_cast<long long*>(smem + kScratchOff), lane, 32, 1};
             // The ring runs on across work items (end markers take a stage like tiles).
@@ -176,6 +191,8 @@ struct Mainloop {
                 const CtaTile<E, BM> cta(a, kOrder, kKvRowBytes, item, grid);
                 const typename Variant::Head hd = Variant::make_head(p, cta.b, cta.h, cta.kvh);
                 KvCursor<Variant, Params, BN> cursor(nk, cta.m0, cta.last_row(nq));
+                int bias_row = 0;  // the item's first bias row among the tensor's rows
+                if constexpr (kBias) bias_row = bias_plane_row(Variant::bias_tile(p, hd)) + cta.m0;
                 for (;;) {
                     TileClass cls;
                     const int tile = cursor.advance(p, hd, ctx, cls);
@@ -186,8 +203,12 @@ struct Mainloop {
                         ring[2 * stage + 1] = static_cast<int>(cls);
                         if (tile < 0) {  // the end: no copies; both barriers still complete a phase
                             mbar_arrive(base + kKFull + 8 * stage);
-                            // Not before V's last use is done: a parity wait cannot tell a
-                            // barrier one phase ahead of the waiter from one three ahead.
+                            // Not before V's (and the bias') last use is done: a parity wait cannot
+                            // tell a barrier one phase ahead of the waiter from one three ahead.
+                            if constexpr (kBias) {
+                                if (pos.reused()) mbar_wait(base + kBEmpty + 8 * stage, phase ^ 1);
+                                mbar_arrive(base + kBFull + 8 * stage);
+                            }
                             if (pos.reused()) mbar_wait(base + kVEmpty + 8 * stage, phase ^ 1);
                             mbar_arrive(base + kVFull + 8 * stage);
                         } else {
@@ -196,6 +217,16 @@ struct Mainloop {
                             for (int c = 0; c < DQK / 64; ++c)
                                 tma_load_4d(k_s + stage * kKStage + c * BN * kRowBytes, maps.k, 64 * c, tile * BN,
                                             cta.kvh, cta.b, base + kKFull + 8 * stage);
+                            // The bias before V: its buffer came back at tile j - S's hooks, V's
+                            // only after tile j - S's P V, late in the consumers' last step.
+                            if constexpr (kBias) {
+                                if (pos.reused()) mbar_wait(base + kBEmpty + 8 * stage, phase ^ 1);
+                                mbar_arrive_expect_tx(base + kBFull + 8 * stage, kBStage);
+#pragma unroll
+                                for (int c = 0; c < BN / 64; ++c)
+                                    tma_load_2d(b_s + stage * kBStage + c * BM * kRowBytes, maps.bias, tile * BN + 64 * c,
+                                                bias_row, base + kBFull + 8 * stage);
+                            }
                             if (pos.reused()) mbar_wait(base + kVEmpty + 8 * stage, phase ^ 1);
                             mbar_arrive_expect_tx(base + kVFull + 8 * stage, kVStage);
 #pragma unroll
@@ -244,6 +275,21 @@ struct Mainloop {
         // Ping-pong: the consumers take turns to issue their products, so one's softmax runs
         // while the other's products hold the tensor cores. Named barrier kTurn + c is
         // consumer c's turn; consumer 0 starts.
+        // The score hooks of the tile in `stage` (its bias tile waited for and handed back).
+        auto run_hooks = [&](const ScoreHooks<Variant, Params, SLayout::kRows>& hooks,
+                             const typename Variant::Head& hd, float (&s)[1][kNT][4], int tile, TileClass cls,
+                             const RingPos<S>& at) {
+            if constexpr (kBias) {
+                using T = typename BiasTileElementOf<Variant>::type;
+                mbar_wait(base + kBFull + 8 * at.stage, at.phase);
+                const TmaBias<T, BM> bias{reinterpret_cast<const unsigned*>(smem + kBOff + at.stage * kBStage)};
+                hooks.template apply<BN>(p, hd, sl, s, tile * BN, cls, bias);
+                __syncwarp();
+                if (lane == 0) mbar_arrive(base + kBEmpty + 8 * at.stage);
+            } else {
+                hooks.template apply<BN>(p, hd, sl, s, tile * BN, cls);
+            }
+        };
         auto wait_turn = [&] { named_sync(kTurnBarrier + wg, 128 * kConsumers); };
         auto pass_turn = [&] { named_arrive(kTurnBarrier + (wg + 1) % kConsumers, 128 * kConsumers); };
         if (wg == kConsumers - 1) pass_turn();
@@ -280,7 +326,7 @@ struct Mainloop {
                 fence_regs(s[0]);
                 __syncwarp();
                 if (lane == 0) mbar_arrive(base + kKEmpty + 8 * pos.stage);  // its K buffer is free
-                hooks.template apply<BN>(p, hd, sl, s, tile * BN, cls);
+                run_hooks(hooks, hd, s, tile, cls, pos);
 #pragma unroll
                 for (int r = 0; r < SLayout::kRows; ++r) softmax.update_row(sl, s, r);  // O is 0: no rescale
                 sm80::pack_a<E>(s, pa);
@@ -317,7 +363,7 @@ struct Mainloop {
                     fence_regs(s[0]);
                     __syncwarp();
                     if (lane == 0) mbar_arrive(base + kKEmpty + 8 * pos.stage);
-                    hooks.template apply<BN>(p, hd, sl, s, tile * BN, cls);
+                    run_hooks(hooks, hd, s, tile, cls, pos);
 #pragma unroll
                     for (int r = 0; r < SLayout::kRows; ++r) alpha[r] = softmax.update_row(sl, s, r);
                     wgmma_wait<0>();  // P V
@@ -337,6 +383,7 @@ struct Mainloop {
                 mbar_arrive(base + kQEmpty);
                 mbar_arrive(base + kKEmpty + 8 * pos.stage);
                 mbar_arrive(base + kVEmpty + 8 * pos.stage);
+                if constexpr (kBias) mbar_arrive(base + kBEmpty + 8 * pos.stage);
             }
             pos.advance();
             store_forward_output<E, Variant>(p, hd, hooks, softmax, ol, o, b, h, m0);

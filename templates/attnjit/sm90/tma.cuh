@@ -21,6 +21,15 @@ __device__ __forceinline__ void tma_load_4d(unsigned dst, const TmaMap& map, int
         : "memory");
 }
 
+// The same for a 2-d map (the bias tile: columns, rows).
+__device__ __forceinline__ void tma_load_2d(unsigned dst, const TmaMap& map, int c0, int c1, unsigned bar) {
+    asm volatile(
+        "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];" ::"r"(
+            dst),
+        "l"(reinterpret_cast<unsigned long long>(&map)), "r"(c0), "r"(c1), "r"(bar)
+        : "memory");
+}
+
 // Pulls the descriptor into the copy engine's cache before its first use.
 __device__ __forceinline__ void tma_prefetch(const TmaMap& map) {
     asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<unsigned long long>(&map)) : "memory");

@@ -1,0 +1,43 @@
+// The sm90 forward's staged bias tile (KernelConfig::bias_tile, common/bias_tile.cuh): the
+// producer copies rows [m0, m0 + BM) x keys [k0, k0 + BN) of score_mod's bias into a stage
+// beside K and V with bulk tensor copies (ForwardTmaMaps::bias: the tensor as rows of keys),
+// in 64-key blocks of BM rows x 128 bytes, 128-byte swizzled as the K tiles are: the 8 rows of
+// an accumulator fragment read 8 different 16-byte bank groups. Keys past the tensor's key dim
+// and rows past its last row arrive as zeros; rows past Nq of a (batch, head) are the next
+// plane's, read only by rows that are never stored.
+#pragma once
+
+#include "attnjit/common/bias_tile.cuh"
+#include "attnjit/common/types.cuh"
+
+namespace attnjit {
+namespace sm90 {
+
+template <class T, int BM>
+struct TmaBias {
+    static_assert(sizeof(T) == 2, "the staged bias tile holds 16-bit elements");
+    const unsigned* tile;  // the stage, as 32-bit words
+
+    // Byte offset of element (row, col) in the stage.
+    __device__ __forceinline__ static int offset(int row, int col) {
+        return (col >> 6) * BM * 128 + row * 128 + ((((col & 63) >> 3) ^ (row & 7)) << 4) + (col & 7) * 2;
+    }
+    // Elements (col, col + 1) share a word: one load for the fragment's pair, which the compiler
+    // merges (a plain load: the stage's mbarrier orders it).
+    __device__ __forceinline__ float value(int, int, int row, int col) const {
+        const unsigned w = tile[offset(row, col) >> 2];
+        T x;
+        x.bits = static_cast<unsigned short>((col & 1) ? w >> 16 : w & 0xffffu);
+        return to_float(x);
+    }
+};
+
+// The first row of a (batch, head)'s bias among the rows of the whole tensor (the host checked
+// every leading stride a whole number of rows: api/tma_maps.cpp).
+template <class T>
+__device__ __forceinline__ int bias_plane_row(const BiasTileRef<T>& ref) {
+    return static_cast<int>((ref.ptr - ref.tensor) / ref.row_stride);
+}
+
+}  // namespace sm90
+}  // namespace attnjit
