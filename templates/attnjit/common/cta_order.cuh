@@ -12,11 +12,23 @@
 //     (tests/experiments/kernel_harness).
 //   kOrderAuto: chunked (16 MiB) when Variant::kCanClassify, else per head
 //     (CtaOrder<Variant, kOrder>).
+//   | kOrderBatchInner: the (head, batch) pairs with the batch innermost, so the batch rows of
+//     a head run together: a bias that every batch row shares (a [1, H, N, N] pair bias seen
+//     through a batch stride of 0) is read from memory once and from L2 by the other rows,
+//     where head-innermost runs through several heads' planes (32 MiB each at N 4096) before
+//     the next batch row comes back to the first.
 #pragma once
 
 namespace attnjit {
 
-enum : int { kOrderAuto = -1, kOrderPerHead = 0, kOrderChunked16 = 1, kOrderChunked4 = 2, kOrderChunked1 = 3 };
+enum : int {
+    kOrderAuto = -1,
+    kOrderPerHead = 0,
+    kOrderChunked16 = 1,
+    kOrderChunked4 = 2,
+    kOrderChunked1 = 3,
+    kOrderBatchInner = 8  // a flag beside the others
+};
 
 // The order a main loop uses: kOrder, or what kOrderAuto stands for with this Variant.
 template <class Variant, int kOrder>
@@ -43,11 +55,13 @@ struct WorkGrid {
 __device__ __forceinline__ void cta_coords(int order, int nk, int kv_row_bytes, int lin, WorkGrid g, int& m_block,
                                            int& h, int& b) {
     const int gx = g.gx, gy = g.gy;
+    const bool batch_inner = (order & kOrderBatchInner) != 0;
+    order &= ~kOrderBatchInner;
     if (order == kOrderPerHead) {
         const int hb = lin / gx;
         m_block = gx - 1 - (lin - hb * gx);
-        h = hb % gy;
-        b = hb / gy;
+        h = batch_inner ? hb / g.gz : hb % gy;
+        b = batch_inner ? hb % g.gz : hb / gy;
         return;
     }
     const int hb_total = gy * g.gz;
@@ -61,8 +75,8 @@ __device__ __forceinline__ void cta_coords(int order, int nk, int kv_row_bytes, 
     const int r = lin - first * gx;
     m_block = gx - 1 - r / gc;
     const int hb = first + r % gc;
-    h = hb % gy;
-    b = hb / gy;
+    h = batch_inner ? hb / g.gz : hb % gy;
+    b = batch_inner ? hb % g.gz : hb / gy;
 }
 
 }  // namespace attnjit

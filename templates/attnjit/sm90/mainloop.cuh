@@ -121,7 +121,9 @@ struct Mainloop {
         // The work items: every (query tile, head, batch).
         const WorkGrid grid{(nq + BM - 1) / BM, a.q_heads, a.batch};
         const int items = grid.size();
-        constexpr int kOrder = CtaOrder<Variant, kOrderAuto>::value, kKvRowBytes = (DQK + DV) * 2;
+        // With a bias tile the batch rows of a head run together: one read of a shared bias.
+        constexpr int kOrder = CtaOrder<Variant, kOrderAuto>::value | (kBias ? kOrderBatchInner : 0),
+                      kKvRowBytes = (DQK + DV) * 2;
 
         const unsigned raw = ptx::smem_addr(smem_raw);
         const unsigned base = (raw + 1023u) & ~1023u;
