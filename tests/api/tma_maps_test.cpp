@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include "api/tma_maps.h"
+#include "codegen/kernel_config.h"
+#include "dsl/mods.h"
 
 namespace attnjit::api {
 namespace {
@@ -42,6 +44,59 @@ TEST(ForwardTma, StridesOf2To40BytesAreNot) {
     const auto why = why_not_tma_readable(a);
     ASSERT_TRUE(why);
     EXPECT_NE(why->find("argument 'q' has a stride of 1099511627776 bytes in dimension 0"), std::string::npos) << *why;
+}
+
+// The sm90 forward's bias tile: score_mod's bias tensor read as rows of keys by one 2-d map.
+struct BiasCall {
+    AttentionSpec spec;
+    KernelConfig config;
+    LaunchArgs a = args();
+    BiasCall() {
+        spec.dtype(DType::bf16).head_dim(D).score_mod(dsl::mods::bias(dsl::Tensor("bias", DType::bf16, 4)));
+        config = codegen::make_config(spec, KernelKind::forward, "sm_90a");
+        a.tensors["bias"] = TensorView{reinterpret_cast<void*>(uintptr_t{4096}), DType::bf16, {B, H, N, 104},
+                                       {H * N * 104, N * 104, 104, 1}};
+    }
+    TensorView& bias() { return a.tensors["bias"]; }
+    std::optional<std::string> why() const { return why_not_tma_readable(config, spec, a); }
+};
+
+TEST(ForwardTma, BiasRowsOf16ByteMultiplesAreReadable) {
+    BiasCall c;
+    ASSERT_EQ(c.config.mainloop, MainloopKind::sm90);
+    ASSERT_TRUE(c.config.bias_tile);
+    EXPECT_FALSE(c.why());
+    c.bias().strides[0] = 0;  // one [1, H, N, Nk] pair bias for every batch row
+    EXPECT_FALSE(c.why());
+    c.bias().strides[1] = 0;  // and for every head
+    EXPECT_FALSE(c.why());
+}
+
+TEST(ForwardTma, BiasLayoutsTheMapCannotReadSayWhy) {
+    auto refused = [](BiasCall c, const std::string& what) {
+        const auto why = c.why();
+        ASSERT_TRUE(why) << what;
+        EXPECT_NE(why->find("captured tensor 'bias' (the bias tile), " + what), std::string::npos) << *why;
+    };
+    BiasCall c;
+    c.bias().strides = {H * N * 100, N * 100, 100, 1};  // rows of 200 bytes
+    c.bias().shape[3] = 100;
+    refused(c, "its rows are not whole 16-byte multiples apart (stride 100)");
+    c = BiasCall();
+    c.bias().strides = {H * N * 104 * 2, N * 104 * 2, 104 * 2, 2};  // every other key
+    refused(c, "its last dim is not contiguous");
+    c = BiasCall();
+    c.bias().data = reinterpret_cast<void*>(uintptr_t{4098});
+    refused(c, "its start is not 16-byte aligned");
+    c = BiasCall();
+    c.bias().strides[1] = N * 104 + 8;  // heads 8 elements more apart than whole rows
+    c.bias().strides[0] = 2 * H * N * 104;
+    refused(c, "dim 1's stride is not a whole number of rows");
+    c = BiasCall();
+    c.a.k.strides[0] = 0;  // Q, K and V come first
+    const auto why = c.why();
+    ASSERT_TRUE(why);
+    EXPECT_NE(why->find("argument 'k' is broadcast"), std::string::npos) << *why;
 }
 
 }  // namespace
