@@ -51,6 +51,18 @@ struct GatheredBiasOf<Variant, true> {
     __device__ __forceinline__ static type make(const Params& p, const Head& hd) { return type{Variant::bias_tile(p, hd)}; }
 };
 
+// The 16-bit element at `byte_offset` of a staged bias tile seen as 32-bit words: a fragment's
+// pair of columns shares a word, one load the compiler merges (a plain load, not asm: the main
+// loop's barriers order it).
+template <class T>
+__device__ __forceinline__ float staged_bias_at(const unsigned* tile, int byte_offset) {
+    static_assert(sizeof(T) == 2, "a staged bias tile holds 16-bit elements");
+    const unsigned w = tile[byte_offset >> 2];
+    T x;
+    x.bits = static_cast<unsigned short>((byte_offset & 2) ? w >> 16 : w & 0xffffu);
+    return to_float(x);
+}
+
 // The Variant's BiasTileElement; half_t for a Variant without a bias tile (never read).
 template <class Variant, bool = Variant::kHasBiasTile>
 struct BiasTileElementOf {

@@ -24,13 +24,8 @@ struct StagedBias {
     __device__ __forceinline__ static int offset(int row, int col) {
         return (row * kCpr + swz_chunk<kCpr>(col >> 3, row & 7)) * 16 + (col & 7) * 2;
     }
-    // Elements (col, col + 1) share a word: the fragment's pair of columns is one load,
-    // which the compiler merges (a plain load, not asm: it is ordered by the barriers).
     __device__ __forceinline__ float value(int, int, int row, int col) const {
-        const unsigned w = tile[offset(row, col) >> 2];
-        T x;
-        x.bits = static_cast<unsigned short>((col & 1) ? w >> 16 : w & 0xffffu);
-        return to_float(x);
+        return staged_bias_at<T>(tile, offset(row, col));
     }
 
     // Copies rows [m0, m0 + BM) x keys [n0, n0 + BN) of the bias into the buffer at `dst`

@@ -22,13 +22,8 @@ struct TmaBias {
     __device__ __forceinline__ static int offset(int row, int col) {
         return (col >> 6) * BM * 128 + row * 128 + ((((col & 63) >> 3) ^ (row & 7)) << 4) + (col & 7) * 2;
     }
-    // Elements (col, col + 1) share a word: one load for the fragment's pair, which the compiler
-    // merges (a plain load: the stage's mbarrier orders it).
     __device__ __forceinline__ float value(int, int, int row, int col) const {
-        const unsigned w = tile[offset(row, col) >> 2];
-        T x;
-        x.bits = static_cast<unsigned short>((col & 1) ? w >> 16 : w & 0xffffu);
-        return to_float(x);
+        return staged_bias_at<T>(tile, offset(row, col));
     }
 };
 
