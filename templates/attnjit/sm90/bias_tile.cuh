@@ -8,15 +8,13 @@
 #pragma once
 
 #include "attnjit/common/bias_tile.cuh"
-#include "attnjit/common/types.cuh"
 
 namespace attnjit {
 namespace sm90 {
 
 template <class T, int BM>
 struct TmaBias {
-    static_assert(sizeof(T) == 2, "the staged bias tile holds 16-bit elements");
-    const unsigned* tile;  // the stage, as 32-bit words
+    const unsigned* tile;  // the stage, as 32-bit words (16-bit elements: staged_bias_at)
 
     // Byte offset of element (row, col) in the stage.
     __device__ __forceinline__ static int offset(int row, int col) {
