@@ -42,6 +42,7 @@ struct Attention::Impl {
     }
     mutable api::WorkCounters work_counters;  // the sm90 forward's persistent grid's, one a stream
     int sm_count = 0;  // of the GPU it launches on (0: compile only), read once, not per launch
+    std::string tma_bias;  // `kernel`'s bias tile tensor on the sm90 loop, "" for none (api/tma_maps.h)
     mutable std::once_flag source_once;  // source() may be called from several threads
     mutable std::optional<codegen::KernelSource> source;  // generated on demand
 };
@@ -65,6 +66,7 @@ Attention::Attention(const AttentionSpec& spec, const CompileOptions& options) :
         api::prepare_kernel(impl_->kernel_spec, impl_->kernel_inputs, KernelKind::forward, target, options.tile, {},
                             options.mainloop);
     if (per_head) impl_->latent_gemm = api::prepare_latent_gemm(spec, target);
+    impl_->tma_bias = api::tma_bias_tensor(impl_->kernel.config, impl_->kernel_spec);
     debug(1) << "Attention ready: " << spec << " -> " << *impl_->kernel.compiled;
 }
 
@@ -82,15 +84,15 @@ void Attention::operator()(const LaunchArgs& args, Stream stream) const {
     if (!impl_->latent_gemm) {
         if (k.config.mainloop == MainloopKind::sm90) {
             std::optional<ForwardTmaMaps> maps;
-            if (const auto why = api::why_not_tma_readable(k.config, impl_->spec, args)) {
+            if (const auto why = api::why_not_tma_readable(args, impl_->tma_bias)) {
                 user_check(!impl_->sm90_forced) << "CompileOptions.mainloop = sm90: " << *why
                                                 << "; pass the tensor without the broadcast, or leave mainloop unset "
                                                    "(such calls then run on the sm80 loop)";
             } else if (impl_->sm90_forced) {
-                maps = api::forward_tma_maps(k.config, impl_->spec, args);
+                maps = api::forward_tma_maps(k.config, args, impl_->tma_bias);
             } else {
                 try {  // a layout the driver refuses all the same also runs on the sm80 kernel
-                    maps = api::forward_tma_maps(k.config, impl_->spec, args);
+                    maps = api::forward_tma_maps(k.config, args, impl_->tma_bias);
                 } catch (const UserError& e) {
                     debug(1) << "sm90 forward: " << e.what() << "; running the sm80 kernel";
                 }

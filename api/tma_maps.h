@@ -20,15 +20,19 @@ namespace attnjit::api {
 // describe), or a stride of 2^40 bytes or more. Attention then runs the sm80 kernel.
 std::optional<std::string> why_not_tma_readable(const LaunchArgs& args);
 
-// The same for the sm90 forward of `config`, and with its staged bias tile
-// (KernelConfig::bias_tile) the bias tensor too: keys contiguous, 16-byte aligned rows, every
-// leading dim a whole number of rows apart (a broadcast, stride 0, is fine).
-std::optional<std::string> why_not_tma_readable(const KernelConfig& config, const AttentionSpec& spec,
-                                                const LaunchArgs& args);
+// The captured tensor the sm90 forward of `config` copies as its bias tile
+// (KernelConfig::bias_tile, codegen::bias_tile_of), or "" when it has none: found once, when the
+// kernel is built, and passed to the two calls below at every launch.
+std::string tma_bias_tensor(const KernelConfig& config, const AttentionSpec& spec);
+
+// The same as above, and the bias tensor `bias_tensor` too ("" for none): keys contiguous,
+// 16-byte aligned rows, every leading dim a whole number of rows apart (a broadcast, stride
+// 0, is fine).
+std::optional<std::string> why_not_tma_readable(const LaunchArgs& args, const std::string& bias_tensor);
 
 // UserError when the driver cannot describe a tensor all the same, naming it and the way out
 // (CompileOptions.mainloop = sm80); EnvironmentError without cuTensorMapEncodeTiled.
-ForwardTmaMaps forward_tma_maps(const KernelConfig& config, const AttentionSpec& spec, const LaunchArgs& args);
+ForwardTmaMaps forward_tma_maps(const KernelConfig& config, const LaunchArgs& args, const std::string& bias_tensor);
 
 // The same for dO too: what why_not_tma_readable says of Q, K and V, and of `d_o`.
 std::optional<std::string> why_not_tma_readable(const LaunchArgs& args, const TensorView& d_o);

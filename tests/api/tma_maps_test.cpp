@@ -58,13 +58,18 @@ struct BiasCall {
                                        {H * N * 104, N * 104, 104, 1}};
     }
     TensorView& bias() { return a.tensors["bias"]; }
-    std::optional<std::string> why() const { return why_not_tma_readable(config, spec, a); }
+    std::optional<std::string> why() const { return why_not_tma_readable(a, tma_bias_tensor(config, spec)); }
 };
 
 TEST(ForwardTma, BiasRowsOf16ByteMultiplesAreReadable) {
     BiasCall c;
     ASSERT_EQ(c.config.mainloop, MainloopKind::sm90);
     ASSERT_TRUE(c.config.bias_tile);
+    EXPECT_EQ(tma_bias_tensor(c.config, c.spec), "bias");
+    EXPECT_EQ(tma_bias_tensor(codegen::make_config(c.spec, KernelKind::forward, "sm_90a", std::nullopt,
+                                                   MainloopKind::sm80),
+                              c.spec),
+              "");  // the sm80 loop stages it with its own copies
     EXPECT_FALSE(c.why());
     c.bias().strides[0] = 0;  // one [1, H, N, Nk] pair bias for every batch row
     EXPECT_FALSE(c.why());
