@@ -426,9 +426,10 @@ std::vector<Case> forward_matrix() {
     add(Mod::BiasBroadcast, DType::bf16, 64, 64, {2, 4, 2, 129, 1}, Layout::BNHD);
 
     // D2. the sm90 forward's bias tile by bulk copies (rows of 16-byte multiples): a bias
-    // broadcast over the batch (stride 0) and ragged query tiles, MHA and GQA.
-    add(Mod::BiasBroadcast, DType::bf16, 128, 128, {2, 4, 2, 300, 264});
-    add(Mod::BiasBroadcast, DType::f16, 64, 64, {3, 4, 4, 1000, 136});
+    // broadcast over the batch (stride 0) and ragged query tiles, MHA and GQA (outside
+    // section A's bf16 d128 lengths; BiasPadded covers d128 bf16 there).
+    add(Mod::BiasBroadcast, DType::f16, 128, 128, {2, 4, 2, 300, 264});
+    add(Mod::BiasBroadcast, DType::bf16, 64, 64, {3, 4, 4, 1000, 136});
 
     // E. no LSE.
     add(Mod::Plain, DType::bf16, 128, 128, {2, 4, 2, 129, 255}, Layout::BHND, false);
