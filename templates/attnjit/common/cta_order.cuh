@@ -14,7 +14,7 @@
 //     (CtaOrder<Variant, kOrder>).
 //   | kOrderBatchInner: the (head, batch) pairs with the batch innermost, so the batch rows of
 //     a head run together: a bias that every batch row shares (a [1, H, N, N] pair bias seen
-//     through a batch stride of 0) is read from memory once and from L2 by the other rows,
+//     through a batch stride of 0) can be read from memory once and from L2 by the other rows,
 //     where head-innermost runs through several heads' planes (32 MiB each at N 4096) before
 //     the next batch row comes back to the first.
 #pragma once
