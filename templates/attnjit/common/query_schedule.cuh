@@ -2,9 +2,11 @@
 // tile of every query head of its kv head's group (GQA), minus the tiles
 // Variant::classify says are kSkip against the CTA's keys. Every thread calls advance()
 // uniformly (classify may be block-collective), one step ahead of the step being
-// computed, so the main loop can prefetch it. Tiles go in order from tile `first` of each
-// head, wrapping around: the fast backward starts CTAs at different tiles so that their
-// atomic dQ additions do not all meet on the same rows at once.
+// computed, so the main loop can prefetch it. Tiles go in order from tile `first`,
+// wrapping around (the fast backward starts CTAs at different tiles so that their atomic dQ
+// additions do not all meet on the same rows at once), head by head, or with kTileMajor each
+// tile for every head of the group before the next tile (see the rotated order below; the
+// sm80 kernels keep per-head sums that want the heads one after another).
 //
 // Ordered dQ accumulation (the deterministic backward_fused): the CTAs that add to a query
 // tile take turns in a fixed order, each at a position; a tile's turn counter holds the
@@ -19,7 +21,11 @@
 //     waits, as long as one addition is published within d - 1 steps of compute (d = 1 left
 //     none: the turns' latency then set the pace, at head dim 64 most). The CTA before one
 //     may be dispatched after it, so this needs every CTA of a kv head resident at once (the
-//     host asks for it only when Nkt <= the SM count).
+//     host asks for it only when Nkt <= the SM count). A kv head's CTAs that start as the
+//     previous kv head's leave (causal: one every 2 x group steps, the light ones first) each
+//     wait on one dispatched later; visiting the group's heads tile by tile (kTileMajor) puts
+//     the CTA before in a turn d x group steps ahead, which covers that stagger (head by head
+//     it is d steps ahead: GQA + causal at N 16384 ran at 0.74x the unrotated order).
 #pragma once
 
 #include "attnjit/backward/args.h"
@@ -39,20 +45,20 @@ struct QueryStep {
 // The CTA is (key tile, kv head blockIdx.y, batch blockIdx.z). What the launch fixes is
 // read from the parameters and blockIdx where used, not held: these kernels sit at 255
 // registers.
-template <class Variant, class Params, int kBlockM, int kBlockN = 0>
+template <class Variant, class Params, int kBlockM, int kBlockN = 0, bool kTileMajor = false>
 struct QueryCursor {
-    int h, step, first;
+    int step, first;     // over tiles x group steps: head_of(s), row_of(s)
     int k0, k1;          // the CTA's keys, clipped to Nk - 1
     int key_tile = -1;   // order_by_key_tiles
     // Variant::kClassifyReadsMemory (document masks): the classes of 32 steps at a time, a
     // step a lane, in every warp alike (no shared memory, no barrier): bit l of kept_bits /
-    // full_bits is step chunk + l of head chunk_h. A run of skipped steps then costs one
-    // pass, not one block-wide range reduction each.
-    int chunk_h = -1, chunk = 0;
+    // full_bits is step chunk + l. A run of skipped steps then costs one pass, not one
+    // block-wide range reduction each.
+    int chunk = -64;  // none yet
     unsigned kept_bits = 0, full_bits = 0;
 
     __device__ __forceinline__ QueryCursor(const BackwardArgs& a, int k0_, int k1_, int first_ = 0)
-        : h(blockIdx.y * a.group), step(0), k0(k0_), k1(k1_) {
+        : step(0), k0(k0_), k1(k1_) {
         const int n = tiles(a);
         first = n > 0 ? first_ % n : 0;
     }
@@ -124,29 +130,32 @@ private:
         }
     }
 
+    // Step s's query head and first query row (n query tiles).
+    __device__ __forceinline__ static int head_of(const BackwardArgs& a, int s, int n) {
+        return blockIdx.y * a.group + (kTileMajor ? s % a.group : s / n);
+    }
+    __device__ __forceinline__ int row_of(const BackwardArgs& a, int s, int n) const {
+        const int t = first + (kTileMajor ? s / a.group : s % n);
+        return (t < n ? t : t - n) * kBlockM;
+    }
+
     __device__ __forceinline__ QueryStep next_tile(const Params& p, BlockCtx& ctx) {
         const BackwardArgs& a = p.args;
-        const int n = tiles(a), h_end = (blockIdx.y + 1) * a.group;
-        while (h < h_end) {
-            if (step >= n) {
-                ++h;
-                step = 0;
-                continue;
-            }
+        const int n = tiles(a), steps = n * a.group;
+        while (step < steps) {
             if constexpr (Variant::kCanClassify && Variant::kClassifyReadsMemory) {
-                if (h != chunk_h || step >= chunk + 32) refill(p, n);
+                if (step >= chunk + 32) refill(p, n, steps);
                 const unsigned rest = kept_bits >> (step - chunk);
                 if (rest == 0) {
                     step = chunk + 32;
                     continue;
                 }
-                const int s = step + __ffs(rest) - 1, t = first + s;
+                const int s = step + __ffs(rest) - 1;
                 step = s + 1;
                 const TileClass c = (full_bits >> (s - chunk)) & 1u ? TileClass::kFull : TileClass::kPartial;
-                return QueryStep{h, (t < n ? t : t - n) * kBlockM, c, 0, 0};
+                return QueryStep{head_of(a, s, n), row_of(a, s, n), c, 0, 0};
             }
-            const int t = first + step++;
-            const int m0 = (t < n ? t : t - n) * kBlockM;
+            const int s = step++, h = head_of(a, s, n), m0 = row_of(a, s, n);
             if constexpr (!Variant::kCanClassify) {
                 return QueryStep{h, m0, Variant::kHasMask ? TileClass::kPartial : TileClass::kFull, 0, 0};
             } else {
@@ -159,17 +168,15 @@ private:
         return QueryStep{-1, 0, TileClass::kSkip, 0, 0};
     }
 
-    // Batched classes (kClassifyReadsMemory): steps [step, step + 32) of head h, one a lane.
-    __device__ __forceinline__ void refill(const Params& p, int n) {
+    // Batched classes (kClassifyReadsMemory): steps [step, step + 32), one a lane.
+    __device__ __forceinline__ void refill(const Params& p, int n, int steps) {
         const BackwardArgs& a = p.args;
-        chunk_h = h;
         chunk = step;
         const int s = step + (threadIdx.x & 31);
         TileClass c = TileClass::kSkip;
-        if (s < n) {
-            const int t = first + s, m0 = (t < n ? t : t - n) * kBlockM;
-            const int m1 = (m0 + kBlockM < a.q_len ? m0 + kBlockM : a.q_len) - 1;
-            const typename Variant::Head hd = Variant::make_head(p, blockIdx.z, h, blockIdx.y);
+        if (s < steps) {
+            const int m0 = row_of(a, s, n), m1 = (m0 + kBlockM < a.q_len ? m0 + kBlockM : a.q_len) - 1;
+            const typename Variant::Head hd = Variant::make_head(p, blockIdx.z, head_of(a, s, n), blockIdx.y);
             ThreadCtx tctx;
             c = Variant::classify(p, hd, m0, m1, k0, k1, tctx);
         }

@@ -253,8 +253,9 @@ struct BackwardDkdv {
             BlockCtx ctx{reinterpret_cast<long long*>(smem + kScratchOff), lane, 32, 1};
             const int last_key = (n0 + BN < nk ? n0 + BN : nk) - 1;
             // The fast backward starts CTAs at different query tiles, so that their dQ additions
-            // do not all meet on the same rows at once; the ordered one walks them in order.
-            QueryCursor<Variant, Params, BM, BN> cursor(a, n0, last_key, kFusedDq && !turns ? key_tile : 0);
+            // do not all meet on the same rows at once; the ordered one walks them in order. The
+            // group's heads go tile by tile: the rotated turns' slack grows with the group.
+            QueryCursor<Variant, Params, BM, BN, true> cursor(a, n0, last_key, kFusedDq && !turns ? key_tile : 0);
             if (turns) cursor.order_by_key_tiles(a, key_tile);
             const long long plane = (long long)a.batch * a.q_heads * nq;
             RingPos<S> pos;
