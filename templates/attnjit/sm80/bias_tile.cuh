@@ -31,7 +31,10 @@ struct StagedBias {
     // Copies rows [m0, m0 + BM) x keys [n0, n0 + BN) of the bias into the buffer at `dst`
     // (its shared address); rows >= nq and keys >= nk are zero-filled and not read. With a
     // contiguous key dimension and 16-byte aligned rows: cp.async (the caller commits the
-    // group); otherwise element by element, synchronously (the caller's barrier publishes it).
+    // group); otherwise, and for a row's last chunk when it holds fewer than 8 keys, element by
+    // element, synchronously (the caller's barrier publishes it): a 16-byte read there would
+    // run past the row's last key, where the tensor may end (compute-sanitizer's memcheck
+    // counts the whole 16 bytes even with a smaller source size).
     template <int kThreads, int BM>
     __device__ __forceinline__ static void copy(unsigned dst, const BiasTileRef<T>& b, int m0, int n0, int nq, int nk,
                                                 bool vector, int tid) {
@@ -51,9 +54,13 @@ struct StagedBias {
 #pragma unroll
                 for (int i = 0; i < kChunks / kThreads; ++i) {
                     const int bytes = row0 + i * kRowStep < rows ? n : 0;
-                    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(d + i * kRowStep * kCpr * 16),
-                                 "l"(bytes ? src : b.ptr), "r"(bytes)
-                                 : "memory");
+                    const unsigned di = d + i * kRowStep * kCpr * 16;
+                    if (bytes == 0 || bytes == 16)
+                        asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(di), "l"(bytes ? src : b.ptr),
+                                     "r"(bytes)
+                                     : "memory");
+                    else
+                        store_chunk(di, src, bytes / 2, 1);
                     src += step;
                 }
                 return;
@@ -65,20 +72,25 @@ struct StagedBias {
             const unsigned d = dst + (row * kCpr + swz_chunk<kCpr>(c, row & 7)) * 16;
             const int valid = row < rows ? min(max(cols - 8 * c, 0), 8) : 0;  // elements to read
             const T* src = b.ptr + (long long)(m0 + row) * b.row_stride + (long long)(n0 + 8 * c) * b.col_stride;
-            if (vector) {
+            if (vector && (valid == 0 || valid == 8)) {
                 const int n = 2 * valid;
                 asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(d), "l"(n ? src : b.ptr), "r"(n)
                              : "memory");
             } else {
-                unsigned w[4] = {0u, 0u, 0u, 0u};
-#pragma unroll
-                for (int e = 0; e < 8; ++e)
-                    if (e < valid) w[e >> 1] |= static_cast<unsigned>(src[e * b.col_stride].bits) << (16 * (e & 1));
-                asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};" ::"r"(d), "r"(w[0]), "r"(w[1]), "r"(w[2]),
-                             "r"(w[3])
-                             : "memory");
+                store_chunk(d, src, valid, b.col_stride);
             }
         }
+    }
+
+    // The chunk at `d` from `valid` (at most 8) keys at src, col_stride apart, zeros after
+    // them, through registers.
+    __device__ __forceinline__ static void store_chunk(unsigned d, const T* src, int valid, long long col_stride) {
+        unsigned w[4] = {0u, 0u, 0u, 0u};
+#pragma unroll
+        for (int e = 0; e < 8; ++e)
+            if (e < valid) w[e >> 1] |= static_cast<unsigned>(src[e * col_stride].bits) << (16 * (e & 1));
+        asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};" ::"r"(d), "r"(w[0]), "r"(w[1]), "r"(w[2]), "r"(w[3])
+                     : "memory");
     }
     // Whether copy() may use cp.async for this (batch, head): keys contiguous, rows and the
     // start 16-byte aligned (block-uniform).
