@@ -11,6 +11,9 @@
 #           bench/run_device.sh tests DEST COMMIT    C++ GPU tests + examples, C API GPU
 #                                                    tests, the SASS check, Python GPU tests
 #                                                    (PYTEST_ARGS="-n 8": pytest-xdist, ~4x faster)
+#           bench/run_device.sh sanitize DEST COMMIT compute-sanitizer memcheck and racecheck
+#                                                    on one case of each modifier, forward and
+#                                                    backward, on both main loops
 #           bench/run_device.sh cppbench DEST COMMIT the C++ forward benchmark beside SDPA
 #           bench/run_device.sh bench DEST COMMIT [harness options]
 #                                                    the Python harness (bench/run_bench.sh)
@@ -54,6 +57,51 @@ tests)
     py_rc=${PIPESTATUS[0]}
     echo "commit $commit: gpu tests exit $cpp_rc, capi gpu exit $capi_rc, python tests exit $py_rc" | tee -a "$OUT/summary.txt"
     [ $cpp_rc = 0 ] && [ $capi_rc = 0 ] && [ $py_rc = 0 ]
+    ;;
+sanitize)
+    dir=$2 commit=${3:-unknown}
+    export OUT=${OUT:-$dir/results}
+    mkdir -p "$OUT"
+    # Line info names the source lines of a finding; its kernels have their own cache keys.
+    export ATTNJIT_LINEINFO=1 ATTNJIT_CACHE_DIR=${ATTNJIT_CACHE_DIR:-/tmp/attnjit-gpu-cache}
+    # First what racecheck makes of the sm90 kernels' hand-offs between warps (a planted race
+    # included: it must be reported).
+    if "$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)" -arch=sm_90a -o "$OUT/.probe" bench/tools/racecheck_probe.cu; then
+        for kind in block_barrier named_barrier mbarrier named_ring unsynchronised; do
+            compute-sanitizer --tool racecheck "$OUT/.probe" "$kind" >"$OUT/.p" 2>&1
+            echo "racecheck probe $kind: exit $?; $(grep -hE 'words as written|RACECHECK SUMMARY' "$OUT/.p" | tr '\n' ' ')" |
+                tee -a "$OUT/summary.txt"
+        done
+        rm -f "$OUT/.probe" "$OUT/.p"
+    fi
+    # One small ragged shape per modifier: forward bf16 d128 and f16 d64 on the default (sm90)
+    # and the sm80 loop; backward bf16 d64 on the sm80 kernels and the sm90 ones (ordered, fast,
+    # two-pass).
+    fwd='Matrix*/Forward.MatchesReference/bf16_d128_*_b1_h4x2_q1000_k255:Matrix*/Forward.MatchesReference/f16_d64_*'
+    bwd='Matrix/Backward.MatchesReference/bf16_d64_*_q129_k255:Matrix/Sm90Backward.MatchesReference/bf16_d64_*_q129_k255'
+    jobs=${JOBS:-8} status=0
+    for tool in ${SANITIZE_TOOLS:-memcheck racecheck}; do
+        log=$OUT/sanitize-$tool.log
+        : >"$log"
+        for run in "forward_correctness_test $fwd" "backward_correctness_test $bwd"; do
+            bin=${run%% *} filter=${run#* }
+            for ((i = 0; i < jobs; i++)); do
+                GTEST_TOTAL_SHARDS=$jobs GTEST_SHARD_INDEX=$i timeout "${SANITIZE_TIMEOUT:-400}" \
+                    compute-sanitizer --tool "$tool" --error-exitcode 86 --print-limit 20 \
+                    "$dir/tests/gpu/$bin" --gtest_color=no --gtest_filter="$filter" >"$OUT/.s$i" 2>&1 &
+            done
+            rc=0
+            for ((i = 0; i < jobs; i++)); do wait -n || rc=$?; done
+            for ((i = 0; i < jobs; i++)); do cat "$OUT/.s$i" >>"$log"; rm -f "$OUT/.s$i"; done
+            passed=$(grep -c '^\[       OK \]' "$log")
+            echo "$tool $bin: exit $rc; $(grep -hE 'ERROR SUMMARY|RACECHECK SUMMARY' "$log" | sort | uniq -c | tr -s ' ' | tr '\n' ';') tests ok so far: $passed" |
+                tee -a "$OUT/summary.txt"
+            grep -q '^\[  FAILED  \]' "$log" && status=1
+            [ "$rc" = 0 ] || status=1
+        done
+    done
+    echo "commit $commit: sanitize exit $status" | tee -a "$OUT/summary.txt"
+    exit $status
     ;;
 cppbench)
     dir=$2 commit=${3:-unknown}

@@ -10,6 +10,7 @@
 #include "runtime/compile_dump.h"
 #include "runtime/cuda_api.h"
 #include "support/debug.h"
+#include "support/env.h"
 #include "support/error.h"
 
 namespace attnjit::runtime {
@@ -76,7 +77,10 @@ void check_arch(const std::string& arch) {
 
 std::vector<std::string> base_compile_options(const std::string& arch) {
     // -default-device: generated code and templates need no __device__ on every helper.
-    return {"-std=c++17", "--gpu-architecture=" + arch, "-default-device"};
+    std::vector<std::string> options{"-std=c++17", "--gpu-architecture=" + arch, "-default-device"};
+    // Part of every kernel key (kernel_key.cpp): a cached kernel without line info is not reused.
+    if (env::lineinfo()) options.push_back("-lineinfo");
+    return options;
 }
 
 CompiledKernel compile_kernel(const codegen::KernelSource& src, const std::string& arch) {

@@ -44,4 +44,9 @@ bool sm90_grid_one_cta_an_item() {
     return v && *v == "items";
 }
 
+bool lineinfo() {
+    auto v = get("ATTNJIT_LINEINFO");
+    return v && *v == "1";
+}
+
 }  // namespace attnjit::env

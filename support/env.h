@@ -7,6 +7,7 @@
 //   ATTNJIT_LIBCUDA             explicit path of libcuda to dlopen
 //   ATTNJIT_LIBNVRTC            explicit path of libnvrtc to dlopen
 //   ATTNJIT_SM90_GRID           "items": the sm90 forward launches one CTA an item (benchmarks)
+//   ATTNJIT_LINEINFO            1: compile kernels with -lineinfo (compute-sanitizer, ncu)
 //   CUDA_HOME                   toolkit root, searched for libnvrtc (not ours, read-only)
 //   XDG_CACHE_HOME, HOME        default disk cache root (not ours, read-only)
 #pragma once
@@ -33,6 +34,9 @@ std::optional<std::string> cuda_home();
 // ATTNJIT_SM90_GRID=items: the sm90 forward launches one CTA a work item instead of its
 // persistent grid (to measure one against the other); anything else: the default.
 bool sm90_grid_one_cta_an_item();
+// ATTNJIT_LINEINFO=1: kernels are compiled with -lineinfo, so that compute-sanitizer and
+// ncu name source lines (a compile option: such kernels have their own cache keys).
+bool lineinfo();
 
 std::optional<std::string> get(const char* name);
 

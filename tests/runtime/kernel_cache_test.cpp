@@ -5,6 +5,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <fstream>
 #include <sstream>
@@ -345,6 +346,17 @@ TEST(KernelKey, CoversSourceArchAndToolchain) {
     auto smem = src;
     smem.smem_bytes = 1024;
     EXPECT_NE(k, kernel_key(smem, "sm_80", "nvrtc 13.0"));
+}
+
+// ATTNJIT_LINEINFO=1 compiles with -lineinfo; a kernel cached without it is not reused.
+TEST(KernelKey, LineInfoIsACompileOptionOfItsOwnKey) {
+    const std::string plain = kernel_key(tiny_source(), "sm_90a", "nvrtc 13.0");
+    const auto without = base_compile_options("sm_90a");
+    EXPECT_EQ(std::count(without.begin(), without.end(), "-lineinfo"), 0);
+    ScopedEnv on("ATTNJIT_LINEINFO", "1");
+    const auto with = base_compile_options("sm_90a");
+    EXPECT_EQ(std::count(with.begin(), with.end(), "-lineinfo"), 1);
+    EXPECT_NE(plain, kernel_key(tiny_source(), "sm_90a", "nvrtc 13.0"));
 }
 
 }  // namespace
