@@ -350,6 +350,7 @@ TEST(KernelKey, CoversSourceArchAndToolchain) {
 
 // ATTNJIT_LINEINFO=1 compiles with -lineinfo; a kernel cached without it is not reused.
 TEST(KernelKey, LineInfoIsACompileOptionOfItsOwnKey) {
+    ScopedEnv off("ATTNJIT_LINEINFO", std::nullopt);  // whatever the test's environment holds
     const std::string plain = kernel_key(tiny_source(), "sm_90a", "nvrtc 13.0");
     const auto without = base_compile_options("sm_90a");
     EXPECT_EQ(std::count(without.begin(), without.end(), "-lineinfo"), 0);
