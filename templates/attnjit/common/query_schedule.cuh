@@ -47,7 +47,8 @@ struct QueryStep {
 // registers.
 template <class Variant, class Params, int kBlockM, int kBlockN = 0, bool kTileMajor = false>
 struct QueryCursor {
-    int step, first;     // over tiles x group steps: head_of(s), row_of(s)
+    int step, first;     // batched classes: a flat index over tiles x group, head_of(s), row_of(s)
+    int ti = 0, hi = 0;  // otherwise: the next step's tile (from first) and head (in the group)
     int k0, k1;          // the CTA's keys, clipped to Nk - 1
     int key_tile = -1;   // order_by_key_tiles
     // Variant::kClassifyReadsMemory (document masks): the classes of 32 steps at a time, a
@@ -139,11 +140,40 @@ private:
         return (t < n ? t : t - n) * kBlockM;
     }
 
+    // The counters past one step. Counters, not a flat index divided by the group at every
+    // step: a cursor passes over many skipped steps (a sliding window's CTA over most of its
+    // query tiles), and the divisions made each of those cost twice as much.
+    __device__ __forceinline__ void count_step(int n, int g) {
+        if constexpr (kTileMajor) {
+            if (++hi == g) {
+                hi = 0;
+                ++ti;
+            }
+        } else if (++ti == n) {
+            ti = 0;
+            ++hi;
+        }
+    }
+
     __device__ __forceinline__ QueryStep next_tile(const Params& p, BlockCtx& ctx) {
         const BackwardArgs& a = p.args;
-        const int n = tiles(a), steps = n * a.group;
-        while (step < steps) {
-            if constexpr (Variant::kCanClassify && Variant::kClassifyReadsMemory) {
+        const int n = tiles(a), g = a.group;
+        if constexpr (!(Variant::kCanClassify && Variant::kClassifyReadsMemory)) {
+            while (kTileMajor ? ti < n : hi < g) {
+                const int h = blockIdx.y * g + hi, t = first + ti, m0 = (t < n ? t : t - n) * kBlockM;
+                count_step(n, g);
+                if constexpr (!Variant::kCanClassify) {
+                    return QueryStep{h, m0, Variant::kHasMask ? TileClass::kPartial : TileClass::kFull, 0, 0};
+                } else {
+                    const typename Variant::Head hd = Variant::make_head(p, blockIdx.z, h, blockIdx.y);
+                    const int m1 = (m0 + kBlockM < a.q_len ? m0 + kBlockM : a.q_len) - 1;
+                    const TileClass c = Variant::classify(p, hd, m0, m1, k0, k1, ctx);
+                    if (c != TileClass::kSkip) return QueryStep{h, m0, c, 0, 0};
+                }
+            }
+        } else {
+            const int steps = n * g;
+            while (step < steps) {
                 if (step >= chunk + 32) refill(p, n, steps);
                 const unsigned rest = kept_bits >> (step - chunk);
                 if (rest == 0) {
@@ -154,15 +184,6 @@ private:
                 step = s + 1;
                 const TileClass c = (full_bits >> (s - chunk)) & 1u ? TileClass::kFull : TileClass::kPartial;
                 return QueryStep{head_of(a, s, n), row_of(a, s, n), c, 0, 0};
-            }
-            const int s = step++, h = head_of(a, s, n), m0 = row_of(a, s, n);
-            if constexpr (!Variant::kCanClassify) {
-                return QueryStep{h, m0, Variant::kHasMask ? TileClass::kPartial : TileClass::kFull, 0, 0};
-            } else {
-                const typename Variant::Head hd = Variant::make_head(p, blockIdx.z, h, blockIdx.y);
-                const int m1 = (m0 + kBlockM < a.q_len ? m0 + kBlockM : a.q_len) - 1;
-                const TileClass c = Variant::classify(p, hd, m0, m1, k0, k1, ctx);
-                if (c != TileClass::kSkip) return QueryStep{h, m0, c, 0, 0};
             }
         }
         return QueryStep{-1, 0, TileClass::kSkip, 0, 0};
