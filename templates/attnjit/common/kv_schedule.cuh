@@ -7,7 +7,8 @@
 //
 // Two ways to classify:
 //  - one tile per advance(), every thread with the same arguments (BlockCtx): masks whose
-//    classify is arithmetic (causal, windows) cost a few instructions a tile;
+//    classify is arithmetic (causal, windows) cost a few instructions a tile, and a run of
+//    skipped tiles a few classifies of growing boxes (skipped_run);
 //  - Variant::kClassifyReadsMemory (document masks and other data-dependent masks): a
 //    chunk of kThreads tiles at once, one tile per thread (ThreadCtx), the classes kept
 //    as two warp ballots per warp (kept-any, kept-all) in the shared scratch. A skipped
@@ -51,6 +52,7 @@ struct KvCursor {
                         cls = c;
                         return j;
                     }
+                    next = j + skipped_run(p, hd, ctx, j);
                 }
             }
             cls = TileClass::kSkip;
@@ -62,6 +64,21 @@ private:
     __device__ __forceinline__ int last_key(int j) const {
         const int k0 = j * kBlockN;
         return (k0 + kBlockN < nk ? k0 + kBlockN : nk) - 1;
+    }
+
+    // Tile j is kSkip: how many tiles from j on are, found by classifying boxes of 2, 4, 8, ...
+    // tiles at once (a box's kSkip holds for every tile in it: classify's intervals only narrow
+    // on a smaller box). The causal tail and a window's leading tiles then cost a few
+    // classifies, not one a tile, before the producer can start the next work item.
+    __device__ __forceinline__ int skipped_run(const Params& p, const typename Variant::Head& hd, BlockCtx& ctx,
+                                               int j) const {
+        int run = 1;
+        while (j + run < ntiles) {
+            const int len = j + 2 * run < ntiles ? 2 * run : ntiles - j;
+            if (Variant::classify(p, hd, q0, q1, j * kBlockN, last_key(j + len - 1), ctx) != TileClass::kSkip) break;
+            run = len;
+        }
+        return run;
     }
 
     // Scratch layout in batched mode: per warp w, words 2w (tiles kept at all) and 2w + 1

@@ -155,20 +155,69 @@ private:
         }
     }
 
+    // Step (ti, hi) is kSkip, or (known = 0) may not be: how many query tiles from ti on are
+    // kSkip for the heads [h0, h0 + heads), at least `known`. Boxes of 2, 4, 8, ... tiles are
+    // classified at once, up to where the walk wraps (tile n - 1, or first - 1 after it): a
+    // box's kSkip holds for every tile in it (classify's intervals only narrow on a smaller
+    // box). A causal or windowed run of skipped tiles then costs a few classifies, not one a
+    // step: a sliding window's CTA skips most of its query tiles.
+    __device__ __forceinline__ int skipped_run(const Params& p, BlockCtx& ctx, int h0, int heads, int known, int n) const {
+        const BackwardArgs& a = p.args;
+        const int t = first + ti < n ? first + ti : first + ti - n;
+        const int limit = first + ti < n ? n - t : first - t;  // tiles before the walk wraps
+        auto skipped = [&](int len) {
+            const int m0 = t * kBlockM, m1 = ((t + len) * kBlockM < a.q_len ? (t + len) * kBlockM : a.q_len) - 1;
+            bool all = true;
+            for (int h = h0; h < h0 + heads; ++h) {
+                const typename Variant::Head hd = Variant::make_head(p, blockIdx.z, h, blockIdx.y);
+                all = all && Variant::classify(p, hd, m0, m1, k0, k1, ctx) == TileClass::kSkip;
+            }
+            return all;
+        };
+        int run = known;
+        if (run == 0) {
+            if (!skipped(1)) return 0;
+            run = 1;
+        }
+        while (run < limit) {
+            const int len = 2 * run < limit ? 2 * run : limit;
+            if (!skipped(len)) break;
+            run = len;
+        }
+        return run;
+    }
+
     __device__ __forceinline__ QueryStep next_tile(const Params& p, BlockCtx& ctx) {
         const BackwardArgs& a = p.args;
         const int n = tiles(a), g = a.group;
         if constexpr (!(Variant::kCanClassify && Variant::kClassifyReadsMemory)) {
             while (kTileMajor ? ti < n : hi < g) {
                 const int h = blockIdx.y * g + hi, t = first + ti, m0 = (t < n ? t : t - n) * kBlockM;
-                count_step(n, g);
                 if constexpr (!Variant::kCanClassify) {
+                    count_step(n, g);
                     return QueryStep{h, m0, Variant::kHasMask ? TileClass::kPartial : TileClass::kFull, 0, 0};
                 } else {
                     const typename Variant::Head hd = Variant::make_head(p, blockIdx.z, h, blockIdx.y);
                     const int m1 = (m0 + kBlockM < a.q_len ? m0 + kBlockM : a.q_len) - 1;
                     const TileClass c = Variant::classify(p, hd, m0, m1, k0, k1, ctx);
-                    if (c != TileClass::kSkip) return QueryStep{h, m0, c, 0, 0};
+                    if (c != TileClass::kSkip) {
+                        count_step(n, g);
+                        return QueryStep{h, m0, c, 0, 0};
+                    }
+                    if constexpr (kTileMajor) {  // past tiles every head of the group skips
+                        const int run = hi == 0 ? skipped_run(p, ctx, h, g, g == 1 ? 1 : 0, n) : 0;
+                        if (run > 0) {
+                            ti += run;
+                            continue;
+                        }
+                        count_step(n, g);
+                    } else {  // past the tiles this head skips
+                        ti += skipped_run(p, ctx, h, 1, 1, n);
+                        if (ti == n) {
+                            ti = 0;
+                            ++hi;
+                        }
+                    }
                 }
             }
         } else {
