@@ -51,5 +51,23 @@ TEST(BackwardSelection, Sm80WhereTheSm90LoopDoesNotCarryIt) {
     EXPECT_EQ(loop_of(AttentionBackward(softcap, for_arch("sm_90a")), KernelKind::backward_fused), MainloopKind::sm90);
 }
 
+// A mask whose classification reads a tensor (a document mask): the deterministic backward
+// keeps the fused kernels on the sm90 loop (its producer warp finds each step's predecessor in
+// growing boxes of key tiles) and takes the two-pass one on sm80 (a block-wide range reduction
+// per candidate predecessor there).
+TEST(BackwardSelection, DocumentMaskFusedOnSm90TwoPassOnSm80) {
+    const AttentionSpec doc = AttentionSpec(kCausal).mask(dsl::mods::document_mask(dsl::Tensor("doc", DType::i32, 2)));
+    const std::vector<KernelKind> fused = {KernelKind::backward_stats, KernelKind::backward_fused,
+                                           KernelKind::backward_dq_convert},
+                                  two_pass = {KernelKind::backward_dq, KernelKind::backward_dkdv};
+    const AttentionBackward hopper(doc, for_arch("sm_90a"));
+    EXPECT_EQ(hopper.kernel_kinds(), fused);
+    EXPECT_EQ(loop_of(hopper, KernelKind::backward_fused), MainloopKind::sm90);
+    EXPECT_EQ(AttentionBackward(doc, for_arch("sm_80")).kernel_kinds(), two_pass);
+    CompileOptions sm80 = for_arch("sm_90a");
+    sm80.mainloop = MainloopKind::sm80;
+    EXPECT_EQ(AttentionBackward(doc, sm80).kernel_kinds(), two_pass);
+}
+
 }  // namespace
 }  // namespace attnjit

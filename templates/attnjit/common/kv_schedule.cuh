@@ -6,13 +6,15 @@
 // (classify may be collective over them, and refills below are).
 //
 // Two ways to classify:
-//  - one tile per advance(), every thread with the same arguments (BlockCtx): masks whose
-//    classify is arithmetic (causal, windows) cost a few instructions a tile, and a run of
-//    skipped tiles a few classifies of growing boxes (skipped_run);
-//  - Variant::kClassifyReadsMemory (document masks and other data-dependent masks): a
-//    chunk of kThreads tiles at once, one tile per thread (ThreadCtx), the classes kept
-//    as two warp ballots per warp (kept-any, kept-all) in the shared scratch. A skipped
-//    tile then costs a bit scan instead of a load round trip and two barriers.
+//  - one tile per advance(), every thread with the same arguments: masks whose classify is
+//    arithmetic (causal, windows) cost a few instructions a tile, and a run of skipped
+//    tiles a few classifies of growing boxes (skipped_run). So do data-dependent masks
+//    (Variant::kClassifyReadsMemory) with a context that reads a range cheaply
+//    (Ctx::kTileByTile: a WarpCtx; the loops pass a BlockCtx, see docs/sm90.md);
+//  - data-dependent masks with a BlockCtx (barriers a range): a chunk of
+//    kThreads tiles at once, one tile per thread (ThreadCtx), the classes kept as two warp
+//    ballots per warp (kept-any, kept-all) in the shared scratch. A skipped tile then costs
+//    a bit scan instead of a load round trip and two barriers.
 #pragma once
 
 #include "attnjit/forward/args.h"
@@ -36,9 +38,10 @@ struct KvCursor {
 
     // The next tile index that is not kSkip (and its class), or -1 when none is left.
     // Without kCanClassify every tile is kPartial when the variant has a mask, else kFull.
-    __device__ __forceinline__ int advance(const Params& p, const typename Variant::Head& hd, BlockCtx& ctx,
+    template <class Ctx>
+    __device__ __forceinline__ int advance(const Params& p, const typename Variant::Head& hd, Ctx& ctx,
                                            TileClass& cls) {
-        if constexpr (Variant::kCanClassify && Variant::kClassifyReadsMemory) {
+        if constexpr (Variant::kCanClassify && Variant::kClassifyReadsMemory && !Ctx::kTileByTile) {
             return advance_batched(p, hd, ctx, cls);
         } else {
             while (next < ntiles) {
@@ -66,17 +69,20 @@ private:
         return (k0 + kBlockN < nk ? k0 + kBlockN : nk) - 1;
     }
 
-    // Tile j is kSkip: how many tiles from j on are, found by classifying boxes of 2, 4, 8, ...
-    // tiles at once (a box's kSkip holds for every tile in it: classify's intervals only narrow
-    // on a smaller box). The causal tail and a window's leading tiles then cost a few
-    // classifies, not one a tile, before the producer can start the next work item.
-    __device__ __forceinline__ int skipped_run(const Params& p, const typename Variant::Head& hd, BlockCtx& ctx,
+    // Tile j is kSkip: how many tiles from j on are, found by classifying the next 1, 2, 4, ...
+    // tiles past the run at once (a box's kSkip holds for every tile in it: classify's
+    // intervals only narrow on a smaller box), so the run doubles a classify. The causal tail
+    // and a window's leading tiles then cost a few classifies, not one a tile, before the
+    // producer can start the next work item.
+    template <class Ctx>
+    __device__ __forceinline__ int skipped_run(const Params& p, const typename Variant::Head& hd, Ctx& ctx,
                                                int j) const {
         int run = 1;
         while (j + run < ntiles) {
-            const int len = j + 2 * run < ntiles ? 2 * run : ntiles - j;
-            if (Variant::classify(p, hd, q0, q1, j * kBlockN, last_key(j + len - 1), ctx) != TileClass::kSkip) break;
-            run = len;
+            const int end = j + 2 * run < ntiles ? j + 2 * run : ntiles;  // the box: tiles [j + run, end)
+            if (Variant::classify(p, hd, q0, q1, (j + run) * kBlockN, last_key(end - 1), ctx) != TileClass::kSkip)
+                break;
+            run = end - j;
         }
         return run;
     }

@@ -13,7 +13,8 @@
 // position after the last addition. order_by_key_tiles() makes advance() also give each
 // step its own position and the counter value to wait for (that of the nearest earlier
 // position whose CTA classify does not skip for the tile; 0: none). Masks whose classify
-// reads memory classify 32 steps (or candidates) at a time, one a lane.
+// reads memory classify 32 steps (or candidates) at a time, one a lane, under a CTA-wide
+// BlockCtx (sm80); under the sm90 producer warp's WarpCtx step by step, like the others.
 //   Descending: positions count the key tiles down from the last (kt = Nkt - 1 first).
 //   Rotated by d (a.dq_rotate = d >= 1, d * Nkt <= query tiles): CTA kt starts at query
 //     tile d * kt and a tile's position is the step at which the CTA visits it, so the CTA
@@ -72,7 +73,8 @@ struct QueryCursor {
         if (a.dq_rotate) first = (kt * a.dq_rotate) % tiles(a);
     }
 
-    __device__ __forceinline__ QueryStep advance(const Params& p, BlockCtx& ctx) {
+    template <class Ctx>
+    __device__ __forceinline__ QueryStep advance(const Params& p, Ctx& ctx) {
         QueryStep st = next_tile(p, ctx);
         if (st.h >= 0 && key_tile >= 0) {
             const int n = tiles(p.args), t = st.m0 / kBlockM;
@@ -87,6 +89,13 @@ private:
     // Not gridDim.x: backward_fused may run several CTAs a key tile (fused_column_split).
     __device__ __forceinline__ static int key_tiles(const BackwardArgs& a) { return (a.kv_len + kBlockN - 1) / kBlockN; }
 
+    // Classes a chunk of steps at a time, one a lane (ThreadCtx), for a data-dependent mask
+    // under a CTA-wide context (sm80); a warp's context (WarpCtx) classifies step by step.
+    template <class Ctx>
+    static constexpr bool batched() {
+        return Variant::kCanClassify && Variant::kClassifyReadsMemory && !Ctx::kTileByTile;
+    }
+
     // The counter value after the nearest earlier position's addition to st's tile.
     // Descending: the CTA at position - j is key tile key_tile + j. Rotated by d: the CTA at
     // position p of tile t is key tile c with d * c = (t - p) mod n, if c < Nkt (none else).
@@ -95,13 +104,14 @@ private:
         const int n = tiles(a), x = ((t - (position - j)) % n + n) % n;
         return x % a.dq_rotate == 0 ? x / a.dq_rotate : key_tiles(a);
     }
-    __device__ __forceinline__ int wait_value(const Params& p, BlockCtx& ctx, const QueryStep& st) {
+    template <class Ctx>
+    __device__ __forceinline__ int wait_value(const Params& p, Ctx& ctx, const QueryStep& st) {
         const BackwardArgs& a = p.args;
         const int key_tiles = this->key_tiles(a);
         typename Variant::Head hd{};
         if constexpr (Variant::kCanClassify) hd = Variant::make_head(p, blockIdx.z, st.h, blockIdx.y);
         const int m1 = (st.m0 + kBlockM < a.q_len ? st.m0 + kBlockM : a.q_len) - 1;
-        if constexpr (Variant::kCanClassify && Variant::kClassifyReadsMemory) {
+        if constexpr (batched<Ctx>()) {
             // 32 candidates at a time, one a lane (ThreadCtx), the nearest kept by a ballot.
             const int lane = threadIdx.x & 31;
             for (int base = 1; base <= st.position; base += 32) {
@@ -117,17 +127,49 @@ private:
                 if (found) return st.position - (base + __ffs(found) - 1) + 1;
             }
             return 0;
+        } else if (!a.dq_rotate) {  // the CTAs before this one: key tiles key_tile + 1, + 2, ...
+            const int c = first_kept_key_tile(p, hd, st.m0, m1, key_tile + 1, key_tiles - 1, ctx);
+            return c < 0 ? 0 : key_tiles - c;  // position Nkt - 1 - c, + 1
         } else {
-            for (int j = 1; j <= st.position; ++j) {
-                const int c = cta_at(a, key_tile, st.m0 / kBlockM, st.position, j);
-                if (c >= key_tiles) continue;  // rotated: no CTA has this position
-                if constexpr (Variant::kCanClassify) {
-                    const int t0 = c * kBlockN, t1 = (t0 + kBlockN < a.kv_len ? t0 + kBlockN : a.kv_len) - 1;
-                    if (Variant::classify(p, hd, st.m0, m1, t0, t1, ctx) == TileClass::kSkip) continue;
+            // Rotated by d (first = d * key_tile < n): key tile c sits at position (t - d c) mod n.
+            // Earlier than this one's, nearest first: key tiles key_tile + 1, + 2, ... (positions
+            // position - d, - 2d, ...), then past the wrap key tiles 0, 1, ... (positions
+            // position + d (key_tile - c) - n), every one of those below the first kind's.
+            const int d = a.dq_rotate, n = tiles(a), pos = st.position;
+            const int last_before = key_tile + pos / d < key_tiles - 1 ? key_tile + pos / d : key_tiles - 1;
+            int c = first_kept_key_tile(p, hd, st.m0, m1, key_tile + 1, last_before, ctx);
+            if (c >= 0) return pos - d * (c - key_tile) + 1;
+            c = first_kept_key_tile(p, hd, st.m0, m1, 0, key_tile - (n - pos + d - 1) / d, ctx);
+            return c < 0 ? 0 : pos + d * (key_tile - c) - n + 1;
+        }
+    }
+
+    // The first key tile c in [lo, hi] whose keys classify does not skip against query rows
+    // [m0, m1], -1 if none: a kept tile is the common answer (one classify); past it, the next
+    // 1, 2, 4, ... tiles are classified at once (a box's kSkip holds for every tile in it), so a
+    // CTA far from the last one that added to the tile costs a few classifies, not one a tile.
+    template <class Ctx>
+    __device__ __forceinline__ int first_kept_key_tile(const Params& p, const typename Variant::Head& hd, int m0,
+                                                       int m1, int lo, int hi, Ctx& ctx) const {
+        if constexpr (!Variant::kCanClassify) {
+            return lo <= hi ? lo : -1;
+        } else {
+            const int nk = p.args.kv_len;
+            auto skipped = [&](int c0, int c1) {
+                const int k1 = ((c1 + 1) * kBlockN < nk ? (c1 + 1) * kBlockN : nk) - 1;
+                return Variant::classify(p, hd, m0, m1, c0 * kBlockN, k1, ctx) == TileClass::kSkip;
+            };
+            for (int c = lo; c <= hi;) {
+                if (!skipped(c, c)) return c;
+                int run = 1;  // tiles from c known to skip
+                while (c + run <= hi) {
+                    const int end = c + 2 * run - 1 < hi ? c + 2 * run - 1 : hi;  // the box: [c + run, end]
+                    if (!skipped(c + run, end)) break;
+                    run = end - c + 1;
                 }
-                return st.position - j + 1;
+                c += run;
             }
-            return 0;
+            return -1;
         }
     }
 
@@ -156,17 +198,19 @@ private:
     }
 
     // Step (ti, hi) is kSkip, or (known = 0) may not be: how many query tiles from ti on are
-    // kSkip for the heads [h0, h0 + heads), at least `known`. Boxes of 2, 4, 8, ... tiles are
-    // classified at once, up to where the walk wraps (tile n - 1, or first - 1 after it): a
-    // box's kSkip holds for every tile in it (classify's intervals only narrow on a smaller
-    // box). A causal or windowed run of skipped tiles then costs a few classifies, not one a
-    // step: a sliding window's CTA skips most of its query tiles.
-    __device__ __forceinline__ int skipped_run(const Params& p, BlockCtx& ctx, int h0, int heads, int known, int n) const {
+    // kSkip for the heads [h0, h0 + heads), at least `known`. The next 1, 2, 4, ... tiles past
+    // the run are classified at once, up to where the walk wraps (tile n - 1, or first - 1
+    // after it): a box's kSkip holds for every tile in it (classify's intervals only narrow on
+    // a smaller box). A causal or windowed run of skipped tiles then costs a few classifies,
+    // not one a step: a sliding window's CTA skips most of its query tiles.
+    template <class Ctx>
+    __device__ __forceinline__ int skipped_run(const Params& p, Ctx& ctx, int h0, int heads, int known, int n) const {
         const BackwardArgs& a = p.args;
         const int t = first + ti < n ? first + ti : first + ti - n;
         const int limit = first + ti < n ? n - t : first - t;  // tiles before the walk wraps
-        auto skipped = [&](int len) {
-            const int m0 = t * kBlockM, m1 = ((t + len) * kBlockM < a.q_len ? (t + len) * kBlockM : a.q_len) - 1;
+        auto skipped = [&](int from, int len) {  // tiles [t + from, t + from + len)
+            const int m0 = (t + from) * kBlockM;
+            const int m1 = ((t + from + len) * kBlockM < a.q_len ? (t + from + len) * kBlockM : a.q_len) - 1;
             bool all = true;
             for (int h = h0; h < h0 + heads; ++h) {
                 const typename Variant::Head hd = Variant::make_head(p, blockIdx.z, h, blockIdx.y);
@@ -176,21 +220,22 @@ private:
         };
         int run = known;
         if (run == 0) {
-            if (!skipped(1)) return 0;
+            if (!skipped(0, 1)) return 0;
             run = 1;
         }
         while (run < limit) {
-            const int len = 2 * run < limit ? 2 * run : limit;
-            if (!skipped(len)) break;
-            run = len;
+            const int len = 2 * run < limit ? run : limit - run;
+            if (!skipped(run, len)) break;
+            run += len;
         }
         return run;
     }
 
-    __device__ __forceinline__ QueryStep next_tile(const Params& p, BlockCtx& ctx) {
+    template <class Ctx>
+    __device__ __forceinline__ QueryStep next_tile(const Params& p, Ctx& ctx) {
         const BackwardArgs& a = p.args;
         const int n = tiles(a), g = a.group;
-        if constexpr (!(Variant::kCanClassify && Variant::kClassifyReadsMemory)) {
+        if constexpr (!batched<Ctx>()) {
             while (kTileMajor ? ti < n : hi < g) {
                 const int h = blockIdx.y * g + hi, t = first + ti, m0 = (t < n ? t : t - n) * kBlockM;
                 if constexpr (!Variant::kCanClassify) {
