@@ -38,14 +38,12 @@ enum class BackwardPath {
 // The fused kernels exist where backward_fused has its sm80 main loop (fp16 / bf16), its
 // warp grids fit the head dims (64, 128, 256 in column halves) and its tile fits the GPU's
 // shared memory (head dims over 128: not on the 99 KiB GPUs). The ordered one finds, for every step, the
-// CTA whose addition comes before its own by classifying that CTA's tile. On the sm80 loop a
-// mask whose classification reads tensors (a document mask) pays a block-wide range reduction
-// per candidate, so those take the two-pass backward there (3.4x faster on the H100 at N 8192,
-// bench/results/2026-11-23-h100-8086ade-fwdbwd.md); the sm90 key-tile kernel (sm90_keys)
-// classifies with its producer warp's collectives and finds that CTA in growing boxes of key
-// tiles (common/query_schedule.cuh), so it keeps the fused one.
+// CTA whose addition comes before its own by classifying that CTA's tile; a mask whose
+// classification reads tensors (a document mask) would pay a block-wide range reduction
+// per candidate, so those take the two-pass backward (3.4x faster on the H100 at N 8192,
+// bench/results/2026-11-23-h100-8086ade-fwdbwd.md).
 BackwardPath choose_path(const AttentionSpec& spec, const codegen::SpecInputs& inputs, const CompileOptions& options,
-                         const api::Target& target, bool sm90_keys) {
+                         const api::Target& target) {
     const KernelConfig c = default_config(KernelKind::backward_fused, codegen::elem_kind(spec.dtype()),
                                           spec.head_dim_qk(), spec.head_dim_v(), codegen::sm_version(target.arch));
     // The reciprocal band: backward_fused with its band terms where its tile fits (head dims
@@ -81,8 +79,7 @@ BackwardPath choose_path(const AttentionSpec& spec, const codegen::SpecInputs& i
         return BackwardPath::two_pass;
     if (!options.grads.empty()) return BackwardPath::two_pass;  // backward_dq computes the input gradients
     if (!options.deterministic) return BackwardPath::fused_any;
-    if (!options.fused_backward ||
-        (!sm90_keys && codegen::lower(spec, inputs, KernelKind::backward_fused).classify.reads_memory))
+    if (!options.fused_backward || codegen::lower(spec, inputs, KernelKind::backward_fused).classify.reads_memory)
         return BackwardPath::two_pass;
     return BackwardPath::fused_ordered;
 }
@@ -206,7 +203,7 @@ AttentionBackward::AttentionBackward(const AttentionSpec& spec, const CompileOpt
     if (spec.has_score_conv()) impl_->conv_grad_asked = opts.grads.erase(spec.score_conv_name()) > 0;
     // The reciprocal band's alpha: backward_dq's sums (BackwardArgs::d_alpha).
     if (spec.has_reciprocal_band()) impl_->alpha_grad_asked = opts.grads.erase(spec.reciprocal_band_alpha()) > 0;
-    impl_->path = choose_path(spec, impl_->inputs, opts, target, sm90_keys);
+    impl_->path = choose_path(spec, impl_->inputs, opts, target);
     if (target.on_device) impl_->sm_count = runtime::current_device().sm_count;
     bool batch_sum_plan = false;  // the plan allows the batch-sum launch (impl_->batch_sum_ok)
     if (!opts.grads.empty()) {

@@ -1,5 +1,5 @@
-// Collective range helpers for Variant::classify (data-dependent masks such as document
-// masks). Codegen emits calls to exactly these names:
+// Block-collective range helpers for Variant::classify (data-dependent masks such as
+// document masks). Codegen emits calls to exactly these names:
 //
 //   attnjit::IntRange   r = ctx.int_range(base, stride, first, last);   // T = int, long long
 //   attnjit::FloatRange f = ctx.float_range(base, stride, first, last); // T = half_t, bf16_t, float
@@ -7,9 +7,8 @@
 // Each returns the min (lo) and max (hi) of base[i * stride] for i in [first, last]
 // (inclusive). int_range reads each element through to_int (types.cuh), exactly as the
 // generated point loads do: an int element of a captured tensor (i32 or i64) is an int32,
-// an i64 one truncated like a C cast, everywhere (codegen/README.md). Every thread of the
-// CTA (BlockCtx) or of the warp (WarpCtx) must make the same call with the same arguments
-// (they are collectives; BlockCtx's use shared scratch and two barriers). An empty range
+// an i64 one truncated like a C cast, everywhere (codegen/README.md). Every thread of the CTA must make the same call with the same arguments
+// (they are collectives: shared scratch and two __syncthreads). An empty range
 // (first > last) returns lo > hi (lo = +max, hi = -max). float_range ignores NaNs; a range
 // of only NaNs returns lo = +inf, hi = -inf.
 #pragma once
@@ -42,9 +41,6 @@ __device__ __forceinline__ bool ranges_single_equal(IntRange a, IntRange b) {
 // The Ctx handed to Variant::classify. `scratch` is a CTA-private shared-memory area of
 // at least 16 * warps bytes that nothing else uses while classify runs.
 struct BlockCtx {
-    // Cursors classify a data-dependent mask's tiles a chunk at a time (one a thread, ThreadCtx)
-    // rather than one tile per collective call with this context.
-    static constexpr bool kTileByTile = false;
     long long* scratch;
     int tid;
     int nthreads;
@@ -119,74 +115,6 @@ struct BlockCtx {
             hi = h2 > hi ? h2 : hi;
         }
         sync();
-        return FloatRange{lo, hi};
-    }
-};
-
-// The Ctx of a classify() that one warp runs alone with the same arguments in every lane (the
-// sm90 backward's producer warp): the lanes read a range together, in coalesced rows (16-byte
-// vectors where the elements allow), and reduce with warp instructions; no shared memory, no
-// barrier. The cursors classify a data-dependent mask tile by tile with it (kTileByTile) and
-// pass runs of skipped tiles in growing boxes, as for arithmetic masks.
-template <class T>
-struct IsInt32 {
-    static constexpr bool value = false;
-};
-template <>
-struct IsInt32<int> {
-    static constexpr bool value = true;
-};
-
-struct WarpCtx {
-    static constexpr bool kTileByTile = true;
-    int lane;
-
-    template <class T>
-    __device__ IntRange int_range(const T* base, long long stride, int first, int last) const {
-        int lo = 0x7fffffff, hi = -0x7fffffff - 1;
-        if constexpr (IsInt32<T>::value) {  // four a lane a load where they are 16-byte aligned
-            const T* row = base + first;
-            if (stride == 1 && (reinterpret_cast<unsigned long long>(row) & 15) == 0) {
-                const int vecs = (last - first + 1) / 4;
-#pragma unroll 2
-                for (int v = lane; v < vecs; v += 32) {
-                    const int4 x = reinterpret_cast<const int4*>(row)[v];
-                    const int l2 = min(min(x.x, x.y), min(x.z, x.w)), h2 = max(max(x.x, x.y), max(x.z, x.w));
-                    lo = l2 < lo ? l2 : lo;
-                    hi = h2 > hi ? h2 : hi;
-                }
-                first += 4 * vecs;  // the rest (fewer than 4) below
-            }
-        }
-#pragma unroll 4
-        for (int i = first + lane; i <= last; i += 32) {
-            const int v = to_int(base[(long long)i * stride]);  // int32, as the point loads read it
-            lo = v < lo ? v : lo;
-            hi = v > hi ? v : hi;
-        }
-        lo = __reduce_min_sync(0xffffffffu, lo);
-        hi = __reduce_max_sync(0xffffffffu, hi);
-        const long long kMax = 0x7fffffffffffffffLL;
-        if (lo > hi) return IntRange{kMax, -kMax};  // empty, as BlockCtx's
-        return IntRange{lo, hi};
-    }
-
-    template <class T>
-    __device__ FloatRange float_range(const T* base, long long stride, int first, int last) const {
-        const float kInf = bits_to_float(0x7f800000u);
-        float lo = kInf, hi = -kInf;
-#pragma unroll 4
-        for (int i = first + lane; i <= last; i += 32) {
-            const float v = to_float(base[(long long)i * stride]);
-            lo = v < lo ? v : lo;  // NaN compares false: ignored
-            hi = v > hi ? v : hi;
-        }
-#pragma unroll
-        for (int o = 16; o > 0; o >>= 1) {
-            const float l2 = shfl_xor(lo, o), h2 = shfl_xor(hi, o);
-            lo = l2 < lo ? l2 : lo;
-            hi = h2 > hi ? h2 : hi;
-        }
         return FloatRange{lo, hi};
     }
 };

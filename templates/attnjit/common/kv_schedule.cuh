@@ -6,15 +6,13 @@
 // (classify may be collective over them, and refills below are).
 //
 // Two ways to classify:
-//  - one tile per advance(), every thread with the same arguments: masks whose classify is
-//    arithmetic (causal, windows) cost a few instructions a tile, and a run of skipped
-//    tiles a few classifies of growing boxes (skipped_run). So do data-dependent masks
-//    (Variant::kClassifyReadsMemory) with a context that reads a range cheaply
-//    (Ctx::kTileByTile: a WarpCtx; the loops pass a BlockCtx, see docs/sm90.md);
-//  - data-dependent masks with a BlockCtx (barriers a range): a chunk of
-//    kThreads tiles at once, one tile per thread (ThreadCtx), the classes kept as two warp
-//    ballots per warp (kept-any, kept-all) in the shared scratch. A skipped tile then costs
-//    a bit scan instead of a load round trip and two barriers.
+//  - one tile per advance(), every thread with the same arguments (BlockCtx): masks whose
+//    classify is arithmetic (causal, windows) cost a few instructions a tile, and a run of
+//    skipped tiles a few classifies of growing boxes (skipped_run);
+//  - Variant::kClassifyReadsMemory (document masks and other data-dependent masks): a
+//    chunk of kThreads tiles at once, one tile per thread (ThreadCtx), the classes kept
+//    as two warp ballots per warp (kept-any, kept-all) in the shared scratch. A skipped
+//    tile then costs a bit scan instead of a load round trip and two barriers.
 #pragma once
 
 #include "attnjit/forward/args.h"
@@ -38,10 +36,9 @@ struct KvCursor {
 
     // The next tile index that is not kSkip (and its class), or -1 when none is left.
     // Without kCanClassify every tile is kPartial when the variant has a mask, else kFull.
-    template <class Ctx>
-    __device__ __forceinline__ int advance(const Params& p, const typename Variant::Head& hd, Ctx& ctx,
+    __device__ __forceinline__ int advance(const Params& p, const typename Variant::Head& hd, BlockCtx& ctx,
                                            TileClass& cls) {
-        if constexpr (Variant::kCanClassify && Variant::kClassifyReadsMemory && !Ctx::kTileByTile) {
+        if constexpr (Variant::kCanClassify && Variant::kClassifyReadsMemory) {
             return advance_batched(p, hd, ctx, cls);
         } else {
             while (next < ntiles) {
@@ -74,8 +71,7 @@ private:
     // intervals only narrow on a smaller box), so the run doubles a classify. The causal tail
     // and a window's leading tiles then cost a few classifies, not one a tile, before the
     // producer can start the next work item.
-    template <class Ctx>
-    __device__ __forceinline__ int skipped_run(const Params& p, const typename Variant::Head& hd, Ctx& ctx,
+    __device__ __forceinline__ int skipped_run(const Params& p, const typename Variant::Head& hd, BlockCtx& ctx,
                                                int j) const {
         int run = 1;
         while (j + run < ntiles) {

@@ -13,8 +13,7 @@
 // position after the last addition. order_by_key_tiles() makes advance() also give each
 // step its own position and the counter value to wait for (that of the nearest earlier
 // position whose CTA classify does not skip for the tile; 0: none). Masks whose classify
-// reads memory classify 32 steps (or candidates) at a time, one a lane, under a CTA-wide
-// BlockCtx (sm80); under the sm90 producer warp's WarpCtx step by step, like the others.
+// reads memory classify 32 steps (or candidates) at a time, one a lane.
 //   Descending: positions count the key tiles down from the last (kt = Nkt - 1 first).
 //   Rotated by d (a.dq_rotate = d >= 1, d * Nkt <= query tiles): CTA kt starts at query
 //     tile d * kt and a tile's position is the step at which the CTA visits it, so the CTA
@@ -73,8 +72,7 @@ struct QueryCursor {
         if (a.dq_rotate) first = (kt * a.dq_rotate) % tiles(a);
     }
 
-    template <class Ctx>
-    __device__ __forceinline__ QueryStep advance(const Params& p, Ctx& ctx) {
+    __device__ __forceinline__ QueryStep advance(const Params& p, BlockCtx& ctx) {
         QueryStep st = next_tile(p, ctx);
         if (st.h >= 0 && key_tile >= 0) {
             const int n = tiles(p.args), t = st.m0 / kBlockM;
@@ -89,12 +87,8 @@ private:
     // Not gridDim.x: backward_fused may run several CTAs a key tile (fused_column_split).
     __device__ __forceinline__ static int key_tiles(const BackwardArgs& a) { return (a.kv_len + kBlockN - 1) / kBlockN; }
 
-    // Classes a chunk of steps at a time, one a lane (ThreadCtx), for a data-dependent mask
-    // under a CTA-wide context (sm80); a warp's context (WarpCtx) classifies step by step.
-    template <class Ctx>
-    static constexpr bool batched() {
-        return Variant::kCanClassify && Variant::kClassifyReadsMemory && !Ctx::kTileByTile;
-    }
+    // Data-dependent masks: classes a chunk of steps at a time, one a lane (ThreadCtx).
+    static constexpr bool kBatched = Variant::kCanClassify && Variant::kClassifyReadsMemory;
 
     // The counter value after the nearest earlier position's addition to st's tile.
     // Descending: the CTA at position - j is key tile key_tile + j. Rotated by d: the CTA at
@@ -104,14 +98,13 @@ private:
         const int n = tiles(a), x = ((t - (position - j)) % n + n) % n;
         return x % a.dq_rotate == 0 ? x / a.dq_rotate : key_tiles(a);
     }
-    template <class Ctx>
-    __device__ __forceinline__ int wait_value(const Params& p, Ctx& ctx, const QueryStep& st) {
+    __device__ __forceinline__ int wait_value(const Params& p, BlockCtx& ctx, const QueryStep& st) {
         const BackwardArgs& a = p.args;
         const int key_tiles = this->key_tiles(a);
         typename Variant::Head hd{};
         if constexpr (Variant::kCanClassify) hd = Variant::make_head(p, blockIdx.z, st.h, blockIdx.y);
         const int m1 = (st.m0 + kBlockM < a.q_len ? st.m0 + kBlockM : a.q_len) - 1;
-        if constexpr (batched<Ctx>()) {
+        if constexpr (kBatched) {
             // 32 candidates at a time, one a lane (ThreadCtx), the nearest kept by a ballot.
             const int lane = threadIdx.x & 31;
             for (int base = 1; base <= st.position; base += 32) {
@@ -148,9 +141,8 @@ private:
     // [m0, m1], -1 if none: a kept tile is the common answer (one classify); past it, the next
     // 1, 2, 4, ... tiles are classified at once (a box's kSkip holds for every tile in it), so a
     // CTA far from the last one that added to the tile costs a few classifies, not one a tile.
-    template <class Ctx>
     __device__ __forceinline__ int first_kept_key_tile(const Params& p, const typename Variant::Head& hd, int m0,
-                                                       int m1, int lo, int hi, Ctx& ctx) const {
+                                                       int m1, int lo, int hi, BlockCtx& ctx) const {
         if constexpr (!Variant::kCanClassify) {
             return lo <= hi ? lo : -1;
         } else {
@@ -203,8 +195,7 @@ private:
     // after it): a box's kSkip holds for every tile in it (classify's intervals only narrow on
     // a smaller box). A causal or windowed run of skipped tiles then costs a few classifies,
     // not one a step: a sliding window's CTA skips most of its query tiles.
-    template <class Ctx>
-    __device__ __forceinline__ int skipped_run(const Params& p, Ctx& ctx, int h0, int heads, int known, int n) const {
+    __device__ __forceinline__ int skipped_run(const Params& p, BlockCtx& ctx, int h0, int heads, int known, int n) const {
         const BackwardArgs& a = p.args;
         const int t = first + ti < n ? first + ti : first + ti - n;
         const int limit = first + ti < n ? n - t : first - t;  // tiles before the walk wraps
@@ -231,11 +222,10 @@ private:
         return run;
     }
 
-    template <class Ctx>
-    __device__ __forceinline__ QueryStep next_tile(const Params& p, Ctx& ctx) {
+    __device__ __forceinline__ QueryStep next_tile(const Params& p, BlockCtx& ctx) {
         const BackwardArgs& a = p.args;
         const int n = tiles(a), g = a.group;
-        if constexpr (!batched<Ctx>()) {
+        if constexpr (!kBatched) {
             while (kTileMajor ? ti < n : hi < g) {
                 const int h = blockIdx.y * g + hi, t = first + ti, m0 = (t < n ? t : t - n) * kBlockM;
                 if constexpr (!Variant::kCanClassify) {

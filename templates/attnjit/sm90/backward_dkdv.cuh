@@ -5,7 +5,7 @@
 // BackwardArgs::stats) it reads.
 //
 //   warpgroup 0, the producer: warp 0 walks the query tiles of every query head of the group
-//     (QueryCursor: masked tiles skipped, classified by the warp's collectives, WarpCtx); lane
+//     (QueryCursor: masked tiles skipped, classified over one warp with named barrier 1); lane
 //     0 copies K and V once and, per step, Q and dO into a ring of kStages stages completing
 //     on mbarriers; the warp's lanes copy the step's LSE2 and Delta beside them. The step's
 //     {head, first row, class, dQ turn} travels in a small ring beside the barriers.
@@ -33,8 +33,8 @@
 // band, per-key gradients of captured tensors (those specs take the sm80 kernel).
 //
 // Shared memory (smem_bytes in common/kernel_config.h), from the first 1024-byte boundary:
-//   header [1024]: mbarriers (K and V full; per stage full, empty), the step ring, the dQ
-//                  writer's step slots
+//   header [1024]: mbarriers (K and V full; per stage full, empty), the step ring, the
+//                  producer warp's classify scratch, the dQ writer's step slots
 //   K [BN x DQK] | V [BN x DV] | S x (Q [BM x DQK] | dO [BM x DV]) | kFusedDq: 2 x dS^T [BN x BM] |
 //   S x (LSE2 [BM] | Delta [BM]) | kFusedDq: dQ_partial [BM x kDqkReal] fp32
 // with the tiles 128-byte swizzled in 64-column blocks (sm90/wgmma.cuh), plus 1 KiB of slack.
@@ -79,9 +79,9 @@ struct BackwardDkdv {
     static constexpr int kDqOff = kStatOff + S * kStatStage;
     static constexpr int kSmemBytes = kDqOff + (kFusedDq ? 4 * BM * kDqkReal : 0) + 1024;  // + the alignment slack
     // The header: barriers, the step ring ({head, first row, class, wait_for, position} per
-    // stage, 8 ints), the dQ writer's step slots.
+    // stage, 8 ints), the scratch.
     static constexpr int kKvFull = 0, kFull = 8, kEmpty = kFull + 8 * S, kRingOff = kEmpty + 8 * S,
-                         kDqSlotOff = 768;  // kDqSlotOff: 2 x {h, m0, wait_for, position} to the writer
+                         kScratchOff = 512, kDqSlotOff = 768;  // kDqSlotOff: 2 x {h, m0, wait_for, position} to the writer
     // setmaxnreg moves registers within the CTA's allocation (168 a thread at 384 threads): the
     // consumers' increase waits for the producer's release, so 24 + 2 x 240 must stay within
     // 3 x 168 (at 32 + 2 x 240 the second consumer warpgroup waited forever). The producer warps
@@ -89,8 +89,8 @@ struct BackwardDkdv {
     static constexpr int kProducerRegs = 24, kConsumerRegs = 240;
     static_assert(kProducerRegs + kConsumers * kConsumerRegs <= (1 + kConsumers) * (65536 / kThreads / 8 * 8),
                   "setmaxnreg: the consumers' registers must come from the producer's release");
-    // kFusedDq: the columns of dQ_partial each consumer computes, and the named barriers (1 is
-    // unused: the producer warp classifies with warp collectives, WarpCtx): dS^T written (both consumers), and the dQ_partial
+    // kFusedDq: the columns of dQ_partial each consumer computes, and the named barriers (the
+    // producer warp's BlockCtx has barrier 1): dS^T written (both consumers), and the dQ_partial
     // tile's hand-over between the consumers and the writer warp.
     static constexpr int kDqCols = DQK / kConsumers;
     static constexpr int kDsWritten = 2, kDqFull = 3, kDqEmpty = 4, kDqHandover = 128 * kConsumers + 32;
@@ -104,7 +104,7 @@ struct BackwardDkdv {
     static_assert(DQK % 64 == 0 && DV % 64 == 0 && DQK <= 128 && DV <= 128,
                   "tile head dims of whole 64-column blocks, dK and dV in registers: 64 or 128");
     static_assert(kQStage % 1024 == 0 && (BN * DQK * 2) % 1024 == 0, "swizzled tiles start on 1024-byte boundaries");
-    static_assert(kRingOff + 32 * S <= kDqSlotOff && kDqSlotOff + 32 <= kHeaderBytes,
+    static_assert(kRingOff + 32 * S <= kScratchOff && kScratchOff + 64 <= kDqSlotOff && kDqSlotOff + 32 <= kHeaderBytes,
                   "the header holds its parts");
     static_assert(kDsOff % 1024 == 0 && kDsBytes % 1024 == 0, "dS^T's swizzled tiles start on 1024-byte boundaries");
 
@@ -250,7 +250,7 @@ struct BackwardDkdv {
                 for (int c = 0; c < DV / 64; ++c)
                     tma_load_4d(v_s + c * BN * kRowBytes, maps.v, 64 * c, n0, kvh, b, base + kKvFull);
             }
-            WarpCtx ctx{lane};
+            BlockCtx ctx{reinterpret_cast<long long*>(smem + kScratchOff), lane, 32, 1};
             const int last_key = (n0 + BN < nk ? n0 + BN : nk) - 1;
             // The fast backward starts CTAs at different query tiles, so that their dQ additions
             // do not all meet on the same rows at once; the ordered one walks them in order. The
