@@ -31,6 +31,7 @@ PLAIN_N = (512, 1024, 2048, 4096, 8192, 16384)
 VARIANT_N = (1024, 2048, 4096, 8192, 16384)
 TOKENS = 16384            # B * N
 WIDTH = 2048              # H * D for the plain shapes
+PLAIN_D = (64, 128, 256)  # plain and causal; D 256 beside FlashAttention-3's published forward
 WINDOW = 1024             # sliding window width (keys i-1023 .. i)
 SOFTCAP = 30.0
 DOC_SEED = 1234           # document lengths: random.Random(DOC_SEED + N)
@@ -177,7 +178,7 @@ def all_cases(dtypes=DTYPES, modes=("fwd",)) -> list[Case]:
     for mode in modes:
         for dtype in dtypes:
             for variant in ("plain", "causal"):
-                for D in (64, 128):
+                for D in PLAIN_D:
                     for N in PLAIN_N:
                         cases.append(Case(variant, dtype, TOKENS // N, WIDTH // D, WIDTH // D, N, D, mode))
             for variant in ("alibi_causal", "softcap_causal", "sliding_window", "document", "pair_bias"):

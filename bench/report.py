@@ -174,6 +174,12 @@ def header_lines(rows, envs):
     return out
 
 
+# FlashAttention-3's published bf16 forward at N 16k on an H100 SXM (ANCHORS.md, from the FA3
+# repository's figure): shown beside the plain and causal forward tables, not measured here.
+FA3_PUBLISHED_FWD = {("plain", 64): 497, ("plain", 128): 648, ("plain", 256): 756,
+                     ("causal", 64): 473, ("causal", 128): 616, ("causal", 256): 642}
+
+
 def perf_sections(rows, png_names):
     out = []
     for (variant, dtype, mode), cells in sorted(groups(rows).items(),
@@ -195,6 +201,10 @@ def perf_sections(rows, png_names):
                 line.append(f"{rb:.2f} ({SHORT.get(bi, bi)})" if rb is not None else "-")
                 line += [fmt(ratio(cell, i), ".2f") for i in anchors]
             body.append(line)
+        if mode == "fwd" and any((variant, D) in FA3_PUBLISHED_FWD for (D, *_) in cells):
+            hdr.append("FA3 published (H100, 16k)")
+            for line, (D, *_) in zip(body, sorted(cells, key=lambda k: (k[0], k[4], k[1]))):
+                line.append(fmt(FA3_PUBLISHED_FWD.get((variant, D))))
         out += [f"## {variant}, {dtype}, {mode}", "", f"{VARIANTS.get(variant, variant)}. TFLOP/s:", ""]
         out += table(hdr, body)
         skipped = sorted({(i, r["skipped"]) for c in cells.values() for i, r in c.items()

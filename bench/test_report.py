@@ -99,6 +99,22 @@ def test_markdown_tables_and_ratios(run):
     assert "4 * B * Hq * Nq * Nk * D" in md and "peak" in md.lower()
 
 
+def test_fa3_published_beside_plain_and_causal_forward():
+    # The published FlashAttention-3 forward (H100, 16k) stands beside each D of the plain and
+    # causal forward tables, '-' where it published none; no column on other tables.
+    rows = [row("attnjit", "plain", 16384, 700, D=256, H=8, Hkv=8), row("sdpa_cudnn", "plain", 16384, 720, D=256, H=8, Hkv=8),
+            row("attnjit", "plain", 16384, 500, D=96, H=21, Hkv=21),
+            row("attnjit", "causal", 16384, 600, D=128), row("attnjit", "alibi_causal", 16384, 400)]
+    md = "\n".join(report.perf_sections(rows, {}))
+    plain = md[md.index("## plain"):md.index("## causal")]
+    assert "FA3 published (H100, 16k)" in plain
+    assert next(l for l in plain.splitlines() if l.startswith("| 256 |")).endswith("| 756 |")
+    assert next(l for l in plain.splitlines() if l.startswith("| 96 |")).endswith("| - |")
+    causal = md[md.index("## causal"):md.index("## alibi_causal")]
+    assert next(l for l in causal.splitlines() if l.startswith("| 128 |")).endswith("| 616 |")
+    assert "FA3" not in md[md.index("## alibi_causal"):]
+
+
 def test_readme_section(run):
     res, _, readme = run
     text = readme.read_text()
@@ -187,7 +203,7 @@ def test_later_rows_replace_earlier(tmp_path):
 # ---------------------------------------------------------------- the case list
 def test_case_list():
     cs = C.all_cases()
-    assert len(cs) == 184  # per dtype: 59 before, 4 mta_conv, 4 msa_row, 4 msa_col, 5 reciprocal_band, 16 latent
+    assert len(cs) == 208  # per dtype: 71 before (plain, causal at D 64, 128, 256), 4 mta_conv, 4 msa_row, 4 msa_col, 5 reciprocal_band, 16 latent
     ra = [c for c in cs if c.variant == "reciprocal_band" and c.dtype == "bf16"]
     assert [(c.B, c.N) for c in ra] == [(16, 1024), (8, 2048), (4, 4096), (2, 8192), (1, 16384)]
     assert all(c.causal and c.flop_fraction() == 0.5 and c.D == 128 and c.H == 16 for c in ra)
@@ -202,7 +218,7 @@ def test_case_list():
     msa = {(c.variant, c.B, c.N) for c in cs if c.variant.startswith("msa") and c.dtype == "bf16"}
     assert ("msa_row", 512, 768) in msa and ("msa_col", 768, 512) in msa and len(msa) == 8
     plain = [c for c in cs if c.variant == "plain" and c.dtype == "bf16"]
-    assert {(c.D, c.H) for c in plain} == {(64, 32), (128, 16)}
+    assert {(c.D, c.H) for c in plain} == {(64, 32), (128, 16), (256, 8)}
     assert all(c.B * c.N == 16384 and c.H * c.D == 2048 for c in plain)
     gqa = [c for c in cs if c.variant.startswith("gqa")]
     assert all(c.H == 32 and c.Hkv == 8 and c.D == 64 for c in gqa)
