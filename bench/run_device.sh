@@ -20,6 +20,7 @@
 # Results go to $OUT (default DEST/results).
 set -u
 cd "$(dirname "$0")/.."
+source tests/gpu/shards.sh
 
 case "${1:-}" in
 stage)
@@ -88,17 +89,14 @@ sanitize)
         : >"$log"
         for run in "forward_correctness_test $fwd" "backward_correctness_test $bwd"; do
             bin=${run%% *} filter=${run#* }
-            for ((i = 0; i < jobs; i++)); do
-                GTEST_TOTAL_SHARDS=$jobs GTEST_SHARD_INDEX=$i timeout "${SANITIZE_TIMEOUT:-400}" \
-                    compute-sanitizer --tool "$tool" --error-exitcode 86 --print-limit 20 \
-                    "$dir/tests/gpu/$bin" --gtest_color=no --gtest_filter="$filter" >"$OUT/.s$i" 2>&1 &
-            done
+            run_shards "$jobs" "${SANITIZE_TIMEOUT:-400}" "$OUT/.s" compute-sanitizer --tool "$tool" \
+                --error-exitcode 86 --print-limit 20 "$dir/tests/gpu/$bin" --gtest_color=no --gtest_filter="$filter"
             rcs=""
             for ((i = 0; i < jobs; i++)); do
-                wait -n
-                rcs="$rcs $?"
+                rcs="$rcs $(cat "$OUT/.s.$i.rc")"
+                cat "$OUT/.s.$i.log" >>"$log"
+                rm -f "$OUT/.s.$i.log" "$OUT/.s.$i.rc"
             done
-            for ((i = 0; i < jobs; i++)); do cat "$OUT/.s$i" >>"$log"; rm -f "$OUT/.s$i"; done
             passed=$(grep -c '^\[       OK \]' "$log")
             echo "$tool $bin: shard exits$rcs; $(grep -hE 'ERROR SUMMARY|RACECHECK SUMMARY' "$log" | sort | uniq -c | tr -s ' ' | tr '\n' ';') tests ok so far: $passed" |
                 tee -a "$OUT/summary.txt"

@@ -20,6 +20,7 @@
 # tool brings back at most eight), and prints the summary last. Exit status 0 only when
 # every test passed (or skipped) and every example exited 0.
 set -u
+source "$(dirname "$0")/shards.sh"
 
 TEST_BINARIES=(tests/runtime/runtime_gpu_test tests/gpu/device_buffer_test tests/gpu/cache_and_args_test
               tests/gpu/forward_correctness_test tests/gpu/backward_correctness_test tests/gpu/score_conv_test
@@ -72,22 +73,12 @@ run() {
     } | tee "$summary"
 
     if [ "${RUN_TESTS:-1}" = 1 ]; then
-        local bin name i pids
+        local bin name i
         for bin in "${TEST_BINARIES[@]}"; do
             name=${bin##*/}
             [ -n "${TESTS:-}" ] && [[ " $TESTS " != *" $name "* ]] && continue
             [ -x "$dir/$bin" ] || { echo "MISSING $dir/$bin" | tee -a "$summary"; status=1; continue; }
-            pids=()
-            for ((i = 0; i < jobs; i++)); do
-                GTEST_TOTAL_SHARDS=$jobs GTEST_SHARD_INDEX=$i \
-                    timeout "${TEST_TIMEOUT:-420}" "$dir/$bin" --gtest_color=no \
-                    >"$tmp/$name.$i.log" 2>&1 &
-                pids+=($!)
-            done
-            for ((i = 0; i < jobs; i++)); do
-                wait "${pids[$i]}"
-                echo "$?" >"$tmp/$name.$i.rc"
-            done
+            run_shards "$jobs" "${TEST_TIMEOUT:-420}" "$tmp/$name" "$dir/$bin" --gtest_color=no
             for ((i = 0; i < jobs; i++)); do
                 echo "===== $name shard $i (exit $(cat "$tmp/$name.$i.rc"))" >>"$tests_log"
                 cat "$tmp/$name.$i.log" >>"$tests_log"
