@@ -38,10 +38,11 @@ enum class BackwardPath {
 // The fused kernels exist where backward_fused has its sm80 main loop (fp16 / bf16), its
 // warp grids fit the head dims (64, 128, 256 in column halves) and its tile fits the GPU's
 // shared memory (head dims over 128: not on the 99 KiB GPUs). The ordered one finds, for every step, the
-// CTA whose addition comes before its own by classifying that CTA's tile; a mask whose
-// classification reads tensors (a document mask) would pay a block-wide range reduction
-// per candidate, so those take the two-pass backward (3.4x faster on the H100 at N 8192,
-// bench/results/2026-11-23-h100-8086ade-fwdbwd.md).
+// CTA whose addition comes before its own by classifying that CTA's tile (in growing boxes of
+// key tiles). A mask whose classification reads tensors (a document mask) reads those boxes'
+// ids at memory latency, so those take the two-pass backward: 3.4x faster on the H100 at
+// N 8192 with the sm80 kernels (bench/results/2026-11-23-h100-8086ade-fwdbwd.md), 209 against
+// 74 TFLOP/s with the sm90 one (bench/results/2026-11-29-h200-document-mask-probe.md).
 BackwardPath choose_path(const AttentionSpec& spec, const codegen::SpecInputs& inputs, const CompileOptions& options,
                          const api::Target& target) {
     const KernelConfig c = default_config(KernelKind::backward_fused, codegen::elem_kind(spec.dtype()),

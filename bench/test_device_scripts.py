@@ -12,10 +12,14 @@ import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
-# A gtest binary: one test per shard, named after the shard it ran in; FAIL_SHARD fails one.
+# A gtest binary: one test per shard, named after the shard it ran in; FAIL_SHARD fails one,
+# CRASH_SHARD ends one with CRASH_CODE before any result line.
 FAKE_GTEST = """#!/usr/bin/env bash
 echo "args: $*"
 echo "[ RUN      ] Fake.Shard$GTEST_SHARD_INDEX"
+if [ "${CRASH_SHARD:-x}" = "$GTEST_SHARD_INDEX" ]; then
+    exit "${CRASH_CODE:-139}"  # a crash, a timeout or a sanitizer's finding: no FAILED line
+fi
 if [ "${FAIL_SHARD:-x}" = "$GTEST_SHARD_INDEX" ]; then
     echo "[  FAILED  ] Fake.Shard$GTEST_SHARD_INDEX (1 ms)"
     exit 1
@@ -71,6 +75,13 @@ def test_run_fails_on_a_failing_shard(staged):
     assert "1 passed, 1 failed" in r.stdout and "Fake.Shard1" in r.stdout and "== FAIL" in r.stdout
 
 
+def test_run_fails_on_a_shard_that_ends_without_a_result(staged):
+    r = run(staged, ["bash", "tests/gpu/run_on_device.sh", "run", str(staged / "stage")],
+            JOBS="2", TESTS="forward_correctness_test", RUN_EXAMPLES="0", CRASH_SHARD="0")
+    assert r.returncode == 1
+    assert "1 passed, 0 failed" in r.stdout and "139" in r.stdout and "== FAIL" in r.stdout
+
+
 def test_sanitize_runs_the_shards_under_the_tool(staged):
     r = run(staged, ["bash", "bench/run_device.sh", "sanitize", str(staged / "stage"), "abc1234"],
             JOBS="2", SANITIZE_TOOLS="memcheck")
@@ -80,7 +91,12 @@ def test_sanitize_runs_the_shards_under_the_tool(staged):
     assert "memcheck backward_correctness_test: shard exits 0 0;" in summary and "tests ok so far: 4" in summary
     log = (staged / "out" / "sanitize-memcheck.log").read_text()
     assert "--gtest_filter=Matrix*/Forward.MatchesReference" in log and log.count("ERROR SUMMARY: 0 errors") == 4
+    assert log.count(" of 2 (1 ms)") == 4  # the shard variables reach the binary through the tool
     assert not [f for f in os.listdir(staged / "out") if f.startswith(".s")]  # shard files cleaned up
     r = run(staged, ["bash", "bench/run_device.sh", "sanitize", str(staged / "stage"), "abc1234"],
             JOBS="2", SANITIZE_TOOLS="memcheck", FAIL_SHARD="0")
     assert r.returncode == 1 and "sanitize exit 1" in r.stdout
+    # memcheck's finding: exit 86 and no FAILED line
+    r = run(staged, ["bash", "bench/run_device.sh", "sanitize", str(staged / "stage"), "abc1234"],
+            JOBS="2", SANITIZE_TOOLS="memcheck", CRASH_SHARD="1", CRASH_CODE="86")
+    assert r.returncode == 1 and "shard exits 0 86" in r.stdout and "sanitize exit 1" in r.stdout

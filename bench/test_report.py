@@ -100,15 +100,17 @@ def test_markdown_tables_and_ratios(run):
 
 
 def test_fa3_published_beside_plain_and_causal_forward():
-    # The published FlashAttention-3 forward (H100, 16k) stands beside each D of the plain and
-    # causal forward tables, '-' where it published none; no column on other tables.
+    # The published FlashAttention-3 forward (H100, 16k) stands in the N 16384 rows of the plain
+    # and causal forward tables, '-' where it published none; no column on other tables.
     rows = [row("attnjit", "plain", 16384, 700, D=256, H=8, Hkv=8), row("sdpa_cudnn", "plain", 16384, 720, D=256, H=8, Hkv=8),
+            row("attnjit", "plain", 4096, 650, D=256, H=8, Hkv=8),
             row("attnjit", "plain", 16384, 500, D=96, H=21, Hkv=21),
             row("attnjit", "causal", 16384, 600, D=128), row("attnjit", "alibi_causal", 16384, 400)]
     md = "\n".join(report.perf_sections(rows, {}))
     plain = md[md.index("## plain"):md.index("## causal")]
     assert "FA3 published (H100, 16k)" in plain
-    assert next(l for l in plain.splitlines() if l.startswith("| 256 |")).endswith("| 756 |")
+    assert next(l for l in plain.splitlines() if l.startswith("| 256 | 8/8 | 1 x 16384")).endswith("| 756 |")
+    assert next(l for l in plain.splitlines() if l.startswith("| 256 | 8/8 | 4 x 4096")).endswith("| - |")  # 16k only
     assert next(l for l in plain.splitlines() if l.startswith("| 96 |")).endswith("| - |")
     causal = md[md.index("## causal"):md.index("## alibi_causal")]
     assert next(l for l in causal.splitlines() if l.startswith("| 128 |")).endswith("| 616 |")

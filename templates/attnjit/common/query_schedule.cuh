@@ -137,25 +137,25 @@ private:
         }
     }
 
-    // The first key tile c in [lo, hi] whose keys classify does not skip against query rows
+    // The first key tile c in [lo, last] whose keys classify does not skip against query rows
     // [m0, m1], -1 if none: a kept tile is the common answer (one classify); past it, the next
     // 1, 2, 4, ... tiles are classified at once (a box's kSkip holds for every tile in it), so a
     // CTA far from the last one that added to the tile costs a few classifies, not one a tile.
     __device__ __forceinline__ int first_kept_key_tile(const Params& p, const typename Variant::Head& hd, int m0,
-                                                       int m1, int lo, int hi, BlockCtx& ctx) const {
+                                                       int m1, int lo, int last, BlockCtx& ctx) const {
         if constexpr (!Variant::kCanClassify) {
-            return lo <= hi ? lo : -1;
+            return lo <= last ? lo : -1;
         } else {
             const int nk = p.args.kv_len;
             auto skipped = [&](int c0, int c1) {
                 const int k1 = ((c1 + 1) * kBlockN < nk ? (c1 + 1) * kBlockN : nk) - 1;
                 return Variant::classify(p, hd, m0, m1, c0 * kBlockN, k1, ctx) == TileClass::kSkip;
             };
-            for (int c = lo; c <= hi;) {
+            for (int c = lo; c <= last;) {
                 if (!skipped(c, c)) return c;
                 int run = 1;  // tiles from c known to skip
-                while (c + run <= hi) {
-                    const int end = c + 2 * run - 1 < hi ? c + 2 * run - 1 : hi;  // the box: [c + run, end]
+                while (c + run <= last) {
+                    const int end = c + 2 * run - 1 < last ? c + 2 * run - 1 : last;  // the box: [c + run, end]
                     if (!skipped(c + run, end)) break;
                     run = end - c + 1;
                 }
@@ -225,6 +225,7 @@ private:
     __device__ __forceinline__ QueryStep next_tile(const Params& p, BlockCtx& ctx) {
         const BackwardArgs& a = p.args;
         const int n = tiles(a), g = a.group;
+        if (n == 0) return QueryStep{-1, 0, TileClass::kSkip, 0, 0};  // Nq == 0: dK, dV are zeros
         if constexpr (!kBatched) {
             while (kTileMajor ? ti < n : hi < g) {
                 const int h = blockIdx.y * g + hi, t = first + ti, m0 = (t < n ? t : t - n) * kBlockM;
