@@ -8,7 +8,7 @@
 // Two ways to classify:
 //  - one tile per advance(), every thread with the same arguments (BlockCtx): masks whose
 //    classify is arithmetic (causal, windows) cost a few instructions a tile, and a run of
-//    skipped tiles a few classifies of growing boxes (skipped_run);
+//    skipped tiles a few classifies of growing boxes (skipped_runs.cuh);
 //  - Variant::kClassifyReadsMemory (document masks and other data-dependent masks): a
 //    chunk of kThreads tiles at once, one tile per thread (ThreadCtx), the classes kept
 //    as two warp ballots per warp (kept-any, kept-all) in the shared scratch. A skipped
@@ -17,6 +17,7 @@
 
 #include "attnjit/forward/args.h"
 #include "attnjit/common/intervals.cuh"
+#include "attnjit/common/skipped_runs.cuh"
 #include "attnjit/common/types.cuh"
 
 namespace attnjit {
@@ -66,21 +67,13 @@ private:
         return (k0 + kBlockN < nk ? k0 + kBlockN : nk) - 1;
     }
 
-    // Tile j is kSkip: how many tiles from j on are, found by classifying the next 1, 2, 4, ...
-    // tiles past the run at once (a box's kSkip holds for every tile in it: classify's
-    // intervals only narrow on a smaller box), so the run doubles a classify. The causal tail
-    // and a window's leading tiles then cost a few classifies, not one a tile, before the
-    // producer can start the next work item.
+    // Tile j is kSkip: how many tiles from j on are (skipped_runs.cuh).
     __device__ __forceinline__ int skipped_run(const Params& p, const typename Variant::Head& hd, BlockCtx& ctx,
                                                int j) const {
-        int run = 1;
-        while (j + run < ntiles) {
-            const int end = j + 2 * run < ntiles ? j + 2 * run : ntiles;  // the box: tiles [j + run, end)
-            if (Variant::classify(p, hd, q0, q1, (j + run) * kBlockN, last_key(end - 1), ctx) != TileClass::kSkip)
-                break;
-            run = end - j;
-        }
-        return run;
+        return grow_skipped_run(1, ntiles - j, [&](int from, int len) {
+            return Variant::classify(p, hd, q0, q1, (j + from) * kBlockN, last_key(j + from + len - 1), ctx) ==
+                   TileClass::kSkip;
+        });
     }
 
     // Scratch layout in batched mode: per warp w, words 2w (tiles kept at all) and 2w + 1

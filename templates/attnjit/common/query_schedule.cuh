@@ -30,6 +30,7 @@
 
 #include "attnjit/backward/args.h"
 #include "attnjit/common/intervals.cuh"
+#include "attnjit/common/skipped_runs.cuh"
 #include "attnjit/common/types.cuh"
 
 namespace attnjit {
@@ -62,6 +63,7 @@ struct QueryCursor {
         : step(0), k0(k0_), k1(k1_) {
         const int n = tiles(a);
         first = n > 0 ? first_ % n : 0;
+        if (n == 0) hi = a.group;  // Nq == 0 (dK, dV are zeros): the walk over the heads is over
     }
 
     // This CTA is key tile `kt` (of ceil(Nk / kBlockN)): give each step its
@@ -138,30 +140,21 @@ private:
     }
 
     // The first key tile c in [lo, last] whose keys classify does not skip against query rows
-    // [m0, m1], -1 if none: a kept tile is the common answer (one classify); past it, the next
-    // 1, 2, 4, ... tiles are classified at once (a box's kSkip holds for every tile in it), so a
-    // CTA far from the last one that added to the tile costs a few classifies, not one a tile.
+    // [m0, m1], -1 if none: a kept tile is the common answer (one classify); a run of skipped
+    // ones is passed in growing boxes (skipped_runs.cuh).
     __device__ __forceinline__ int first_kept_key_tile(const Params& p, const typename Variant::Head& hd, int m0,
                                                        int m1, int lo, int last, BlockCtx& ctx) const {
+        const int count = last - lo + 1;
         if constexpr (!Variant::kCanClassify) {
-            return lo <= last ? lo : -1;
+            return count > 0 ? lo : -1;
         } else {
             const int nk = p.args.kv_len;
-            auto skipped = [&](int c0, int c1) {
-                const int k1 = ((c1 + 1) * kBlockN < nk ? (c1 + 1) * kBlockN : nk) - 1;
-                return Variant::classify(p, hd, m0, m1, c0 * kBlockN, k1, ctx) == TileClass::kSkip;
-            };
-            for (int c = lo; c <= last;) {
-                if (!skipped(c, c)) return c;
-                int run = 1;  // tiles from c known to skip
-                while (c + run <= last) {
-                    const int end = c + 2 * run - 1 < last ? c + 2 * run - 1 : last;  // the box: [c + run, end]
-                    if (!skipped(c + run, end)) break;
-                    run = end - c + 1;
-                }
-                c += run;
-            }
-            return -1;
+            const int c = first_unskipped(count, [&](int from, int len) {
+                const int end = (lo + from + len) * kBlockN;
+                return Variant::classify(p, hd, m0, m1, (lo + from) * kBlockN, (end < nk ? end : nk) - 1, ctx) ==
+                       TileClass::kSkip;
+            });
+            return c < count ? lo + c : -1;
         }
     }
 
@@ -190,11 +183,9 @@ private:
     }
 
     // Step (ti, hi) is kSkip, or (known = 0) may not be: how many query tiles from ti on are
-    // kSkip for the heads [h0, h0 + heads), at least `known`. The next 1, 2, 4, ... tiles past
-    // the run are classified at once, up to where the walk wraps (tile n - 1, or first - 1
-    // after it): a box's kSkip holds for every tile in it (classify's intervals only narrow on
-    // a smaller box). A causal or windowed run of skipped tiles then costs a few classifies,
-    // not one a step: a sliding window's CTA skips most of its query tiles.
+    // kSkip for the heads [h0, h0 + heads), at least `known`, up to where the walk wraps (tile
+    // n - 1, or first - 1 after it), in growing boxes (skipped_runs.cuh): a sliding window's CTA
+    // skips most of its query tiles.
     __device__ __forceinline__ int skipped_run(const Params& p, BlockCtx& ctx, int h0, int heads, int known, int n) const {
         const BackwardArgs& a = p.args;
         const int t = first + ti < n ? first + ti : first + ti - n;
@@ -209,23 +200,13 @@ private:
             }
             return all;
         };
-        int run = known;
-        if (run == 0) {
-            if (!skipped(0, 1)) return 0;
-            run = 1;
-        }
-        while (run < limit) {
-            const int len = 2 * run < limit ? run : limit - run;
-            if (!skipped(run, len)) break;
-            run += len;
-        }
-        return run;
+        if (known == 0 && !skipped(0, 1)) return 0;
+        return grow_skipped_run(known > 0 ? known : 1, limit, skipped);
     }
 
     __device__ __forceinline__ QueryStep next_tile(const Params& p, BlockCtx& ctx) {
         const BackwardArgs& a = p.args;
         const int n = tiles(a), g = a.group;
-        if (n == 0) return QueryStep{-1, 0, TileClass::kSkip, 0, 0};  // Nq == 0: dK, dV are zeros
         if constexpr (!kBatched) {
             while (kTileMajor ? ti < n : hi < g) {
                 const int h = blockIdx.y * g + hi, t = first + ti, m0 = (t < n ? t : t - n) * kBlockM;
