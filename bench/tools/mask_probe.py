@@ -25,10 +25,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "..", "python"))
 sys.path.insert(0, os.path.join(HERE, ".."))
 import attnjit  # noqa: E402
 from cases import doc_ids  # noqa: E402
-
-
-def doc_mask(doc):
-    return lambda b, h, q_idx, kv_idx: doc[b, q_idx] == doc[b, kv_idx]
+from mods import document_mask as doc_mask  # noqa: E402  (the harness's own mask function)
 
 
 def block_mask(length):
