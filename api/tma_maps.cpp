@@ -1,5 +1,6 @@
 #include "api/tma_maps.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <initializer_list>
@@ -40,16 +41,18 @@ TmaMap encode_tiled(const std::string& what, DType dtype, void* data, unsigned r
 }
 
 // A 4-d map of t [B, H, N, D] (D contiguous): dims innermost first, byte strides of N, H, B.
-// A dimension of size 1 gets a stride the driver accepts (it is never stepped over).
+// A dimension of size 1 gets a stride the driver accepts (it is never stepped over). So does
+// one of size 0, described as 1 (the driver takes no 0): the backward's key-tile kernels still
+// run when Nq == 0, to write dK = dV = 0, and take maps of the empty Q and dO they never read.
 TmaMap encode(const char* name, const TensorView& t, DType dtype, int box_rows) {
     const cuuint64_t esize = dtype_size(dtype);
-    const cuuint64_t dims[4] = {static_cast<cuuint64_t>(t.shape[3]), static_cast<cuuint64_t>(t.shape[2]),
-                                static_cast<cuuint64_t>(t.shape[1]), static_cast<cuuint64_t>(t.shape[0])};
+    auto dim_of = [&](int d) { return static_cast<cuuint64_t>(std::max<int64_t>(t.shape[d], 1)); };
+    const cuuint64_t dims[4] = {dim_of(3), dim_of(2), dim_of(1), dim_of(0)};
     cuuint64_t strides[3];
     cuuint64_t span = dims[0] * esize;  // the extent of the dims inside, for size-1 dims
     for (int d = 0; d < 3; ++d) {
         const int dim = 2 - d;  // N, H, B
-        strides[d] = t.shape[dim] == 1 ? (span + 15) / 16 * 16 : static_cast<cuuint64_t>(t.strides[dim]) * esize;
+        strides[d] = t.shape[dim] <= 1 ? (span + 15) / 16 * 16 : static_cast<cuuint64_t>(t.strides[dim]) * esize;
         span = strides[d] * dims[d + 1];
     }
     const cuuint32_t box[4] = {64, static_cast<cuuint32_t>(box_rows), 1, 1};

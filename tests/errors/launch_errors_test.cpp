@@ -490,6 +490,22 @@ TEST(GradArgs, ShapesDtypesAndStridesAreChecked) {
     EXPECT_USER_ERROR(check_grad_args(c.spec, c.args, g), "argument 'dq' has stride 0 in dimension 1");
 }
 
+// Nq == 0: q, o, dO, LSE and dq are empty and their contiguous strides 0. Nothing is
+// written to them, so nothing overlaps; dk and dv are still written (zeros) and checked.
+TEST(GradArgs, EmptyQueryRowsPass) {
+    Case c = plain();
+    c.spec.return_lse();
+    c.args.q = view(0, DType::f16, {B, Hq, 0, D});
+    c.args.o = view(3, DType::f16, {B, Hq, 0, D});
+    c.args.lse = view(4, DType::f32, {B, Hq, 0});
+    EXPECT_NO_THROW(check_launch_args(c.spec, c.args));
+    GradArgs g{view(6, DType::f16, {B, Hq, 0, D}), view(7, DType::f16, {B, Hq, 0, D}), view(8, DType::f16, {B, Hkv, Nk, D}),
+               view(9, DType::f16, {B, Hkv, Nk, D})};
+    EXPECT_NO_THROW(check_grad_args(c.spec, c.args, g));
+    g.dv.data = g.dk.data;  // the written outputs are still checked
+    EXPECT_USER_ERROR(check_grad_args(c.spec, c.args, g), "arguments 'dk' and 'dv' are the same memory");
+}
+
 // Outputs in place of an input (q, k, v, o, dO, LSE or a captured tensor) or of each other.
 TEST(GradArgs, GradientsAreNeverComputedInPlace) {
     const Case c = valid();

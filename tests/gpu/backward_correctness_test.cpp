@@ -201,10 +201,13 @@ std::vector<Case> backward_matrix() {
     // Nq > Nk, bottom-right causal: the first Nq - Nk rows keep no key (zero dQ, no NaN).
     cases.push_back(make_case(Mod::CausalBottomRight, DType::bf16, 64, {1, 2, 2, 129, 17}));
     // No queries: dK and dV are zeros. The key-tile kernels still run; their step cursor must
-    // end at once (f32: the simt kernels, d256: sm80 backward_fused in column halves; a mask
-    // that classifies and one that does not).
+    // end at once (f32: the simt kernels, d256: sm80 backward_fused in column halves, bf16 /
+    // f16 d64 and d128: the sm90 backward_dkdv on Hopper, with tensor maps of the empty Q and
+    // dO; a mask that classifies and one that does not).
     cases.push_back(make_case(Mod::Plain, DType::f32, 64, {1, 2, 2, 0, 255}));
     cases.push_back(make_case(Mod::SlidingWindow, DType::bf16, 256, {1, 2, 1, 0, 255}));
+    cases.push_back(make_case(Mod::Plain, DType::bf16, 128, {2, 4, 2, 0, 255}));
+    cases.push_back(make_case(Mod::CausalBottomRight, DType::f16, 64, {1, 2, 1, 0, 130}));
     // Attention sinks (d sinks too): every dtype with ragged GQA and rows that keep no key
     // (their LSE is the sink: they still add to d sinks), a score_mod, sinks in bf16 / f16,
     // d256 (backward_fused in column halves), [B, N, H, D].
