@@ -110,7 +110,7 @@ std::optional<std::string> why_bias_not_readable(const std::string& name, const 
 // The first reason the bulk copies cannot read one of `tensors`, by name.
 std::optional<std::string> why_not_readable(std::initializer_list<std::pair<const char*, const TensorView*>> tensors) {
     for (const auto& [name, t] : tensors)
-        for (int d = 0; d < 3; ++d) {
+        for (int d = 0; d < 3 && t->numel() > 0; ++d) {  // an empty tensor is never read (encode)
             if (t->shape[d] <= 1) continue;
             const long long bytes = t->strides[d] * static_cast<long long>(dtype_size(t->dtype));
             if (t->strides[d] == 0)

@@ -38,6 +38,15 @@ TEST(ForwardTma, BroadcastOverADimensionOfMoreThanOneIsNot) {
     EXPECT_FALSE(why_not_tma_readable(a));
 }
 
+// Nq == 0: the backward's key-tile kernels still run (dK = dV = 0) with maps of the empty Q
+// and dO, whose contiguous strides are 0; they are never read, so they are readable.
+TEST(BackwardTma, EmptyQueryRowsAreReadable) {
+    LaunchArgs a = args();
+    a.q = a.o = TensorView::contiguous(nullptr, DType::bf16, {B, H, 0, D});
+    EXPECT_EQ(a.q.strides[1], 0);
+    EXPECT_FALSE(why_not_tma_readable(a, a.o));
+}
+
 TEST(ForwardTma, StridesOf2To40BytesAreNot) {
     LaunchArgs a = args();
     a.q.strides[0] = (1LL << 40) / 2;  // bf16: 2^40 bytes
