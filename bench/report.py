@@ -516,10 +516,20 @@ def readme_section(rows, md_link, dtype="bf16", ns=(4096, 16384)):
     return out
 
 
+# Rows whose best anchor is slow for a reason other than attention: the ratio gets a mark
+# and this note under the table.
+FWDBWD_CAVEATS = {
+    ("alibi_causal", "flex"): "FlexAttention trains the ALiBi slopes (every implementation does, so that "
+                              "their gradient is checked) by adding each score's share into an H-element "
+                              "buffer with atomics, about 1 TFLOP/s: the ratio says nothing about attention "
+                              "speed.",
+}
+
+
 def fwdbwd_table(g, dtype):
     """Forward + backward at the largest N measured per (variant, D): attnjit (deterministic)
     and attnjit_fast, their ratios to SDPA flash and to the fastest correct anchor."""
-    body = []
+    body, notes = [], []
     for (variant, dt, mode), cells in sorted(g.items(), key=lambda kv: order_variants(VARIANTS).index(kv[0][0])
                                              if kv[0][0] in VARIANTS else 99):
         if dt != dtype or mode != "fwdbwd":
@@ -533,16 +543,21 @@ def fwdbwd_table(g, dtype):
             bi, _ = best_other(cell, among=ANCHORS)
             line = [variant, D, n, tflops_cell(cell["attnjit"]),
                     tflops_cell(cell["attnjit_fast"]) if measured(cell.get("attnjit_fast")) else "-"]
+            caveat = FWDBWD_CAVEATS.get((variant, bi))
             for other in ("sdpa_flash", bi):
                 r = ratio(cell, other) if other else None
                 line.append(f"{r:.2f}" + (f" ({SHORT[other]})" if other == bi else "") if r is not None else "-")
+            if caveat and line[-1] != "-":
+                line[-1] += " *"
+                notes += [f"\\* {variant}: {caveat}"] if f"\\* {variant}: {caveat}" not in notes else []
             body.append(line)
     if not body:
         return []
     return ["", "Forward + backward (training step; 3.5 x the forward's FLOPs; dQ, dK, dV checked against "
             "float64), TFLOP/s. `fast`: `compile(deterministic=False)`, dQ summed with atomics. Ratios are "
             "the deterministic attnjit's.", ""] + \
-        table(["variant", "D", "N", "attnjit", "fast", "/ SDPA flash", "ratio (best)"], body)
+        table(["variant", "D", "N", "attnjit", "fast", "/ SDPA flash", "ratio (best)"], body) + \
+        (["", *notes] if notes else [])
 
 
 def update_readme(path, section):
