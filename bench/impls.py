@@ -42,7 +42,7 @@ class Inputs:
                             # the latent case's w_qlat [H, D, L] and w_vup [H, L, Dv] (k, v: [B, N, L])
     variant: Variant        # the inline mods over caps
     dO: object = None       # gradient of the output (fwdbwd)
-    grad_caps: tuple = ()   # names of the captured tensors that require grad (fwdbwd): bias, slopes
+    grad_caps: tuple = ()   # names of the captured tensors that require grad (fwdbwd): bias, pair, ...
 
 
 @dataclasses.dataclass
@@ -106,7 +106,11 @@ def make_inputs(case: Case) -> Inputs:
         caps["gate"] = torch.randn(case.B, case.H, case.N, case.D, device="cuda", dtype=dt, generator=g)
         if case.variant == "msa_row":
             caps["pair"] = torch.randn(1, case.H, case.N, case.N, device="cuda", dtype=dt, generator=g)
-    trained = ("slopes", "bias", "pair", "gate", "theta", "alpha")  # the float captured tensors trained in fwdbwd
+    # The float captured tensors trained in fwdbwd. Not ALiBi's slopes: they are fixed by its
+    # definition, and a model does not train them; training them put every implementation on
+    # a path no ALiBi user takes (FlexAttention at 1 TFLOP/s, attnjit's two-pass backward for
+    # input gradients). Their gradient is checked by tests/gpu (GradKind::Alibi).
+    trained = ("bias", "pair", "gate", "theta", "alpha")
     if grad:  # every implementation gives their gradients too
         for name in trained:
             if name in caps:

@@ -5,7 +5,7 @@ For each implementation of a case, in this order:
      compile_s = build + first call (JIT, torch.compile, cuDNN plans all land here);
   2. the first call's output against the fp64 reference (reference.check); in fwdbwd mode
      also its q/k/v gradients and those of the captured tensors that require grad (a pair
-     bias, ALiBi slopes) against the fp64 reference gradients (reference.check_grads), and
+     bias, an MSA gate, ...; not ALiBi's fixed slopes) against the fp64 reference gradients (reference.check_grads), and
      ok = both pass;
   3. a second call between reset_peak_memory_stats() and max_memory_allocated():
      peak_mib = the most memory the call had allocated above what was allocated before it
