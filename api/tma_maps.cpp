@@ -1,6 +1,5 @@
 #include "api/tma_maps.h"
 
-#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <initializer_list>
@@ -40,21 +39,11 @@ TmaMap encode_tiled(const std::string& what, DType dtype, void* data, unsigned r
     return out;
 }
 
-// A 4-d map of t [B, H, N, D] (D contiguous): dims innermost first, byte strides of N, H, B.
-// A dimension of size 1 gets a stride the driver accepts (it is never stepped over). So does
-// one of size 0, described as 1 (the driver takes no 0): the backward's key-tile kernels still
-// run when Nq == 0, to write dK = dV = 0, and take maps of the empty Q and dO they never read.
+// A 4-d map of t [B, H, N, D] (tma_geometry), in boxes of 64 columns by box_rows rows.
 TmaMap encode(const char* name, const TensorView& t, DType dtype, int box_rows) {
-    const cuuint64_t esize = dtype_size(dtype);
-    auto dim_of = [&](int d) { return static_cast<cuuint64_t>(std::max<int64_t>(t.shape[d], 1)); };
-    const cuuint64_t dims[4] = {dim_of(3), dim_of(2), dim_of(1), dim_of(0)};
-    cuuint64_t strides[3];
-    cuuint64_t span = dims[0] * esize;  // the extent of the dims inside, for size-1 dims
-    for (int d = 0; d < 3; ++d) {
-        const int dim = 2 - d;  // N, H, B
-        strides[d] = t.shape[dim] <= 1 ? (span + 15) / 16 * 16 : static_cast<cuuint64_t>(t.strides[dim]) * esize;
-        span = strides[d] * dims[d + 1];
-    }
+    const TmaGeometry g = tma_geometry(t, dtype);
+    const cuuint64_t dims[4] = {g.dims[0], g.dims[1], g.dims[2], g.dims[3]};
+    const cuuint64_t strides[3] = {g.strides[0], g.strides[1], g.strides[2]};
     const cuuint32_t box[4] = {64, static_cast<cuuint32_t>(box_rows), 1, 1};
     std::ostringstream what;
     what << "argument '" << name << "' (shape [" << t.shape[0] << ", " << t.shape[1] << ", " << t.shape[2] << ", "
@@ -124,6 +113,20 @@ std::optional<std::string> why_not_readable(std::initializer_list<std::pair<cons
 }
 
 }  // namespace
+
+TmaGeometry tma_geometry(const TensorView& t, DType dtype) {
+    const unsigned long long esize = dtype_size(dtype);
+    const bool empty = t.numel() == 0;
+    auto size = [&](int d) { return empty && d != 3 ? 1ULL : static_cast<unsigned long long>(t.shape[d]); };
+    TmaGeometry g{{size(3), size(2), size(1), size(0)}, {}};
+    unsigned long long span = g.dims[0] * esize;  // the extent of the dims inside, for size-1 dims
+    for (int d = 0; d < 3; ++d) {
+        const int dim = 2 - d;  // N, H, B
+        g.strides[d] = size(dim) == 1 ? (span + 15) / 16 * 16 : static_cast<unsigned long long>(t.strides[dim]) * esize;
+        span = g.strides[d] * g.dims[d + 1];
+    }
+    return g;
+}
 
 std::optional<std::string> why_not_tma_readable(const LaunchArgs& args) {
     return why_not_readable({{"q", &args.q}, {"k", &args.k}, {"v", &args.v}});

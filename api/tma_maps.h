@@ -34,6 +34,17 @@ std::optional<std::string> why_not_tma_readable(const LaunchArgs& args, const st
 // (CompileOptions.mainloop = sm80); EnvironmentError without cuTensorMapEncodeTiled.
 ForwardTmaMaps forward_tma_maps(const KernelConfig& config, const LaunchArgs& args, const std::string& bias_tensor);
 
+// The 4-d geometry a tensor map gives t [B, H, N, D] (D contiguous): dims innermost first (D,
+// N, H, B) and the byte strides of N, H and B. A dimension of size 1 gets a stride the driver
+// accepts (it is never stepped over). An empty tensor (Nq == 0 makes Q and dO empty for the
+// backward's key-tile kernels, which still run to write dK = dV = 0 and never read them) is
+// described as one row of D: the driver takes no dimension or stride of 0.
+struct TmaGeometry {
+    unsigned long long dims[4];
+    unsigned long long strides[3];
+};
+TmaGeometry tma_geometry(const TensorView& t, DType dtype);
+
 // The same for dO too: what why_not_tma_readable says of Q, K and V, and of `d_o`.
 std::optional<std::string> why_not_tma_readable(const LaunchArgs& args, const TensorView& d_o);
 BackwardTmaMaps backward_tma_maps(const KernelConfig& config, const LaunchArgs& args, const TensorView& d_o);

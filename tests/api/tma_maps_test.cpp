@@ -45,6 +45,30 @@ TEST(BackwardTma, EmptyQueryRowsAreReadable) {
     a.q = a.o = TensorView::contiguous(nullptr, DType::bf16, {B, H, 0, D});
     EXPECT_EQ(a.q.strides[1], 0);
     EXPECT_FALSE(why_not_tma_readable(a, a.o));
+    // Described as one row of D: no dimension or stride of 0, strides multiples of 16 bytes.
+    const TmaGeometry g = tma_geometry(a.q, DType::bf16);
+    EXPECT_EQ(g.dims[0], static_cast<unsigned long long>(D));
+    for (int d = 1; d < 4; ++d) EXPECT_EQ(g.dims[d], 1u) << d;
+    for (unsigned long long s : g.strides) {
+        EXPECT_GT(s, 0u);
+        EXPECT_EQ(s % 16, 0u);
+    }
+}
+
+// The geometry of a tensor with rows: its own strides in bytes, dims innermost first; a
+// dimension of one gets the span of the dims inside it.
+TEST(ForwardTma, GeometryIsTheTensorsOwn) {
+    const TmaGeometry g = tma_geometry(bhnd(), DType::bf16);
+    EXPECT_EQ(g.dims[0], static_cast<unsigned long long>(D));
+    EXPECT_EQ(g.dims[1], static_cast<unsigned long long>(N));
+    EXPECT_EQ(g.dims[2], static_cast<unsigned long long>(H));
+    EXPECT_EQ(g.dims[3], static_cast<unsigned long long>(B));
+    EXPECT_EQ(g.strides[0], 2u * D);
+    EXPECT_EQ(g.strides[1], 2u * N * D);
+    EXPECT_EQ(g.strides[2], 2u * H * N * D);
+    TensorView one_head{nullptr, DType::bf16, {B, 1, N, D}, {N * D, 0, D, 1}};  // H = 1, stride 0
+    const TmaGeometry h = tma_geometry(one_head, DType::bf16);
+    EXPECT_EQ(h.strides[1], 2u * N * D);
 }
 
 TEST(ForwardTma, StridesOf2To40BytesAreNot) {
