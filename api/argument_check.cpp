@@ -259,7 +259,7 @@ void check_grad_args(const AttentionSpec& spec, const LaunchArgs& fwd, const Gra
     auto data_if_any = [](const TensorView& t) { return t.numel() > 0 ? t.data : nullptr; };
     const std::pair<const char*, const void*> inputs[] = {
         {"q", data_if_any(fwd.q)}, {"k", data_if_any(fwd.k)},     {"v", data_if_any(fwd.v)},
-        {"o", data_if_any(fwd.o)}, {"d_o", data_if_any(g.d_o)}, {"lse", data_if_any(*fwd.lse)}};
+        {"o", data_if_any(fwd.o)}, {"d_o", data_if_any(g.d_o)}, {"lse", fwd.lse ? data_if_any(*fwd.lse) : nullptr}};
     for (const auto& [name, t] : outputs) {
         // An empty output (Nq == 0 makes dq empty, and its contiguous strides 0) writes
         // nothing, so it overlaps nothing.
@@ -303,7 +303,7 @@ void check_grad_args(const AttentionSpec& spec, const LaunchArgs& fwd, const Gra
             user_check(t.data != data) << "argument " << arg << " is the same memory as '" << in_name
                                        << "'; pass a separate buffer";
         for (const auto& [in_name, view] : fwd.tensors)
-            user_check(t.data != view.data) << "argument " << arg << " is the same memory as captured tensor '"
+            user_check(t.data != data_if_any(view)) << "argument " << arg << " is the same memory as captured tensor '"
                                             << in_name << "', which the backward reads; pass a separate buffer";
         for (const auto& [other, u] : outputs)
             user_check(t.data != data_if_any(*u)) << "argument " << arg << " and '" << other

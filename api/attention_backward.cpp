@@ -538,8 +538,10 @@ void AttentionBackward::operator()(const LaunchArgs& fwd, const GradArgs& grads_
                 user_error << "CompileOptions.mainloop = sm90: " << *why << "; pass the tensor without the broadcast, "
                            << "or leave mainloop unset";
             // With a gate the kernels read dO * sigmoid(gate), which backward_stats wrote.
-            const TensorView d_o = gated_d_o ? TensorView::contiguous(gated_d_o->data(), fwd.o.dtype, fwd.o.shape)
-                                             : grads.d_o;
+            // (Nq == 0: nothing was written and the map is never read; the buffer is empty, null.)
+            const TensorView d_o = gated_d_o && fwd.o.numel() > 0
+                                       ? TensorView::contiguous(gated_d_o->data(), fwd.o.dtype, fwd.o.shape)
+                                       : grads.d_o;
             maps = api::backward_tma_maps(kernel.config, fwd, d_o);
         }
         kernel.launch(grid,
@@ -643,6 +645,7 @@ void check_input_grad_args(const LaunchArgs& fwd, const GradArgs& g,
         bool empty = false;
         for (int64_t d : t.shape) empty = empty || d == 0;
         user_check(empty || t.data != nullptr) << what << " has a null data pointer";
+        if (empty) continue;  // written nowhere: no stride or memory to share
         for (size_t d = 0; d < t.shape.size(); ++d) {
             if (t.shape[d] <= 1) continue;
             user_check(t.strides[d] != 0 || in.strides[d] == 0)
@@ -652,9 +655,9 @@ void check_input_grad_args(const LaunchArgs& fwd, const GradArgs& g,
                    "sum over the dimension)";
         }
         for (const auto* out : {&g.dq, &g.dk, &g.dv, &g.d_o})
-            user_check(t.data == nullptr || t.data != out->data)
+            user_check(out->numel() == 0 || t.data != out->data)
                 << what << " is the same memory as another gradient argument; pass a separate buffer";
-        user_check(t.data == nullptr || t.data != in.data)
+        user_check(in.numel() == 0 || t.data != in.data)
             << what << " is the same memory as captured tensor '" << o.name << "'; pass a separate buffer";
     }
 }

@@ -146,12 +146,14 @@ def test_readme_fwdbwd_table():
 
 def test_readme_fwdbwd_caveat():
     # ALiBi's fwd+bwd beside a FlexAttention slowed by its slopes' gradient: marked, and said once.
-    rows = [row("attnjit", "alibi_causal", N, 250, mode="fwdbwd") for N in (4096, 16384)]
-    rows += [row("flex", "alibi_causal", N, 1.0, mode="fwdbwd", dslopes_max_err=1.0) for N in (4096, 16384)]
+    rows = [row("attnjit", "alibi_causal", N, 250, mode="fwdbwd", D=D) for N in (4096, 16384) for D in (64, 128)]
+    rows += [row("flex", "alibi_causal", N, 1.0, mode="fwdbwd", dslopes_max_err=1.0, D=D)
+             for N in (4096, 16384) for D in (64, 128)]
     rows += [row("attnjit", "softcap_causal", 16384, 380, mode="fwdbwd"),
              row("flex", "softcap_causal", 16384, 195, mode="fwdbwd")]
     sec = "\n".join(report.readme_section(rows, "x.md"))
     assert "| alibi_causal | 128 | 16384 | 250 | - | - | 250.00 (flex) * |" in sec
+    assert "| alibi_causal | 64 | 16384 | 250 | - | - | 250.00 (flex) * |" in sec  # two rows, one note
     assert "| softcap_causal | 128 | 16384 | 380 | - | - | 1.95 (flex) |" in sec
     assert sec.count("\\* alibi_causal: the ALiBi slopes were trained in this run") == 1
     # Fixed slopes (the harness since): no mark, no note.

@@ -463,6 +463,17 @@ TEST(InputGradArgs, MissingWrongAndExtraOutputsAreUserErrors) {
     EXPECT_USER_ERROR(check_input_grad_args(c.args, g, valid_outputs()), "is the same memory as another gradient");
 }
 
+// Nq == 0: the bias [B, Hq, Nq, Nk] and its gradient are empty, their contiguous strides 0,
+// and an allocator may give them any address, even dq's: nothing is written, nothing shared.
+TEST(InputGradArgs, EmptyGradientsPass) {
+    Case c = valid();
+    c.args.tensors["bias"] = view(5, DType::f32, {B, Hq, 0, Nk});
+    GradArgs g = valid_input_grads();
+    g.dq = view(6, DType::f16, {B, Hq, 0, D});
+    g.grads["bias"] = view(6, DType::f32, {B, Hq, 0, Nk});
+    EXPECT_NO_THROW(check_input_grad_args(c.args, g, valid_outputs()));
+}
+
 // A broadcast tensor (stride 0) takes a gradient with stride 0 there (the sum) or a real
 // stride (each index's own, as autograd wants for an expanded tensor).
 TEST(InputGradArgs, BroadcastTensorTakesEitherGradient) {
