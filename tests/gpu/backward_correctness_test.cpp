@@ -203,11 +203,12 @@ std::vector<Case> backward_matrix() {
     // No queries: dK and dV are zeros. The key-tile kernels still run; their step cursor must
     // end at once (f32: the simt kernels, d256: sm80 backward_fused in column halves, bf16 /
     // f16 d64 and d128: the sm90 backward_dkdv on Hopper, with tensor maps of the empty Q and
-    // dO; a mask that classifies and one that does not).
+    // dO, the gated one's too; a mask that classifies and one that does not).
     cases.push_back(make_case(Mod::Plain, DType::f32, 64, {1, 2, 2, 0, 255}));
     cases.push_back(make_case(Mod::SlidingWindow, DType::bf16, 256, {1, 2, 1, 0, 255}));
     cases.push_back(make_case(Mod::Plain, DType::bf16, 128, {2, 4, 2, 0, 255}));
     cases.push_back(make_case(Mod::CausalBottomRight, DType::f16, 64, {1, 2, 1, 0, 130}));
+    cases.push_back(with_gate(make_case(Mod::Plain, DType::bf16, 128, {1, 2, 2, 0, 200})));  // its dO map
     // Attention sinks (d sinks too): every dtype with ragged GQA and rows that keep no key
     // (their LSE is the sink: they still add to d sinks), a score_mod, sinks in bf16 / f16,
     // d256 (backward_fused in column halves), [B, N, H, D].
@@ -245,6 +246,26 @@ TEST(BackwardMatrix, SinksCasesRunOnTheHostReference) {
         for (double x : ref.forward.lse.data) EXPECT_FALSE(std::isnan(x)) << c.name();
     }
     EXPECT_GE(cases, 8);
+}
+
+// Needs no GPU: the Nq == 0 cases of the matrix build on the host and their reference gives
+// dK = dV = 0 (what the key-tile kernels must write), with an empty gate gradient where gated.
+TEST(BackwardMatrix, EmptyQueryCasesRunOnTheHostReference) {
+    int cases = 0;
+    for (const Case& c : backward_matrix()) {
+        if (c.nq != 0) continue;
+        ++cases;
+        const Problem p = make_problem(c, false);
+        HostTensor d_o(c.dtype, {c.batch, c.hq, c.nq, c.dv});
+        std::set<std::string> wanted;
+        if (c.gate) wanted.insert("gate");
+        const reference::BackwardResult ref = reference::backward(p.spec, p.in, d_o, wanted);
+        ASSERT_FALSE(ref.dk.data.empty()) << c.name();
+        for (double x : ref.dk.data) EXPECT_EQ(x, 0.0) << c.name();
+        for (double x : ref.dv.data) EXPECT_EQ(x, 0.0) << c.name();
+        if (c.gate) EXPECT_TRUE(ref.dtensors.at("gate").data.empty()) << c.name();
+    }
+    EXPECT_GE(cases, 5);
 }
 
 class Backward : public ::testing::TestWithParam<Case> {};
