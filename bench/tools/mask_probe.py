@@ -12,6 +12,10 @@ Rows (TFLOP/s over the kept (i, j) pairs only, like the harness):
   doc_aligned  equal documents on 128-key boundaries: no partial tile
   blocks       (i // L) == (j // L), the aligned documents' mask by arithmetic: classify reads nothing
   doc_sm80     the harness's documents on the sm80 loop
+  doc_fast, doc_one_fast
+               the same masks with deterministic=False: the fused backward (dQ by atomics)
+               in place of the two-pass one a mask that reads memory takes, so the fwd+bwd
+               rows show what the two passes cost
 """
 import argparse
 import os
@@ -52,14 +56,18 @@ def main():
                 ("doc_one", doc_mask(docs["doc_one"]), docs["doc_one"], None),
                 ("doc_aligned", doc_mask(docs["doc_aligned"]), docs["doc_aligned"], None),
                 ("blocks", block_mask(aligned_len), docs["doc_aligned"], None),
-                ("doc_sm80", doc_mask(docs["doc"]), docs["doc"], "sm80")]
+                ("doc_sm80", doc_mask(docs["doc"]), docs["doc"], "sm80"),
+                ("doc_fast", doc_mask(docs["doc"]), docs["doc"], None),
+                ("doc_one_fast", doc_mask(docs["doc_one"]), docs["doc_one"], None)]
         for name, mask, doc, mainloop in rows:
             keep = None if doc is None else (doc[:, :, None] == doc[:, None, :])[:, None]  # [B, 1, N, N]
             frac = 1.0 if keep is None else keep.float().mean().item()
             for mode in a.mode.split(","):
+                if name.endswith("_fast") and mode == "fwd":
+                    continue  # the same forward as without _fast
                 flops = 4 * B * H * N * N * D * frac * (3.5 if mode == "fwdbwd" else 1.0)
                 try:
-                    fn = attnjit.compile(mask=mask, mainloop=mainloop)
+                    fn = attnjit.compile(mask=mask, mainloop=mainloop, deterministic=not name.endswith("_fast"))
                     qq, kk, vv = (t.detach().requires_grad_(mode == "fwdbwd") for t in (q, k, v))
                     out = fn(qq, kk, vv)
                     ref = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=keep)
