@@ -292,13 +292,13 @@ void check_grad_args(const AttentionSpec& spec, const LaunchArgs& fwd, const Gra
                                      << what << " has its dtype, " << dtype_name(dtype);
         user_check(t.shape == shape) << "argument " << arg << " has shape " << shape_str(t.shape) << " but must be "
                                      << shape_text << " = " << shape_str(shape);
-        for (size_t d = 0; d < shape.size() && t.numel() > 0; ++d)
+        user_check(reinterpret_cast<uintptr_t>(t.data) % dtype_size(t.dtype) == 0)
+            << "argument " << arg << " is not aligned to its element size";
+        if (t.numel() == 0) return;  // writes nothing: overlaps nothing (as dq above)
+        for (size_t d = 0; d < shape.size(); ++d)
             user_check(t.strides[d] != 0 || t.shape[d] <= 1)
                 << "argument " << arg << " has stride 0" << (shape.size() > 1 ? " in dimension " + std::to_string(d) : "")
                 << "; outputs must not overlap";
-        user_check(reinterpret_cast<uintptr_t>(t.data) % dtype_size(t.dtype) == 0)
-            << "argument " << arg << " is not aligned to its element size";
-        if (t.numel() == 0) return;  // writes nothing: overlaps nothing (see the loop above)
         for (const auto& [in_name, data] : inputs)
             user_check(t.data != data) << "argument " << arg << " is the same memory as '" << in_name
                                        << "'; pass a separate buffer";

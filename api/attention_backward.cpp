@@ -642,8 +642,7 @@ void check_input_grad_args(const LaunchArgs& fwd, const GradArgs& g,
         user_check(t.shape == in.shape && t.strides.size() == t.shape.size())
             << what << " must have the shape of captured tensor '" << o.name << "' (rank " << in.shape.size()
             << ", the same sizes); got rank " << t.shape.size();
-        bool empty = false;
-        for (int64_t d : t.shape) empty = empty || d == 0;
+        const bool empty = t.numel() == 0;
         user_check(empty || t.data != nullptr) << what << " has a null data pointer";
         if (empty) continue;  // written nowhere: no stride or memory to share
         for (size_t d = 0; d < t.shape.size(); ++d) {
