@@ -13,6 +13,7 @@
 // of only NaNs returns lo = +inf, hi = -inf.
 #pragma once
 
+#include "attnjit/common/range_read.cuh"
 #include "attnjit/common/types.cuh"
 
 namespace attnjit {
@@ -120,20 +121,19 @@ struct BlockCtx {
 };
 
 // The Ctx of a classify() that one thread runs alone for a tile of its own (the batched
-// cursor of kv_schedule.cuh): the same ranges, read serially, with no collectives. The
-// unrolled loop keeps several loads in flight; the query-side range is the same for every
-// thread of a CTA, so its loads hit L1 after the first.
+// cursor of kv_schedule.cuh): the same ranges, read serially, with no collectives, 16 bytes
+// a load where the range is contiguous (range_read.cuh); the query-side range is the same for
+// every thread of a CTA, so its loads hit L1 after the first.
 struct ThreadCtx {
     template <class T>
     __device__ IntRange int_range(const T* base, long long stride, int first, int last) const {
         const long long kMax = 0x7fffffffffffffffLL;
         long long lo = kMax, hi = -kMax;
-#pragma unroll 8
-        for (int i = first; i <= last; ++i) {
-            const long long v = to_int(base[(long long)i * stride]);  // int32, as the point loads read it
+        fold_range(base, stride, first, last, [&](const T& x) {
+            const long long v = to_int(x);  // int32, as the point loads read it
             lo = v < lo ? v : lo;
             hi = v > hi ? v : hi;
-        }
+        });
         return IntRange{lo, hi};
     }
 
@@ -141,12 +141,11 @@ struct ThreadCtx {
     __device__ FloatRange float_range(const T* base, long long stride, int first, int last) const {
         const float kInf = bits_to_float(0x7f800000u);
         float lo = kInf, hi = -kInf;
-#pragma unroll 8
-        for (int i = first; i <= last; ++i) {
-            const float v = to_float(base[(long long)i * stride]);
+        fold_range(base, stride, first, last, [&](const T& x) {
+            const float v = to_float(x);
             lo = v < lo ? v : lo;  // NaN compares false: ignored
             hi = v > hi ? v : hi;
-        }
+        });
         return FloatRange{lo, hi};
     }
 };

@@ -22,8 +22,10 @@
 // rejects unannotated functions unless -default-device is given).
 #if defined(__CUDACC__) || defined(__CUDACC_RTC__)
 #define ATTNJIT_HD __host__ __device__
+#define ATTNJIT_HD_INLINE ATTNJIT_HD __forceinline__
 #else
 #define ATTNJIT_HD
+#define ATTNJIT_HD_INLINE inline
 #endif
 
 namespace attnjit {

@@ -6,13 +6,7 @@
 // Host and device alike (tests/codegen/skipped_runs_test.cpp runs them on the host).
 #pragma once
 
-#include "attnjit/common/kernel_config.h"  // ATTNJIT_HD
-
-#if defined(__CUDACC__) || defined(__CUDACC_RTC__)
-#define ATTNJIT_HD_INLINE ATTNJIT_HD __forceinline__
-#else
-#define ATTNJIT_HD_INLINE inline
-#endif
+#include "attnjit/common/kernel_config.h"  // ATTNJIT_HD_INLINE
 
 namespace attnjit {
 
