@@ -20,8 +20,11 @@
 
 namespace attnjit {
 
-struct alignas(16) Bytes16 {
-    unsigned words[4];
+// 16 bytes of elements, loaded at once: an aggregate of T may alias T, so reading the elements
+// out of it is well defined (a byte buffer read back as T would not be).
+template <class T>
+struct alignas(16) Chunk16 {
+    T e[16 / sizeof(T)];
 };
 
 // Calls fold(base[i * stride]) once for each i in [first, last], in no promised order; nothing
@@ -40,13 +43,12 @@ ATTNJIT_UNROLL(8)
     int i = first;
     for (; i <= last && (reinterpret_cast<unsigned long long>(base + i) & 15) != 0; ++i) fold(base[i]);
     const int loads = i <= last ? (last + 1 - i) / kPerLoad : 0;
-    const Bytes16* v = reinterpret_cast<const Bytes16*>(base + i);
+    const Chunk16<T>* v = reinterpret_cast<const Chunk16<T>*>(base + i);
 ATTNJIT_UNROLL(4)
     for (int j = 0; j < loads; ++j) {
-        const Bytes16 chunk = v[j];
-        const T* e = reinterpret_cast<const T*>(chunk.words);
+        const Chunk16<T> chunk = v[j];
 ATTNJIT_UNROLL()
-        for (int t = 0; t < kPerLoad; ++t) fold(e[t]);
+        for (int t = 0; t < kPerLoad; ++t) fold(chunk.e[t]);
     }
     for (i += loads * kPerLoad; i <= last; ++i) fold(base[i]);
 }
