@@ -43,6 +43,31 @@ void check_values(int elements) {
     }
 }
 
+// Every short range near the start, where the aligned head, the 16-byte body and the tail
+// take turns (a range of 0 to 40 elements from each of the first 40).
+template <class T>
+void check_short_ranges() {
+    alignas(16) static unsigned char storage[1024];
+    T* base = reinterpret_cast<T*>(storage);
+    for (int e = 0; e < 100; ++e) base[e] = static_cast<T>(e);
+    for (int first = 0; first < 40; ++first)
+        for (int last = first - 1; last < first + 40; ++last) {
+            std::vector<int> count(100, 0);
+            fold_range(base, 1, first, last, [&](const T& x) { ++count[static_cast<int>(x)]; });
+            for (int e = 0; e < 100; ++e)
+                ASSERT_EQ(count[e], e >= first && e <= last ? 1 : 0)
+                    << "element " << e << ", range [" << first << ", " << last << "], element size " << sizeof(T);
+        }
+}
+
+TEST(FoldRange, EveryShortRange) {
+    check_short_ranges<int>();
+    check_short_ranges<long long>();
+    check_short_ranges<std::uint16_t>();
+    check_short_ranges<unsigned char>();
+    check_short_ranges<float>();
+}
+
 TEST(FoldRange, EveryElementOnceForEachSizeAndAlignment) {
     check_values<int>(700);
     check_values<long long>(700);
