@@ -79,7 +79,7 @@ CompileOptions with_options(const dsl::AttentionSpec& spec, const attnjit_compil
         // That loop's default tile; unforced, a warp count other than the sm90 loop's means sm80.
         // A backward's tile is its sm80 kernels' (the sm90 one takes its own).
         std::optional<MainloopKind> loop = kind == KernelKind::forward ? o.mainloop : std::nullopt;
-        if (!loop && kind == KernelKind::forward && c->warps != 0 && c->warps != kSm90Warps &&
+        if (!loop && kind == KernelKind::forward && c->warps != 0 && !is_sm90_forward_warps(c->warps) &&
             codegen::elem_kind(spec.dtype()) != ElemKind::f32)
             loop = MainloopKind::sm80;
         TileConfig t = codegen::make_config(spec, kind, arch, std::nullopt, loop).tile;

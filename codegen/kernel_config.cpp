@@ -162,9 +162,9 @@ KernelConfig make_config(const dsl::AttentionSpec& spec, KernelKind kind, const 
             << "CompileOptions.mainloop = sm80 for " << spec << ": the sm80 loop takes f16 or bf16 (f32 runs on the "
             << "simt loop); leave CompileOptions.mainloop unset";
     }
-    // Unforced, a tile of another loop's shape (not 12 warps) keeps the sm80 loop it was made for.
+    // Unforced, a tile of another loop's shape (not 12 or 16 warps) keeps the sm80 loop it was made for.
     const bool use_sm90 = mainloop ? *mainloop == MainloopKind::sm90
-                                   : kind == KernelKind::forward && sm90_fits && (!tile || tile->warps == kSm90Warps);
+                                   : kind == KernelKind::forward && sm90_fits && (!tile || is_sm90_forward_warps(tile->warps));
     if (use_sm90) c = sm90;
     if (tile) c.tile = *tile;
     c.bias_tile = stages_bias && c.latent == 0 && c.tile.block_n % 32 == 0;
@@ -175,7 +175,7 @@ KernelConfig make_config(const dsl::AttentionSpec& spec, KernelKind kind, const 
 std::vector<KernelConfig> candidate_configs(const dsl::AttentionSpec& spec, KernelKind kind, const std::string& arch,
                                             const std::optional<MainloopKind>& mainloop) {
     std::vector<KernelConfig> out{make_config(spec, kind, arch, std::nullopt, mainloop)};
-    for (int block_m : {16, 32, 64, 128, 256})
+    for (int block_m : {16, 32, 64, 128, 192, 256})
         for (int block_n : {32, 64, 96, 128, 192, 256})
             for (int warps : {1, 2, 4, 8, 12, 16})
                 for (int stages : {1, 2, 3, 4}) {

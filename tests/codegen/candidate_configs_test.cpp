@@ -69,6 +69,12 @@ TEST(CandidateConfigs, ListBothForwardLoopsOnSm90a) {
     EXPECT_TRUE(has(TileConfig{128, 128, kSm90Warps, 2}));
     EXPECT_TRUE(has(TileConfig{128, 128, kSm90Warps, 3}));
     EXPECT_FALSE(has(TileConfig{128, 128, kSm90Warps, 4}));
+    EXPECT_FALSE(has(TileConfig{192, 128, 16, 2}));  // three consumers: tile head dims of 64 only
+    const auto d64 = candidate_configs(example_spec("causal", DType::bf16, 64), KernelKind::forward, "sm_90a");
+    EXPECT_EQ(d64.front().tile, (TileConfig{192, 128, 16, 2}));
+    EXPECT_TRUE(std::any_of(d64.begin(), d64.end(), [](const KernelConfig& c) {
+        return c.mainloop == MainloopKind::sm90 && c.tile == TileConfig{128, 128, kSm90Warps, 2};
+    }));
     EXPECT_FALSE(has_mainloop(candidate_configs(causal, KernelKind::forward, "sm_80"), MainloopKind::sm90));
     EXPECT_FALSE(has_mainloop(candidate_configs(causal, KernelKind::forward, "sm_90"), MainloopKind::sm90));
     // Forced: only that loop.

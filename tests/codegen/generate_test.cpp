@@ -85,6 +85,12 @@ TEST(Generate, Sm90LoopIsTheDefaultOnSm90a) {
     EXPECT_EQ(c.tile, (TileConfig{128, 128, kSm90Warps, 2}));
     const KernelSource k = testing::forward_source(causal, std::nullopt, "sm_90a");
     EXPECT_EQ(k.threads, 384);
+    // At tile head dims of 64 a third consumer warpgroup: 192 query rows, 16 warps.
+    const auto d64 = example_spec("causal", DType::bf16, 64);
+    EXPECT_EQ(make_config(d64, KernelKind::forward, "sm_90a").tile, (TileConfig{192, 128, 16, 2}));
+    EXPECT_EQ(testing::forward_source(d64, std::nullopt, "sm_90a").threads, 512);
+    EXPECT_EQ(make_config(example_spec("causal", DType::bf16, 104), KernelKind::forward, "sm_90a").tile,
+              (TileConfig{128, 128, kSm90Warps, 2}));
     EXPECT_NE(k.source.find("__launch_bounds__(Traits::kThreads, 1)"), std::string::npos);
     EXPECT_NE(k.source.find("const __grid_constant__ attnjit::ForwardTmaMaps maps"), std::string::npos);
     EXPECT_EQ(make_config(causal, KernelKind::forward, "sm_90a", std::nullopt, MainloopKind::sm80).mainloop,

@@ -228,8 +228,13 @@ ATTNJIT_HD constexpr int min_sm(MainloopKind m) {
 ATTNJIT_HD constexpr bool runs_on(MainloopKind m, int sm) { return m == MainloopKind::sm90 ? sm == 90 : sm >= min_sm(m); }
 
 // The sm90 forward: a producer warpgroup and two consumer warpgroups of 64 query rows, tile head
-// dims of whole 64-column swizzle blocks (64, 128, 256; others run on the sm80 loop).
+// dims of whole 64-column swizzle blocks (64, 128, 256; others run on the sm80 loop). At tile
+// head dims of 64 a third consumer warpgroup (192 query rows, 16 warps) fits the registers:
+// there a tile's softmax weighs twice as much against its products as at 128, and a third
+// warpgroup keeps the tensor cores fed while two of them run it (FlashAttention-3's choice).
 constexpr int kSm90Warps = 12;
+ATTNJIT_HD constexpr int sm90_forward_warps(int block_m) { return 4 * (1 + block_m / 64); }
+ATTNJIT_HD constexpr bool is_sm90_forward_warps(int warps) { return warps == kSm90Warps || warps == sm90_forward_warps(192); }
 ATTNJIT_HD constexpr bool sm90_head_dims(int dqk, int dv) {
     return tile_head_dim(dqk) % 64 == 0 && tile_head_dim(dv) % 64 == 0 && tile_head_dim(dqk) <= 256 &&
            tile_head_dim(dv) <= 256;
@@ -525,9 +530,12 @@ ATTNJIT_HD constexpr const char* why_config_invalid(const KernelConfig& c) {
             return "the sm90 main loop has no structural modifiers (score_conv, recip_band, latent: sm80)";
         if (!sm90_head_dims(c.head_dim_qk, c.head_dim_v))
             return "the sm90 main loop takes head dims of 33-64, 97-128 and 129-256 (tiles of whole 64-column blocks)";
-        if (t.block_m != 128 || t.warps != kSm90Warps)
-            return "sm90: block_m 128 with 12 warps (a producer and two consumer warpgroups)";
+        if ((t.block_m != 128 && t.block_m != 192) || t.warps != sm90_forward_warps(t.block_m))
+            return "sm90: block_m 128 with 12 warps or 192 with 16 (a producer and a consumer warpgroup a 64 query rows)";
         if (t.block_n % 64 != 0 || t.block_n > 128) return "sm90: block_n 64 or 128";
+        // Three consumers have 160 registers a thread, not 240: S, P and O of 128 keys at 64 columns.
+        if (t.block_m == 192 && (tile_head_dim(c.head_dim_qk) > 64 || tile_head_dim(c.head_dim_v) > 64))
+            return "sm90: block_m 192 (three consumer warpgroups of 160 registers) at tile head dims of 64 only";
         // S (block_n / 2), O (dv / 2) and P (block_n / 4) registers a thread, of 240: 64 + 64 + 32
         // at d128; 128 keys beside V at 256 (224) would leave too few for the rest.
         if (t.block_n / 2 + tile_head_dim(c.head_dim_v) / 2 > 160)
@@ -692,8 +700,9 @@ ATTNJIT_HD constexpr TileConfig default_latent_tile(KernelConfig c, int sm) {
     return latent_col_split(c.latent) > 1 ? first_fitting_tile(c, sm, wide) : first_fitting_tile(c, sm, tiles);
 }
 
-// The sm90 loop's tile (c: its kind, element type and head dims). The forward's: 128 query rows (two
-// consumer warpgroups), two stages, 128 keys a step (162 KiB at d128), else 64 (a tile head
+// The sm90 loop's tile (c: its kind, element type and head dims). The forward's: 192 query rows
+// (three consumer warpgroups) at tile head dims of 64, else 128 (two), two stages, 128 keys a
+// step (162 KiB at d128), else 64 (a tile head
 // dim of V of 256, whose O takes 128 registers a thread; or Q/K at 256 beside V at 128, whose
 // 128-key stages would need 258 KiB): the first valid on sm_90a, else the last (which
 // make_config then leaves to the sm80 loop).
@@ -701,7 +710,8 @@ ATTNJIT_HD constexpr TileConfig default_latent_tile(KernelConfig c, int sm) {
 ATTNJIT_HD constexpr TileConfig default_sm90_tile(KernelConfig c) {
     c.mainloop = MainloopKind::sm90;
     if (owns_keys(c.kind)) return TileConfig{64, 128, kSm90Warps, 2};
-    const TileConfig tiles[] = {TileConfig{128, 128, kSm90Warps, 2}, TileConfig{128, 64, kSm90Warps, 2}};
+    const TileConfig tiles[] = {TileConfig{192, 128, sm90_forward_warps(192), 2}, TileConfig{128, 128, kSm90Warps, 2},
+                                TileConfig{128, 64, kSm90Warps, 2}};
     for (const TileConfig& t : tiles) {
         c.tile = t;
         if (why_config_invalid_on(c, 90) == nullptr) return t;

@@ -5,11 +5,11 @@
 //     lane 0 issues the bulk tensor copies (TMA) of Q once and of K and V per tile into a ring
 //     of kStages shared-memory stages, each completing on an mbarrier; the tile's index and
 //     class travel with it in a small ring beside the barriers. The other three warps leave.
-//   warpgroups 1 and 2, the consumers: 64 query rows each. Per tile j a consumer issues
+//   warpgroups 1 and 2 (and 3 with 192 query rows), the consumers: 64 query rows each. Per tile j a consumer issues
 //     S_j = Q K_j^T (both operands in shared memory) and O += P_{j-1} V_{j-1} (P from registers)
 //     on wgmma together; it hands K_j's buffer back once the scores are in, runs the hooks
 //     (common/score_hooks.cuh) and the online softmax (common/online_softmax.cuh) on S_j while
-//     P V is in flight, then rescales O and hands V_{j-1}'s buffer back. The two consumers take
+//     P V is in flight, then rescales O and hands V_{j-1}'s buffer back. The consumers take
 //     turns to issue their products (ping-pong, named barriers), so one's softmax runs while
 //     the other's products hold the tensor cores. Each consumer's accumulators are the mma.sync
 //     C layout of its four warps (MmaCLayout with kMF = 1, counted from warp 4), so the hooks,
@@ -83,7 +83,9 @@ struct Mainloop {
     static constexpr int kQFull = 0, kQEmpty = 8, kKFull = 16, kVFull = kKFull + 8 * S, kKEmpty = kVFull + 8 * S,
                          kVEmpty = kKEmpty + 8 * S, kBFull = kVEmpty + 8 * S, kBEmpty = kBFull + 8 * S;
     static constexpr int kRingOff = kBEmpty + 8 * S, kScratchOff = 512, kItemOff = kScratchOff + 64;
-    static constexpr int kProducerRegs = 24, kConsumerRegs = 240;
+    // Two consumers: 240 registers each, the producer 24 (24 + 2 x 240 <= 3 x 168). Three: 160
+    // each and the producer 32 (32 + 3 x 160 = 4 x 128), FlashAttention-3's split.
+    static constexpr int kProducerRegs = kConsumers == 2 ? 24 : 32, kConsumerRegs = kConsumers == 2 ? 240 : 160;
     // Named barriers: 1 is the producer warp's classify (BlockCtx), kTurnBarrier + c consumer c's
     // turn to issue products (ping-pong).
     static constexpr int kTurnBarrier = 2;
@@ -94,7 +96,8 @@ struct Mainloop {
                                                         kDqkReal, kDvReal, TileConfig{BM, BN, kThreads / 32, S},
                                                         false, kBias}),
                   "sm90::Mainloop shared-memory layout disagrees with smem_bytes in common/kernel_config.h");
-    static_assert(BM == 128, "two consumer warpgroups of 64 rows");
+    static_assert(BM == 128 || (BM == 192 && DQK == 64 && DV == 64),
+                  "two consumer warpgroups of 64 rows, or three at tile head dims of 64 (160 registers each)");
     static_assert(DQK % 64 == 0 && DV % 64 == 0, "tile head dims of whole 64-column swizzle blocks");
     static_assert(BN % 16 == 0 && BN <= 256, "block_n: a multiple of 16, at most 256 (one wgmma's N)");
     static_assert(S >= 2, "a consumer holds tile j-1's stage while it waits for tile j's: two stages at least");
@@ -292,8 +295,9 @@ struct Mainloop {
                 hooks.template apply<BN>(p, hd, sl, s, tile * BN, cls);
             }
         };
-        auto wait_turn = [&] { named_sync(kTurnBarrier + wg, 128 * kConsumers); };
-        auto pass_turn = [&] { named_arrive(kTurnBarrier + (wg + 1) % kConsumers, 128 * kConsumers); };
+        // Each turn's rendezvous: the waiting warpgroup and the one passing it on (whatever kConsumers).
+        auto wait_turn = [&] { named_sync(kTurnBarrier + wg, 2 * 128); };
+        auto pass_turn = [&] { named_arrive(kTurnBarrier + (wg + 1) % kConsumers, 2 * 128); };
         if (wg == kConsumers - 1) pass_turn();
 
         RingPos<S> pos;  // as the producer's: the consumers see every tile and end marker
