@@ -111,7 +111,7 @@ TEST(Generate, Sm90LoopIsTheDefaultOnSm90a) {
                       "the sm90 main loop runs the forward on sm_90a");
     KernelConfig wrong = c;
     wrong.tile.block_n = 96;
-    EXPECT_USER_ERROR(check_config(wrong, "sm_90a"), "sm90: block_n 64 or 128");
+    EXPECT_USER_ERROR(check_config(wrong, "sm_90a"), "sm90: block_n 64, 80, 128 or 176");
     EXPECT_USER_ERROR(check_config(c, "sm_100"), "needs the sm_90a target");
 }
 
@@ -130,7 +130,7 @@ TEST(Generate, EveryHeadDimPairHasAForwardOnSm90a) {
             }
     const KernelConfig wide = make_config(AttentionSpec().dtype(DType::bf16).head_dims(256, 128), KernelKind::forward,
                                           "sm_90a");
-    EXPECT_EQ(wide.tile, (TileConfig{128, 64, kSm90Warps, 2}));  // 128-key stages would need 258 KiB
+    EXPECT_EQ(wide.tile, (TileConfig{128, 80, kSm90Warps, 2}));  // 128-key stages would need 258 KiB
 }
 
 TEST(Generate, DefaultConfigComesFromKernelConfig) {

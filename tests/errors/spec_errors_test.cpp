@@ -113,10 +113,10 @@ TEST(SpecErrors, FacadeRejectsTheSm90LoopWhereItCannotRun) {
     EXPECT_USER_ERROR(Attention(AttentionSpec().dtype(DType::bf16).head_dim(128), o), "sm90: stages 2 to 4");
     o.tile = TileConfig{128, 128, 12, 2};  // 128 keys beside V at 256: too many registers
     EXPECT_USER_ERROR(Attention(AttentionSpec().dtype(DType::bf16).head_dims(64, 256), o),
-                      "sm90: block_n + the tile head dim of V at most 320");
+                      "sm90: block_n + the tile head dim of V at most 368");
     o.tile = TileConfig{192, 128, 16, 2};  // three consumers' 160 registers: tile head dims of 64 only
     EXPECT_USER_ERROR(Attention(AttentionSpec().dtype(DType::bf16).head_dim(128), o),
-                      "sm90: block_m 192 (three consumer warpgroups of 160 registers) at tile head dims of 64 only");
+                      "sm90: block_m 192 (three consumer warpgroups of 160 registers) at tile head dims of 64");
     o.tile = TileConfig{192, 128, 12, 2};
     EXPECT_USER_ERROR(Attention(AttentionSpec().dtype(DType::bf16).head_dim(64), o), "sm90: block_m 128 with 12 warps or 192 with 16");
     CompileOptions sm80;

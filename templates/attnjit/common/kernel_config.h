@@ -532,14 +532,20 @@ ATTNJIT_HD constexpr const char* why_config_invalid(const KernelConfig& c) {
             return "the sm90 main loop takes head dims of 33-64, 97-128 and 129-256 (tiles of whole 64-column blocks)";
         if ((t.block_m != 128 && t.block_m != 192) || t.warps != sm90_forward_warps(t.block_m))
             return "sm90: block_m 128 with 12 warps or 192 with 16 (a producer and a consumer warpgroup a 64 query rows)";
-        if (t.block_n % 64 != 0 || t.block_n > 128) return "sm90: block_n 64 or 128";
+        // FlashAttention-3's tiles: 176 keys at head dim 128 (a tile's softmax over more keys), 80 at 256.
+        if (t.block_n != 64 && t.block_n != 80 && t.block_n != 128 && t.block_n != 176)
+            return "sm90: block_n 64, 80, 128 or 176";
+        if (c.bias_tile && t.block_n % 64 != 0) return "sm90: the staged bias tile takes block_n 64 or 128 (boxes of 64 keys)";
         // Three consumers have 160 registers a thread, not 240: S, P and O of 128 keys at 64 columns.
-        if (t.block_m == 192 && (tile_head_dim(c.head_dim_qk) > 64 || tile_head_dim(c.head_dim_v) > 64))
-            return "sm90: block_m 192 (three consumer warpgroups of 160 registers) at tile head dims of 64 only";
+        if (t.block_m == 192 &&
+            (tile_head_dim(c.head_dim_qk) > 64 || tile_head_dim(c.head_dim_v) > 64 || t.block_n > 128))
+            return "sm90: block_m 192 (three consumer warpgroups of 160 registers) at tile head dims of 64 and block_n up "
+                   "to 128 only";
         // S (block_n / 2), O (dv / 2) and P (block_n / 4) registers a thread, of 240: 64 + 64 + 32
-        // at d128; 128 keys beside V at 256 (224) would leave too few for the rest.
-        if (t.block_n / 2 + tile_head_dim(c.head_dim_v) / 2 > 160)
-            return "sm90: block_n + the tile head dim of V at most 320 (the consumers' S, O and P registers)";
+        // at d128, 88 + 64 + 44 with 176 keys, 40 + 128 + 20 with 80 keys beside V at 256 (a few
+        // bytes of spills); 128 keys beside V at 256 (64 + 128 + 32) would leave too few for the rest.
+        if (t.block_n / 2 + tile_head_dim(c.head_dim_v) / 2 > 184)
+            return "sm90: block_n + the tile head dim of V at most 368 (the consumers' S, O and P registers)";
         if (t.stages < 2 || t.stages > 4) return "sm90: stages 2 to 4 (a consumer holds one stage while it waits for the next)";
     } else if (c.mainloop == MainloopKind::sm80) {
         if (c.elem == ElemKind::f32) return "the sm80 main loop takes f16 or bf16 only";
@@ -702,16 +708,16 @@ ATTNJIT_HD constexpr TileConfig default_latent_tile(KernelConfig c, int sm) {
 
 // The sm90 loop's tile (c: its kind, element type and head dims). The forward's: 192 query rows
 // (three consumer warpgroups) at tile head dims of 64, else 128 (two), two stages, 128 keys a
-// step (162 KiB at d128), else 64 (a tile head
-// dim of V of 256, whose O takes 128 registers a thread; or Q/K at 256 beside V at 128, whose
-// 128-key stages would need 258 KiB): the first valid on sm_90a, else the last (which
-// make_config then leaves to the sm80 loop).
+// step (162 KiB at d128); else 80 (a tile head dim of V of 256, whose O takes 128 registers a
+// thread; or Q/K at 256 beside V at 128, whose 128-key stages would need 258 KiB: FlashAttention-3's
+// tile at head dim 256, 2-5% over 64 keys on the H200), else 64: the first valid on sm_90a,
+// else the last (which make_config then leaves to the sm80 loop).
 // backward_dkdv and backward_fused: 128 keys (two consumer warpgroups), 64 queries a step, two stages.
 ATTNJIT_HD constexpr TileConfig default_sm90_tile(KernelConfig c) {
     c.mainloop = MainloopKind::sm90;
     if (owns_keys(c.kind)) return TileConfig{64, 128, kSm90Warps, 2};
     const TileConfig tiles[] = {TileConfig{192, 128, sm90_forward_warps(192), 2}, TileConfig{128, 128, kSm90Warps, 2},
-                                TileConfig{128, 64, kSm90Warps, 2}};
+                                TileConfig{128, 80, kSm90Warps, 2}, TileConfig{128, 64, kSm90Warps, 2}};
     for (const TileConfig& t : tiles) {
         c.tile = t;
         if (why_config_invalid_on(c, 90) == nullptr) return t;
