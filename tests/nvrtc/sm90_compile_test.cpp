@@ -39,7 +39,7 @@ TEST(Sm90Compile, HeadDimsAndTiles) {
         add(jobs, dsl::example_spec("causal", DType::bf16, 64).head_dims(dqk, dv),
             "causal bf16 d" + std::to_string(dqk) + "x" + std::to_string(dv));
     int tiles = 0;
-    for (int bn : {64, 128})
+    for (int bn : {64, 128, 176})
         for (int stages : {2, 3, 4}) {
             const dsl::AttentionSpec spec = dsl::example_spec("plain", DType::f16, 128);
             KernelConfig c = make_config(spec, KernelKind::forward, "sm_90a");
@@ -48,7 +48,11 @@ TEST(Sm90Compile, HeadDimsAndTiles) {
             add(jobs, spec, "plain f16 d128", c.tile);
             ++tiles;
         }
-    EXPECT_EQ(tiles, 5);  // 64 keys in 2, 3, 4 stages; 128 keys in 2 and 3 (226 KiB)
+    // 64 keys in 2, 3, 4 stages; 128 keys in 2 and 3 (226 KiB); 176 keys in 2 (210 KiB)
+    EXPECT_EQ(tiles, 6);
+    // Three consumer warpgroups on 192 query rows at d64, in every stage count.
+    for (int stages : {2, 3, 4})
+        add(jobs, dsl::example_spec("plain", DType::bf16, 64), "plain bf16 d64", TileConfig{192, 128, 16, stages});
     for (const auto& f : compile_all(jobs)) ADD_FAILURE() << f;
 }
 
@@ -121,6 +125,13 @@ TEST(Sm90Compile, PtxasKeepsTheWgmmaPipelines) {
     }
     add_one("softcap_sliding_window", 128, KernelKind::backward_fused);  // the one-pass element pass
     for (int d : {64, 128}) add_one("bias", d, KernelKind::forward);     // the bias tile's stages
+    {  // the 176-key tile at d128 (not a default)
+        const auto spec = dsl::example_spec("causal", DType::bf16, 128);
+        jobs.emplace_back("causal 128 x 176", generate(spec, make_config(spec, KernelKind::forward, "sm_90a",
+                                                                         TileConfig{128, 176, kSm90Warps, 2},
+                                                                         MainloopKind::sm90),
+                                                       "sm_90a"));
+    }
     for (const auto& [what, source] : jobs) {
         const runtime::CompiledKernel k = runtime::compile_kernel(source, "sm_90a");
         EXPECT_FALSE(log_says_wgmma_was_serialised(k.log)) << what << ": " << k.log;
