@@ -53,7 +53,7 @@ void launch_sm90_forward(const PreparedKernel& k, const AttentionSpec& spec, con
                          const ForwardTmaMaps& maps, WorkCounters& counters, int sms, Stream stream) {
     const runtime::Dim3 items = forward_grid(k.config, args);
     const long long n = static_cast<long long>(items.x) * items.y * items.z;
-    // One CTA an SM: the kernel's registers (384 threads at 168) allow no second one.
+    // One CTA an SM: the kernel's registers (384 threads at 168, 512 at 128) allow no second one.
     int* const counter = n <= sms || env::sm90_grid_one_cta_an_item()
                              ? nullptr
                              : counters.for_stream(static_cast<CUstream>(stream));

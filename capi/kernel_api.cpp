@@ -76,17 +76,27 @@ CompileOptions with_options(const dsl::AttentionSpec& spec, const attnjit_compil
         // Unset fields come from the default tile for the arch the kernel will be built for.
         const std::string arch =
             o.arch ? *o.arch : runtime::why_no_gpu() ? "sm_80" : runtime::current_device().arch();
-        // That loop's default tile; unforced, a warp count other than the sm90 loop's means sm80.
-        // A backward's tile is its sm80 kernels' (the sm90 one takes its own).
+        // That loop's default tile; unforced, warps and block_m not of an sm90 shape (12 warps with
+        // 128 rows, 16 with 192) mean sm80. A backward's tile is its sm80 kernels' (the sm90 one
+        // takes its own).
         std::optional<MainloopKind> loop = kind == KernelKind::forward ? o.mainloop : std::nullopt;
-        if (!loop && kind == KernelKind::forward && c->warps != 0 && !is_sm90_forward_warps(c->warps) &&
+        const bool sm90_shape = c->block_m ? is_sm90_forward_tile(c->block_m, c->warps ? c->warps : sm90_forward_warps(c->block_m))
+                                           : is_sm90_forward_warps(c->warps);
+        if (!loop && kind == KernelKind::forward && c->warps != 0 && !sm90_shape &&
             codegen::elem_kind(spec.dtype()) != ElemKind::f32)
             loop = MainloopKind::sm80;
-        TileConfig t = codegen::make_config(spec, kind, arch, std::nullopt, loop).tile;
+        const KernelConfig base = codegen::make_config(spec, kind, arch, std::nullopt, loop);
+        TileConfig t = base.tile;
         if (c->block_m) t.block_m = c->block_m;
         if (c->block_n) t.block_n = c->block_n;
         if (c->warps) t.warps = c->warps;
         if (c->stages) t.stages = c->stages;
+        // The sm90 forward's rows and warps go together (a consumer warpgroup per 64 rows): one
+        // given alone sets the other, so block_m = 128 alone works where the default is 192 rows.
+        if (kind == KernelKind::forward && base.mainloop == MainloopKind::sm90) {
+            if (c->block_m && !c->warps) t.warps = sm90_forward_warps(t.block_m);
+            if (c->warps && !c->block_m) t.block_m = sm90_forward_block_m(t.warps);
+        }
         o.tile = t;
     }
     return o;

@@ -162,9 +162,11 @@ KernelConfig make_config(const dsl::AttentionSpec& spec, KernelKind kind, const 
             << "CompileOptions.mainloop = sm80 for " << spec << ": the sm80 loop takes f16 or bf16 (f32 runs on the "
             << "simt loop); leave CompileOptions.mainloop unset";
     }
-    // Unforced, a tile of another loop's shape (not 12 or 16 warps) keeps the sm80 loop it was made for.
+    // Unforced, a tile of another loop's shape (not 128 rows with 12 warps or 192 with 16) keeps the
+    // sm80 loop it was made for.
     const bool use_sm90 = mainloop ? *mainloop == MainloopKind::sm90
-                                   : kind == KernelKind::forward && sm90_fits && (!tile || is_sm90_forward_warps(tile->warps));
+                                   : kind == KernelKind::forward && sm90_fits &&
+                                         (!tile || is_sm90_forward_tile(tile->block_m, tile->warps));
     if (use_sm90) c = sm90;
     if (tile) c.tile = *tile;
     c.bias_tile = stages_bias && c.latent == 0 && c.tile.block_n % 32 == 0;
@@ -176,7 +178,7 @@ std::vector<KernelConfig> candidate_configs(const dsl::AttentionSpec& spec, Kern
                                             const std::optional<MainloopKind>& mainloop) {
     std::vector<KernelConfig> out{make_config(spec, kind, arch, std::nullopt, mainloop)};
     for (int block_m : {16, 32, 64, 128, 192, 256})
-        for (int block_n : {32, 64, 96, 128, 192, 256})
+        for (int block_n : {32, 64, 80, 96, 128, 176, 192, 256})
             for (int warps : {1, 2, 4, 8, 12, 16})
                 for (int stages : {1, 2, 3, 4}) {
                     const TileConfig t{block_m, block_n, warps, stages};
@@ -186,6 +188,10 @@ std::vector<KernelConfig> candidate_configs(const dsl::AttentionSpec& spec, Kern
                     } catch (const UserError&) {  // this tile does not fit the spec here
                         continue;
                     }
+                    // 192 query rows and 80 or 176 keys are the sm90 forward's tiles; the sm80
+                    // loop's tests run neither.
+                    const bool sm90_only = block_m == 192 || block_n == 80 || block_n == 176;
+                    if (sm90_only && c->mainloop != MainloopKind::sm90) continue;
                     if (std::find(out.begin(), out.end(), *c) == out.end()) out.push_back(*c);
                 }
     return out;

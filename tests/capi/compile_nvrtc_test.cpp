@@ -104,6 +104,33 @@ TEST(CapiCompile, MainloopOptionAndTheOlderStruct) {
     EXPECT_EQ(raw, nullptr);
 }
 
+// The sm90 forward's rows and warps go together: at head dim 64 (default 192 rows, 16 warps)
+// block_m = 128 alone takes 12 warps and warps = 12 alone 128 rows; 16 warps with another
+// block_m are an sm80 tile.
+TEST(CapiCompile, Sm90RowsAndWarpsGoTogether) {
+    SKIP_WITHOUT_NVRTC();
+    SpecPtr spec = c_spec(dsl::AttentionSpec().dtype(DType::bf16).head_dim(64).mask(dsl::mods::causal()));
+    ASSERT_TRUE(spec);
+    auto source_of = [&](const attnjit_compile_options& o) {
+        attnjit_kernel* k = nullptr;
+        EXPECT_EQ(attnjit_compile(spec.get(), &o, &k), ATTNJIT_OK) << attnjit_last_error();
+        KernelPtr owned(k);
+        const char* text = k ? attnjit_kernel_source(k) : nullptr;
+        return std::string(text ? text : "");
+    };
+    attnjit_compile_options o = ATTNJIT_COMPILE_OPTIONS_INIT;
+    o.arch = "sm_90a";
+    EXPECT_NE(source_of(o).find("MainloopKind::sm90, attnjit::bf16_t, 64, 64, 192, 128, 16, 2>"), std::string::npos);
+    o.block_m = 128;
+    EXPECT_NE(source_of(o).find("MainloopKind::sm90, attnjit::bf16_t, 64, 64, 128, 128, 12, 2>"), std::string::npos);
+    o.block_m = 0;
+    o.warps = 12;
+    EXPECT_NE(source_of(o).find("MainloopKind::sm90, attnjit::bf16_t, 64, 64, 128, 128, 12, 2>"), std::string::npos);
+    o.block_m = 128;
+    o.warps = 4;
+    EXPECT_NE(source_of(o).find("MainloopKind::sm80"), std::string::npos);
+}
+
 TEST(CapiCompile, Int32EdgesCompile) {
     SKIP_WITHOUT_NVRTC();
     const std::string json = R"({"format":"attnjit.spec/1","dtype":"f16","head_dim":64,)"

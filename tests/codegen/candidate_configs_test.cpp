@@ -70,6 +70,13 @@ TEST(CandidateConfigs, ListBothForwardLoopsOnSm90a) {
     EXPECT_TRUE(has(TileConfig{128, 128, kSm90Warps, 3}));
     EXPECT_FALSE(has(TileConfig{128, 128, kSm90Warps, 4}));
     EXPECT_FALSE(has(TileConfig{192, 128, 16, 2}));  // three consumers: tile head dims of 64 only
+    EXPECT_TRUE(has(TileConfig{128, 176, kSm90Warps, 2}));
+    // 192 rows and 80 or 176 keys: sm90 tiles only (the sm80 loop's tests run neither).
+    for (const KernelConfig& c : hopper)
+        if (c.mainloop == MainloopKind::sm80) {
+            EXPECT_NE(c.tile.block_m, 192) << c;
+            EXPECT_TRUE(c.tile.block_n != 80 && c.tile.block_n != 176) << c;
+        }
     const auto d64 = candidate_configs(example_spec("causal", DType::bf16, 64), KernelKind::forward, "sm_90a");
     EXPECT_EQ(d64.front().tile, (TileConfig{192, 128, 16, 2}));
     EXPECT_TRUE(std::any_of(d64.begin(), d64.end(), [](const KernelConfig& c) {

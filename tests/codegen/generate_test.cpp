@@ -91,6 +91,10 @@ TEST(Generate, Sm90LoopIsTheDefaultOnSm90a) {
     EXPECT_EQ(testing::forward_source(d64, std::nullopt, "sm_90a").threads, 512);
     EXPECT_EQ(make_config(example_spec("causal", DType::bf16, 104), KernelKind::forward, "sm_90a").tile,
               (TileConfig{128, 128, kSm90Warps, 2}));
+    // Unforced, only the sm90 shapes (128 rows with 12 warps, 192 with 16) select it: 16 warps on
+    // 256 rows are an sm80 tile.
+    EXPECT_EQ(make_config(d64, KernelKind::forward, "sm_90a", TileConfig{256, 64, 16, 2}).mainloop, MainloopKind::sm80);
+    EXPECT_EQ(make_config(d64, KernelKind::forward, "sm_90a", TileConfig{128, 128, 12, 3}).mainloop, MainloopKind::sm90);
     EXPECT_NE(k.source.find("__launch_bounds__(Traits::kThreads, 1)"), std::string::npos);
     EXPECT_NE(k.source.find("const __grid_constant__ attnjit::ForwardTmaMaps maps"), std::string::npos);
     EXPECT_EQ(make_config(causal, KernelKind::forward, "sm_90a", std::nullopt, MainloopKind::sm80).mainloop,

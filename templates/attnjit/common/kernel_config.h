@@ -234,7 +234,12 @@ ATTNJIT_HD constexpr bool runs_on(MainloopKind m, int sm) { return m == Mainloop
 // warpgroup keeps the tensor cores fed while two of them run it (FlashAttention-3's choice).
 constexpr int kSm90Warps = 12;
 ATTNJIT_HD constexpr int sm90_forward_warps(int block_m) { return 4 * (1 + block_m / 64); }
+ATTNJIT_HD constexpr int sm90_forward_block_m(int warps) { return 64 * (warps / 4 - 1); }
 ATTNJIT_HD constexpr bool is_sm90_forward_warps(int warps) { return warps == kSm90Warps || warps == sm90_forward_warps(192); }
+// The sm90 forward's shapes: 128 query rows with 12 warps, 192 with 16 (other tiles are sm80's).
+ATTNJIT_HD constexpr bool is_sm90_forward_tile(int block_m, int warps) {
+    return (block_m == 128 || block_m == 192) && warps == sm90_forward_warps(block_m);
+}
 ATTNJIT_HD constexpr bool sm90_head_dims(int dqk, int dv) {
     return tile_head_dim(dqk) % 64 == 0 && tile_head_dim(dv) % 64 == 0 && tile_head_dim(dqk) <= 256 &&
            tile_head_dim(dv) <= 256;
@@ -531,7 +536,8 @@ ATTNJIT_HD constexpr const char* why_config_invalid(const KernelConfig& c) {
         if (!sm90_head_dims(c.head_dim_qk, c.head_dim_v))
             return "the sm90 main loop takes head dims of 33-64, 97-128 and 129-256 (tiles of whole 64-column blocks)";
         if ((t.block_m != 128 && t.block_m != 192) || t.warps != sm90_forward_warps(t.block_m))
-            return "sm90: block_m 128 with 12 warps or 192 with 16 (a producer and a consumer warpgroup a 64 query rows)";
+            return "sm90: block_m 128 with 12 warps or 192 with 16 (a producer warpgroup and a consumer warpgroup per 64 "
+                   "query rows)";
         // FlashAttention-3's tiles: 176 keys at head dim 128 (a tile's softmax over more keys), 80 at 256.
         if (t.block_n != 64 && t.block_n != 80 && t.block_n != 128 && t.block_n != 176)
             return "sm90: block_n 64, 80, 128 or 176";
@@ -541,11 +547,12 @@ ATTNJIT_HD constexpr const char* why_config_invalid(const KernelConfig& c) {
             (tile_head_dim(c.head_dim_qk) > 64 || tile_head_dim(c.head_dim_v) > 64 || t.block_n > 128))
             return "sm90: block_m 192 (three consumer warpgroups of 160 registers) at tile head dims of 64 and block_n up "
                    "to 128 only";
-        // S (block_n / 2), O (dv / 2) and P (block_n / 4) registers a thread, of 240: 64 + 64 + 32
-        // at d128, 88 + 64 + 44 with 176 keys, 40 + 128 + 20 with 80 keys beside V at 256 (a few
-        // bytes of spills); 128 keys beside V at 256 (64 + 128 + 32) would leave too few for the rest.
+        // S (block_n / 2) and O (dv / 2) registers a thread, of 240, beside P (block_n / 4) and the
+        // rest: 64 + 64 (+ 32) at d128, 88 + 64 (+ 44) with 176 keys, 40 + 128 (+ 20) with 80 keys
+        // beside V at 256 (a few bytes of spills); 128 keys beside V at 256 (64 + 128) would leave
+        // too few for P and the rest.
         if (t.block_n / 2 + tile_head_dim(c.head_dim_v) / 2 > 184)
-            return "sm90: block_n + the tile head dim of V at most 368 (the consumers' S, O and P registers)";
+            return "sm90: block_n + the tile head dim of V at most 368 (the consumers' S and O registers)";
         if (t.stages < 2 || t.stages > 4) return "sm90: stages 2 to 4 (a consumer holds one stage while it waits for the next)";
     } else if (c.mainloop == MainloopKind::sm80) {
         if (c.elem == ElemKind::f32) return "the sm80 main loop takes f16 or bf16 only";
@@ -710,8 +717,9 @@ ATTNJIT_HD constexpr TileConfig default_latent_tile(KernelConfig c, int sm) {
 // (three consumer warpgroups) at tile head dims of 64, else 128 (two), two stages, 128 keys a
 // step (162 KiB at d128); else 80 (a tile head dim of V of 256, whose O takes 128 registers a
 // thread; or Q/K at 256 beside V at 128, whose 128-key stages would need 258 KiB: FlashAttention-3's
-// tile at head dim 256, 2-5% over 64 keys on the H200), else 64: the first valid on sm_90a,
-// else the last (which make_config then leaves to the sm80 loop).
+// tile at head dim 256, 2-5% over 64 keys on the H200), else 64 (also where a staged bias tile
+// rules 80 out): the first valid on sm_90a, else the last (which make_config then leaves to the
+// sm80 loop).
 // backward_dkdv and backward_fused: 128 keys (two consumer warpgroups), 64 queries a step, two stages.
 ATTNJIT_HD constexpr TileConfig default_sm90_tile(KernelConfig c) {
     c.mainloop = MainloopKind::sm90;
