@@ -102,7 +102,8 @@ typedef struct attnjit_compile_options {
     uint32_t struct_size; /* sizeof(attnjit_compile_options) */
     const char* arch;     /* "sm_80", "sm_90a", ...; null: the current GPU's */
     /* Tile configuration; a zero field takes the value of attnjit's default tile for the
-     * spec (all zero: the default tile). */
+     * spec (all zero: the default tile). On sm_90a the forward's Hopper loop takes 128 query
+     * rows with 12 warps or 192 with 16: block_m or warps given alone completes the other. */
     int32_t block_m, block_n, warps, stages;
     /* attnjit_compile_backward only: 1 allows the fast backward, whose dQ is summed with
      * fp32 atomics (its bits may change from run to run), where it exists (fp16 / bf16,
