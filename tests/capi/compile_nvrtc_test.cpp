@@ -60,21 +60,22 @@ TEST(CapiCompile, ExplicitArchCompilesWithoutAGpu) {
     }
 }
 
-// Int32 edges that constant folding must leave alone reach NVRTC as valid CUDA (before
-// the int32 literal rule, a 64-bit literal made NVRTC reject the source: INTERNAL).
+// The generated source of spec compiled with o ("" when the compile fails: a test failure).
+std::string compiled_source(attnjit_spec* spec, const attnjit_compile_options& o) {
+    attnjit_kernel* k = nullptr;
+    EXPECT_EQ(attnjit_compile(spec, &o, &k), ATTNJIT_OK) << attnjit_last_error();
+    KernelPtr owned(k);
+    const char* text = k ? attnjit_kernel_source(k) : nullptr;
+    return std::string(text ? text : "");
+}
+
 // options->mainloop: AUTO gives the sm90 loop on sm_90a, SM80 forces the sm80 one, SM90 where it
 // cannot run is the caller's mistake; a struct from before the field (and `reserved`) reads AUTO.
 TEST(CapiCompile, MainloopOptionAndTheOlderStruct) {
     SKIP_WITHOUT_NVRTC();
     SpecPtr spec = c_spec(dsl::AttentionSpec().dtype(DType::bf16).head_dim(128).mask(dsl::mods::causal()));
     ASSERT_TRUE(spec);
-    auto source_of = [&](const attnjit_compile_options& o) {
-        attnjit_kernel* k = nullptr;
-        EXPECT_EQ(attnjit_compile(spec.get(), &o, &k), ATTNJIT_OK) << attnjit_last_error();
-        KernelPtr owned(k);
-        const char* text = k ? attnjit_kernel_source(k) : nullptr;
-        return std::string(text ? text : "");
-    };
+    auto source_of = [&](const attnjit_compile_options& o) { return compiled_source(spec.get(), o); };
     attnjit_compile_options o = ATTNJIT_COMPILE_OPTIONS_INIT;
     o.arch = "sm_90a";
     EXPECT_NE(source_of(o).find("MainloopKind::sm90"), std::string::npos);
@@ -105,19 +106,13 @@ TEST(CapiCompile, MainloopOptionAndTheOlderStruct) {
 }
 
 // The sm90 forward's rows and warps go together: at head dim 64 (default 192 rows, 16 warps)
-// block_m = 128 alone takes 12 warps and warps = 12 alone 128 rows; 16 warps with another
-// block_m are an sm80 tile.
+// block_m = 128 alone takes 12 warps and warps = 12 alone 128 rows; 128 rows with another warp
+// count are an sm80 tile.
 TEST(CapiCompile, Sm90RowsAndWarpsGoTogether) {
     SKIP_WITHOUT_NVRTC();
     SpecPtr spec = c_spec(dsl::AttentionSpec().dtype(DType::bf16).head_dim(64).mask(dsl::mods::causal()));
     ASSERT_TRUE(spec);
-    auto source_of = [&](const attnjit_compile_options& o) {
-        attnjit_kernel* k = nullptr;
-        EXPECT_EQ(attnjit_compile(spec.get(), &o, &k), ATTNJIT_OK) << attnjit_last_error();
-        KernelPtr owned(k);
-        const char* text = k ? attnjit_kernel_source(k) : nullptr;
-        return std::string(text ? text : "");
-    };
+    auto source_of = [&](const attnjit_compile_options& o) { return compiled_source(spec.get(), o); };
     attnjit_compile_options o = ATTNJIT_COMPILE_OPTIONS_INIT;
     o.arch = "sm_90a";
     EXPECT_NE(source_of(o).find("MainloopKind::sm90, attnjit::bf16_t, 64, 64, 192, 128, 16, 2>"), std::string::npos);
@@ -131,6 +126,8 @@ TEST(CapiCompile, Sm90RowsAndWarpsGoTogether) {
     EXPECT_NE(source_of(o).find("MainloopKind::sm80"), std::string::npos);
 }
 
+// Int32 edges that constant folding must leave alone reach NVRTC as valid CUDA (before
+// the int32 literal rule, a 64-bit literal made NVRTC reject the source: INTERNAL).
 TEST(CapiCompile, Int32EdgesCompile) {
     SKIP_WITHOUT_NVRTC();
     const std::string json = R"({"format":"attnjit.spec/1","dtype":"f16","head_dim":64,)"
