@@ -5,13 +5,14 @@
 //     lane 0 issues the bulk tensor copies (TMA) of Q once and of K and V per tile into a ring
 //     of kStages shared-memory stages, each completing on an mbarrier; the tile's index and
 //     class travel with it in a small ring beside the barriers. The other three warps leave.
-//   warpgroups 1 and 2 (and 3 with 192 query rows), the consumers: 64 query rows each. Per tile j a consumer issues
-//     S_j = Q K_j^T (both operands in shared memory) and O += P_{j-1} V_{j-1} (P from registers)
-//     on wgmma together; it hands K_j's buffer back once the scores are in, runs the hooks
-//     (common/score_hooks.cuh) and the online softmax (common/online_softmax.cuh) on S_j while
-//     P V is in flight, then rescales O and hands V_{j-1}'s buffer back. The consumers take
-//     turns to issue their products (ping-pong, named barriers), so one's softmax runs while
-//     the other's products hold the tensor cores. Each consumer's accumulators are the mma.sync
+//   warpgroups 1 and 2 (and 3 with 192 query rows), the consumers: 64 query rows each. Per
+//     tile j a consumer issues S_j = Q K_j^T (both operands in shared memory) and
+//     O += P_{j-1} V_{j-1} (P from registers) on wgmma together; it hands K_j's buffer back
+//     once the scores are in, runs the hooks (common/score_hooks.cuh) and the online softmax
+//     (common/online_softmax.cuh) on S_j while P V is in flight, then rescales O and hands
+//     V_{j-1}'s buffer back. The consumers take turns, round robin, to issue their products
+//     (ping-pong, named barriers), so one's softmax runs while another's products hold the
+//     tensor cores. Each consumer's accumulators are the mma.sync
 //     C layout of its four warps (MmaCLayout with kMF = 1, counted from warp 4), so the hooks,
 //     the softmax and the epilogue (common/epilogue.cuh) are the shared ones.
 //
