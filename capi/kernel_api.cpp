@@ -76,13 +76,14 @@ CompileOptions with_options(const dsl::AttentionSpec& spec, const attnjit_compil
         // Unset fields come from the default tile for the arch the kernel will be built for.
         const std::string arch =
             o.arch ? *o.arch : runtime::why_no_gpu() ? "sm_80" : runtime::current_device().arch();
-        // That loop's default tile; unforced, warps and block_m not of an sm90 shape (12 warps with
-        // 128 rows, 16 with 192) mean sm80. A backward's tile is its sm80 kernels' (the sm90 one
-        // takes its own).
+        // The sm90 forward's rows and warps go together (a consumer warpgroup per 64 rows): one
+        // given alone completes the other. Unforced, a pair of another shape (not 128 rows with
+        // 12 warps or 192 with 16) means sm80. A backward's tile is its sm80 kernels' (the sm90
+        // one takes its own).
+        const int rows = c->block_m ? c->block_m : sm90_forward_block_m(c->warps);
+        const int warps = c->warps ? c->warps : sm90_forward_warps(rows);
         std::optional<MainloopKind> loop = kind == KernelKind::forward ? o.mainloop : std::nullopt;
-        const bool sm90_shape = c->block_m ? is_sm90_forward_tile(c->block_m, c->warps ? c->warps : sm90_forward_warps(c->block_m))
-                                           : is_sm90_forward_warps(c->warps);
-        if (!loop && kind == KernelKind::forward && c->warps != 0 && !sm90_shape &&
+        if (!loop && kind == KernelKind::forward && c->warps != 0 && !is_sm90_forward_tile(rows, warps) &&
             codegen::elem_kind(spec.dtype()) != ElemKind::f32)
             loop = MainloopKind::sm80;
         const KernelConfig base = codegen::make_config(spec, kind, arch, std::nullopt, loop);
@@ -91,11 +92,10 @@ CompileOptions with_options(const dsl::AttentionSpec& spec, const attnjit_compil
         if (c->block_n) t.block_n = c->block_n;
         if (c->warps) t.warps = c->warps;
         if (c->stages) t.stages = c->stages;
-        // The sm90 forward's rows and warps go together (a consumer warpgroup per 64 rows): one
-        // given alone sets the other, so block_m = 128 alone works where the default is 192 rows.
-        if (kind == KernelKind::forward && base.mainloop == MainloopKind::sm90) {
-            if (c->block_m && !c->warps) t.warps = sm90_forward_warps(t.block_m);
-            if (c->warps && !c->block_m) t.block_m = sm90_forward_block_m(t.warps);
+        // So block_m = 128 alone works where the default is 192 rows.
+        if (kind == KernelKind::forward && base.mainloop == MainloopKind::sm90 && (c->block_m || c->warps)) {
+            t.block_m = rows;
+            t.warps = warps;
         }
         o.tile = t;
     }

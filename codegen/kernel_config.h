@@ -47,8 +47,9 @@ KernelConfig make_config(const dsl::AttentionSpec& spec, KernelKind kind, const 
 // first, then every tile of a fixed candidate space (block_m 16-256, block_n 32-256, 1-16
 // warps, 1-4 stages) that make_config accepts, as the configs it makes. Unforced on sm_90a,
 // the forward's tiles of 128 rows with 12 warps or 192 with 16 are sm90 configs and the rest
-// sm80 ones, so both loops are listed (block_m 192 and block_n 80 or 176 for sm90 only). The rules are make_config's and why_config_invalid's (kernel_config.h), the ones
-// NVRTC's static_asserts repeat; a tile outside the space may be valid too. UserError when the
+// sm80 ones, so both loops are listed (block_m 192 and block_n 80 or 176 for sm90 only). The
+// rules are make_config's and why_config_invalid's (kernel_config.h), the ones NVRTC's
+// static_asserts repeat; a tile outside the space may be valid too. UserError when the
 // spec cannot run as a `kind` kernel on `arch` at all (what make_config says).
 std::vector<KernelConfig> candidate_configs(const dsl::AttentionSpec& spec, KernelKind kind, const std::string& arch,
                                             const std::optional<MainloopKind>& mainloop = std::nullopt);

@@ -5,7 +5,9 @@ accumulator register named in the asm string, so the wrappers are generated rath
 typed out: run `python3 tools/gen_wgmma_ops.py` after changing the shapes below."""
 import pathlib
 
-SHAPES = (32, 64, 80, 128, 176, 256)  # m64nNk16: the score tile's keys (80 at head dim 256, 176 at 128), the tile head dim of V, half a dQ tile
+# m64nNk16: the score tile's keys (80 at head dim 256, 176 at 128), the tile head dim of V,
+# half a dQ tile
+SHAPES = (32, 64, 80, 128, 176, 256)
 TYPES = (("half_t", "f16"), ("bf16_t", "bf16"))
 
 

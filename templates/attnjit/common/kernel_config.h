@@ -235,7 +235,6 @@ ATTNJIT_HD constexpr bool runs_on(MainloopKind m, int sm) { return m == Mainloop
 constexpr int kSm90Warps = 12;
 ATTNJIT_HD constexpr int sm90_forward_warps(int block_m) { return 4 * (1 + block_m / 64); }
 ATTNJIT_HD constexpr int sm90_forward_block_m(int warps) { return 64 * (warps / 4 - 1); }
-ATTNJIT_HD constexpr bool is_sm90_forward_warps(int warps) { return warps == kSm90Warps || warps == sm90_forward_warps(192); }
 // The sm90 forward's shapes: 128 query rows with 12 warps, 192 with 16 (other tiles are sm80's).
 ATTNJIT_HD constexpr bool is_sm90_forward_tile(int block_m, int warps) {
     return (block_m == 128 || block_m == 192) && warps == sm90_forward_warps(block_m);

@@ -12,9 +12,9 @@
 //     (common/online_softmax.cuh) on S_j while P V is in flight, then rescales O and hands
 //     V_{j-1}'s buffer back. The consumers take turns, round robin, to issue their products
 //     (ping-pong, named barriers), so one's softmax runs while another's products hold the
-//     tensor cores. Each consumer's accumulators are the mma.sync
-//     C layout of its four warps (MmaCLayout with kMF = 1, counted from warp 4), so the hooks,
-//     the softmax and the epilogue (common/epilogue.cuh) are the shared ones.
+//     tensor cores. Each consumer's accumulators are the mma.sync C layout of its four warps
+//     (MmaCLayout with kMF = 1, counted from warp 4), so the hooks, the softmax and the
+//     epilogue (common/epilogue.cuh) are the shared ones.
 //
 // Work items: (query tile, head, batch) by linear index, in the order of cta_order.cuh
 // (heaviest query tiles first where tiles are skipped). On a grid of one CTA an item the CTA
