@@ -242,14 +242,13 @@ AttentionBackward::AttentionBackward(const AttentionSpec& spec, const CompileOpt
                        "leave '"
                     << name << "' out of CompileOptions.grads, or read it per query or per element";
     }
+    std::vector<api::KernelRequest> requests;
     auto add = [&](KernelKind kind, const std::optional<TileConfig>& tile) {
         // backward_dq computes the input gradients, backward_dkdv sums their planes (if any).
         const bool grad_kind = kind == KernelKind::backward_dq || kind == KernelKind::backward_dkdv;
         const bool on_sm90 = sm90_keys && owns_keys(kind);
-        impl_->kernels.push_back(api::prepare_kernel(
-            spec, impl_->inputs, kind, target, on_sm90 ? std::nullopt : tile,
-            grad_kind ? impl_->grads : std::set<std::string>{}, on_sm90 ? std::optional(MainloopKind::sm90) : std::nullopt));
-        debug(1) << "AttentionBackward: " << spec << " -> " << *impl_->kernels.back().compiled;
+        requests.push_back({kind, on_sm90 ? std::nullopt : tile, grad_kind ? impl_->grads : std::set<std::string>{},
+                            on_sm90 ? std::optional(MainloopKind::sm90) : std::nullopt});
     };
     if (impl_->path != BackwardPath::two_pass) {
         add(KernelKind::backward_stats, std::nullopt);  // per-row kernels: their own tile
@@ -265,6 +264,10 @@ AttentionBackward::AttentionBackward(const AttentionSpec& spec, const CompileOpt
     }
     // Attention sinks: their gradient, from LSE, O and dO alone (launched when asked for).
     if (spec.has_sinks()) add(KernelKind::backward_sink_grad, std::nullopt);
+    // Compiled at once (api::prepare_kernels), kept in launch order.
+    impl_->kernels = api::prepare_kernels(spec, impl_->inputs, target, requests);
+    for (const api::PreparedKernel& k : impl_->kernels)
+        debug(1) << "AttentionBackward: " << spec << " -> " << *k.compiled;
     impl_->batch_sum_ok = batch_sum_plan && (impl_->path == BackwardPath::two_pass || spec.has_score_conv()) &&
                           impl_->kernel(KernelKind::backward_dq).config.mainloop == MainloopKind::sm80;
 }

@@ -1,6 +1,6 @@
 #include "api/prepared_kernel.h"
 
-#include <chrono>
+#include <memory>
 #include <sstream>
 
 #include "codegen/generate.h"
@@ -65,34 +65,51 @@ void PreparedKernel::launch(runtime::Dim3 grid, const std::vector<unsigned char>
 PreparedKernel prepare_kernel(const AttentionSpec& spec, const codegen::SpecInputs& inputs, KernelKind kind,
                               const Target& target, const std::optional<TileConfig>& tile,
                               const std::set<std::string>& grads, const std::optional<MainloopKind>& mainloop) {
-    PreparedKernel k;
-    k.config = codegen::make_config(spec, kind, target.arch, tile, mainloop);
-    std::optional<codegen::KernelPlan> plan;
-    if ((kind == KernelKind::backward_dq || kind == KernelKind::backward_dkdv) && !grads.empty()) {
-        plan = codegen::lower(spec, inputs, kind, grads);  // its gradient outputs shape the Params
-        if (plan->grad_outputs.empty()) plan.reset();      // the kernel without gradients (dkdv, no planes)
-        else k.grads = grads;
+    return std::move(prepare_kernels(spec, inputs, target, {KernelRequest{kind, tile, grads, mainloop}}).front());
+}
+
+std::vector<PreparedKernel> prepare_kernels(const AttentionSpec& spec, const codegen::SpecInputs& inputs,
+                                            const Target& target, const std::vector<KernelRequest>& requests) {
+    const size_t n = requests.size();
+    std::vector<PreparedKernel> kernels(n);
+    std::vector<std::optional<codegen::KernelPlan>> plans(n);
+    // The cache calls make_source only for a kernel not in memory: then this call generated
+    // it and compiled it or read it from disk. One flag a kernel (each its own thread's).
+    std::unique_ptr<bool[]> generated(new bool[n]());
+    std::vector<runtime::KernelCache::Request> cache_requests;
+    for (size_t i = 0; i < n; ++i) {
+        const KernelRequest& r = requests[i];
+        PreparedKernel& k = kernels[i];
+        k.config = codegen::make_config(spec, r.kind, target.arch, r.tile, r.mainloop);
+        if ((r.kind == KernelKind::backward_dq || r.kind == KernelKind::backward_dkdv) && !r.grads.empty()) {
+            plans[i] = codegen::lower(spec, inputs, r.kind, r.grads);  // its gradient outputs shape the Params
+            if (plans[i]->grad_outputs.empty()) plans[i].reset();      // the kernel without gradients (dkdv, no planes)
+            else k.grads = r.grads;
+        }
+        // The layout generate() declares in the kernel (one rule: codegen::plan_params_layout).
+        k.layout = plans[i] ? codegen::plan_params_layout(*plans[i], r.kind) : codegen::params_layout(inputs, r.kind);
+        cache_requests.push_back({fast_key(spec, inputs, k.config, target.arch, k.grads), [&, i] {
+                                      generated[i] = true;
+                                      return codegen::generate(
+                                          plans[i] ? *plans[i] : codegen::lower(spec, inputs, requests[i].kind),
+                                          kernels[i].config, target.arch);
+                                  }});
     }
-    // The layout generate() declares in the kernel (one rule: codegen::plan_params_layout).
-    k.layout = plan ? codegen::plan_params_layout(*plan, kind) : codegen::params_layout(inputs, kind);
     auto& cache = runtime::KernelCache::global();
-    const std::string key = fast_key(spec, inputs, k.config, target.arch, k.grads);
-    // The cache calls make() only when the kernel is not in memory: then this call
-    // generated it and compiled it or read it from disk.
-    bool generated = false;
-    const auto start = std::chrono::steady_clock::now();
-    auto make = [&] {
-        generated = true;
-        return codegen::generate(plan ? *plan : codegen::lower(spec, inputs, kind), k.config, target.arch);
-    };
+    std::vector<double> seconds;
     if (target.on_device) {
-        k.loaded = cache.get_loaded(key, make);
-        k.compiled = std::shared_ptr<const runtime::CompiledKernel>(k.loaded, &k.loaded->compiled());
+        const auto loaded = cache.get_loaded(cache_requests, &seconds);
+        for (size_t i = 0; i < n; ++i) {
+            kernels[i].loaded = loaded[i];
+            kernels[i].compiled = std::shared_ptr<const runtime::CompiledKernel>(loaded[i], &loaded[i]->compiled());
+        }
     } else {
-        k.compiled = cache.get_compiled(key, make, target.arch);
+        const auto compiled = cache.get_compiled(cache_requests, target.arch, &seconds);
+        for (size_t i = 0; i < n; ++i) kernels[i].compiled = compiled[i];
     }
-    if (generated) k.compile_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    return k;
+    for (size_t i = 0; i < n; ++i)
+        if (generated[i]) kernels[i].compile_seconds = seconds[i];
+    return kernels;
 }
 
 }  // namespace attnjit::api

@@ -53,4 +53,18 @@ PreparedKernel prepare_kernel(const AttentionSpec& spec, const codegen::SpecInpu
                               const std::set<std::string>& grads = {},
                               const std::optional<MainloopKind>& mainloop = std::nullopt);
 
+// One kernel for prepare_kernels: prepare_kernel's arguments after `target`.
+struct KernelRequest {
+    KernelKind kind;
+    std::optional<TileConfig> tile;
+    std::set<std::string> grads = {};
+    std::optional<MainloopKind> mainloop = std::nullopt;
+};
+
+// prepare_kernel of each request, their generation and compiles at once, each on a thread
+// of its own (runtime::KernelCache's batch: a backward's kernels take the longest compile's
+// time, not the sum), their loads on this thread; in the order given.
+std::vector<PreparedKernel> prepare_kernels(const AttentionSpec& spec, const codegen::SpecInputs& inputs,
+                                            const Target& target, const std::vector<KernelRequest>& requests);
+
 }  // namespace attnjit::api

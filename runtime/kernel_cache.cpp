@@ -1,10 +1,13 @@
 #include "runtime/kernel_cache.h"
 
+#include <chrono>
+
 #include "runtime/compiler.h"
 #include "runtime/cuda_api.h"
 #include "runtime/device.h"
 #include "runtime/entry_check.h"
 #include "runtime/kernel_key.h"
+#include "support/at_once.h"
 #include "support/debug.h"
 #include "support/error.h"
 
@@ -160,17 +163,25 @@ KernelCache::CompiledPtr KernelCache::compile_without_nvrtc(const std::string& k
 
 std::shared_ptr<const LoadedKernel> KernelCache::get_loaded(const codegen::KernelSource& source) {
     CUcontext ctx = current_context();
-    const std::string arch = current_device().arch();
+    return finish_load(ctx, find_or_compile(ctx, source, current_device().arch()));
+}
+
+KernelCache::PendingLoad KernelCache::find_or_compile(CUcontext ctx, const codegen::KernelSource& source,
+                                                      const std::string& arch) {
     const std::string key = key_for(source, arch);
     {
         std::lock_guard<std::mutex> lock(mu_);
         auto it = loaded_.find({ctx, key});
         if (it != loaded_.end()) {
             count([](CacheStats& s) { ++s.memory_hits; });
-            return it->second;
+            return {it->second, key, nullptr};
         }
     }
-    return load_in(ctx, key, get_compiled_by_key(key, source, arch));
+    return {nullptr, key, get_compiled_by_key(key, source, arch)};
+}
+
+KernelCache::LoadedPtr KernelCache::finish_load(CUcontext ctx, PendingLoad pending) {
+    return pending.loaded ? pending.loaded : load_in(ctx, pending.key, pending.compiled);
 }
 
 KernelCache::LoadedPtr KernelCache::load_in(CUcontext ctx, const std::string& key,
@@ -190,34 +201,86 @@ KernelCache::LoadedPtr KernelCache::load_in(CUcontext ctx, const std::string& ke
 std::shared_ptr<const CompiledKernel> KernelCache::get_compiled(
     const std::string& fast_key, const std::function<codegen::KernelSource()>& make_source,
     const std::string& arch) {
-    std::string full = arch + '\n' + fast_key;
-    {
-        std::lock_guard<std::mutex> lock(mu_);
-        if (auto it = fast_compiled_.find(full); it != fast_compiled_.end()) {
-            count([](CacheStats& s) { ++s.memory_hits; });
-            return it->second;
-        }
-    }
-    auto compiled = get_compiled(make_source(), arch);
-    std::lock_guard<std::mutex> lock(mu_);
-    fast_compiled_.emplace(std::move(full), compiled);
-    return compiled;
+    return get_compiled(std::vector<Request>{{fast_key, make_source}}, arch).front();
 }
 
 std::shared_ptr<const LoadedKernel> KernelCache::get_loaded(
     const std::string& fast_key, const std::function<codegen::KernelSource()>& make_source) {
-    CUcontext ctx = current_context();
-    {
-        std::lock_guard<std::mutex> lock(mu_);
-        if (auto it = fast_loaded_.find({ctx, fast_key}); it != fast_loaded_.end()) {
-            count([](CacheStats& s) { ++s.memory_hits; });
-            return it->second;
+    return get_loaded(std::vector<Request>{{fast_key, make_source}}).front();
+}
+
+namespace {
+
+double seconds_since(std::chrono::steady_clock::time_point start) {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+}  // namespace
+
+std::vector<std::shared_ptr<const CompiledKernel>> KernelCache::get_compiled(const std::vector<Request>& requests,
+                                                                             const std::string& arch,
+                                                                             std::vector<double>* seconds) {
+    std::vector<CompiledPtr> out(requests.size());
+    std::vector<double> took(requests.size());
+    run_at_once(requests.size(), [&](size_t i) {
+        const auto start = std::chrono::steady_clock::now();
+        std::string full = arch + '\n' + requests[i].fast_key;
+        {
+            std::lock_guard<std::mutex> lock(mu_);
+            if (auto it = fast_compiled_.find(full); it != fast_compiled_.end()) {
+                count([](CacheStats& s) { ++s.memory_hits; });
+                out[i] = it->second;
+            }
         }
-    }
-    auto loaded = get_loaded(make_source());
+        if (!out[i]) {
+            out[i] = get_compiled(requests[i].make_source(), arch);
+            std::lock_guard<std::mutex> lock(mu_);
+            fast_compiled_.emplace(std::move(full), out[i]);
+        }
+        took[i] = seconds_since(start);
+    });
+    if (seconds) *seconds = std::move(took);
+    return out;
+}
+
+KernelCache::LoadedPtr KernelCache::find_fast_loaded(CUcontext ctx, const std::string& fast_key) {
     std::lock_guard<std::mutex> lock(mu_);
-    fast_loaded_.emplace(ContextKey{ctx, fast_key}, loaded);
-    return loaded;
+    auto it = fast_loaded_.find({ctx, fast_key});
+    if (it == fast_loaded_.end()) return nullptr;
+    count([](CacheStats& s) { ++s.memory_hits; });
+    return it->second;
+}
+
+std::vector<std::shared_ptr<const LoadedKernel>> KernelCache::get_loaded(const std::vector<Request>& requests,
+                                                                         std::vector<double>* seconds) {
+    CUcontext ctx = current_context();
+    const std::string arch = current_device().arch();
+    std::vector<LoadedPtr> out(requests.size());
+    std::vector<double> took(requests.size());
+    std::vector<size_t> misses;
+    for (size_t i = 0; i < requests.size(); ++i) {
+        const auto start = std::chrono::steady_clock::now();
+        out[i] = find_fast_loaded(ctx, requests[i].fast_key);
+        if (out[i]) took[i] = seconds_since(start);
+        else misses.push_back(i);
+    }
+    // The compiles at once; the loads (into ctx, this thread's context) one after another here.
+    std::vector<PendingLoad> pending(misses.size());
+    run_at_once(misses.size(), [&](size_t m) {
+        const auto start = std::chrono::steady_clock::now();
+        pending[m] = find_or_compile(ctx, requests[misses[m]].make_source(), arch);
+        took[misses[m]] = seconds_since(start);
+    });
+    for (size_t m = 0; m < misses.size(); ++m) {
+        const size_t i = misses[m];
+        const auto start = std::chrono::steady_clock::now();
+        out[i] = finish_load(ctx, std::move(pending[m]));
+        took[i] += seconds_since(start);
+        std::lock_guard<std::mutex> lock(mu_);
+        fast_loaded_.emplace(ContextKey{ctx, requests[i].fast_key}, out[i]);
+    }
+    if (seconds) *seconds = std::move(took);
+    return out;
 }
 
 CacheStats KernelCache::stats() const {

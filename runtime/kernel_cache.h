@@ -17,6 +17,7 @@
 #include <mutex>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 #include "codegen/kernel_source.h"
 #include "runtime/cache_stats.h"
@@ -76,6 +77,22 @@ public:
     std::shared_ptr<const LoadedKernel> get_loaded(
         const std::string& fast_key, const std::function<codegen::KernelSource()>& make_source);
 
+    // Several kernels: get_compiled / get_loaded(fast_key, make_source) of each, their
+    // sources made and compiled at once, each miss on a thread of its own
+    // (support/at_once.h: a backward's kernels take the longest compile's time, not the
+    // sum); the loads stay on this thread, in its context. `seconds`, when given, gets each
+    // request's time (making, compiling or reading the disk, loading; a memory hit's
+    // lookup). On failure the first failing request's error, after every compile ended.
+    struct Request {
+        std::string fast_key;
+        std::function<codegen::KernelSource()> make_source;
+    };
+    std::vector<std::shared_ptr<const CompiledKernel>> get_compiled(const std::vector<Request>& requests,
+                                                                    const std::string& arch,
+                                                                    std::vector<double>* seconds = nullptr);
+    std::vector<std::shared_ptr<const LoadedKernel>> get_loaded(const std::vector<Request>& requests,
+                                                                std::vector<double>* seconds = nullptr);
+
     // The content-addressed key (kernel_key.h) with this cache's toolchain.
     std::string key_for(const codegen::KernelSource& source, const std::string& arch) const;
 
@@ -99,6 +116,16 @@ private:
     CompiledPtr compile_without_nvrtc(const std::string& key, const codegen::KernelSource& source,
                                       const std::string& arch);
     LoadedPtr load_in(CUcontext ctx, const std::string& key, const CompiledPtr& compiled);
+    // get_loaded(source) in two halves: the lookup and compile, which any thread may run,
+    // and the load, on the thread whose context is `ctx`.
+    struct PendingLoad {
+        LoadedPtr loaded;  // already loaded in ctx; else:
+        std::string key;
+        CompiledPtr compiled;
+    };
+    PendingLoad find_or_compile(CUcontext ctx, const codegen::KernelSource& source, const std::string& arch);
+    LoadedPtr finish_load(CUcontext ctx, PendingLoad pending);
+    LoadedPtr find_fast_loaded(CUcontext ctx, const std::string& fast_key);  // counts a hit
     template <class F>
     void count(F&& f) {
         std::lock_guard<std::mutex> lock(stats_mu_);

@@ -6,10 +6,13 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <fstream>
 #include <sstream>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "runtime/compiler.h"
 #include "runtime/kernel_cache.h"
@@ -93,6 +96,73 @@ TEST(KernelCache, DifferentKernelsCompileInParallel) {
     EXPECT_EQ(fake.calls, 4);
     // Serialised (one global lock, or one file lock per shard) would take 1.2 s.
     EXPECT_LT(s, 1.0);
+}
+
+TEST(KernelCache, ABatchCompilesItsMissesAtOnceInOrder) {
+    TempDir tmp;
+    FakeCompiler fake;
+    fake.delay = std::chrono::milliseconds(300);
+    KernelCache cache(fake_options(fake, tmp.path()));
+    std::vector<KernelCache::Request> batch;
+    for (int salt = 0; salt < 4; ++salt)
+        batch.push_back({"fast key " + std::to_string(salt), [salt] { return tiny_source(salt); }});
+    auto start = std::chrono::steady_clock::now();
+    std::vector<double> seconds;
+    auto got = cache.get_compiled(batch, "sm_80", &seconds);
+    double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    EXPECT_LT(s, 1.0);  // one after another: 1.2 s
+    ASSERT_EQ(got.size(), 4u);
+    ASSERT_EQ(seconds.size(), 4u);
+    for (int salt = 0; salt < 4; ++salt) {
+        EXPECT_EQ(got[salt]->name, "tiny_add_" + std::to_string(salt));
+        EXPECT_GE(seconds[salt], 0.29) << salt;
+    }
+    CacheStats st = cache.stats();
+    EXPECT_EQ(st.misses, 4u);
+    EXPECT_EQ(st.memory_hits, 0u);
+    // Again: memory hits by the fast keys, the same kernels, nothing compiled.
+    auto again = cache.get_compiled(batch, "sm_80", &seconds);
+    EXPECT_EQ(again, got);
+    EXPECT_EQ(cache.stats().memory_hits, 4u);
+    EXPECT_EQ(fake.calls, 4);
+    for (double t : seconds) EXPECT_LT(t, 0.1);
+    // The single-kernel form finds the batch's kernels under the same fast key.
+    EXPECT_EQ(cache.get_compiled("fast key 2", [] { return tiny_source(2); }, "sm_80"), got[2]);
+}
+
+TEST(KernelCache, ABatchThrowsItsFirstFailureAndKeepsTheOthers) {
+    TempDir tmp;
+    std::atomic<int> calls{0};
+    KernelCache::Options o;
+    o.disk_root = tmp.path();
+    o.toolchain = "fake-compiler 1";
+    // Kernels 1 and 3 fail; 3 fails first, 1 after 100 ms.
+    o.compile = [&calls](const codegen::KernelSource& s, const std::string& arch) {
+        ++calls;
+        if (s.name == "tiny_add_3") throw std::runtime_error("kernel 3");
+        if (s.name == "tiny_add_1") {
+            std::this_thread::sleep_for(std::chrono::milliseconds(100));
+            throw std::runtime_error("kernel 1");
+        }
+        FakeCompiler fake;
+        return fake(s, arch);
+    };
+    KernelCache cache(o);
+    std::vector<KernelCache::Request> batch;
+    for (int salt = 0; salt < 4; ++salt)
+        batch.push_back({"fast key " + std::to_string(salt), [salt] { return tiny_source(salt); }});
+    try {
+        cache.get_compiled(batch, "sm_80");
+        FAIL() << "no error";
+    } catch (const std::runtime_error& e) {
+        EXPECT_EQ(std::string(e.what()), "kernel 1");
+    }
+    EXPECT_EQ(calls, 4);
+    // The kernels that compiled are cached; the failed ones are tried again.
+    EXPECT_NO_THROW(cache.get_compiled("fast key 2", [] { return tiny_source(2); }, "sm_80"));
+    EXPECT_EQ(calls, 4);
+    EXPECT_THROW(cache.get_compiled("fast key 3", [] { return tiny_source(3); }, "sm_80"), std::runtime_error);
+    EXPECT_EQ(calls, 5);
 }
 
 TEST(KernelCache, FailedCompileIsNotCachedAndIsRetried) {
