@@ -12,6 +12,7 @@ from threading import get_ident
 
 from . import autograd, capi, dtypes, spec_json, torch_ops
 from .errors import ArgumentError, InternalError, RuntimeEnvironmentError
+from ._at_once import at_once
 from ._load_once import LoadOnce
 from .launcher import Launcher
 from .reciprocal_band import check_reciprocal_band
@@ -312,12 +313,8 @@ class CompiledAttention:
             tensors.append((value.data_ptr(), code, value.shape, value.stride()) if ndim else
                            (value.data_ptr(), code, (1,), (1,)))
         tensors, values = variant.merge(tensors, values, extras)
-        key = (q.dtype, q.shape[3], v.shape[3], device, get_ident(), sig, "train")
-        launcher = variant.launchers.get(key)
-        if launcher is None:
-            launcher = self._make_launcher(variant, q, v.shape[3], device, return_lse=True, sig=sig)
         grads = tuple(sorted(grad_by_name))
-        backward = self._backward(variant, launcher, q, v.shape[3], device, grads, sig,
+        backward = self._backward(variant, q, v.shape[3], device, grads, sig,
                                   extras[3] is not None and bool(extras_needs[3]))
         call = autograd.Call(backward, dtypes.CODES[dtypes.name_of(q.dtype)], device,
                              [(value, *t) for value, t in zip(values, tensors)], scalars, grads,
@@ -401,13 +398,19 @@ class CompiledAttention:
         gate and the reciprocal band's alpha)."""
         key = (q.dtype, q.shape[3], vs[3], device, get_ident(), sig, "train")
         launcher = variant.launchers.get(key)
-        if launcher is None:
-            launcher = self._make_launcher(variant, q, vs[3], device, return_lse=True, sig=sig)
         grads = tuple(sorted(grad_by_name))
         # the reciprocal band's alpha: its gradient is computed only when asked for at compile
         # time (when alpha requires grad, which is also the autograd Function's needs_input_grad)
-        backward = self._backward(variant, launcher, q, vs[3], device, grads, sig,
-                                  extras[3] is not None and extras[3].requires_grad)
+        alpha_grad = extras[3] is not None and extras[3].requires_grad
+
+        def backward_of_spec():
+            return self._backward(variant, q, vs[3], device, grads, sig, alpha_grad)
+        if launcher is None:
+            # the first training call: the forward and the backward compile at once
+            launcher, backward = at_once(
+                lambda: self._make_launcher(variant, q, vs[3], device, return_lse=True, sig=sig), backward_of_spec)
+        else:
+            backward = backward_of_spec()
         # Captured tensors are kept alive with the call: the backward reads them again.
         grad_values = [grad_by_name[n] for n in grads]
         call = autograd.Call(backward, dtypes.CODES[dtypes.name_of(q.dtype)], device,
@@ -418,8 +421,8 @@ class CompiledAttention:
             *grad_values)
         return (out, lse) if self.return_lse else out
 
-    def _backward(self, variant, launcher, q, dv: int, device: int, grads: tuple, sig: tuple, alpha_grad: bool):
-        """The compiled backward of a training launcher's spec; grads: the captured tensors
+    def _backward(self, variant, q, dv: int, device: int, grads: tuple, sig: tuple, alpha_grad: bool):
+        """The compiled backward of a training launch's spec; grads: the captured tensors
         whose gradients it computes (sorted names). alpha_grad: it also computes the reciprocal
         band's d alpha, which the C library computes only when the backward was compiled with
         alpha's name among its gradients (the sinks' and the gate's come whenever their buffer
@@ -431,21 +434,26 @@ class CompiledAttention:
         if backward is None:
             # `tile` is the forward kernel's; the backward kernels take their own default tile.
             backward = variant.backwards[key] = autograd.backward_for(
-                launcher.kernel.spec.to_json(), device, None, self.deterministic, grads, self.mainloop)
+                self._spec_text(variant, q, dv, True, sig), device, None, self.deterministic, grads, self.mainloop)
         return backward
+
+    def _spec_text(self, variant, q, dv: int, return_lse: bool, sig: tuple) -> str:
+        """The spec JSON of a launch: the forward kernel's, and the backward's (with LSE)."""
+        dtype = dtypes.name_of(q.dtype)
+        if dtype not in dtypes.ATTENTION_DTYPES:
+            raise ArgumentError(f"q has dtype {q.dtype}; attnjit takes float16, bfloat16 or float32")
+        return spec_json.build(variant.traced, dtype=dtype, head_dim_qk=q.shape[3], head_dim_v=dv,
+                               scale=self.scale, return_lse=return_lse, sinks_dtype=sig[0], gate=sig[1] is not None,
+                               score_conv=sig[2], reciprocal_band=sig[3])
 
     def _make_launcher(self, variant, q, dv: int, device: int, return_lse: bool | None = None,
                        sig: tuple = _NO_EXTRAS) -> Launcher:
         if device < 0:
             raise ArgumentError(f"q, k and v must be CUDA tensors, got {q.device}")
         dtype = dtypes.name_of(q.dtype)
-        if dtype not in dtypes.ATTENTION_DTYPES:
-            raise ArgumentError(f"q has dtype {q.dtype}; attnjit takes float16, bfloat16 or float32")
         traced = variant.traced
         with_lse = self.return_lse if return_lse is None else return_lse
-        text = spec_json.build(traced, dtype=dtype, head_dim_qk=q.shape[3], head_dim_v=dv,
-                               scale=self.scale, return_lse=with_lse, sinks_dtype=sig[0], gate=sig[1] is not None,
-                               score_conv=sig[2], reciprocal_band=sig[3])
+        text = self._spec_text(variant, q, dv, with_lse, sig)
         kernel = kernel_for(text, device, self.tile, self.mainloop)
         spec = kernel.spec
         expected = variant.expected(sig)
