@@ -198,15 +198,42 @@ KernelCache::LoadedPtr KernelCache::load_in(CUcontext ctx, const std::string& ke
     return loaded;
 }
 
+// The fast paths below cost a map lookup on a hit (no allocation): launch paths call them.
 std::shared_ptr<const CompiledKernel> KernelCache::get_compiled(
     const std::string& fast_key, const std::function<codegen::KernelSource()>& make_source,
     const std::string& arch) {
-    return get_compiled(std::vector<Request>{{fast_key, make_source}}, arch).front();
+    std::string full = arch + '\n' + fast_key;
+    if (CompiledPtr hit = find_fast_compiled(full)) return hit;
+    CompiledPtr compiled = get_compiled(make_source(), arch);
+    std::lock_guard<std::mutex> lock(mu_);
+    fast_compiled_.emplace(std::move(full), compiled);
+    return compiled;
 }
 
 std::shared_ptr<const LoadedKernel> KernelCache::get_loaded(
     const std::string& fast_key, const std::function<codegen::KernelSource()>& make_source) {
-    return get_loaded(std::vector<Request>{{fast_key, make_source}}).front();
+    CUcontext ctx = current_context();
+    if (LoadedPtr hit = find_fast_loaded(ctx, fast_key)) return hit;
+    LoadedPtr loaded = get_loaded(make_source());
+    std::lock_guard<std::mutex> lock(mu_);
+    fast_loaded_.emplace(ContextKey{ctx, fast_key}, loaded);
+    return loaded;
+}
+
+KernelCache::CompiledPtr KernelCache::find_fast_compiled(const std::string& arch_and_fast_key) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = fast_compiled_.find(arch_and_fast_key);
+    if (it == fast_compiled_.end()) return nullptr;
+    count([](CacheStats& s) { ++s.memory_hits; });
+    return it->second;
+}
+
+KernelCache::LoadedPtr KernelCache::find_fast_loaded(CUcontext ctx, const std::string& fast_key) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = fast_loaded_.find({ctx, fast_key});
+    if (it == fast_loaded_.end()) return nullptr;
+    count([](CacheStats& s) { ++s.memory_hits; });
+    return it->second;
 }
 
 namespace {
@@ -222,33 +249,23 @@ std::vector<std::shared_ptr<const CompiledKernel>> KernelCache::get_compiled(con
                                                                              std::vector<double>* seconds) {
     std::vector<CompiledPtr> out(requests.size());
     std::vector<double> took(requests.size());
-    run_at_once(requests.size(), [&](size_t i) {
+    std::vector<size_t> misses;  // memory hits start no thread
+    for (size_t i = 0; i < requests.size(); ++i) {
         const auto start = std::chrono::steady_clock::now();
-        std::string full = arch + '\n' + requests[i].fast_key;
-        {
-            std::lock_guard<std::mutex> lock(mu_);
-            if (auto it = fast_compiled_.find(full); it != fast_compiled_.end()) {
-                count([](CacheStats& s) { ++s.memory_hits; });
-                out[i] = it->second;
-            }
-        }
-        if (!out[i]) {
-            out[i] = get_compiled(requests[i].make_source(), arch);
-            std::lock_guard<std::mutex> lock(mu_);
-            fast_compiled_.emplace(std::move(full), out[i]);
-        }
+        out[i] = find_fast_compiled(arch + '\n' + requests[i].fast_key);
+        if (out[i]) took[i] = seconds_since(start);
+        else misses.push_back(i);
+    }
+    run_at_once(misses.size(), [&](size_t m) {
+        const size_t i = misses[m];
+        const auto start = std::chrono::steady_clock::now();
+        out[i] = get_compiled(requests[i].make_source(), arch);
         took[i] = seconds_since(start);
+        std::lock_guard<std::mutex> lock(mu_);
+        fast_compiled_.emplace(arch + '\n' + requests[i].fast_key, out[i]);
     });
     if (seconds) *seconds = std::move(took);
     return out;
-}
-
-KernelCache::LoadedPtr KernelCache::find_fast_loaded(CUcontext ctx, const std::string& fast_key) {
-    std::lock_guard<std::mutex> lock(mu_);
-    auto it = fast_loaded_.find({ctx, fast_key});
-    if (it == fast_loaded_.end()) return nullptr;
-    count([](CacheStats& s) { ++s.memory_hits; });
-    return it->second;
 }
 
 std::vector<std::shared_ptr<const LoadedKernel>> KernelCache::get_loaded(const std::vector<Request>& requests,

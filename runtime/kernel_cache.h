@@ -125,7 +125,9 @@ private:
     };
     PendingLoad find_or_compile(CUcontext ctx, const codegen::KernelSource& source, const std::string& arch);
     LoadedPtr finish_load(CUcontext ctx, PendingLoad pending);
-    LoadedPtr find_fast_loaded(CUcontext ctx, const std::string& fast_key);  // counts a hit
+    // The fast maps' lookups (a hit is counted); compiled ones are keyed by arch + '\n' + fast key.
+    CompiledPtr find_fast_compiled(const std::string& arch_and_fast_key);
+    LoadedPtr find_fast_loaded(CUcontext ctx, const std::string& fast_key);
     template <class F>
     void count(F&& f) {
         std::lock_guard<std::mutex> lock(stats_mu_);
