@@ -1,5 +1,7 @@
 #include "api/attention_backward.h"
 
+#include <chrono>
+
 #include "api/backward_launch.h"
 #include "api/tma_maps.h"
 #include "api/grad_planes.h"
@@ -125,6 +127,7 @@ struct AttentionBackward::Impl {
     bool alpha_grad_asked = false;  // CompileOptions.grads names the reciprocal band's alpha
     bool conv_grad_asked = false;   // CompileOptions.grads names the score convolution's kernel
     std::vector<api::PreparedKernel> kernels;  // in launch order
+    double compile_seconds = 0;                // the wall time of compiling them (at once)
     // A latent projection's backward (api/latent_backward.h): everything else here is unused.
     std::unique_ptr<api::LatentBackward> latent;
     // Gradients of captured tensors and scalars (CompileOptions.grads), from backward_dq's plan.
@@ -265,7 +268,11 @@ AttentionBackward::AttentionBackward(const AttentionSpec& spec, const CompileOpt
     // Attention sinks: their gradient, from LSE, O and dO alone (launched when asked for).
     if (spec.has_sinks()) add(KernelKind::backward_sink_grad, std::nullopt);
     // Compiled at once (api::prepare_kernels), kept in launch order.
+    const auto start = std::chrono::steady_clock::now();
     impl_->kernels = api::prepare_kernels(spec, impl_->inputs, target, requests);
+    const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    for (const api::PreparedKernel& k : impl_->kernels)
+        if (k.compile_seconds > 0) impl_->compile_seconds = wall;  // one was not in memory
     for (const api::PreparedKernel& k : impl_->kernels)
         debug(1) << "AttentionBackward: " << spec << " -> " << *k.compiled;
     impl_->batch_sum_ok = batch_sum_plan && (impl_->path == BackwardPath::two_pass || spec.has_score_conv()) &&
@@ -605,9 +612,7 @@ bool AttentionBackward::can_launch() const {
 }
 double AttentionBackward::compile_seconds() const {
     if (const auto& l = impl_->latent) return l->gemm().compile_seconds + l->heads().compile_seconds();
-    double s = 0;
-    for (const auto& k : impl_->kernels) s += k.compile_seconds;
-    return s;
+    return impl_->compile_seconds;
 }
 bool AttentionBackward::deterministic() const {
     return impl_->latent ? impl_->latent->heads().deterministic() : impl_->path != BackwardPath::fused_any;

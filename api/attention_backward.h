@@ -82,7 +82,9 @@ public:
     void check_args(const LaunchArgs& fwd, const GradArgs& grads) const;
     codegen::KernelSource source(KernelKind kind) const;
     bool can_launch() const;
-    double compile_seconds() const;  // all its kernels
+    // Seconds the constructor spent generating and compiling its kernels (or reading them from
+    // the disk cache): the wall time, the kernels compiling at once; 0 when all were in memory.
+    double compile_seconds() const;
 
 private:
     struct Impl;

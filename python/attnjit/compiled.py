@@ -68,6 +68,15 @@ def kernel_for(json_text: str, device: int, tile: dict | None, mainloop: str | N
                         f"the kernel of {json_text} for CUDA device {device}")
 
 
+def _a_new_thread_loads_into(device: int) -> bool:
+    """Whether the backward compiled on a thread of its own (at_once) is loaded into `device`'s
+    primary context: that thread has made no CUDA call; torch.cuda.device(device) (backward_for)
+    makes the context current there from CUDA 12 on (cudaSetDevice initialises it), and where
+    no context is current attnjit's driver calls take device 0's primary one."""
+    version = _torch().version.cuda
+    return device == 0 or (version is not None and int(version.split(".")[0]) >= 12)
+
+
 class _Variant:
     """One trace and the launchers built for it."""
 
@@ -405,11 +414,13 @@ class CompiledAttention:
 
         def backward_of_spec():
             return self._backward(variant, q, vs[3], device, grads, sig, alpha_grad)
-        if launcher is None:
+        if launcher is None and _a_new_thread_loads_into(device):
             # the first training call: the forward and the backward compile at once
             launcher, backward = at_once(
                 lambda: self._make_launcher(variant, q, vs[3], device, return_lse=True, sig=sig), backward_of_spec)
         else:
+            if launcher is None:
+                launcher = self._make_launcher(variant, q, vs[3], device, return_lse=True, sig=sig)
             backward = backward_of_spec()
         # Captured tensors are kept alive with the call: the backward reads them again.
         grad_values = [grad_by_name[n] for n in grads]

@@ -19,6 +19,9 @@ def test_both_results_and_the_calls_overlap():
             return value
         return run
     assert at_once(call("forward"), call("backward")) == ("forward", "backward")
+    caller = threading.get_ident()
+    first_thread, second_thread = at_once(threading.get_ident, threading.get_ident)
+    assert first_thread == caller and second_thread != caller
 
 
 def test_the_first_error_wins_after_both_ended():

@@ -69,5 +69,18 @@ TEST(BackwardSelection, DocumentMaskTakesTheTwoPassBackward) {
                                        KernelKind::backward_dq_convert}));
 }
 
+// The kernels compile at once (api::prepare_kernels) and stay in launch order; the time is the
+// constructor's wall time, 0 for a second backward of the same spec (every kernel in memory).
+TEST(BackwardCompile, KernelsCompiledAtOnceKeepTheirOrder) {
+    const AttentionSpec spec = AttentionSpec(kCausal).scale(0.0625);  // a spec no other test compiles
+    const AttentionBackward first(spec, for_arch("sm_90a"));
+    EXPECT_EQ(first.kernel_kinds(), (std::vector<KernelKind>{KernelKind::backward_stats, KernelKind::backward_fused,
+                                                              KernelKind::backward_dq_convert}));
+    EXPECT_GT(first.compile_seconds(), 0.0);
+    const AttentionBackward second(spec, for_arch("sm_90a"));
+    EXPECT_EQ(second.compile_seconds(), 0.0);
+    for (KernelKind kind : first.kernel_kinds()) EXPECT_EQ(second.config(kind), first.config(kind));
+}
+
 }  // namespace
 }  // namespace attnjit
