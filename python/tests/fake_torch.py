@@ -162,4 +162,6 @@ def install():
     module.cuda = cuda
     module._C = types.SimpleNamespace(_cuda_getCurrentRawStream=lambda device: 0)
     module.is_grad_enabled = lambda: True
+    # a CUDA 12 build: a first training call compiles its forward and backward at once
+    module.version = types.SimpleNamespace(cuda="12.8")
     sys.modules["torch"] = module
