@@ -271,7 +271,6 @@ std::vector<std::shared_ptr<const CompiledKernel>> KernelCache::get_compiled(con
 std::vector<std::shared_ptr<const LoadedKernel>> KernelCache::get_loaded(const std::vector<Request>& requests,
                                                                          std::vector<double>* seconds) {
     CUcontext ctx = current_context();
-    const std::string arch = current_device().arch();
     std::vector<LoadedPtr> out(requests.size());
     std::vector<double> took(requests.size());
     std::vector<size_t> misses;
@@ -281,6 +280,8 @@ std::vector<std::shared_ptr<const LoadedKernel>> KernelCache::get_loaded(const s
         if (out[i]) took[i] = seconds_since(start);
         else misses.push_back(i);
     }
+    // All hits: no device query (and run_at_once starts no thread).
+    const std::string arch = misses.empty() ? std::string() : current_device().arch();
     // The compiles at once; the loads (into ctx, this thread's context) one after another here.
     std::vector<PendingLoad> pending(misses.size());
     run_at_once(misses.size(), [&](size_t m) {
