@@ -9,6 +9,7 @@ namespace attnjit::runtime {
 struct CacheStats {
     uint64_t memory_hits = 0;          // served from memory (incl. the fast path and
                                        // threads that waited on another's compile)
+    uint64_t bundle_hits = 0;          // from a kernel bundle (kernel_bundle.h: compiled ahead of time)
     uint64_t disk_hits = 0;            // read from the disk cache
     uint64_t misses = 0;               // compiled (each costs an NVRTC run)
     uint64_t corrupt_entries = 0;      // disk entries found damaged, removed and rebuilt
@@ -20,7 +21,7 @@ struct CacheStats {
 };
 
 inline std::ostream& operator<<(std::ostream& os, const CacheStats& s) {
-    return os << "CacheStats(memory hits " << s.memory_hits << ", disk hits " << s.disk_hits
+    return os << "CacheStats(memory hits " << s.memory_hits << ", bundle hits " << s.bundle_hits << ", disk hits " << s.disk_hits
               << ", misses " << s.misses << " (" << s.compile_seconds << " s compiling)"
               << ", corrupt entries " << s.corrupt_entries << ", disk write failures "
               << s.disk_write_failures << ", lock timeouts " << s.lock_timeouts

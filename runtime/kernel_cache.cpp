@@ -1,11 +1,13 @@
 #include "runtime/kernel_cache.h"
 
+#include <algorithm>
 #include <chrono>
 
 #include "runtime/compiler.h"
 #include "runtime/cuda_api.h"
 #include "runtime/device.h"
 #include "runtime/entry_check.h"
+#include "runtime/kernel_bundle.h"
 #include "runtime/kernel_key.h"
 #include "support/at_once.h"
 #include "support/debug.h"
@@ -17,10 +19,19 @@ KernelCache::KernelCache() : KernelCache(Options{}) {}
 
 KernelCache::KernelCache(Options options)
     : compile_(options.compile ? std::move(options.compile) : CompileFn(compile_kernel)),
-      toolchain_(options.toolchain.empty() ? nvrtc_toolchain_id() : std::move(options.toolchain)),
+      toolchain_(std::move(options.toolchain)),
       disk_(std::move(options.disk_root), options.lock_timeout) {
-    debug(1) << "kernel cache: " << (disk_.enabled() ? disk_.directory() : "memory only")
-             << ", toolchain " << toolchain_;
+    debug(1) << "kernel cache: " << (disk_.enabled() ? disk_.directory() : "memory only");
+}
+
+// Asked for on the first kernel that memory and the bundles do not hold: a process whose
+// kernels all come from bundles never loads NVRTC.
+const std::string& KernelCache::toolchain() const {
+    std::call_once(toolchain_once_, [this] {
+        if (toolchain_.empty()) toolchain_ = nvrtc_toolchain_id();
+        debug(1) << "kernel cache toolchain: " << toolchain_;
+    });
+    return toolchain_;
 }
 
 KernelCache& KernelCache::global() {
@@ -30,14 +41,15 @@ KernelCache& KernelCache::global() {
 
 std::string KernelCache::key_for(const codegen::KernelSource& source,
                                  const std::string& arch) const {
-    return kernel_key(source, arch, toolchain_);
+    return kernel_key(source, arch, toolchain());
 }
 
 std::shared_ptr<const CompiledKernel> KernelCache::get_compiled(
     const codegen::KernelSource& source, const std::string& arch) {
-    return get_compiled_by_key(key_for(source, arch), source, arch);
+    return get_compiled_by_key(toolchain_index_key(source, arch), source, arch);
 }
 
+// `key`: toolchain_index_key(source, arch), the memory maps' key (one toolchain a cache).
 KernelCache::CompiledPtr KernelCache::get_compiled_by_key(const std::string& key,
                                                           const codegen::KernelSource& source,
                                                           const std::string& arch) {
@@ -76,9 +88,16 @@ KernelCache::CompiledPtr KernelCache::get_compiled_by_key(const std::string& key
     }
 }
 
-KernelCache::CompiledPtr KernelCache::build(const std::string& key,
+KernelCache::CompiledPtr KernelCache::build(const std::string& index_key,
                                             const codegen::KernelSource& source,
                                             const std::string& arch) {
+    // Kernels compiled ahead of time (kernel_bundle.h) first: no toolchain needed.
+    if (auto hit = BundleRegistry::global().find(index_key, source, arch)) {
+        count([](CacheStats& s) { ++s.bundle_hits; });
+        debug(1) << "bundle hit " << source.name << " (" << arch << ") from " << hit->bundle;
+        return std::make_shared<const CompiledKernel>(std::move(hit->kernel));
+    }
+    const std::string key = kernel_key(source, arch, toolchain());
     // An entry that decodes but is not this kernel is as bad as a corrupt one.
     auto check = [&](const CompiledKernel& k) { return why_entry_does_not_match(k, source, arch); };
     auto try_disk_at = [&](const std::string& entry_key) -> CompiledPtr {
@@ -89,7 +108,6 @@ KernelCache::CompiledPtr KernelCache::build(const std::string& key,
         debug(1) << "disk hit " << source.name << " (" << arch << ")";
         return std::make_shared<const CompiledKernel>(std::move(*found.kernel));
     };
-    const std::string index_key = toolchain_index_key(source, arch);
     // Records that this toolchain compiled the kernel, for processes without NVRTC.
     auto index = [&] {
         if (disk_.writable() && disk_.load_toolchain(index_key) != toolchain_)
@@ -143,14 +161,18 @@ KernelCache::CompiledPtr KernelCache::compile_without_nvrtc(const std::string& k
     } catch (const EnvironmentError& e) {
         std::string why = e.what();
         if (why.rfind("attnjit: ", 0) == 0) why.erase(0, 9);
+        const std::string bundles = BundleRegistry::global().describe();
         environment_error << "cannot get kernel " << source.name << " for " << arch
-                          << ": it is not in the kernel cache ("
+                          << ": it is not in a kernel bundle ("
+                          << (bundles.empty() ? std::string("none is loaded or linked") : bundles)
+                          << ") nor in the kernel cache ("
                           << (disk_.enabled() ? disk_.directory() + " has no entry for it"
                                               : std::string("the disk cache is disabled"))
                           << "), and compiling it needs NVRTC, which this process cannot load. "
                           << why
-                          << "\n  (A process without NVRTC can only run kernels that a process "
-                             "with NVRTC compiled into the same ATTNJIT_CACHE_DIR before.)";
+                          << "\n  (A process without NVRTC runs the kernels of the bundles attnjit-aot made "
+                             "(docs/aot.md) for this attnjit and this arch, and those a process with NVRTC "
+                             "compiled into the same ATTNJIT_CACHE_DIR before.)";
     }
     built.key = key;
     auto compiled = std::make_shared<const CompiledKernel>(std::move(built));
@@ -168,7 +190,7 @@ std::shared_ptr<const LoadedKernel> KernelCache::get_loaded(const codegen::Kerne
 
 KernelCache::PendingLoad KernelCache::find_or_compile(CUcontext ctx, const codegen::KernelSource& source,
                                                       const std::string& arch) {
-    const std::string key = key_for(source, arch);
+    const std::string key = toolchain_index_key(source, arch);
     {
         std::lock_guard<std::mutex> lock(mu_);
         auto it = loaded_.find({ctx, key});
@@ -309,6 +331,24 @@ CacheStats KernelCache::stats() const {
 void KernelCache::reset_stats() {
     std::lock_guard<std::mutex> lock(stats_mu_);
     stats_ = CacheStats{};
+}
+
+std::vector<std::pair<std::string, std::shared_ptr<const CompiledKernel>>> KernelCache::compiled_kernels() const {
+    std::vector<std::pair<std::string, std::shared_future<CompiledPtr>>> futures;
+    {
+        std::lock_guard<std::mutex> lock(mu_);
+        futures.assign(compiled_.begin(), compiled_.end());
+    }
+    std::sort(futures.begin(), futures.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+    std::vector<std::pair<std::string, CompiledPtr>> out;
+    for (const auto& [key, future] : futures) {
+        try {
+            out.emplace_back(key, future.get());
+        } catch (...) {
+            // a compile that failed: its caller saw the error, and it is no kernel
+        }
+    }
+    return out;
 }
 
 void KernelCache::clear_memory() {

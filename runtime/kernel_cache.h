@@ -1,4 +1,4 @@
-// The process-wide kernel cache: memory -> disk -> compile, single-flight per key (two
+// The process-wide kernel cache: memory -> bundles (kernel_bundle.h) -> disk -> compile, single-flight per key (two
 // threads asking for the same kernel compile it once, the second waits), and loaded
 // modules per CUDA context. A fast path keyed by a caller-chosen string skips source
 // generation and hashing entirely on a hit.
@@ -93,8 +93,16 @@ public:
     std::vector<std::shared_ptr<const LoadedKernel>> get_loaded(const std::vector<Request>& requests,
                                                                 std::vector<double>* seconds = nullptr);
 
-    // The content-addressed key (kernel_key.h) with this cache's toolchain.
+    // The content-addressed key (kernel_key.h) with this cache's toolchain: the disk
+    // entry's. (Memory holds kernels by toolchain_index_key: one toolchain a cache.)
     std::string key_for(const codegen::KernelSource& source, const std::string& arch) const;
+    // Options::toolchain, else nvrtc_toolchain_id(), asked for on first use (a kernel that
+    // memory and the bundles do not hold), so that a process served by bundles never loads NVRTC.
+    const std::string& toolchain() const;
+
+    // Every kernel compiled or read into memory so far, keyed by toolchain_index_key (what
+    // a bundle stores it under: tools/attnjit-aot), in key order.
+    std::vector<std::pair<std::string, std::shared_ptr<const CompiledKernel>>> compiled_kernels() const;
 
     CacheStats stats() const;
     void reset_stats();
@@ -147,7 +155,8 @@ private:
     };
 
     CompileFn compile_;
-    std::string toolchain_;
+    mutable std::string toolchain_;  // toolchain(): set once
+    mutable std::once_flag toolchain_once_;
     DiskCache disk_;
 
     mutable std::mutex mu_;  // guards the maps below

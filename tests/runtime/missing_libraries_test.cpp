@@ -29,8 +29,8 @@ TEST(MissingLibraries, KernelCacheReportsTheMissingCompilerEveryTime) {
     for (int i = 0; i < 2; ++i) {
         std::string msg = testing::environment_error_of([&] { cache.get_compiled(testing::tiny_source(), "sm_80"); });
         EXPECT_NE(msg.find("libnvrtc"), std::string::npos) << msg;
-        EXPECT_NE(msg.find("cannot get kernel tiny_add_0 for sm_80: it is not in the kernel cache "
-                           "(the disk cache is disabled), and compiling it needs NVRTC"),
+        EXPECT_NE(msg.find("cannot get kernel tiny_add_0 for sm_80: it is not in a kernel bundle (none is loaded or "
+                           "linked) nor in the kernel cache (the disk cache is disabled), and compiling it needs NVRTC"),
                   std::string::npos)
             << msg;
     }

@@ -1,0 +1,315 @@
+#include "runtime/kernel_bundle.h"
+
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <iostream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+
+#include "codegen/template_library.h"
+#include "runtime/entry_check.h"
+#include "runtime/safe_file.h"
+#include "support/error.h"
+
+#ifndef ATTNJIT_VERSION_STRING
+#error "runtime/CMakeLists.txt defines ATTNJIT_VERSION_STRING from the project version"
+#endif
+
+namespace attnjit::runtime {
+
+namespace {
+
+using nlohmann::json;
+
+// A manifest or an entry larger than this is refused unread (a planted file must not make
+// a reader allocate gigabytes): a manifest lists a few hundred kernels at most.
+constexpr size_t kMaxManifestBytes = size_t(64) << 20;
+
+// The whole regular file at `path` (never through a link), at most `limit` bytes; nullopt
+// with `why_not` otherwise.
+std::optional<std::string> read_small_file(const std::string& path, size_t limit, std::string* why_not) {
+    RegularFile f(path);
+    switch (f.status()) {
+    case RegularFile::Status::kOpen: break;
+    case RegularFile::Status::kAbsent: *why_not = path + " does not exist"; return std::nullopt;
+    case RegularFile::Status::kNotRegular: *why_not = path + " is not a regular file"; return std::nullopt;
+    case RegularFile::Status::kUnreadable: *why_not = path + " cannot be read"; return std::nullopt;
+    }
+    const auto size = static_cast<size_t>(f.st().st_size);
+    if (size > limit) {
+        *why_not = path + " is " + std::to_string(size) + " bytes, more than the " + std::to_string(limit) +
+                   " a bundle file may have";
+        return std::nullopt;
+    }
+    std::string bytes;
+    if (!f.read_exact(size, bytes)) {
+        *why_not = path + " could not be read whole";
+        return std::nullopt;
+    }
+    return bytes;
+}
+
+bool is_hex_key(const std::string& s) {
+    return s.size() == 64 && std::all_of(s.begin(), s.end(), [](char c) {
+               return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
+           });
+}
+
+}  // namespace
+
+std::string to_json(const BundleManifest& m) {
+    json kernels = json::array();
+    for (const BundleKernel& k : m.kernels)
+        kernels.push_back(json{{"index_key", k.index_key},
+                               {"name", k.name},
+                               {"arch", k.arch},
+                               {"config", k.config},
+                               {"spec", k.spec}});
+    json doc = json::object();
+    doc["format"] = kBundleFormat;
+    doc["attnjit_version"] = m.attnjit_version;
+    doc["generator_version"] = m.generator_version;
+    doc["templates_hash"] = m.templates_hash;
+    doc["entry_format"] = m.entry_format;
+    doc["toolchain"] = m.toolchain;
+    doc["kernels"] = std::move(kernels);
+    return doc.dump(2) + "\n";
+}
+
+BundleManifest bundle_manifest_from_json(const std::string& text, const std::string& where) {
+    json doc;
+    try {
+        doc = json::parse(text);
+    } catch (const json::exception& e) {
+        user_error << where << " is not JSON (" << e.what() << "); a bundle's manifest.json is written by attnjit-aot";
+    }
+    user_check(doc.is_object() && doc.contains("format") && doc["format"].is_string())
+        << where << " is not an attnjit bundle manifest (no \"format\" key); bundles are written by attnjit-aot";
+    const std::string format = doc["format"].get<std::string>();
+    user_check(format == kBundleFormat) << where << " has format \"" << format << "\"; this attnjit reads \""
+                                        << kBundleFormat << "\": rebuild the bundle with this attnjit's attnjit-aot";
+    BundleManifest m;
+    try {
+        m.attnjit_version = doc.at("attnjit_version").get<std::string>();
+        m.generator_version = doc.at("generator_version").get<int>();
+        m.templates_hash = doc.at("templates_hash").get<std::string>();
+        m.entry_format = doc.at("entry_format").get<int>();
+        m.toolchain = doc.at("toolchain").get<std::string>();
+        for (const json& k : doc.at("kernels")) {
+            BundleKernel b;
+            b.index_key = k.at("index_key").get<std::string>();
+            b.name = k.at("name").get<std::string>();
+            b.arch = k.at("arch").get<std::string>();
+            b.config = k.at("config").get<std::string>();
+            b.spec = k.at("spec").get<std::string>();
+            user_check(is_hex_key(b.index_key))
+                << where << ": kernel \"" << b.name << "\" has index_key \"" << b.index_key
+                << "\", not 64 lowercase hex digits; the manifest was changed by hand or damaged: rebuild the bundle";
+            m.kernels.push_back(std::move(b));
+        }
+    } catch (const json::exception& e) {
+        user_error << where << " is not a complete bundle manifest (" << e.what()
+                   << "); rebuild the bundle with attnjit-aot";
+    }
+    std::set<std::string> seen;
+    for (const BundleKernel& k : m.kernels)
+        user_check(seen.insert(k.index_key).second)
+            << where << " lists kernel " << k.index_key << " twice; rebuild the bundle with attnjit-aot";
+    return m;
+}
+
+BundleManifest current_bundle_manifest() {
+    BundleManifest m;
+    m.attnjit_version = ATTNJIT_VERSION_STRING;
+    m.generator_version = codegen::kGeneratorVersion;
+    m.templates_hash = codegen::templates_hash();
+    m.entry_format = kCompiledKernelFormatVersion;
+    return m;
+}
+
+std::string why_bundle_is_stale(const BundleManifest& m) {
+    const BundleManifest now = current_bundle_manifest();
+    if (m.generator_version == now.generator_version && m.templates_hash == now.templates_hash &&
+        m.entry_format == now.entry_format)
+        return "";
+    std::ostringstream os;
+    os << "it was made by attnjit " << m.attnjit_version << " (generator " << m.generator_version << ", templates "
+       << m.templates_hash.substr(0, 12) << ", entry format " << m.entry_format << ") and this library is attnjit "
+       << now.attnjit_version << " (generator " << now.generator_version << ", templates "
+       << now.templates_hash.substr(0, 12) << ", entry format " << now.entry_format
+       << "), whose kernels it cannot hold; rebuild the bundle with this attnjit's attnjit-aot";
+    return os.str();
+}
+
+std::shared_ptr<const KernelBundle> KernelBundle::open(const std::string& directory) {
+    user_check(!directory.empty()) << "load_bundle: the bundle directory is empty; pass the --out directory of "
+                                      "attnjit-aot";
+    std::string why;
+    const std::string path = directory + "/manifest.json";
+    const auto text = read_small_file(path, kMaxManifestBytes, &why);
+    user_check(text.has_value()) << "cannot open kernel bundle " << directory << ": " << why
+                                 << "; a bundle is the --out directory of attnjit-aot";
+    std::shared_ptr<KernelBundle> b(new KernelBundle());
+    b->name_ = directory;
+    b->directory_ = directory;
+    b->manifest_ = bundle_manifest_from_json(*text, path);
+    const std::string stale = why_bundle_is_stale(b->manifest_);
+    user_check(stale.empty()) << "kernel bundle " << directory << " cannot be used: " << stale;
+    return b;
+}
+
+std::shared_ptr<const KernelBundle> KernelBundle::linked(const std::string& name, std::string_view manifest,
+                                                         const std::vector<std::string_view>& entries) {
+    std::shared_ptr<KernelBundle> b(new KernelBundle());
+    b->name_ = name;
+    b->manifest_ = bundle_manifest_from_json(std::string(manifest), "the manifest of linked bundle " + name);
+    const std::string stale = why_bundle_is_stale(b->manifest_);
+    user_check(stale.empty()) << "linked kernel bundle " << name << " cannot be used: " << stale;
+    internal_check(entries.size() == b->manifest_.kernels.size())
+        << "linked kernel bundle " << name << " has " << entries.size() << " entries for "
+        << b->manifest_.kernels.size() << " kernels in its manifest";
+    b->linked_ = entries;
+    return b;
+}
+
+std::optional<CompiledKernel> KernelBundle::find(const std::string& index_key, std::string* why_not) const {
+    const auto& ks = manifest_.kernels;
+    const auto it = std::find_if(ks.begin(), ks.end(), [&](const BundleKernel& k) { return k.index_key == index_key; });
+    if (it == ks.end()) return std::nullopt;
+    std::string bytes;
+    std::string where;
+    if (directory_.empty()) {
+        bytes = std::string(linked_[static_cast<size_t>(it - ks.begin())]);
+        where = "linked bundle " + name_ + ", kernel " + it->name;
+    } else {
+        where = directory_ + "/kernels/" + index_key + ".kernel";
+        auto read = read_small_file(where, kCompiledKernelHeaderBytes + kMaxCompiledKernelPayloadBytes, why_not);
+        if (!read) return std::nullopt;
+        bytes = std::move(*read);
+    }
+    std::string why;
+    std::optional<CompiledKernel> k = deserialize(bytes, &why);
+    if (!k) *why_not = where + ": " + why;
+    return k;
+}
+
+BundleRegistry& BundleRegistry::global() {
+    static BundleRegistry* registry = new BundleRegistry();
+    return *registry;
+}
+
+void BundleRegistry::add(std::shared_ptr<const KernelBundle> bundle) {
+    std::lock_guard<std::mutex> lock(mu_);
+    bundles_.push_back(std::move(bundle));
+}
+
+void BundleRegistry::add_problem(const std::string& problem) {
+    std::cerr << "attnjit: warning: " << problem << std::endl;
+    std::lock_guard<std::mutex> lock(mu_);
+    problems_.push_back(problem);
+}
+
+std::optional<BundleRegistry::Hit> BundleRegistry::find(const std::string& index_key,
+                                                        const codegen::KernelSource& source,
+                                                        const std::string& arch) const {
+    std::vector<std::shared_ptr<const KernelBundle>> bundles;
+    {
+        std::lock_guard<std::mutex> lock(mu_);
+        bundles = bundles_;
+    }
+    for (const auto& b : bundles) {
+        std::string why;
+        std::optional<CompiledKernel> k = b->find(index_key, &why);
+        if (k) {
+            why = why_entry_does_not_match(*k, source, arch);
+            if (why.empty()) return Hit{std::move(*k), b->name()};
+            why = "kernel bundle " + b->name() + " holds an entry for " + source.name + " that is not it: " + why;
+        }
+        if (why.empty()) continue;  // not in this bundle
+        std::lock_guard<std::mutex> lock(mu_);
+        if (std::find(warned_.begin(), warned_.end(), why) == warned_.end()) {
+            warned_.push_back(why);
+            std::cerr << "attnjit: warning: not using a bundled kernel: " << why
+                      << " (the kernel is taken from the disk cache or compiled instead)" << std::endl;
+        }
+    }
+    return std::nullopt;
+}
+
+std::string BundleRegistry::describe() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    std::ostringstream os;
+    for (const auto& b : bundles_) {
+        std::map<std::string, int> per_arch;
+        for (const BundleKernel& k : b->manifest().kernels) ++per_arch[k.arch];
+        os << (os.tellp() > 0 ? "; " : "") << "bundle " << b->name() << " (";
+        bool first = true;
+        for (const auto& [arch, n] : per_arch) {
+            os << (first ? "" : ", ") << n << " for " << arch;
+            first = false;
+        }
+        os << (per_arch.empty() ? "no kernels)" : ")");
+    }
+    for (const std::string& p : problems_) os << (os.tellp() > 0 ? "; " : "") << p;
+    return os.str();
+}
+
+size_t BundleRegistry::size() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return bundles_.size();
+}
+
+void BundleRegistry::clear() {
+    std::lock_guard<std::mutex> lock(mu_);
+    bundles_.clear();
+    problems_.clear();
+    warned_.clear();
+}
+
+void write_bundle(const std::string& directory, const BundleManifest& manifest,
+                  const std::vector<CompiledKernel>& kernels) {
+    internal_check(kernels.size() == manifest.kernels.size())
+        << "write_bundle: " << kernels.size() << " entries for " << manifest.kernels.size() << " manifest kernels";
+    for (const std::string& dir : {directory, directory + "/kernels"})
+        if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST)
+            environment_error << "cannot create directory " << dir << ": " << std::strerror(errno);
+    auto write = [](const std::string& path, const std::string& data) {
+        const char* step = "";
+        if (const int err = replace_file(path, data, 0644, /*durable=*/false, &step))
+            environment_error << "cannot write " << path << " (" << step << ": " << std::strerror(err) << ")";
+    };
+    for (size_t i = 0; i < kernels.size(); ++i)
+        write(directory + "/kernels/" + manifest.kernels[i].index_key + ".kernel", serialize(kernels[i]));
+    write(directory + "/manifest.json", to_json(manifest));  // last: a bundle is whole once it has one
+}
+
+size_t load_bundle(const std::string& directory) {
+    auto bundle = KernelBundle::open(directory);
+    const size_t n = bundle->manifest().kernels.size();
+    BundleRegistry::global().add(std::move(bundle));
+    return n;
+}
+
+void register_linked_bundle(const char* name, const char* manifest, size_t manifest_size,
+                            const unsigned char* const* entries, const size_t* entry_sizes, size_t count) noexcept {
+    const std::string bundle_name = name ? name : "(unnamed)";
+    try {
+        std::vector<std::string_view> views;
+        for (size_t i = 0; i < count; ++i)
+            views.emplace_back(reinterpret_cast<const char*>(entries[i]), entry_sizes[i]);
+        BundleRegistry::global().add(KernelBundle::linked(bundle_name, std::string_view(manifest, manifest_size), views));
+    } catch (const std::exception& e) {
+        try {
+            BundleRegistry::global().add_problem(std::string("linked kernel bundle ") + bundle_name +
+                                                 " is not used: " + e.what());
+        } catch (...) {
+        }
+    }
+}
+
+}  // namespace attnjit::runtime
