@@ -70,7 +70,7 @@ std::array<int, kConfigFields> config_fields(const KernelConfig& c) {
 // False when an enum is out of range (a writer's bug: the checksum held).
 bool config_from_fields(const std::array<int, kConfigFields>& f, KernelConfig& c) {
     if (f[0] < static_cast<int>(KernelKind::forward) || f[0] > static_cast<int>(KernelKind::latent_gemm)) return false;
-    if (f[1] != static_cast<int>(MainloopKind::simt) && f[1] != static_cast<int>(MainloopKind::sm80)) return false;
+    if (f[1] < static_cast<int>(MainloopKind::simt) || f[1] > static_cast<int>(MainloopKind::sm90)) return false;
     if (f[2] < static_cast<int>(ElemKind::f16) || f[2] > static_cast<int>(ElemKind::f32)) return false;
     if (f[9] < 0 || (f[9] >> 3) > kMaxLatentTileDim) return false;
     c = KernelConfig{static_cast<KernelKind>(f[0]), static_cast<MainloopKind>(f[1]), static_cast<ElemKind>(f[2]),

@@ -54,6 +54,19 @@ TEST(CompiledKernelSerialization, RoundTripKeepsEveryField) {
     EXPECT_EQ(back->config, k.config);
 }
 
+// Every main loop's kernels round-trip: an sm90 kernel read back as "malformed" (the reader
+// knew only simt and sm80) was removed from the disk cache and compiled again in every process.
+TEST(CompiledKernelSerialization, EveryMainLoopRoundTrips) {
+    for (MainloopKind loop : {MainloopKind::simt, MainloopKind::sm80, MainloopKind::sm90}) {
+        CompiledKernel k = sample();
+        k.config.mainloop = loop;
+        std::string why;
+        auto back = deserialize(serialize(k), &why);
+        ASSERT_TRUE(back) << mainloop_kind_name(loop) << ": " << why;
+        EXPECT_EQ(back->config, k.config);
+    }
+}
+
 TEST(CompiledKernelSerialization, EmptyKernelRoundTrips) {
     auto back = deserialize(serialize(CompiledKernel{}));
     ASSERT_TRUE(back);
