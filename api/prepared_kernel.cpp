@@ -38,7 +38,9 @@ Target resolve_target(const CompileOptions& options) {
     Target t;
     t.on_device = !no_gpu && (!options.arch || *options.arch == runtime::current_device().arch());
     if (options.arch) {
-        runtime::check_arch(*options.arch);  // one this NVRTC can target (EnvironmentError otherwise)
+        // A well-formed arch; whether this NVRTC targets it is compile_kernel's check, on a
+        // miss: a kernel from a bundle (runtime/kernel_bundle.h) needs no NVRTC at all.
+        codegen::sm_version(*options.arch);
         t.arch = *options.arch;
     } else {
         user_check(!no_gpu) << "no GPU is usable (" << *no_gpu

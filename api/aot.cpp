@@ -1,0 +1,87 @@
+#include "api/aot.h"
+
+#include <cstdio>
+#include <map>
+#include <sstream>
+
+#include "api/attention_backward.h"
+#include "codegen/kernel_config.h"
+#include "runtime/compiler.h"
+#include "runtime/kernel_cache.h"
+
+namespace attnjit::api {
+
+namespace {
+
+// How codegen names a kernel's spec: the first 12 hex digits of its hash, at the name's end.
+std::string hash_tag(const AttentionSpec& spec) {
+    char hex[17];
+    std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(spec.hash()));
+    return std::string(hex).substr(0, 12);
+}
+
+bool any_sm90(const AttentionBackward& b) {
+    for (KernelKind kind : b.kernel_kinds())
+        if (b.config(kind).mainloop == MainloopKind::sm90) return true;
+    return false;
+}
+
+}  // namespace
+
+std::string compile_for_bundle(const AttentionSpec& spec, const std::string& arch, const AotOptions& options) {
+    CompileOptions base;
+    base.arch = arch;
+    std::ostringstream what;
+    if (options.forward) {
+        const Attention forward(spec, base);
+        what << "forward " << mainloop_kind_name(forward.config().mainloop);
+        if (forward.config().mainloop == MainloopKind::sm90) {  // and its fallback for unreadable tensors
+            CompileOptions sm80 = base;
+            sm80.mainloop = MainloopKind::sm80;
+            const Attention fallback(spec, sm80);
+            what << " + sm80";
+        }
+    }
+    if (options.backward.value_or(spec.returns_lse())) {
+        CompileOptions o = base;
+        o.grads = options.grads;
+        o.deterministic = options.deterministic;
+        const AttentionBackward backward(spec, o);
+        what << (options.forward ? ", " : "") << "backward";
+        for (KernelKind kind : backward.kernel_kinds()) what << " " << kernel_kind_name(kind);
+        if (any_sm90(backward)) {
+            o.mainloop = MainloopKind::sm80;
+            const AttentionBackward fallback(spec, o);
+            what << " (sm90, + sm80)";
+        }
+    }
+    return what.str();
+}
+
+runtime::BundleManifest write_bundle_of_compiled(const std::string& directory,
+                                                 const std::vector<std::pair<AttentionSpec, std::string>>& spec_files) {
+    std::map<std::string, std::string> file_of;  // hash tag -> file
+    for (const auto& [spec, file] : spec_files) file_of[hash_tag(spec)] = file;
+    runtime::KernelCache& cache = runtime::KernelCache::global();
+    runtime::BundleManifest manifest = runtime::current_bundle_manifest();
+    manifest.toolchain = cache.toolchain();
+    std::vector<runtime::CompiledKernel> entries;
+    for (const auto& [index_key, kernel] : cache.compiled_kernels()) {
+        runtime::BundleKernel k;
+        k.index_key = index_key;
+        k.name = kernel->name;
+        k.arch = kernel->arch;
+        std::ostringstream config;
+        config << kernel->config;
+        k.config = config.str();
+        const size_t tail = k.name.rfind('_');
+        if (tail != std::string::npos)
+            if (auto it = file_of.find(k.name.substr(tail + 1)); it != file_of.end()) k.spec = it->second;
+        manifest.kernels.push_back(std::move(k));
+        entries.push_back(*kernel);
+    }
+    runtime::write_bundle(directory, manifest, entries);
+    return manifest;
+}
+
+}  // namespace attnjit::api
