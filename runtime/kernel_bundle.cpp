@@ -63,14 +63,15 @@ bool is_hex_key(const std::string& s) {
 }  // namespace
 
 std::string to_json(const BundleManifest& m) {
-    json kernels = json::array();
+    using ordered = nlohmann::ordered_json;  // keys in the order written: "format" first
+    ordered kernels = ordered::array();
     for (const BundleKernel& k : m.kernels)
-        kernels.push_back(json{{"index_key", k.index_key},
-                               {"name", k.name},
-                               {"arch", k.arch},
-                               {"config", k.config},
-                               {"spec", k.spec}});
-    json doc = json::object();
+        kernels.push_back(ordered{{"index_key", k.index_key},
+                                  {"name", k.name},
+                                  {"arch", k.arch},
+                                  {"config", k.config},
+                                  {"spec", k.spec}});
+    ordered doc = ordered::object();
     doc["format"] = kBundleFormat;
     doc["attnjit_version"] = m.attnjit_version;
     doc["generator_version"] = m.generator_version;
