@@ -6,7 +6,8 @@
 #   <prefix>/lib/libattnjit_*.a, libattnjit_c.so{,.1,.0.1.0}
 #   <prefix>/include/attnjit/{attnjit.h,attnjit_c.h,support,dsl,codegen,runtime,api}/
 #   <prefix>/lib/cmake/attnjit/attnjit{Config,ConfigVersion,Targets*}.cmake
-#   <prefix>/bin/attnjit-gen
+#   <prefix>/bin/attnjit-gen, attnjit-aot
+#   attnjit_add_kernel_bundle(<target> SPECS ... ARCHS ...): kernels compiled ahead of time (docs/aot.md)
 include(CMakePackageConfigHelpers)
 
 set(ATTNJIT_LIBS attnjit attnjit_api attnjit_runtime attnjit_codegen attnjit_dsl attnjit_support attnjit_c)
@@ -21,6 +22,10 @@ foreach(dir support dsl codegen runtime api)
 endforeach()
 # attnjit-gen: the generated source / plan / params layout of an example spec (tools/).
 install(TARGETS attnjit-gen RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+# attnjit-aot: kernel bundles (docs/aot.md), exported as attnjit::attnjit-aot for the CMake
+# function attnjit_add_kernel_bundle, which the package config includes.
+install(TARGETS attnjit-aot EXPORT attnjitTargets RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+install(FILES ${PROJECT_SOURCE_DIR}/cmake/AttnjitKernelBundle.cmake DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/attnjit)
 
 install(FILES ${PROJECT_SOURCE_DIR}/api/attnjit.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/attnjit)
 # <attnjit/attnjit_c.h>: the C API's one header.

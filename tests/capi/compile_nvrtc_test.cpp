@@ -298,7 +298,9 @@ TEST(CapiBackward, CompilesForAnArchWithoutAGpu) {
     ASSERT_TRUE(spec);
     BackwardPtr b = compile_backward_for(spec.get(), "sm_90a");
     ASSERT_TRUE(b);
-    if (runtime::why_no_gpu()) EXPECT_EQ(attnjit_backward_can_launch(b.get()), 0);
+    if (runtime::why_no_gpu()) {
+        EXPECT_EQ(attnjit_backward_can_launch(b.get()), 0);
+    }
     EXPECT_EQ(attnjit_backward_can_launch(nullptr), 0);
 }
 

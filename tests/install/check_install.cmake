@@ -7,9 +7,12 @@
 #  3. a consumer that sets no C++ standard (tests/install/consumer_no_std) builds against it
 #     with the CUDA toolkit at another prefix (a tree of symlinks under WORK_DIR, passed as
 #     CUDAToolkit_ROOT): its compile commands take cuda.h from there and -std=c++17 from
-#     the package, and it runs.
+#     the package, and it runs;
+#  4. (in 2.) attnjit_add_kernel_bundle from the package links a kernel bundle into a program
+#     that then runs with NVRTC unloadable and no disk cache.
 # Inputs: BUILD_DIR, SOURCE_DIR, WORK_DIR, CUDA_ROOT (the toolkit the build used),
-# CUDA_INCLUDE_DIRS (its include directories; a ;-list passed with | for ;).
+# CUDA_INCLUDE_DIRS (its include directories; a ;-list passed with | for ;), SANITIZE (the
+# build's ATTNJIT_SANITIZE: its installed attnjit-aot runs without LeakSanitizer's exit check).
 file(REMOVE_RECURSE ${WORK_DIR})
 execute_process(COMMAND ${CMAKE_COMMAND} --install ${BUILD_DIR} --prefix ${WORK_DIR}/prefix
                 RESULT_VARIABLE rc OUTPUT_QUIET)
@@ -65,6 +68,7 @@ message("bin/attnjit-gen runs")
 function(build_consumer name toolkit)
   execute_process(COMMAND ${CMAKE_COMMAND} -S ${SOURCE_DIR}/tests/install/${name} -B ${WORK_DIR}/${name}
                           -DCMAKE_PREFIX_PATH=${WORK_DIR}/prefix -DCUDAToolkit_ROOT=${toolkit}
+                          -DATTNJIT_SANITIZE=${SANITIZE}
                   RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
   if(rc)
     message(FATAL_ERROR "configuring ${name} failed:\n${out}\n${err}")
@@ -85,6 +89,15 @@ execute_process(COMMAND ${WORK_DIR}/consumer/consumer_c RESULT_VARIABLE rc OUTPU
 message("${out}")
 if(rc OR NOT out MATCHES "c consumer ok")
   message(FATAL_ERROR "the C consumer failed (${rc}):\n${out}\n${err}")
+endif()
+
+# The bundled consumer: every kernel from its linked bundle, NVRTC unloadable, no disk cache.
+execute_process(COMMAND ${CMAKE_COMMAND} -E env ATTNJIT_LIBNVRTC=/nonexistent/libnvrtc.so ATTNJIT_DISABLE_DISK_CACHE=1
+                        ${WORK_DIR}/consumer/consumer_bundled ${SOURCE_DIR}/tests/install/consumer/spec.json
+                RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+message("${out}")
+if(rc OR NOT out MATCHES "bundled consumer ok")
+  message(FATAL_ERROR "consumer_bundled failed (${rc}):\n${out}\n${err}")
 endif()
 
 # ---- 3. no C++ standard set, the toolkit moved --------------------------------------------
