@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import ctypes
-from ctypes import POINTER, c_char_p, c_double, c_int32, c_size_t, c_uint32, c_uint64, c_void_p
+from ctypes import POINTER, c_char_p, c_double, c_int32, c_int64, c_size_t, c_uint32, c_uint64, c_void_p
 
 MAX_RANK = 8
 
@@ -61,6 +61,8 @@ _SIGNATURES = {
     "attnjit_backward_destroy": (None, [c_void_p]),
     "attnjit_backward_can_launch": (c_int32, [c_void_p]),
     "attnjit_launch_backward": (c_int32, [c_void_p, c_void_p, c_void_p, c_void_p]),
+    "attnjit_load_bundle": (c_int32, [c_char_p, POINTER(c_int64)]),
+    "attnjit_num_bundles": (c_int32, []),
 }
 
 

@@ -16,10 +16,12 @@ def lib():
     return _library.load()
 
 
-def check(status: int, *, launching: bool = False) -> None:
+def check(status: int, *, launching: bool = False, arguments: bool = False) -> None:
+    """Raises the exception of a failed call. An invalid argument is about the spec
+    (SpecError) unless the call is a launch or takes no spec (`arguments`): ArgumentError."""
     if status:
         message = lib().attnjit_last_error().decode("utf-8", "replace")
-        raise error_for_status(status, message, launching=launching)
+        raise error_for_status(status, message, launching=launching or arguments)
 
 
 def version() -> str:
