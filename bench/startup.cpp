@@ -1,0 +1,73 @@
+// Start-up: what a process does before its first kernel, for bench/startup.py, which times the
+// whole process from its start (exec and dynamic loading included) and runs it with a kernel
+// bundle, a cold and a warm disk cache (issue 12: a process whose kernels come from a bundle
+// launches its first kernel within 50 ms of its start, and never loads NVRTC). It builds the
+// Attention of one spec file and, on a GPU (no --arch), launches it once on [1, 16, 1024, D]
+// tensors and waits for it; with --arch it only compiles. Then it prints one line: where the
+// kernel came from (the kernel cache's counters) and whether libnvrtc is mapped.
+// Built twice: bench_startup, and bench_startup_bundled with the spec's bundle linked in.
+//
+//   build/bench/bench_startup_bundled bench/specs/startup_causal_bf16_d128.json [--arch sm_90a]
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "api/attnjit.h"
+#include "codegen/kernel_config.h"
+#include "dsl/spec_json.h"
+#include "runtime/device.h"
+#include "runtime/device_buffer.h"
+#include "runtime/kernel_cache.h"
+
+using namespace attnjit;
+
+namespace {
+
+std::string read_file(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    std::ostringstream text;
+    text << in.rdbuf();
+    return text.str();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    if (argc != 2 && !(argc == 4 && std::strcmp(argv[2], "--arch") == 0)) {
+        std::fprintf(stderr, "usage: %s SPEC.json [--arch sm_XX]\n", argv[0]);
+        return 2;
+    }
+    try {
+        const AttentionSpec spec = dsl::spec_from_json(read_file(argv[1]), argv[1]);
+        CompileOptions options;
+        if (argc == 4) options.arch = argv[3];
+        const Attention attn(spec, options);
+        const char* did = "compiled";
+        if (attn.can_launch()) {
+            const int64_t B = 1, H = 16, N = 1024, Dqk = spec.head_dim_qk(), Dv = spec.head_dim_v();
+            const size_t elem = dtype_size(spec.dtype());
+            runtime::DeviceBuffer q(B * H * N * Dqk * elem), k(B * H * N * Dqk * elem), v(B * H * N * Dv * elem),
+                o(B * H * N * Dv * elem);
+            for (auto* b : {&q, &k, &v}) b->fill_bytes(0x3c);  // 0x3c3c: a small positive f16 / bf16
+            LaunchArgs a;
+            a.q = TensorView::contiguous(q.data(), spec.dtype(), {B, H, N, Dqk});
+            a.k = TensorView::contiguous(k.data(), spec.dtype(), {B, H, N, Dqk});
+            a.v = TensorView::contiguous(v.data(), spec.dtype(), {B, H, N, Dv});
+            a.o = TensorView::contiguous(o.data(), spec.dtype(), {B, H, N, Dv});
+            attn(a);
+            runtime::synchronize();
+            did = "launched";
+        }
+        std::ostringstream line;
+        line << did << " " << attn.config() << "; libnvrtc "
+             << (read_file("/proc/self/maps").find("libnvrtc") != std::string::npos ? "mapped" : "not mapped") << "; "
+             << runtime::KernelCache::global().stats();
+        std::printf("%s\n", line.str().c_str());
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "bench_startup: %s\n", e.what());
+        return 1;
+    }
+    return 0;
+}

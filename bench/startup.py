@@ -1,0 +1,76 @@
+#!/usr/bin/env python3
+"""Start-up to the first kernel (issue 12): times whole processes of bench_startup (exec and
+dynamic loading included, until the kernel has run and the process exited) in three ways:
+
+  bundle      bench_startup_bundled, the spec's bundle linked in, no disk cache, NVRTC unloadable
+  cold disk   bench_startup with an empty disk cache: NVRTC compiles the kernel
+  warm disk   bench_startup with the disk cache a run before it filled
+
+On a GPU the process launches the kernel once and waits for it; with --arch (no GPU needed) it
+only gets the compiled kernel. Prints a Markdown table (median and min of --reps runs) and, with
+--jsonl FILE, one JSON line per way.
+
+  python3 bench/startup.py --build build [--arch sm_90a] [--reps 5] [--jsonl out.jsonl]
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+SPEC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "specs", "startup_causal_bf16_d128.json")
+
+
+def run_once(binary, arch, env):
+    cmd = [binary, SPEC] + (["--arch", arch] if arch else [])
+    start = time.perf_counter()
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+    seconds = time.perf_counter() - start
+    if done.returncode != 0:
+        raise SystemExit(f"{' '.join(cmd)} failed ({done.returncode}):\n{done.stdout}{done.stderr}")
+    return seconds, done.stdout.strip()
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--build", default="build", help="the build directory (bench/bench_startup*)")
+    p.add_argument("--arch", help="compile only, for this arch (no GPU needed)")
+    p.add_argument("--reps", type=int, default=5)
+    p.add_argument("--jsonl", help="also write one JSON line per way here")
+    args = p.parse_args()
+    plain = os.path.join(args.build, "bench", "bench_startup")
+    bundled = os.path.join(args.build, "bench", "bench_startup_bundled")
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        base = {k: v for k, v in os.environ.items() if not k.startswith("ATTNJIT_")}
+        ways = []
+        ways.append(("bundle", bundled, lambda r: dict(base, ATTNJIT_DISABLE_DISK_CACHE="1",
+                                                       ATTNJIT_LIBNVRTC="/nonexistent/libnvrtc.so")))
+        ways.append(("cold disk", plain, lambda r: dict(base, ATTNJIT_CACHE_DIR=os.path.join(tmp, f"cold{r}"))))
+        warm = os.path.join(tmp, "warm")
+        run_once(plain, args.arch, dict(base, ATTNJIT_CACHE_DIR=warm))  # fills it
+        ways.append(("warm disk", plain, lambda r: dict(base, ATTNJIT_CACHE_DIR=warm)))
+        for name, binary, env_of in ways:
+            times, last = [], ""
+            for r in range(args.reps):
+                seconds, last = run_once(binary, args.arch, env_of(r))
+                times.append(seconds)
+            rows.append({"way": name, "median_s": statistics.median(times), "min_s": min(times),
+                         "reps": args.reps, "arch": args.arch or "device", "last": last})
+    what = f"compile only for {args.arch}" if args.arch else "the first kernel launched on the GPU"
+    print(f"Process start to exit after {what}; spec {os.path.basename(SPEC)}; {args.reps} runs each.\n")
+    print("| way | median | min | the process said |")
+    print("|---|---|---|---|")
+    for r in rows:
+        print(f"| {r['way']} | {1e3 * r['median_s']:.1f} ms | {1e3 * r['min_s']:.1f} ms | {r['last']} |")
+    if args.jsonl:
+        with open(args.jsonl, "w") as f:
+            for r in rows:
+                f.write(json.dumps(r) + "\n")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
