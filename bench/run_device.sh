@@ -15,6 +15,8 @@
 #                                                    on one case of each modifier, forward and
 #                                                    backward, on both main loops
 #           bench/run_device.sh cppbench DEST COMMIT the C++ forward benchmark beside SDPA
+#           bench/run_device.sh startup DEST COMMIT  process start to the first kernel: a kernel
+#                                                    bundle, a cold and a warm disk cache (docs/aot.md)
 #           bench/run_device.sh bench DEST COMMIT [harness options]
 #                                                    the Python harness (bench/run_bench.sh)
 # Results go to $OUT (default DEST/results).
@@ -26,9 +28,10 @@ case "${1:-}" in
 stage)
     build=$2 dest=$3
     tests/gpu/run_on_device.sh stage "$build" "$dest" || exit 1
-    cmake --build "$build" --target bench_forward attnjit_c capi_gpu_test codegen_nvrtc_test -j"$(nproc)" || exit 1
+    cmake --build "$build" --target bench_forward bench_startup bench_startup_bundled attnjit_c capi_gpu_test \
+        codegen_nvrtc_test -j"$(nproc)" || exit 1
     mkdir -p "$dest/bench" "$dest/capi" "$dest/tests/capi" "$dest/tests/nvrtc"
-    objcopy --strip-all "$build/bench/bench_forward" "$dest/bench/bench_forward"
+    for b in bench_forward bench_startup bench_startup_bundled; do objcopy --strip-all "$build/bench/$b" "$dest/bench/$b"; done
     # Real files, not symlinks: the tests' RUNPATH wants the SONAME, Python the .so.
     objcopy --strip-all "$build/capi/libattnjit_c.so.1" "$dest/capi/libattnjit_c.so.1"
     cp "$dest/capi/libattnjit_c.so.1" "$dest/capi/libattnjit_c.so"
@@ -131,5 +134,12 @@ bench)
     export OUT=${OUT:-$dir/results}
     ATTNJIT_COMMIT=$commit bench/run_bench.sh "$dir/capi" "$@"
     ;;
-*) sed -n '2,13p' "$0"; exit 2 ;;
+startup)
+    dir=$2 commit=${3:-unknown}
+    export OUT=${OUT:-$dir/results}
+    mkdir -p "$OUT"
+    echo "commit $commit" | tee "$OUT/startup.md"
+    python3 bench/startup.py --build "$dir" --reps 5 --jsonl "$OUT/startup.jsonl" | tee -a "$OUT/startup.md"
+    ;;
+*) sed -n '2,22p' "$0"; exit 2 ;;
 esac
