@@ -1,10 +1,10 @@
 #include "api/aot.h"
 
-#include <cstdio>
 #include <map>
 #include <sstream>
 
 #include "api/attention_backward.h"
+#include "codegen/generate.h"
 #include "codegen/kernel_config.h"
 #include "runtime/compiler.h"
 #include "runtime/kernel_cache.h"
@@ -12,13 +12,6 @@
 namespace attnjit::api {
 
 namespace {
-
-// How codegen names a kernel's spec: the first 12 hex digits of its hash, at the name's end.
-std::string hash_tag(const AttentionSpec& spec) {
-    char hex[17];
-    std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(spec.hash()));
-    return std::string(hex).substr(0, 12);
-}
 
 bool any_sm90(const AttentionBackward& b) {
     for (KernelKind kind : b.kernel_kinds())
@@ -61,7 +54,7 @@ std::string compile_for_bundle(const AttentionSpec& spec, const std::string& arc
 runtime::BundleManifest write_bundle_of_compiled(const std::string& directory,
                                                  const std::vector<std::pair<AttentionSpec, std::string>>& spec_files) {
     std::map<std::string, std::string> file_of;  // hash tag -> file
-    for (const auto& [spec, file] : spec_files) file_of[hash_tag(spec)] = file;
+    for (const auto& [spec, file] : spec_files) file_of[codegen::kernel_name_tag(spec)] = file;
     runtime::KernelCache& cache = runtime::KernelCache::global();
     runtime::BundleManifest manifest = runtime::current_bundle_manifest();
     manifest.toolchain = cache.toolchain();
@@ -74,6 +67,8 @@ runtime::BundleManifest write_bundle_of_compiled(const std::string& directory,
         std::ostringstream config;
         config << kernel->config;
         k.config = config.str();
+        // The spec file, by the tag at the end of the kernel's name. For people only: sources
+        // that differ in name alone share an entry, named after whichever compiled first.
         const size_t tail = k.name.rfind('_');
         if (tail != std::string::npos)
             if (auto it = file_of.find(k.name.substr(tail + 1)); it != file_of.end()) k.spec = it->second;

@@ -76,7 +76,8 @@ std::vector<PreparedKernel> prepare_kernels(const AttentionSpec& spec, const cod
     std::vector<PreparedKernel> kernels(n);
     std::vector<std::optional<codegen::KernelPlan>> plans(n);
     // The cache calls make_source only for a kernel not in memory: then this call generated
-    // it and compiled it or read it from disk. One flag a kernel (each its own thread's).
+    // it and took it from a bundle, read it from disk or compiled it. One flag a kernel (each
+    // its own thread's).
     std::unique_ptr<bool[]> generated(new bool[n]());
     std::vector<runtime::KernelCache::Request> cache_requests;
     for (size_t i = 0; i < n; ++i) {

@@ -10,6 +10,8 @@
 #   BACKWARD  the backward's kernels: auto (specs that return their LSE; the default), yes, no
 #   GRADS     the backward's gradients of captured tensors and scalars (CompileOptions.grads)
 #   C_API     <target> uses libattnjit_c (attnjit::attnjit_c), not the C++ libraries
+# <target> must link attnjit::attnjit (or with C_API attnjit::attnjit_c) itself. Building the
+# bundle compiles its kernels with NVRTC (through the disk cache, ATTNJIT_CACHE_DIR).
 # The bundle directory is <build dir>/<name>.bundle; the generated source <name>_bundle.cpp.
 function(attnjit_add_kernel_bundle target)
   cmake_parse_arguments(PARSE_ARGV 1 arg "C_API" "NAME;BACKWARD" "SPECS;ARCHS;GRADS")
@@ -18,6 +20,12 @@ function(attnjit_add_kernel_bundle target)
   endif()
   if(NOT TARGET ${target})
     message(FATAL_ERROR "attnjit_add_kernel_bundle: ${target} is not a target; add_executable or add_library it first")
+  endif()
+  # The generated source is a custom command's output, which only targets of this directory take.
+  get_target_property(target_dir ${target} SOURCE_DIR)
+  if(NOT target_dir STREQUAL CMAKE_CURRENT_SOURCE_DIR)
+    message(FATAL_ERROR "attnjit_add_kernel_bundle(${target}): call it in the directory that creates ${target} "
+                        "(${target_dir})")
   endif()
   if(NOT arg_SPECS OR NOT arg_ARCHS)
     message(FATAL_ERROR "attnjit_add_kernel_bundle(${target}): give SPECS (spec files) and ARCHS (e.g. sm_80 sm_90a)")
@@ -68,6 +76,6 @@ function(attnjit_add_kernel_bundle target)
     VERBATIM)
   target_sources(${target} PRIVATE "${cpp}")
   if(arg_C_API)
-    set_source_files_properties("${cpp}" TARGET_DIRECTORY ${target} PROPERTIES COMPILE_DEFINITIONS ATTNJIT_BUNDLE_C_API)
+    set_source_files_properties("${cpp}" PROPERTIES COMPILE_DEFINITIONS ATTNJIT_BUNDLE_C_API)
   endif()
 endfunction()

@@ -110,7 +110,7 @@ KernelSource generate(const KernelPlan& plan, const KernelConfig& config, const 
     k.threads = threads(config);
     k.smem_bytes = smem_bytes(config);
     k.entry = kind.entry;
-    k.name = config_id(config) + "_" + hex64(spec.hash()).substr(0, 12);
+    k.name = config_id(config) + "_" + kernel_name_tag(spec);
 
     SourceWriter w;
     provenance(w, k, spec);
@@ -136,5 +136,7 @@ KernelSource generate(const dsl::AttentionSpec& spec, const KernelConfig& config
     // lower validates the spec, generate checks the config.
     return generate(lower(spec, spec_inputs(spec), config.kind), config, arch);
 }
+
+std::string kernel_name_tag(const dsl::AttentionSpec& spec) { return hex64(spec.hash()).substr(0, 12); }
 
 }  // namespace attnjit::codegen

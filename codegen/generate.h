@@ -23,4 +23,8 @@ ParamsLayout plan_params_layout(const KernelPlan& plan, KernelKind kind);
 // Validates the spec (UserError), checks the config, lowers and renders.
 KernelSource generate(const dsl::AttentionSpec& spec, const KernelConfig& config, const std::string& arch);
 
+// What ends the names of a spec's kernels (KernelSource::name, after config_id): the first 12
+// hex digits of its hash.
+std::string kernel_name_tag(const dsl::AttentionSpec& spec);
+
 }  // namespace attnjit::codegen

@@ -1,6 +1,8 @@
 #include "runtime/kernel_bundle.h"
 
+#include <dirent.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -13,6 +15,8 @@
 
 #include "codegen/template_library.h"
 #include "runtime/entry_check.h"
+#include "runtime/entry_read.h"
+#include "runtime/kernel_key.h"
 #include "runtime/safe_file.h"
 #include "support/error.h"
 
@@ -171,7 +175,7 @@ std::shared_ptr<const KernelBundle> KernelBundle::linked(const std::string& name
     b->manifest_ = bundle_manifest_from_json(std::string(manifest), "the manifest of linked bundle " + name);
     const std::string stale = why_bundle_is_stale(b->manifest_);
     user_check(stale.empty()) << "linked kernel bundle " << name << " cannot be used: " << stale;
-    internal_check(entries.size() == b->manifest_.kernels.size())
+    user_check(entries.size() == b->manifest_.kernels.size())
         << "linked kernel bundle " << name << " has " << entries.size() << " entries for "
         << b->manifest_.kernels.size() << " kernels in its manifest";
     b->linked_ = entries;
@@ -182,20 +186,21 @@ std::optional<CompiledKernel> KernelBundle::find(const std::string& index_key, s
     const auto& ks = manifest_.kernels;
     const auto it = std::find_if(ks.begin(), ks.end(), [&](const BundleKernel& k) { return k.index_key == index_key; });
     if (it == ks.end()) return std::nullopt;
-    std::string bytes;
-    std::string where;
+    std::string bytes, why, where;
     if (directory_.empty()) {
         bytes = std::string(linked_[static_cast<size_t>(it - ks.begin())]);
         where = "linked bundle " + name_ + ", kernel " + it->name;
     } else {
         where = directory_ + "/kernels/" + index_key + ".kernel";
-        auto read = read_small_file(where, kCompiledKernelHeaderBytes + kMaxCompiledKernelPayloadBytes, why_not);
-        if (!read) return std::nullopt;
-        bytes = std::move(*read);
+        RegularFile file(where);
+        const Read read = read_entry(file, bytes, why);
+        if (read != Read::kDone) {
+            if (why_not) *why_not = where + ": " + (read == Read::kCorrupt ? why : "missing or unreadable");
+            return std::nullopt;
+        }
     }
-    std::string why;
     std::optional<CompiledKernel> k = deserialize(bytes, &why);
-    if (!k) *why_not = where + ": " + why;
+    if (!k && why_not) *why_not = where + ": " + why;
     return k;
 }
 
@@ -227,7 +232,11 @@ std::optional<BundleRegistry::Hit> BundleRegistry::find(const std::string& index
         std::string why;
         std::optional<CompiledKernel> k = b->find(index_key, &why);
         if (k) {
-            why = why_entry_does_not_match(*k, source, arch);
+            // The key the bundle's compiler gave this source: an entry of another spec with the
+            // same tile (the same symbol, sizes and config) differs here.
+            why = k->key == kernel_key(source, arch, b->manifest().toolchain)
+                      ? why_entry_does_not_match(*k, source, arch)
+                      : "it was compiled from another source (its key differs)";
             if (why.empty()) return Hit{std::move(*k), b->name()};
             why = "kernel bundle " + b->name() + " holds an entry for " + source.name + " that is not it: " + why;
         }
@@ -276,9 +285,27 @@ void write_bundle(const std::string& directory, const BundleManifest& manifest,
                   const std::vector<CompiledKernel>& kernels) {
     internal_check(kernels.size() == manifest.kernels.size())
         << "write_bundle: " << kernels.size() << " entries for " << manifest.kernels.size() << " manifest kernels";
-    for (const std::string& dir : {directory, directory + "/kernels"})
-        if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST)
+    // The directory and its missing parents.
+    for (size_t slash = directory.find('/', 1);; slash = directory.find('/', slash + 1)) {
+        const std::string dir = slash == std::string::npos ? directory : directory.substr(0, slash);
+        if (!dir.empty() && ::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST)
             environment_error << "cannot create directory " << dir << ": " << std::strerror(errno);
+        if (slash == std::string::npos) break;
+    }
+    const std::string kernels_dir = directory + "/kernels";
+    if (::mkdir(kernels_dir.c_str(), 0755) != 0 && errno != EEXIST)
+        environment_error << "cannot create directory " << kernels_dir << ": " << std::strerror(errno);
+    // Entries an earlier bundle left there that this one does not list go.
+    std::set<std::string> listed;
+    for (const BundleKernel& k : manifest.kernels) listed.insert(k.index_key + ".kernel");
+    if (DIR* d = ::opendir(kernels_dir.c_str())) {
+        while (const dirent* e = ::readdir(d)) {
+            const std::string name = e->d_name;
+            if (name.size() > 7 && name.compare(name.size() - 7, 7, ".kernel") == 0 && !listed.count(name))
+                ::unlink((kernels_dir + "/" + name).c_str());
+        }
+        ::closedir(d);
+    }
     auto write = [](const std::string& path, const std::string& data) {
         const char* step = "";
         if (const int err = replace_file(path, data, 0644, /*durable=*/false, &step))
@@ -300,6 +327,8 @@ void register_linked_bundle(const char* name, const char* manifest, size_t manif
                             const unsigned char* const* entries, const size_t* entry_sizes, size_t count) noexcept {
     const std::string bundle_name = name ? name : "(unnamed)";
     try {
+        user_check(manifest && (count == 0 || (entries && entry_sizes)))
+            << "register_linked_bundle: a null manifest, entries or sizes";
         std::vector<std::string_view> views;
         for (size_t i = 0; i < count; ++i)
             views.emplace_back(reinterpret_cast<const char*>(entries[i]), entry_sizes[i]);

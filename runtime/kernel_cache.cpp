@@ -110,11 +110,11 @@ KernelCache::CompiledPtr KernelCache::build(const std::string& index_key,
     };
     // Records that this toolchain compiled the kernel, for processes without NVRTC.
     auto index = [&] {
-        if (disk_.writable() && disk_.load_toolchain(index_key) != toolchain_)
-            disk_.store_toolchain(index_key, toolchain_);
+        if (disk_.writable() && disk_.load_toolchain(index_key) != toolchain())
+            disk_.store_toolchain(index_key, toolchain());
     };
 
-    if (toolchain_ == kNvrtcUnavailable) {
+    if (toolchain() == kNvrtcUnavailable) {
         // No compiler: the entry of the NVRTC that last compiled this kernel, if any. Its
         // key is derived from this source and arch, so the index cannot lead elsewhere.
         if (disk_.enabled())

@@ -23,6 +23,7 @@
 #include <thread>
 
 #include "api/aot.h"
+#include "codegen/kernel_config.h"
 #include "dsl/spec_json.h"
 #include "runtime/kernel_bundle.h"
 #include "support/error.h"
@@ -105,6 +106,7 @@ int run(int argc, char** argv) {
 
     const std::vector<std::string> arch_list = split_commas(archs);
     user_check(!arch_list.empty()) << "--arch " << archs << ": name at least one architecture, e.g. sm_90a";
+    for (const std::string& arch : arch_list) codegen::supported_sm_version(arch);  // a usage mistake: before any job
     if (name.empty()) {
         std::string dir = out;
         while (dir.size() > 1 && dir.back() == '/') dir.pop_back();

@@ -283,9 +283,12 @@ def test_invalid_specs_are_spec_errors():
 
 def test_environment_errors():
     spec = capi.Spec.from_json(attnjit.spec_json())
-    with pytest.raises(attnjit.RuntimeEnvironmentError) as info:
+    with pytest.raises(attnjit.RuntimeEnvironmentError) as info:  # an arch this NVRTC cannot target
+        capi.Kernel(spec, "sm_999")
+    assert info.value.status == STATUS_ENVIRONMENT and "cannot compile for sm_999" in info.value.message
+    with pytest.raises(attnjit.SpecError) as info:  # one older than attnjit supports: the caller's mistake
         capi.Kernel(spec, "sm_12")
-    assert info.value.status == STATUS_ENVIRONMENT and "sm_12" in info.value.message
+    assert info.value.status == STATUS_INVALID_ARGUMENT and "attnjit supports sm_80" in info.value.message
 
 
 def test_launch_errors_are_argument_errors():

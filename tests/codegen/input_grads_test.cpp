@@ -282,9 +282,10 @@ TEST(InputGrads, EmittedHooksAndLayout) {
         EXPECT_EQ(k.source.find("input_grads_batch_store(") != std::string::npos, batch_sum) << s.name;
         EXPECT_EQ(k.source.find("input_grad_batch_value(") != std::string::npos, batch_sum) << s.name;
         // The zero fill only where tiles may be skipped (a mask that classifies).
-        if (stored)
+        if (stored) {
             EXPECT_EQ(k.source.find("kInputGradZeroFill = true") != std::string::npos, plan.classify.can_classify)
                 << s.name;
+        }
     }
     // The alibi partial: d t / d slopes[h] = kv_idx - q_idx, summed per CTA.
     const auto specs = testing::input_grad_specs(DType::bf16, 64);

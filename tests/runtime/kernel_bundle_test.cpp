@@ -5,6 +5,7 @@
 // bundles never loading NVRTC.
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -116,7 +117,13 @@ TEST_F(KernelBundleTest, ABundleDirectoryServesItsKernelsBeforeDiskAndCompiler) 
     TempDir tmp;
     FakeCompiler maker;
     const MadeBundle b = make_bundle(maker, {0, 1}, "sm_80");
-    write_bundle(tmp.path() + "/bundle", b.manifest, b.kernels);
+    // Written over an earlier bundle (in a directory whose parents do not exist yet): its
+    // entries that this one does not list go.
+    write_bundle(tmp.path() + "/out/bundle", make_bundle(maker, {7}, "sm_80").manifest,
+                 make_bundle(maker, {7}, "sm_80").kernels);
+    write_bundle(tmp.path() + "/out/bundle", b.manifest, b.kernels);
+    EXPECT_EQ(testing::files_under(tmp.path() + "/out/bundle/kernels").size(), 2u);
+    std::rename((tmp.path() + "/out/bundle").c_str(), (tmp.path() + "/bundle").c_str());
     EXPECT_EQ(load_bundle(tmp.path() + "/bundle"), 2u);
 
     FakeCompiler fake;
@@ -172,6 +179,27 @@ TEST_F(KernelBundleTest, DamagedAndWrongEntriesAreSkippedWithAWarning) {
     EXPECT_NE(err.find("holds an entry for tiny_add_1 that is not it"), std::string::npos) << err;
 }
 
+// Two kernels with the same symbol, sizes and config (as two specs with one tile have), their
+// entries swapped: each is another source's, which only the recorded key tells.
+TEST_F(KernelBundleTest, SwappedEntriesOfLookAlikeKernelsAreRefused) {
+    TempDir tmp;
+    FakeCompiler maker;
+    MadeBundle b = make_bundle(maker, {0, 1}, "sm_80");
+    std::swap(b.kernels[0], b.kernels[1]);
+    write_bundle(tmp.path() + "/bundle", b.manifest, b.kernels);
+    load_bundle(tmp.path() + "/bundle");
+    FakeCompiler fake;
+    KernelCache cache(fake_options(fake, ""));
+    ::testing::internal::CaptureStderr();
+    const auto k0 = cache.get_compiled(tiny_source(0), "sm_80");
+    const std::string err = ::testing::internal::GetCapturedStderr();
+    EXPECT_EQ(cache.stats().bundle_hits, 0u);
+    EXPECT_EQ(k0->cubin, fake(tiny_source(0), "sm_80").cubin);
+    EXPECT_NE(err.find("holds an entry for tiny_add_0 that is not it: it was compiled from another source"),
+              std::string::npos)
+        << err;
+}
+
 TEST_F(KernelBundleTest, AStaleBundleIsRefusedWithWhatToDo) {
     TempDir tmp;
     FakeCompiler maker;
@@ -184,7 +212,7 @@ TEST_F(KernelBundleTest, AStaleBundleIsRefusedWithWhatToDo) {
               std::string::npos)
         << e;
     EXPECT_NE(e.find("rebuild the bundle with this attnjit's attnjit-aot"), std::string::npos) << e;
-    EXPECT_NE(user_error_of([&] { load_bundle(tmp.path() + "/none"); }).find("manifest.json does not exist"),
+    EXPECT_NE(user_error_of([&] { load_bundle(tmp.path() + "/none/deeper"); }).find("manifest.json does not exist"),
               std::string::npos);
     EXPECT_EQ(BundleRegistry::global().size(), 0u);
 }

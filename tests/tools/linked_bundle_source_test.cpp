@@ -34,7 +34,10 @@ TEST(LinkedBundleSource, IncludesEachEntryOnceAndTheManifestWhole) {
     EXPECT_EQ(count(src, ".incbin \\\"/opt/app/kernels.bundle/kernels/" + std::string(64, 'b') + ".kernel\\\""), 1u)
         << src;
     EXPECT_NE(src.find(runtime::to_json(m)), std::string::npos);
-    EXPECT_NE(src.find("attnjit_bundle_my_app_kernels_1_end"), std::string::npos);  // a C identifier stem
+    EXPECT_NE(src.find("attnjit_bundle_my_app_kernels_"), std::string::npos);  // a C identifier stem
+    // ... and a hash of the name: names that read alike as identifiers get other symbols.
+    const std::string alike = linked_bundle_source("my_app_kernels", "/opt/app/kernels.bundle", m);
+    EXPECT_EQ(alike.find(src.substr(src.find("attnjit_bundle_my_app_kernels_"), 40)), std::string::npos);
     EXPECT_NE(src.find("attnjit::runtime::register_linked_bundle(\"my-app.kernels\""), std::string::npos);
     EXPECT_NE(src.find("#if defined(ATTNJIT_BUNDLE_C_API)"), std::string::npos);
     EXPECT_NE(src.find("attnjit_register_linked_bundle(\"my-app.kernels\""), std::string::npos);
@@ -50,12 +53,17 @@ TEST(LinkedBundleSource, AnEmptyBundleHasNoAssembly) {
 }
 
 TEST(LinkedBundleSource, RefusesARelativeDirectoryAndQuotes) {
+    // A spec file named like the raw string's end stays inside it (JSON escapes its quote).
+    runtime::BundleManifest delimited = two_kernels();
+    delimited.kernels[0].spec = "odd)attnjit_manifest\".json";
+    EXPECT_NE(linked_bundle_source("x", "/ab", delimited).find("odd)attnjit_manifest\\\".json"), std::string::npos);
     const runtime::BundleManifest m = two_kernels();
     EXPECT_THROW(linked_bundle_source("x", "relative/dir", m), UserError);
     EXPECT_THROW(linked_bundle_source("x", "/a\"b", m), UserError);
     EXPECT_THROW(linked_bundle_source("x\\y", "/ab", m), UserError);
     try {
         linked_bundle_source("x", "build/bundle", m);
+        ADD_FAILURE() << "a relative directory was accepted";
     } catch (const UserError& e) {
         EXPECT_NE(std::string(e.what()).find("must be an absolute path"), std::string::npos) << e.what();
     }

@@ -1,0 +1,175 @@
+#include "runtime/tuning_db.h"
+
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <cstring>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "runtime/compiled_kernel.h"
+#include "runtime/file_lock.h"
+#include "runtime/private_dir.h"
+#include "runtime/safe_file.h"
+#include "support/env.h"
+#include "support/sha256.h"
+
+namespace attnjit::runtime {
+
+namespace {
+
+using nlohmann::ordered_json;
+
+constexpr const char* kTuningFormat = "attnjit.tuning/1";
+constexpr size_t kMaxDocumentBytes = size_t(16) << 20;  // thousands of buckets; a planted file is refused
+constexpr std::chrono::milliseconds kLockTimeout{10000};
+
+ordered_json to_json(const TuningResult& r) {
+    return ordered_json{{"mainloop", mainloop_kind_name(r.mainloop)},
+                        {"tile", {r.tile.block_m, r.tile.block_n, r.tile.warps, r.tile.stages}},
+                        {"seconds", r.seconds},
+                        {"default_seconds", r.default_seconds},
+                        {"candidates", r.candidates},
+                        {"tuning_seconds", r.tuning_seconds}};
+}
+
+// nullopt for a bucket that is not one this format writes.
+std::optional<TuningResult> result_from_json(const ordered_json& j) {
+    try {
+        TuningResult r;
+        const std::string loop = j.at("mainloop").get<std::string>();
+        bool known = false;
+        for (MainloopKind m : {MainloopKind::simt, MainloopKind::sm80, MainloopKind::sm90})
+            if (loop == mainloop_kind_name(m)) {
+                r.mainloop = m;
+                known = true;
+            }
+        const auto& t = j.at("tile");
+        if (!known || !t.is_array() || t.size() != 4) return std::nullopt;
+        r.tile = TileConfig{t[0].get<int>(), t[1].get<int>(), t[2].get<int>(), t[3].get<int>()};
+        r.seconds = j.at("seconds").get<double>();
+        r.default_seconds = j.at("default_seconds").get<double>();
+        r.candidates = j.at("candidates").get<int>();
+        r.tuning_seconds = j.at("tuning_seconds").get<double>();
+        return r;
+    } catch (const nlohmann::json::exception&) {
+        return std::nullopt;
+    }
+}
+
+}  // namespace
+
+std::string TuningKey::id() const {
+    // Each field on its own line: no two keys run together into the same text.
+    return sha256_hex(std::string(kTuningFormat) + "\n" + spec + "\n" + kind + "\n" + device + "\n" + arch + "\n" +
+                      toolchain + "\n" + std::to_string(generator_version) + "\n" + candidates);
+}
+
+TuningDb::TuningDb(std::string root) {
+    if (!root.empty()) dir_ = root + "/v" + std::to_string(kCompiledKernelFormatVersion) + "/tuning";
+}
+
+std::string TuningDb::root_from_env() { return env::disk_cache_disabled() ? std::string() : env::cache_dir(); }
+
+std::string TuningDb::path(const TuningKey& key) const {
+    if (dir_.empty()) return "";
+    const std::string id = key.id();
+    return dir_ + "/" + id.substr(0, 2) + "/" + id + ".json";
+}
+
+bool TuningDb::usable() const {
+    if (dir_.empty()) return false;
+    if (usable_ < 0) {
+        const int err = make_private_dirs(dir_);
+        const std::string why = err ? std::string("cannot be created (") + std::strerror(err) + ")"
+                                    : why_not_private(dir_, false);
+        usable_ = why.empty() ? 1 : 0;
+        if (!why.empty() && !warned_) {
+            warned_ = true;
+            std::cerr << "attnjit: warning: not using the tuning database at " << dir_ << ": it " << why
+                      << "; tuning results are kept in memory only (set ATTNJIT_CACHE_DIR to a directory only you "
+                         "own and can write)\n";
+        }
+    }
+    return usable_ == 1;
+}
+
+std::map<std::string, TuningResult> TuningDb::read(const std::string& id) const {
+    std::map<std::string, TuningResult> out;
+    const std::string path = dir_ + "/" + id.substr(0, 2) + "/" + id + ".json";
+    RegularFile f(path);
+    if (f.status() != RegularFile::Status::kOpen) return out;
+    const auto size = static_cast<size_t>(f.st().st_size);
+    std::string text;
+    bool ok = size <= kMaxDocumentBytes && f.read_exact(size, text);
+    ordered_json doc;
+    if (ok) {
+        doc = ordered_json::parse(text, nullptr, /*allow_exceptions=*/false);
+        ok = doc.is_object() && doc.value("format", "") == kTuningFormat && doc.value("key", "") == id &&
+             doc.contains("buckets") && doc["buckets"].is_object();
+    }
+    if (!ok) {
+        if (!warned_) {
+            warned_ = true;
+            std::cerr << "attnjit: warning: ignoring the tuning file " << path
+                      << ": it is not a tuning document of this key (damaged, or written by hand); the next "
+                         "tuning result replaces it\n";
+        }
+        return out;
+    }
+    for (const auto& [bucket, j] : doc["buckets"].items())
+        if (auto r = result_from_json(j)) out[bucket] = *r;
+    return out;
+}
+
+std::map<std::string, TuningResult> TuningDb::buckets(const TuningKey& key) const {
+    const std::string id = key.id();
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = memory_.find(id);
+    if (it == memory_.end()) it = memory_.emplace(id, usable() ? read(id) : std::map<std::string, TuningResult>{}).first;
+    return it->second;
+}
+
+std::optional<TuningResult> TuningDb::find(const TuningKey& key, const std::string& bucket) const {
+    const auto all = buckets(key);
+    const auto it = all.find(bucket);
+    if (it == all.end()) return std::nullopt;
+    return it->second;
+}
+
+void TuningDb::store(const TuningKey& key, const std::string& bucket, const TuningResult& result) {
+    const std::string id = key.id();
+    std::lock_guard<std::mutex> lock(mu_);
+    memory_[id][bucket] = result;
+    if (!usable()) return;
+    const std::string sub = dir_ + "/" + id.substr(0, 2);
+    if ((::mkdir(sub.c_str(), 0700) != 0 && errno != EEXIST) || !why_not_private(sub, false).empty()) return;
+    const std::string path = sub + "/" + id + ".json";
+    // Under the key's lock: what other processes stored since, then ours, written whole.
+    const FileLock file_lock = FileLock::acquire(path + ".lock", kLockTimeout);
+    std::map<std::string, TuningResult> merged = read(id);
+    merged[bucket] = result;
+    for (const auto& [b, r] : memory_[id]) merged.emplace(b, r);  // ours that are not on disk
+    memory_[id] = merged;
+    ordered_json buckets = ordered_json::object();
+    for (const auto& [b, r] : merged) buckets[b] = to_json(r);
+    const ordered_json doc{{"format", kTuningFormat},
+                           {"key", id},
+                           {"what",
+                            {{"spec", key.spec},
+                             {"kind", key.kind},
+                             {"device", key.device},
+                             {"arch", key.arch},
+                             {"toolchain", key.toolchain},
+                             {"generator_version", key.generator_version},
+                             {"candidates", key.candidates}}},
+                           {"buckets", buckets}};
+    const char* step = "";
+    if (const int err = replace_file(path, doc.dump(2) + "\n", 0600, /*durable=*/true, &step); err && !warned_) {
+        warned_ = true;
+        std::cerr << "attnjit: warning: cannot write the tuning file " << path << " (" << step << ": "
+                  << std::strerror(err) << "); tuning results are kept in memory\n";
+    }
+}
+
+}  // namespace attnjit::runtime
