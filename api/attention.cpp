@@ -1,14 +1,21 @@
 #include "api/attention.h"
 
 #include <algorithm>
+#include <chrono>
+#include <limits>
+#include <map>
 #include <mutex>
 
+#include "api/autotune.h"
 #include "api/forward_launch.h"
 #include "api/tma_maps.h"
 #include "api/latent_projection.h"
 #include "api/prepared_kernel.h"
 #include "codegen/kernel_config.h"
+#include "runtime/cuda_api.h"
 #include "runtime/device.h"
+#include "runtime/kernel_cache.h"
+#include "support/at_once.h"
 #include "runtime/stream_buffer.h"
 #include "support/debug.h"
 #include "support/error.h"
@@ -45,7 +52,148 @@ struct Attention::Impl {
     std::string tma_bias;  // `kernel`'s bias tile tensor on the sm90 loop, "" for none (api/tma_maps.h)
     mutable std::once_flag source_once;  // source() may be called from several threads
     mutable std::optional<codegen::KernelSource> source;  // generated on demand
+
+    // Autotuning (api/autotune.h): the kernel chosen for each shape bucket, tuned on its first
+    // launch (or taken from the tuning database).
+    bool autotune = false;
+    struct Tuned {
+        api::PreparedKernel kernel;
+        std::string tma_bias;
+    };
+    mutable std::mutex tuned_mu;
+    mutable std::map<std::string, std::shared_ptr<const Tuned>> tuned;
+    std::shared_ptr<const Tuned> tuned_for(const LaunchArgs& args, Stream stream) const;
+    Tuned tune(const LaunchArgs& args, Stream stream, const std::string& bucket) const;
+
+    // Launches `k` (the forward of kernel_spec, not a latent projection's) on checked args.
+    void launch(const api::PreparedKernel& k, const std::string& bias, const LaunchArgs& args, Stream stream) const;
 };
+
+void Attention::Impl::launch(const api::PreparedKernel& k, const std::string& bias, const LaunchArgs& args,
+                             Stream stream) const {
+    if (k.config.mainloop != MainloopKind::sm90) {
+        k.launch(api::forward_grid(k.config, args), api::forward_params(k.layout, spec, args), stream);
+        return;
+    }
+    std::optional<ForwardTmaMaps> maps;
+    if (const auto why = api::why_not_tma_readable(args, bias)) {
+        user_check(!sm90_forced) << "CompileOptions.mainloop = sm90: " << *why
+                                 << "; pass the tensor without the broadcast, or leave mainloop unset "
+                                    "(such calls then run on the sm80 loop)";
+    } else if (sm90_forced) {
+        maps = api::forward_tma_maps(k.config, args, bias);
+    } else {
+        try {  // a layout the driver refuses all the same also runs on the sm80 kernel
+            maps = api::forward_tma_maps(k.config, args, bias);
+        } catch (const UserError& e) {
+            debug(1) << "sm90 forward: " << e.what() << "; running the sm80 kernel";
+        }
+    }
+    if (!maps) {
+        const api::PreparedKernel& f = sm80_kernel();
+        f.launch(api::forward_grid(f.config, args), api::forward_params(f.layout, spec, args), stream);
+        return;
+    }
+    api::launch_sm90_forward(k, spec, args, *maps, work_counters, sm_count, stream);
+}
+
+std::shared_ptr<const Attention::Impl::Tuned> Attention::Impl::tuned_for(const LaunchArgs& args, Stream stream) const {
+    const std::string bucket = api::shape_bucket(args.q.shape[2], args.k.shape[2]);
+    std::lock_guard<std::mutex> lock(tuned_mu);  // one tuning at a time; later launches find it
+    if (auto it = tuned.find(bucket); it != tuned.end()) return it->second;
+    CUstreamCaptureStatus capturing = CU_STREAM_CAPTURE_STATUS_NONE;
+    runtime::check_cu(runtime::cuda().cuStreamIsCapturing(static_cast<CUstream>(stream), &capturing),
+                      "cuStreamIsCapturing");
+    if (capturing != CU_STREAM_CAPTURE_STATUS_NONE) {
+        debug(1) << "autotune: " << bucket << " first launched while a CUDA graph is captured: the default kernel";
+        return nullptr;  // timing cannot run inside a capture; not remembered, so a later launch tunes
+    }
+    auto t = std::make_shared<const Tuned>(tune(args, stream, bucket));
+    tuned.emplace(bucket, t);
+    return t;
+}
+
+Attention::Impl::Tuned Attention::Impl::tune(const LaunchArgs& args, Stream stream, const std::string& bucket) const {
+    const auto start = std::chrono::steady_clock::now();
+    const runtime::DeviceInfo& device = runtime::current_device();
+    const std::vector<KernelConfig> candidates = codegen::candidate_configs(kernel_spec, KernelKind::forward, arch);
+    const runtime::TuningKey key = api::forward_tuning_key(kernel_spec, device.name, arch,
+                                                           runtime::KernelCache::global().toolchain(), candidates);
+    auto prepare = [&](const KernelConfig& c, const api::Target& t) {
+        return api::prepare_kernel(kernel_spec, kernel_inputs, KernelKind::forward, t, c.tile, {}, c.mainloop);
+    };
+    auto tuned_of = [&](api::PreparedKernel k) {
+        std::string bias = api::tma_bias_tensor(k.config, kernel_spec);
+        return Tuned{std::move(k), std::move(bias)};
+    };
+    if (const auto hit = api::tuning_db().find(key, bucket)) {
+        for (const KernelConfig& c : candidates)  // only a configuration of the list the key names
+            if (c.tile == hit->tile && c.mainloop == hit->mainloop) {
+                debug(1) << "autotune: " << bucket << " from the tuning database: " << c;
+                return tuned_of(prepare(c, target));
+            }
+    }
+    // Every candidate compiled at once (compile only: no context needed); one that fails is
+    // never chosen. Then loaded here, in this thread's context.
+    const api::Target compile_only{arch, false};
+    std::vector<char> compiled(candidates.size(), 0);
+    run_at_once(candidates.size(), [&](size_t i) {
+        try {
+            prepare(candidates[i], compile_only);
+            compiled[i] = 1;
+        } catch (const std::exception& e) {
+            debug(1) << "autotune: " << candidates[i] << " does not compile: " << e.what();
+        }
+    });
+    std::vector<std::optional<Tuned>> kernels(candidates.size());
+    for (size_t i = 0; i < candidates.size(); ++i)
+        if (compiled[i]) kernels[i] = tuned_of(prepare(candidates[i], target));
+    // Scratch outputs of the call's shapes (the caller's are never written), and a buffer
+    // larger than any L2 cleared before each timed run so that none starts with a warm cache.
+    const auto cu_stream = static_cast<CUstream>(stream);
+    const size_t esize = static_cast<size_t>(dtype_size(spec.dtype()));
+    const runtime::StreamBuffer o(static_cast<size_t>(args.o.numel()) * esize, cu_stream);
+    const runtime::StreamBuffer lse(args.lse ? static_cast<size_t>(args.lse->numel()) * sizeof(float) : 0, cu_stream);
+    LaunchArgs scratch = args;
+    scratch.o = TensorView::contiguous(o.data(), args.o.dtype, args.o.shape);
+    if (args.lse) scratch.lse = TensorView::contiguous(lse.data(), DType::f32, args.lse->shape);
+    constexpr size_t kFlushBytes = size_t{256} << 20;
+    const runtime::StreamBuffer flush(kFlushBytes, cu_stream);
+    CUevent events[2];
+    for (CUevent& e : events) runtime::check_cu(runtime::cuda().cuEventCreate(&e, CU_EVENT_DEFAULT), "cuEventCreate");
+    auto run_once = [&](size_t i) -> double {
+        if (!kernels[i]) return std::numeric_limits<double>::infinity();
+        flush.zero(0, kFlushBytes);
+        runtime::check_cu(runtime::cuda().cuEventRecord(events[0], cu_stream), "cuEventRecord");
+        launch(kernels[i]->kernel, kernels[i]->tma_bias, scratch, stream);
+        runtime::check_cu(runtime::cuda().cuEventRecord(events[1], cu_stream), "cuEventRecord");
+        runtime::check_cu(runtime::cuda().cuEventSynchronize(events[1]), "cuEventSynchronize");
+        float ms = 0;
+        runtime::check_cu(runtime::cuda().cuEventElapsedTime(&ms, events[0], events[1]), "cuEventElapsedTime");
+        return 1e-3 * ms;
+    };
+    std::vector<double> medians;
+    size_t best = 0;
+    try {
+        best = api::pick_fastest(candidates.size(), run_once, /*warmup=*/2, /*reps=*/5, &medians);
+    } catch (...) {
+        for (CUevent e : events) runtime::cuda().cuEventDestroy(e);
+        throw;
+    }
+    for (CUevent e : events) runtime::cuda().cuEventDestroy(e);
+    runtime::TuningResult result;
+    result.tile = candidates[best].tile;
+    result.mainloop = candidates[best].mainloop;
+    result.seconds = medians[best];
+    result.default_seconds = medians[0];  // candidate_configs lists the default first
+    result.candidates = static_cast<int>(candidates.size());
+    result.tuning_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    api::tuning_db().store(key, bucket, result);
+    debug(1) << "autotune: " << spec << " " << bucket << ": " << candidates.size() << " candidates in "
+             << result.tuning_seconds << " s; " << candidates[best] << " " << 1e3 * result.seconds << " ms (default "
+             << 1e3 * result.default_seconds << " ms)";
+    return std::move(*kernels[best]);
+}
 
 Attention::Attention(const AttentionSpec& spec, const CompileOptions& options) : impl_(std::make_unique<Impl>()) {
     impl_->inputs = spec_inputs(spec);  // validates
@@ -67,6 +215,8 @@ Attention::Attention(const AttentionSpec& spec, const CompileOptions& options) :
                             options.mainloop);
     if (per_head) impl_->latent_gemm = api::prepare_latent_gemm(spec, target);
     impl_->tma_bias = api::tma_bias_tensor(impl_->kernel.config, impl_->kernel_spec);
+    impl_->autotune = api::autotune_asked(options) && !options.tile && !options.mainloop && !per_head &&
+                      target.on_device;
     debug(1) << "Attention ready: " << spec << " -> " << *impl_->kernel.compiled;
 }
 
@@ -82,30 +232,9 @@ void Attention::operator()(const LaunchArgs& args, Stream stream) const {
                             "launch; construct it without CompileOptions.arch where the GPU is";
     if (args.q.shape[0] == 0 || args.q.shape[2] == 0) return;  // empty problem: nothing to do
     if (!impl_->latent_gemm) {
-        if (k.config.mainloop == MainloopKind::sm90) {
-            std::optional<ForwardTmaMaps> maps;
-            if (const auto why = api::why_not_tma_readable(args, impl_->tma_bias)) {
-                user_check(!impl_->sm90_forced) << "CompileOptions.mainloop = sm90: " << *why
-                                                << "; pass the tensor without the broadcast, or leave mainloop unset "
-                                                   "(such calls then run on the sm80 loop)";
-            } else if (impl_->sm90_forced) {
-                maps = api::forward_tma_maps(k.config, args, impl_->tma_bias);
-            } else {
-                try {  // a layout the driver refuses all the same also runs on the sm80 kernel
-                    maps = api::forward_tma_maps(k.config, args, impl_->tma_bias);
-                } catch (const UserError& e) {
-                    debug(1) << "sm90 forward: " << e.what() << "; running the sm80 kernel";
-                }
-            }
-            if (!maps) {
-                const api::PreparedKernel& f = impl_->sm80_kernel();
-                f.launch(api::forward_grid(f.config, args), api::forward_params(f.layout, impl_->spec, args), stream);
-                return;
-            }
-            api::launch_sm90_forward(k, impl_->spec, args, *maps, impl_->work_counters, impl_->sm_count, stream);
-        } else {
-            k.launch(api::forward_grid(k.config, args), api::forward_params(k.layout, impl_->spec, args), stream);
-        }
+        if (impl_->autotune)
+            if (const auto t = impl_->tuned_for(args, stream)) return impl_->launch(t->kernel, t->tma_bias, args, stream);
+        impl_->launch(k, impl_->tma_bias, args, stream);
         return;
     }
     // K_h [B, Hq, Nk, D] and V_h [B, Hq, Nk, Dv] for the call (at least a little: no null view).

@@ -23,6 +23,11 @@ std::string cache_dir() {
     return "/tmp/attnjit-cache-" + std::to_string(::geteuid());
 }
 
+bool autotune() {
+    auto v = get("ATTNJIT_AUTOTUNE");
+    return v && !v->empty() && *v != "0";
+}
+
 bool disk_cache_disabled() {
     auto v = get("ATTNJIT_DISABLE_DISK_CACHE");
     return v && *v != "0";

@@ -9,6 +9,9 @@
 #include <utility>
 #include <vector>
 
+#include "api/autotune.h"
+#include "codegen/kernel_config.h"
+#include "runtime/device.h"
 #include "runtime/kernel_cache.h"
 #include "support/error.h"
 #include "tests/gpu/gpu_test_support.h"
@@ -50,6 +53,47 @@ TEST(KernelCache, SecondAttentionForTheSameSpecHitsMemory) {
     auto ref = reference::forward(p.spec, p.in);
     Check r = check_output(c.name() + " O", p.o, ref.o, reference::output_tolerance(c.dtype));
     EXPECT_TRUE(r.ok) << r.message;
+}
+
+// Autotuning (api/autotune.h): the first launch of a bucket times the candidates on scratch
+// outputs and then runs the winner on the caller's, which matches the fp64 reference as the
+// default does; the tuning database holds the bucket after, and a second Attention asked to
+// tune takes it from there (no candidate compiled or loaded again) with the same bits.
+TEST(Autotune, TheTunedForwardMatchesTheReferenceAndIsStored) {
+    ATTNJIT_SKIP_WITHOUT_GPU();
+    Case c = small_case(Mod::Combination);
+    c.mod = Mod::Softcap;
+    const auto spec = make_spec(c);
+    CompileOptions tune;
+    tune.autotune = true;
+    const Attention first(spec, tune);
+    Problem p = make_problem(c);
+    p.poison_outputs();
+    first(p.args());
+    p.download_outputs();
+    const auto o1 = p.o.storage();
+    auto ref = reference::forward(p.spec, p.in);
+    Check r = check_output(c.name() + " O (tuned)", p.o, ref.o, reference::output_tolerance(c.dtype));
+    EXPECT_TRUE(r.ok) << r.message;
+
+    const auto& device = runtime::current_device();
+    const auto key = api::forward_tuning_key(spec, device.name, device.arch(), runtime::KernelCache::global().toolchain(),
+                                             codegen::candidate_configs(spec, KernelKind::forward, device.arch()));
+    const auto bucket = api::shape_bucket(p.args().q.shape[2], p.args().k.shape[2]);
+    const auto stored = api::tuning_db().find(key, bucket);
+    ASSERT_TRUE(stored) << bucket;
+    EXPECT_GT(stored->candidates, 1);
+    EXPECT_GT(stored->seconds, 0.0);
+    EXPECT_LE(stored->seconds, stored->default_seconds);
+
+    const runtime::CacheStats before = runtime::KernelCache::global().stats();
+    const Attention second(spec, tune);
+    p.poison_outputs();
+    second(p.args());
+    p.download_outputs();
+    const runtime::CacheStats after = runtime::KernelCache::global().stats();
+    EXPECT_EQ(after.misses, before.misses) << "the stored choice was compiled again";
+    EXPECT_EQ(o1, p.o.storage()) << "the stored choice computes other bits than the tuned one";
 }
 
 struct BadArgs {

@@ -1,0 +1,79 @@
+#include "api/autotune.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <sstream>
+
+#include "codegen/kernel_config.h"
+#include "support/env.h"
+#include "support/error.h"
+#include "support/sha256.h"
+
+namespace attnjit::api {
+
+namespace {
+
+int64_t next_power_of_two(int64_t n) {
+    int64_t p = 1;
+    while (p < n) p *= 2;
+    return p;
+}
+
+}  // namespace
+
+std::string shape_bucket(int64_t nq, int64_t nk) {
+    const int64_t q = nq <= 16 ? std::max<int64_t>(nq, 1) : next_power_of_two(nq);
+    return "q" + std::to_string(q) + "_k" + std::to_string(next_power_of_two(std::max<int64_t>(nk, 1)));
+}
+
+bool autotune_asked(const CompileOptions& options) { return options.autotune.value_or(env::autotune()); }
+
+size_t pick_fastest(size_t n, const std::function<double(size_t)>& run_once, int warmup, int reps,
+                    std::vector<double>* medians) {
+    constexpr double kNever = std::numeric_limits<double>::infinity();
+    std::vector<double> median(n, kNever);
+    for (size_t i = 0; i < n; ++i) {
+        try {
+            for (int w = 0; w < warmup; ++w) run_once(i);
+            std::vector<double> times;
+            for (int r = 0; r < std::max(reps, 1); ++r) {
+                const double t = run_once(i);
+                times.push_back(std::isfinite(t) && t >= 0 ? t : kNever);
+            }
+            std::nth_element(times.begin(), times.begin() + static_cast<long>(times.size() / 2), times.end());
+            median[i] = times[times.size() / 2];
+        } catch (const std::exception&) {
+            median[i] = kNever;  // a candidate that cannot run is never chosen
+        }
+    }
+    const size_t best = static_cast<size_t>(std::min_element(median.begin(), median.end()) - median.begin());
+    user_check(n > 0 && std::isfinite(median[best]))
+        << "autotuning found no configuration that runs (" << n << " candidates); run without autotuning to see "
+           "the default configuration's error";
+    if (medians) *medians = std::move(median);
+    return best;
+}
+
+runtime::TuningKey forward_tuning_key(const AttentionSpec& spec, const std::string& device, const std::string& arch,
+                                      const std::string& toolchain, const std::vector<KernelConfig>& candidates) {
+    std::ostringstream spec_text, listed;
+    spec_text << spec << "\n" << spec.hash();
+    for (const KernelConfig& c : candidates) listed << c << "\n";
+    runtime::TuningKey key;
+    key.spec = sha256_hex(spec_text.str());  // the printed form, as the fast key: two specs never share it
+    key.kind = kernel_kind_name(KernelKind::forward);
+    key.device = device;
+    key.arch = arch;
+    key.toolchain = toolchain;
+    key.generator_version = codegen::kGeneratorVersion;
+    key.candidates = sha256_hex(listed.str());
+    return key;
+}
+
+runtime::TuningDb& tuning_db() {
+    static runtime::TuningDb* db = new runtime::TuningDb(runtime::TuningDb::root_from_env());
+    return *db;
+}
+
+}  // namespace attnjit::api

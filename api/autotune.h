@@ -1,0 +1,42 @@
+// Runtime autotuning of the forward's tile configuration (issue 12; docs/autotune.md), opt-in:
+// CompileOptions.autotune, or ATTNJIT_AUTOTUNE=1. On the first launch for a shape bucket,
+// Attention compiles every candidate configuration (codegen::candidate_configs) at once, times
+// each on scratch outputs (never the caller's), keeps the fastest, and stores it in the tuning
+// database (runtime/tuning_db.h), from which later processes take it without timing again.
+// This file holds the parts that do not need a GPU; api/attention.cpp the timing.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "api/attention.h"
+#include "runtime/tuning_db.h"
+
+namespace attnjit::api {
+
+// The shape buckets a tuning result holds for: Nq of 1 to 16 as they are (decoding steps),
+// larger Nq and every Nk rounded up to a power of two. Named "q<Nq>_k<Nk>": q4096_k4096,
+// q1_k8192.
+std::string shape_bucket(int64_t nq, int64_t nk);
+
+// Whether `options` ask for autotuning: CompileOptions.autotune when set, else ATTNJIT_AUTOTUNE.
+bool autotune_asked(const CompileOptions& options);
+
+// The fastest of n candidates by `run_once(i)` (seconds of one run of candidate i): `warmup`
+// untimed runs, then the median of `reps` timed ones each. A candidate whose run throws or
+// gives no finite time is infinitely slow. Ties go to the lower index (the default is first).
+// `medians`, when given, gets each candidate's median. Throws UserError when none ran.
+size_t pick_fastest(size_t n, const std::function<double(size_t)>& run_once, int warmup, int reps,
+                    std::vector<double>* medians = nullptr);
+
+// The tuning database's key of a forward: the spec, the GPU, the toolchain and generator, and
+// the candidate configurations (their printed forms, hashed).
+runtime::TuningKey forward_tuning_key(const AttentionSpec& spec, const std::string& device, const std::string& arch,
+                                      const std::string& toolchain, const std::vector<KernelConfig>& candidates);
+
+// The process's tuning database (TuningDb::root_from_env()).
+runtime::TuningDb& tuning_db();
+
+}  // namespace attnjit::api

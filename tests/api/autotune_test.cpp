@@ -1,0 +1,100 @@
+// Autotuning's parts that need no GPU (api/autotune.h): shape buckets, the choice of the
+// fastest candidate (failures infinitely slow, ties to the default), the switch (option over
+// environment), the tuning key, and that a compile-only Attention asked to tune builds.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <limits>
+#include <stdexcept>
+#include <vector>
+
+#include "api/attnjit.h"
+#include "api/autotune.h"
+#include "codegen/kernel_config.h"
+#include "dsl/example_specs.h"
+
+namespace attnjit::api {
+namespace {
+
+TEST(Autotune, ShapeBuckets) {
+    EXPECT_EQ(shape_bucket(4096, 4096), "q4096_k4096");
+    EXPECT_EQ(shape_bucket(4000, 4097), "q4096_k8192");
+    EXPECT_EQ(shape_bucket(17, 100), "q32_k128");
+    EXPECT_EQ(shape_bucket(1, 8191), "q1_k8192");   // decoding: Nq of 1 to 16 as it is
+    EXPECT_EQ(shape_bucket(16, 1), "q16_k1");
+    EXPECT_EQ(shape_bucket(0, 0), "q1_k1");
+}
+
+TEST(Autotune, PicksTheFastestMedianAndNeverAFailure) {
+    // candidate 0: 3 ms; 1: throws; 2: 1 ms with one slow outlier; 3: NaN; 4: 2 ms
+    std::vector<int> runs(5, 0);
+    auto run_once = [&](size_t i) -> double {
+        const int r = runs[i]++;
+        switch (i) {
+            case 0: return 3e-3;
+            case 1: throw std::runtime_error("launch failed");
+            case 2: return r == 3 ? 1.0 : 1e-3;
+            case 3: return std::nan("");
+            default: return 2e-3;
+        }
+    };
+    std::vector<double> medians;
+    EXPECT_EQ(pick_fastest(5, run_once, 2, 5, &medians), 2u);
+    EXPECT_DOUBLE_EQ(medians[0], 3e-3);
+    EXPECT_TRUE(std::isinf(medians[1]));
+    EXPECT_DOUBLE_EQ(medians[2], 1e-3);
+    EXPECT_TRUE(std::isinf(medians[3]));
+    EXPECT_EQ(runs[0], 7);  // 2 warm-up runs, 5 timed
+    // Equal times: the lower index (the default is listed first).
+    EXPECT_EQ(pick_fastest(3, [](size_t) { return 1e-3; }, 0, 3), 0u);
+    // Nothing runs: a UserError, not a pick.
+    EXPECT_THROW(pick_fastest(2, [](size_t) -> double { throw std::runtime_error("no"); }, 0, 1), UserError);
+    EXPECT_THROW(pick_fastest(0, [](size_t) { return 1.0; }, 0, 1), UserError);
+}
+
+TEST(Autotune, TheOptionOverridesTheEnvironment) {
+    CompileOptions o;
+    ::unsetenv("ATTNJIT_AUTOTUNE");
+    EXPECT_FALSE(autotune_asked(o));
+    ::setenv("ATTNJIT_AUTOTUNE", "1", 1);
+    EXPECT_TRUE(autotune_asked(o));
+    o.autotune = false;
+    EXPECT_FALSE(autotune_asked(o));
+    ::setenv("ATTNJIT_AUTOTUNE", "0", 1);
+    o.autotune.reset();
+    EXPECT_FALSE(autotune_asked(o));
+    o.autotune = true;
+    EXPECT_TRUE(autotune_asked(o));
+    ::unsetenv("ATTNJIT_AUTOTUNE");
+}
+
+TEST(Autotune, TheKeyCoversSpecGpuAndCandidates) {
+    const AttentionSpec causal = dsl::example_spec("causal", DType::bf16, 128);
+    const auto cs = codegen::candidate_configs(causal, KernelKind::forward, "sm_90a");
+    const auto key = forward_tuning_key(causal, "NVIDIA H100", "sm_90a", "nvrtc 13", cs);
+    EXPECT_EQ(key.id(), forward_tuning_key(dsl::example_spec("causal", DType::bf16, 128), "NVIDIA H100", "sm_90a",
+                                           "nvrtc 13", cs)
+                            .id());
+    EXPECT_NE(key.id(), forward_tuning_key(dsl::example_spec("causal", DType::bf16, 64), "NVIDIA H100", "sm_90a",
+                                           "nvrtc 13", cs)
+                            .id());
+    EXPECT_NE(key.id(), forward_tuning_key(causal, "NVIDIA H200", "sm_90a", "nvrtc 13", cs).id());
+    const std::vector<KernelConfig> fewer(cs.begin(), cs.end() - 1);
+    EXPECT_NE(key.id(), forward_tuning_key(causal, "NVIDIA H100", "sm_90a", "nvrtc 13", fewer).id());
+    EXPECT_EQ(key.kind, "forward");
+}
+
+// Without a GPU there is nothing to time: asked to tune, a compile-only Attention is the default one.
+TEST(Autotune, ACompileOnlyAttentionBuildsWithTheDefault) {
+    CompileOptions o;
+    o.arch = "sm_90a";
+    o.autotune = true;
+    const AttentionSpec causal = dsl::example_spec("causal", DType::bf16, 128);
+    const Attention a(causal, o);
+    o.autotune.reset();
+    EXPECT_EQ(a.config(), Attention(causal, o).config());
+}
+
+}  // namespace
+}  // namespace attnjit::api
