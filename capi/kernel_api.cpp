@@ -24,7 +24,7 @@ CompileOptions with_options(const dsl::AttentionSpec& spec, const attnjit_compil
     // ... and before grad_names (the size of the struct that ended with fast_backward).
     constexpr size_t kBeforeGrads = offsetof(attnjit_compile_options, grad_names);
     // ... and before mainloop (the struct that ended with num_grads, padded as C pads it:
-    // mainloop sits in that padding, `reserved` makes the new struct longer).
+    // mainloop sits in that padding, `autotune` (once `reserved`) makes the new struct longer).
     constexpr size_t kBeforeMainloop =
         (offsetof(attnjit_compile_options, num_grads) + sizeof(int32_t) + alignof(attnjit_compile_options) - 1) /
         alignof(attnjit_compile_options) * alignof(attnjit_compile_options);
@@ -58,8 +58,10 @@ CompileOptions with_options(const dsl::AttentionSpec& spec, const attnjit_compil
         user_check(c->mainloop >= ATTNJIT_MAINLOOP_AUTO && c->mainloop <= ATTNJIT_MAINLOOP_SM90)
             << "options->mainloop is " << c->mainloop
             << "; pass ATTNJIT_MAINLOOP_AUTO (0), ATTNJIT_MAINLOOP_SM80 (1) or ATTNJIT_MAINLOOP_SM90 (2)";
-        user_check(c->reserved == 0) << "options->reserved is " << c->reserved
-                                     << "; it must be 0 (initialise the struct with ATTNJIT_COMPILE_OPTIONS_INIT)";
+        user_check(c->autotune >= ATTNJIT_AUTOTUNE_DEFAULT && c->autotune <= ATTNJIT_AUTOTUNE_OFF)
+            << "options->autotune is " << c->autotune
+            << "; pass ATTNJIT_AUTOTUNE_DEFAULT (0), ATTNJIT_AUTOTUNE_ON (1) or ATTNJIT_AUTOTUNE_OFF (2)";
+        if (c->autotune != ATTNJIT_AUTOTUNE_DEFAULT) o.autotune = c->autotune == ATTNJIT_AUTOTUNE_ON;
         // The forward's loop, or the backward's (AttentionBackward: its key-tile kernel's).
         if (c->mainloop == ATTNJIT_MAINLOOP_SM80) o.mainloop = MainloopKind::sm80;
         if (c->mainloop == ATTNJIT_MAINLOOP_SM90) o.mainloop = MainloopKind::sm90;

@@ -17,7 +17,7 @@ class CCompileOptions(ctypes.Structure):
     _fields_ = [("struct_size", c_uint32), ("arch", c_char_p), ("block_m", c_int32),
                 ("block_n", c_int32), ("warps", c_int32), ("stages", c_int32), ("fast_backward", c_int32),
                 ("grad_names", POINTER(c_char_p)), ("num_grads", c_int32), ("mainloop", c_int32),
-                ("reserved", c_int32)]
+                ("autotune", c_int32)]
 
 
 class CLaunchArgs(ctypes.Structure):

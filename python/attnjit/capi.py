@@ -92,15 +92,19 @@ class Spec:
 
 
 MAINLOOPS = {None: 0, "sm80": 1, "sm90": 2}  # ATTNJIT_MAINLOOP_*
+AUTOTUNE = {None: 0, True: 1, False: 2}  # ATTNJIT_AUTOTUNE_*: None follows ATTNJIT_AUTOTUNE
 
 
 def _compile_options(arch: str | None, tile: dict | None, fast_backward: bool = False,
-                     grads: tuple = (), mainloop: str | None = None) -> CCompileOptions:
+                     grads: tuple = (), mainloop: str | None = None, autotune: bool | None = None) -> CCompileOptions:
     if mainloop not in MAINLOOPS:
         raise ValueError(f"mainloop {mainloop!r}: use None (attnjit's choice), 'sm80' or 'sm90'")
+    if autotune not in AUTOTUNE:
+        raise ValueError(f"autotune {autotune!r}: use None (as ATTNJIT_AUTOTUNE says), True or False")
     options = CCompileOptions(ctypes.sizeof(CCompileOptions), arch.encode() if arch else None, 0, 0, 0, 0,
                               1 if fast_backward else 0)
     options.mainloop = MAINLOOPS[mainloop]
+    options.autotune = AUTOTUNE[autotune]
     if grads:  # the names' array lives in the options object (ctypes keeps it referenced)
         names = (ctypes.c_char_p * len(grads))(*[g.encode() for g in grads])
         options.grad_names = ctypes.cast(names, ctypes.POINTER(ctypes.c_char_p))
@@ -120,10 +124,10 @@ class _Compiled:
     _compile = _destroy = _can_launch = ""  # the C functions' names
 
     def __init__(self, spec: Spec, arch: str | None = None, tile: dict | None = None, fast_backward: bool = False,
-                 grads: tuple = (), mainloop: str | None = None):
+                 grads: tuple = (), mainloop: str | None = None, autotune: bool | None = None):
         self._handle = None
         self._spec = spec  # kept alive as long as the handle
-        options = _compile_options(arch, tile, fast_backward, grads, mainloop)
+        options = _compile_options(arch, tile, fast_backward, grads, mainloop, autotune)
         out = ctypes.c_void_p()
         check(getattr(lib(), self._compile)(spec.handle, ctypes.byref(options), ctypes.byref(out)))
         self._handle = out.value

@@ -57,14 +57,15 @@ def _torch():
     return torch
 
 
-def kernel_for(json_text: str, device: int, tile: dict | None, mainloop: str | None = None):
+def kernel_for(json_text: str, device: int, tile: dict | None, mainloop: str | None = None,
+               autotune: bool | None = None):
     """The compiled kernel of a spec on a CUDA device (compiled at most once per process)."""
     torch = _torch()
 
     def make():
         with torch.cuda.device(device):  # load into this device's primary context
-            return capi.Kernel(capi.Spec.from_json(json_text), None, tile, mainloop=mainloop)
-    return _kernels.get((json_text, device, tuple(sorted((tile or {}).items())), mainloop), make,
+            return capi.Kernel(capi.Spec.from_json(json_text), None, tile, mainloop=mainloop, autotune=autotune)
+    return _kernels.get((json_text, device, tuple(sorted((tile or {}).items())), mainloop, autotune), make,
                         f"the kernel of {json_text} for CUDA device {device}")
 
 
@@ -126,7 +127,7 @@ class CompiledAttention:
     """fn(q, k, v) -> out, or (out, lse) with return_lse. See attnjit.compile."""
 
     def __init__(self, score_mod=None, mask=None, causal=False, scale=None, enable_gqa=False,
-                 return_lse=False, tile=None, deterministic=True, mainloop=None):
+                 return_lse=False, tile=None, deterministic=True, mainloop=None, autotune=None):
         if scale is not None and not isinstance(scale, (int, float)):
             raise TypeError(f"scale must be a number or None, got {type(scale).__name__}")
         self.score_mod, self.mask, self.causal = score_mod, mask, bool(causal)
@@ -136,6 +137,9 @@ class CompiledAttention:
         if mainloop not in capi.MAINLOOPS:
             raise ValueError(f"mainloop {mainloop!r}: use None (attnjit's choice), 'sm80' or 'sm90'")
         self.mainloop = mainloop  # of the forward and of the backward's key-tile kernel
+        if autotune not in capi.AUTOTUNE:
+            raise ValueError(f"autotune {autotune!r}: use None (as ATTNJIT_AUTOTUNE says), True or False")
+        self.autotune = autotune  # of the forward (docs/autotune.md)
         self._variants: list[_Variant] = []
         self._variant = self._add_variant()
         self._uid = torch_ops.remember(self)  # how compiled graphs name this callable
@@ -465,7 +469,7 @@ class CompiledAttention:
         traced = variant.traced
         with_lse = self.return_lse if return_lse is None else return_lse
         text = self._spec_text(variant, q, dv, with_lse, sig)
-        kernel = kernel_for(text, device, self.tile, self.mainloop)
+        kernel = kernel_for(text, device, self.tile, self.mainloop, self.autotune)
         spec = kernel.spec
         expected = variant.expected(sig)
         ranks = [rank for _, _, rank in expected]

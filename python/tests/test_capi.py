@@ -133,6 +133,19 @@ def test_mainloop_option_picks_the_forward_loop():
         attnjit.compile(causal=True, mainloop="wgmma")
 
 
+def test_autotune_option_reaches_the_c_api():
+    """autotune= goes through attnjit_compile's options; compiling only (no GPU to time on), the
+    kernel is the default one; a value other than None, True, False is refused here."""
+    text = attnjit.spec_json(causal=True, dtype="bf16", head_dim=128)
+    for autotune in (None, True, False):
+        kernel = capi.Kernel(capi.Spec.from_json(text), "sm_90a", autotune=autotune)
+        assert "MainloopKind::sm90" in kernel.source
+    assert capi._compile_options("sm_90a", None, autotune=True).autotune == 1
+    assert capi._compile_options("sm_90a", None, autotune=False).autotune == 2
+    with pytest.raises(ValueError, match="autotune 'yes'"):
+        attnjit.compile(causal=True, autotune="yes")
+
+
 def test_mainloop_option_reaches_the_backward():
     text = attnjit.spec_json(causal=True, dtype="bf16", head_dim=64, return_lse=True)
     for loop in ("sm80", "sm90"):

@@ -70,7 +70,8 @@ std::string compiled_source(attnjit_spec* spec, const attnjit_compile_options& o
 }
 
 // options->mainloop: AUTO gives the sm90 loop on sm_90a, SM80 forces the sm80 one, SM90 where it
-// cannot run is the caller's mistake; a struct from before the field (and `reserved`) reads AUTO.
+// cannot run is the caller's mistake; a struct from before the field (and `autotune`) reads AUTO;
+// autotune takes its three values only.
 TEST(CapiCompile, MainloopOptionAndTheOlderStruct) {
     SKIP_WITHOUT_NVRTC();
     SpecPtr spec = c_spec(dsl::AttentionSpec().dtype(DType::bf16).head_dim(128).mask(dsl::mods::causal()));
@@ -88,7 +89,7 @@ TEST(CapiCompile, MainloopOptionAndTheOlderStruct) {
     older.struct_size = (older.struct_size + 7) / 8 * 8;
     older.block_m = 0;
     older.mainloop = 7;  // past the caller's struct: never read
-    older.reserved = 9;
+    older.autotune = 9;
     EXPECT_NE(source_of(older).find("MainloopKind::sm90"), std::string::npos);
     attnjit_kernel* raw = nullptr;
     o.block_m = 0;
@@ -100,8 +101,11 @@ TEST(CapiCompile, MainloopOptionAndTheOlderStruct) {
     EXPECT_STATUS(attnjit_compile(spec.get(), &o, &raw), ATTNJIT_ERROR_INVALID_ARGUMENT,
                   {"options->mainloop is 3"});
     o.mainloop = ATTNJIT_MAINLOOP_AUTO;
-    o.reserved = 1;
-    EXPECT_STATUS(attnjit_compile(spec.get(), &o, &raw), ATTNJIT_ERROR_INVALID_ARGUMENT, {"options->reserved is 1"});
+    o.autotune = 3;
+    EXPECT_STATUS(attnjit_compile(spec.get(), &o, &raw), ATTNJIT_ERROR_INVALID_ARGUMENT, {"options->autotune is 3"});
+    o.autotune = ATTNJIT_AUTOTUNE_ON;  // compile only here: nothing to time, the default kernel
+    o.arch = "sm_90a";
+    EXPECT_NE(source_of(o).find("MainloopKind::sm90"), std::string::npos);
     EXPECT_EQ(raw, nullptr);
 }
 

@@ -122,12 +122,18 @@ typedef struct attnjit_compile_options {
      * grad_names with `reserved` (0), which makes the struct longer than the one before: a
      * struct_size that ends before them reads as AUTO. */
     int32_t mainloop;
-    int32_t reserved; /* 0 */
+    /* attnjit_compile only: an ATTNJIT_AUTOTUNE_* value. DEFAULT (0): as ATTNJIT_AUTOTUNE says
+     * (off unless it is set); ON: tune the forward's tile on the first launch of each shape bucket
+     * (docs/autotune.md); OFF: never. Was `reserved` (always 0), so older callers read DEFAULT. */
+    int32_t autotune;
 } attnjit_compile_options;
 #define ATTNJIT_COMPILE_OPTIONS_INIT {sizeof(attnjit_compile_options), NULL, 0, 0, 0, 0, 0, NULL, 0, 0, 0}
 #define ATTNJIT_MAINLOOP_AUTO 0
 #define ATTNJIT_MAINLOOP_SM80 1
 #define ATTNJIT_MAINLOOP_SM90 2
+#define ATTNJIT_AUTOTUNE_DEFAULT 0
+#define ATTNJIT_AUTOTUNE_ON 1
+#define ATTNJIT_AUTOTUNE_OFF 2
 
 /* Generates, compiles (memory cache, then disk cache, then NVRTC) and, when a GPU is
  * present, loads the kernel into the current CUDA context (the primary one if none is
