@@ -41,7 +41,10 @@ def parse_args(argv=None):
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--dtype", type=csv(str), help=f"comma list of {','.join(C.DTYPES)}")
     p.add_argument("--variant", type=csv(str), help=f"comma list of {','.join(C.VARIANTS)}")
-    p.add_argument("--impl", type=csv(str), help=f"comma list of {','.join(C.IMPLS)}")
+    p.add_argument("--impl", type=csv(str), help=f"comma list of {','.join(C.IMPLS + C.OPT_IN_IMPLS)}")
+    p.add_argument("--autotune", action="store_true",
+                   help="also run attnjit_tuned: attnjit.compile(autotune=True), the forward's tile tuned per "
+                        "shape bucket on its first call (docs/autotune.md), beside the default")
     p.add_argument("--n", type=csv(int), help="comma list of sequence lengths")
     p.add_argument("--mode", type=csv(str), default=["fwd"], help="fwd (default) and/or fwdbwd")
     p.add_argument("--quick", action="store_true", help="a handful of bf16 cases (smoke test)")
@@ -63,7 +66,8 @@ def parse_args(argv=None):
                    help=f"skip naive when its estimated peak exceeds this (default {C.NAIVE_MAX_GIB:g})")
     p.add_argument("--verbose", action="store_true", help="print tracebacks of failures")
     a = p.parse_args(argv)
-    for name, allowed in (("dtype", C.DTYPES), ("variant", C.VARIANTS), ("impl", C.IMPLS), ("mode", C.MODES)):
+    for name, allowed in (("dtype", C.DTYPES), ("variant", C.VARIANTS), ("impl", C.IMPLS + C.OPT_IN_IMPLS),
+                          ("mode", C.MODES)):
         bad = [x for x in (getattr(a, name) or []) if x not in allowed]
         if bad:
             p.error(f"--{name}: unknown {bad}; choose from {', '.join(allowed)}")
@@ -86,7 +90,10 @@ def plan(a):
 
 
 def impls(a):
-    return a.impl or list(C.IMPLS)
+    chosen = list(a.impl or C.IMPLS)
+    if a.autotune and "attnjit_tuned" not in chosen:
+        chosen.insert(chosen.index("attnjit") + 1 if "attnjit" in chosen else 0, "attnjit_tuned")
+    return chosen
 
 
 def run_overhead(a, piece):

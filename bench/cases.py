@@ -26,6 +26,9 @@ IMPLS = ("attnjit", "attnjit_fast", "sdpa_flash", "sdpa_cudnn", "flex", "flex_fl
 # FlexAttention with kernel_options={"BACKEND": "FLASH"} (its FlashAttention CuTe kernels),
 # recorded as skipped, with the reason, where the installed torch does not offer it.
 ANCHORS = ("sdpa_flash", "sdpa_cudnn", "flex", "flex_flash")  # the implementations attnjit is judged against
+# Run only when asked (--impl, or --autotune): attnjit_tuned, attnjit.compile(autotune=True) (its
+# first call tunes the forward's tile for the shape bucket: docs/autotune.md).
+OPT_IN_IMPLS = ("attnjit_tuned",)
 
 PLAIN_N = (512, 1024, 2048, 4096, 8192, 16384)
 VARIANT_N = (1024, 2048, 4096, 8192, 16384)
@@ -228,6 +231,7 @@ PER_CASE_S = 0.5          # inputs, dynamo reset, empty_cache, bookkeeping
 TIMED_S = 0.45            # do_bench (25 ms warm-up + 100 ms) + first call + check + memory call
 FLEX_COMPILE_S = 3.0      # torch.compile(flex_attention) per (variant, shape), block mask included
 ATTNJIT_COMPILE_S = 1.2   # cold NVRTC compile, once per (variant, dtype, D) in a process
+ATTNJIT_TUNE_S = 20.0     # attnjit_tuned: its candidates compiled and timed, once per case
 
 
 def runs(case: Case, impl: str) -> str | None:
@@ -272,7 +276,9 @@ def estimate_s(case: Case, impls=IMPLS, seen=None) -> float:
         t += TIMED_S * fwdbwd
         if impl in ("flex", "flex_flash"):
             t += FLEX_COMPILE_S * fwdbwd
-        if impl in ("attnjit", "attnjit_fast"):
+        if impl == "attnjit_tuned":
+            t += ATTNJIT_TUNE_S
+        if impl in ("attnjit", "attnjit_fast", "attnjit_tuned"):
             key = (impl, case.variant, case.dtype, case.D, case.mode)
             if seen is None or key not in seen:
                 t += ATTNJIT_COMPILE_S

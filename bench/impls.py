@@ -187,7 +187,7 @@ def attnjit_module():
     return _attnjit
 
 
-def build_attnjit(case: Case, inp: Inputs, opts, deterministic: bool = True) -> Built:
+def build_attnjit(case: Case, inp: Inputs, opts, deterministic: bool = True, autotune: bool = False) -> Built:
     attnjit = attnjit_module()
     if case.variant == "latent":
         return _attnjit_latent(attnjit, inp, case.mode)
@@ -199,6 +199,8 @@ def build_attnjit(case: Case, inp: Inputs, opts, deterministic: bool = True) -> 
     t0 = time.perf_counter()
     if not deterministic:
         kw["deterministic"] = False
+    if autotune:
+        kw["autotune"] = True
     fn = attnjit.compile(score_mod=var.score_mod, mask=var.mask, causal=var.causal, **kw)
     setup = time.perf_counter() - t0
     q, k, v = inp.q, inp.k, inp.v
@@ -465,6 +467,7 @@ def _naive_mta(q, k, v, theta, scale):
 BUILDERS = {
     "attnjit": build_attnjit,
     "attnjit_fast": lambda c, i, o: build_attnjit(c, i, o, deterministic=False),
+    "attnjit_tuned": lambda c, i, o: build_attnjit(c, i, o, autotune=True),
     "sdpa_flash": lambda c, i, o: build_sdpa(c, i, o, "sdpa_flash"),
     "sdpa_cudnn": lambda c, i, o: build_sdpa(c, i, o, "sdpa_cudnn"),
     "flex": build_flex,

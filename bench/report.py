@@ -27,11 +27,11 @@ sys.path.insert(0, HERE)
 from cases import ANCHORS, IMPLS, VARIANTS  # noqa: E402
 
 BEGIN, END = "<!-- perf:begin -->", "<!-- perf:end -->"
-NAMES = {"attnjit": "attnjit", "attnjit_fast": "attnjit (fast bwd)", "sdpa_flash": "SDPA flash", "sdpa_cudnn": "SDPA cuDNN",
+NAMES = {"attnjit": "attnjit", "attnjit_fast": "attnjit (fast bwd)", "attnjit_tuned": "attnjit (tuned)", "sdpa_flash": "SDPA flash", "sdpa_cudnn": "SDPA cuDNN",
          "flex": "FlexAttention", "flex_flash": "FlexAttention (FLASH)", "naive": "naive"}
-SHORT = {"attnjit_fast": "attnjit fast", "sdpa_flash": "flash", "sdpa_cudnn": "cuDNN", "flex": "flex", "flex_flash": "flex FLASH", "naive": "naive", "attnjit": "attnjit"}
+SHORT = {"attnjit_fast": "attnjit fast", "attnjit_tuned": "attnjit tuned", "sdpa_flash": "flash", "sdpa_cudnn": "cuDNN", "flex": "flex", "flex_flash": "flex FLASH", "naive": "naive", "attnjit": "attnjit"}
 FAIL = "✗"
-COLORS = {"attnjit": "tab:blue", "attnjit_fast": "tab:cyan", "sdpa_flash": "tab:orange", "sdpa_cudnn": "tab:green", "flex": "tab:red",
+COLORS = {"attnjit": "tab:blue", "attnjit_fast": "tab:cyan", "attnjit_tuned": "tab:olive", "sdpa_flash": "tab:orange", "sdpa_cudnn": "tab:green", "flex": "tab:red",
           "flex_flash": "tab:purple", "naive": "tab:gray"}
 
 

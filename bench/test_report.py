@@ -326,3 +326,16 @@ def test_bench_files_compile(tmp_path):
     assert len(files) >= 8
     for f in files:
         py_compile.compile(f, cfile=str(tmp_path / (os.path.basename(f) + "c")), doraise=True)
+
+
+def test_autotune_adds_the_tuned_attnjit_only_when_asked():
+    """--autotune (or --impl attnjit_tuned) runs attnjit.compile(autotune=True) beside attnjit;
+    the default list leaves it out (its tuning costs ~20 s a case)."""
+    import bench_attention as B
+    assert "attnjit_tuned" not in B.impls(B.parse_args([]))
+    assert B.impls(B.parse_args(["--autotune"]))[:2] == ["attnjit", "attnjit_tuned"]
+    assert B.impls(B.parse_args(["--impl", "flex", "--autotune"])) == ["attnjit_tuned", "flex"]
+    assert B.impls(B.parse_args(["--impl", "attnjit_tuned"])) == ["attnjit_tuned"]
+    case = C.Case("causal", "bf16", 4, 16, 16, 4096, 128)
+    assert C.runs(case, "attnjit_tuned") is None
+    assert C.estimate_s(case, ["attnjit_tuned"]) > C.estimate_s(case, ["attnjit"]) + 10
