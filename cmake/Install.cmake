@@ -6,7 +6,7 @@
 #   <prefix>/lib/libattnjit_*.a, libattnjit_c.so{,.1,.0.1.0}
 #   <prefix>/include/attnjit/{attnjit.h,attnjit_c.h,support,dsl,codegen,runtime,api}/
 #   <prefix>/lib/cmake/attnjit/attnjit{Config,ConfigVersion,Targets*}.cmake
-#   <prefix>/bin/attnjit-gen, attnjit-aot
+#   <prefix>/bin/attnjit-gen, attnjit-aot, attnjit-tune
 #   attnjit_add_kernel_bundle(<target> SPECS ... ARCHS ...): kernels compiled ahead of time (docs/aot.md)
 include(CMakePackageConfigHelpers)
 
@@ -25,6 +25,8 @@ install(TARGETS attnjit-gen RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 # attnjit-aot: kernel bundles (docs/aot.md), exported as attnjit::attnjit-aot for the CMake
 # function attnjit_add_kernel_bundle, which the package config includes.
 install(TARGETS attnjit-aot EXPORT attnjitTargets RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+# attnjit-tune: the forward's tile tuned on this GPU into the tuning database (docs/autotune.md).
+install(TARGETS attnjit-tune RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 install(FILES ${PROJECT_SOURCE_DIR}/cmake/AttnjitKernelBundle.cmake DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/attnjit)
 
 install(FILES ${PROJECT_SOURCE_DIR}/api/attnjit.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/attnjit)

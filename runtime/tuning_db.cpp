@@ -1,7 +1,9 @@
 #include "runtime/tuning_db.h"
 
+#include <dirent.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <iostream>
@@ -119,6 +121,48 @@ std::map<std::string, TuningResult> TuningDb::read(const std::string& id) const 
     }
     for (const auto& [bucket, j] : doc["buckets"].items())
         if (auto r = result_from_json(j)) out[bucket] = *r;
+    return out;
+}
+
+std::vector<TuningDb::Entry> TuningDb::entries() const {
+    std::vector<Entry> out;
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!usable()) return out;
+    std::vector<std::string> files;
+    if (DIR* top = ::opendir(dir_.c_str())) {
+        while (const dirent* sub = ::readdir(top)) {
+            const std::string prefix = sub->d_name;
+            if (prefix.size() != 2) continue;
+            if (DIR* d = ::opendir((dir_ + "/" + prefix).c_str())) {
+                while (const dirent* f = ::readdir(d)) {
+                    const std::string name = f->d_name;
+                    if (name.size() == 64 + 5 && name.compare(64, 5, ".json") == 0 && name.compare(0, 2, prefix) == 0)
+                        files.push_back(name.substr(0, 64));
+                }
+                ::closedir(d);
+            }
+        }
+        ::closedir(top);
+    }
+    std::sort(files.begin(), files.end());
+    for (const std::string& id : files) {
+        const std::string path = dir_ + "/" + id.substr(0, 2) + "/" + id + ".json";
+        RegularFile f(path);
+        std::string text;
+        if (f.status() != RegularFile::Status::kOpen || static_cast<size_t>(f.st().st_size) > kMaxDocumentBytes ||
+            !f.read_exact(static_cast<size_t>(f.st().st_size), text))
+            continue;
+        const ordered_json doc = ordered_json::parse(text, nullptr, /*allow_exceptions=*/false);
+        if (!doc.is_object() || doc.value("key", "") != id || !doc.contains("what") || !doc["what"].is_object())
+            continue;
+        const auto& w = doc["what"];
+        Entry e;
+        e.key = TuningKey{w.value("spec", ""), w.value("kind", ""), w.value("device", ""), w.value("arch", ""),
+                          w.value("toolchain", ""), w.value("generator_version", 0), w.value("candidates", "")};
+        if (e.key.id() != id) continue;  // the recorded fields are not the ones the name hashes
+        e.buckets = read(id);
+        out.push_back(std::move(e));
+    }
     return out;
 }
 

@@ -62,6 +62,14 @@ public:
     // Every bucket stored under `key` (in memory, else read from disk), by bucket name.
     std::map<std::string, TuningResult> buckets(const TuningKey& key) const;
 
+    // Every document on disk (attnjit-tune --report): its key's fields as recorded, and its
+    // buckets; damaged and foreign files are left out. In key order.
+    struct Entry {
+        TuningKey key;
+        std::map<std::string, TuningResult> buckets;
+    };
+    std::vector<Entry> entries() const;
+
     std::string path(const TuningKey& key) const;  // "" when memory only
     const std::string& directory() const { return dir_; }
 

@@ -1,0 +1,178 @@
+// attnjit-tune: tunes the forward's tile of some specs over some shapes on this GPU, into the
+// tuning database that programs with autotuning on take their choices from (docs/autotune.md);
+// --report prints what the database holds.
+//
+//   attnjit-tune --specs causal.json alibi.json --shapes 4x16x4096x4096,1x16x16384x16384
+//   attnjit-tune --specs window.json --shapes 8x32x2048x2048 --scalar window=256
+//   attnjit-tune --report
+//
+// A shape is BxHxNqxNk (H query heads; a spec that fixes its heads keeps them). Q, K and V are
+// filled with a constant, captured tensors are one element broadcast (stride 0) over every
+// index, and runtime scalars take --scalar name=value: timing needs the work, not the numbers.
+#include <CLI/CLI.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <sstream>
+#include <unistd.h>
+
+#include "api/attnjit.h"
+#include "api/autotune.h"
+#include "codegen/kernel_config.h"
+#include "dsl/spec_json.h"
+#include "runtime/device.h"
+#include "runtime/device_buffer.h"
+#include "runtime/kernel_cache.h"
+#include "runtime/tuning_db.h"
+#include "support/error.h"
+
+using namespace attnjit;
+
+namespace {
+
+std::string read_file(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    user_check(in.good()) << "--specs " << path << ": cannot open the file";
+    std::ostringstream text;
+    text << in.rdbuf();
+    return text.str();
+}
+
+struct Shape {
+    int64_t b, h, nq, nk;
+};
+
+std::vector<Shape> parse_shapes(const std::string& text) {
+    std::vector<Shape> out;
+    std::stringstream ss(text);
+    for (std::string item; std::getline(ss, item, ',');) {
+        Shape s{};
+        char tail = 0;
+        user_check(std::sscanf(item.c_str(), "%ldx%ldx%ldx%ld%c", &s.b, &s.h, &s.nq, &s.nk, &tail) == 4 && s.b > 0 &&
+                   s.h > 0 && s.nq > 0 && s.nk > 0)
+            << "--shapes " << item << ": write BxHxNqxNk with positive numbers, e.g. 4x16x4096x4096";
+        out.push_back(s);
+    }
+    user_check(!out.empty()) << "--shapes: give at least one BxHxNqxNk";
+    return out;
+}
+
+std::string ms(double seconds) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.3f", 1e3 * seconds);
+    return buf;
+}
+
+int report() {
+    const runtime::TuningDb& db = api::tuning_db();
+    const auto entries = db.entries();
+    if (entries.empty()) {
+        std::cout << "the tuning database " << (db.directory().empty() ? "(memory only)" : db.directory())
+                  << " holds no results\n";
+        return 0;
+    }
+    std::cout << "| spec | kind | GPU | bucket | default ms | tuned ms | speed-up | tuned configuration | candidates | "
+                 "tuning s |\n|---|---|---|---|---|---|---|---|---|---|\n";
+    for (const auto& e : entries)
+        for (const auto& [bucket, r] : e.buckets) {
+            char speedup[16];
+            std::snprintf(speedup, sizeof speedup, "%.2fx", r.seconds > 0 ? r.default_seconds / r.seconds : 0.0);
+            std::cout << "| " << e.key.spec.substr(0, 12) << " | " << e.key.kind << " | " << e.key.device << " ("
+                      << e.key.arch << ") | " << bucket << " | " << ms(r.default_seconds) << " | " << ms(r.seconds)
+                      << " | " << speedup << " | " << mainloop_kind_name(r.mainloop) << " " << codegen::to_string(r.tile)
+                      << " | " << r.candidates << " | " << r.tuning_seconds << " |\n";
+        }
+    return 0;
+}
+
+int run(int argc, char** argv) {
+    CLI::App app{"attnjit-tune: tune the forward's tile of some specs over some shapes on this GPU into the tuning "
+                 "database (docs/autotune.md)"};
+    std::vector<std::string> spec_files, scalar_args;
+    std::string shapes;
+    bool show_report = false, quiet = false;
+    app.add_option("--specs", spec_files, "spec files in the JSON format (docs/spec_format.md)");
+    app.add_option("--shapes", shapes, "BxHxNqxNk, comma-separated, e.g. 4x16x4096x4096,1x16x16384x16384");
+    app.add_option("--scalar", scalar_args, "a runtime scalar's value for the timed runs, name=value (repeatable)");
+    app.add_flag("--report", show_report, "print the tuning database: default and tuned time per case");
+    app.add_flag("-q,--quiet", quiet, "no progress");
+    CLI11_PARSE(app, argc, argv);
+    if (show_report) return report();
+    user_check(!spec_files.empty() && !shapes.empty())
+        << "give --specs FILE... and --shapes BxHxNqxNk,... to tune, or --report to see the database";
+    const std::vector<Shape> shape_list = parse_shapes(shapes);
+    std::map<std::string, double> scalars;
+    for (const std::string& a : scalar_args) {
+        const size_t eq = a.find('=');
+        char* end = nullptr;
+        const double v = eq == std::string::npos ? 0 : std::strtod(a.c_str() + eq + 1, &end);
+        user_check(eq != std::string::npos && eq > 0 && end && *end == 0 && end != a.c_str() + eq + 1)
+            << "--scalar " << a << ": write name=value, e.g. window=256";
+        scalars[a.substr(0, eq)] = v;
+    }
+    if (const auto why = runtime::why_no_gpu())
+        environment_error << "attnjit-tune times kernels on this machine's GPU, and none is usable: " << *why;
+    std::vector<std::pair<AttentionSpec, std::string>> specs;
+    for (const std::string& file : spec_files) specs.emplace_back(dsl::spec_from_json(read_file(file), file), file);
+    const size_t total = specs.size() * shape_list.size();
+    size_t done = 0;
+    const auto start = std::chrono::steady_clock::now();
+    for (const auto& [spec, file] : specs) {
+        const codegen::SpecInputs inputs = spec_inputs(spec);
+        for (const auto& [name, type] : inputs.scalars)
+            user_check(scalars.count(name)) << file << " reads runtime scalar '" << name << "': give --scalar " << name
+                                            << "=VALUE (a value the program runs with)";
+        CompileOptions tune;
+        tune.autotune = true;
+        const Attention attn(spec, tune);
+        for (const Shape& s : shape_list) {
+            const int64_t hq = spec.q_heads() ? spec.q_heads() : s.h, hkv = spec.kv_heads() ? spec.kv_heads() : s.h;
+            const int64_t dqk = spec.head_dim_qk(), dv = spec.head_dim_v();
+            const size_t e = static_cast<size_t>(dtype_size(spec.dtype()));
+            runtime::DeviceBuffer q(s.b * hq * s.nq * dqk * e), k(s.b * hkv * s.nk * dqk * e),
+                v(s.b * hkv * s.nk * dv * e), o(s.b * hq * s.nq * dv * e),
+                lse(spec.returns_lse() ? s.b * hq * s.nq * 4 : 0), one(16);
+            for (auto* buf : {&q, &k, &v}) buf->fill_bytes(0x3c);  // 0x3c3c: a small positive f16 / bf16
+            one.fill_bytes(0);
+            LaunchArgs a;
+            a.q = TensorView::contiguous(q.data(), spec.dtype(), {s.b, hq, s.nq, dqk});
+            a.k = TensorView::contiguous(k.data(), spec.dtype(), {s.b, hkv, s.nk, dqk});
+            a.v = TensorView::contiguous(v.data(), spec.dtype(), {s.b, hkv, s.nk, dv});
+            a.o = TensorView::contiguous(o.data(), spec.dtype(), {s.b, hq, s.nq, dv});
+            if (spec.returns_lse()) a.lse = TensorView::contiguous(lse.data(), DType::f32, {s.b, hq, s.nq});
+            const int64_t extent = std::max<int64_t>({s.b, hq, s.nq, s.nk, 4096});
+            for (const auto& [name, info] : inputs.tensors)  // one element, broadcast over every index
+                a.tensors[name] = TensorView{one.data(), info.dtype, std::vector<int64_t>(info.rank, extent),
+                                             std::vector<int64_t>(info.rank, 0)};
+            for (const auto& [name, type] : inputs.scalars) a.scalars[name] = scalars.at(name);
+            attn(a);  // the first launch of the bucket tunes
+            runtime::synchronize();
+            ++done;
+            if (!quiet) {
+                const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+                std::fprintf(stderr, "[%zu/%zu] %.1f s  %s %ldx%ldx%ldx%ld (%s)\n", done, total, elapsed, file.c_str(),
+                             s.b, hq, s.nq, s.nk, api::shape_bucket(s.nq, s.nk).c_str());
+            }
+        }
+    }
+    if (!quiet) std::cerr << "attnjit-tune: " << total << " cases tuned into " << api::tuning_db().directory() << "\n";
+    return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    try {
+        return run(argc, argv);
+    } catch (const UserError& e) {
+        std::cerr << e.what() << "\n";
+        return 2;
+    } catch (const std::exception& e) {
+        std::cerr << e.what() << "\n";
+        return 1;
+    }
+}
