@@ -14,6 +14,8 @@
 #include <sstream>
 #include <string>
 
+#include "support/read_file.h"
+
 #include "api/attnjit.h"
 #include "codegen/kernel_config.h"
 #include "dsl/spec_json.h"
@@ -23,24 +25,13 @@
 
 using namespace attnjit;
 
-namespace {
-
-std::string read_file(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    std::ostringstream text;
-    text << in.rdbuf();
-    return text.str();
-}
-
-}  // namespace
-
 int main(int argc, char** argv) {
     if (argc != 2 && !(argc == 4 && std::strcmp(argv[2], "--arch") == 0)) {
         std::fprintf(stderr, "usage: %s SPEC.json [--arch sm_XX]\n", argv[0]);
         return 2;
     }
     try {
-        const AttentionSpec spec = dsl::spec_from_json(read_file(argv[1]), argv[1]);
+        const AttentionSpec spec = dsl::spec_from_json(attnjit::read_file(argv[1]).value_or(""), argv[1]);
         CompileOptions options;
         if (argc == 4) options.arch = argv[3];
         const Attention attn(spec, options);
@@ -62,7 +53,7 @@ int main(int argc, char** argv) {
         }
         std::ostringstream line;
         line << did << " " << attn.config() << "; libnvrtc "
-             << (read_file("/proc/self/maps").find("libnvrtc") != std::string::npos ? "mapped" : "not mapped") << "; "
+             << (attnjit::read_file("/proc/self/maps").value_or("").find("libnvrtc") != std::string::npos ? "mapped" : "not mapped") << "; "
              << runtime::KernelCache::global().stats();
         std::printf("%s\n", line.str().c_str());
     } catch (const std::exception& e) {

@@ -27,19 +27,13 @@
 #include "dsl/spec_json.h"
 #include "runtime/kernel_bundle.h"
 #include "support/error.h"
+#include "tools/spec_file.h"
+#include "tools/tool_main.h"
 #include "tools/linked_bundle_source.h"
 
 using namespace attnjit;
 
 namespace {
-
-std::string read_file(const std::string& path, const char* what) {
-    std::ifstream in(path, std::ios::binary);
-    user_check(in.good()) << what << " " << path << ": cannot open the file";
-    std::ostringstream text;
-    text << in.rdbuf();
-    return text.str();
-}
 
 std::vector<std::string> split_commas(const std::string& s) {
     std::vector<std::string> out;
@@ -114,7 +108,7 @@ int run(int argc, char** argv) {
     }
     std::vector<std::pair<dsl::AttentionSpec, std::string>> specs;
     for (const std::string& file : spec_files)
-        specs.emplace_back(dsl::spec_from_json(read_file(file, "--specs"), file), file);
+        specs.emplace_back(dsl::spec_from_json(tools::read_spec_file(file), file), file);
 
     api::AotOptions options;
     if (backward != "auto") options.backward = backward == "yes";
@@ -176,14 +170,4 @@ int run(int argc, char** argv) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
-    try {
-        return run(argc, argv);
-    } catch (const UserError& e) {
-        std::cerr << e.what() << "\n";
-        return 2;
-    } catch (const std::exception& e) {
-        std::cerr << e.what() << "\n";
-        return 1;
-    }
-}
+int main(int argc, char** argv) { return tools::tool_main(argc, argv, run); }

@@ -29,18 +29,12 @@
 #include "runtime/kernel_cache.h"
 #include "runtime/tuning_db.h"
 #include "support/error.h"
+#include "tools/spec_file.h"
+#include "tools/tool_main.h"
 
 using namespace attnjit;
 
 namespace {
-
-std::string read_file(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    user_check(in.good()) << "--specs " << path << ": cannot open the file";
-    std::ostringstream text;
-    text << in.rdbuf();
-    return text.str();
-}
 
 struct Shape {
     int64_t b, h, nq, nk;
@@ -117,7 +111,7 @@ int run(int argc, char** argv) {
     if (const auto why = runtime::why_no_gpu())
         environment_error << "attnjit-tune times kernels on this machine's GPU, and none is usable: " << *why;
     std::vector<std::pair<AttentionSpec, std::string>> specs;
-    for (const std::string& file : spec_files) specs.emplace_back(dsl::spec_from_json(read_file(file), file), file);
+    for (const std::string& file : spec_files) specs.emplace_back(dsl::spec_from_json(tools::read_spec_file(file), file), file);
     const size_t total = specs.size() * shape_list.size();
     size_t done = 0;
     const auto start = std::chrono::steady_clock::now();
@@ -165,14 +159,4 @@ int run(int argc, char** argv) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
-    try {
-        return run(argc, argv);
-    } catch (const UserError& e) {
-        std::cerr << e.what() << "\n";
-        return 2;
-    } catch (const std::exception& e) {
-        std::cerr << e.what() << "\n";
-        return 1;
-    }
-}
+int main(int argc, char** argv) { return tools::tool_main(argc, argv, run); }

@@ -7,16 +7,11 @@
 #include <sstream>
 #include <string>
 
+#include "support/read_file.h"
+
 #include "attnjit/attnjit_c.h"
 
 namespace {
-
-std::string read_file(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    std::ostringstream text;
-    text << in.rdbuf();
-    return text.str();
-}
 
 int fail(const std::string& why) {
     std::fprintf(stderr, "aot c consumer FAILED: %s (last error: %s)\n", why.c_str(), attnjit_last_error());
@@ -30,7 +25,7 @@ int main(int argc, char** argv) {
     if (attnjit_num_bundles() != 1) return fail("the linked bundle is not registered");
     int kernels = 0;
     for (int i = 1; i < argc; ++i) {
-        const std::string json = read_file(argv[i]);
+        const std::string json = attnjit::read_file(argv[i]).value_or("");
         attnjit_spec* spec = nullptr;
         if (attnjit_spec_from_json(json.c_str(), json.size(), &spec) != ATTNJIT_OK) return fail(argv[i]);
         for (int32_t loop : {ATTNJIT_MAINLOOP_AUTO, ATTNJIT_MAINLOOP_SM80}) {
@@ -44,7 +39,7 @@ int main(int argc, char** argv) {
         }
         attnjit_spec_destroy(spec);
     }
-    if (read_file("/proc/self/maps").find("libnvrtc") != std::string::npos) return fail("libnvrtc is mapped");
+    if (attnjit::read_file("/proc/self/maps").value_or("").find("libnvrtc") != std::string::npos) return fail("libnvrtc is mapped");
     std::printf("aot c consumer ok: %d kernels from the linked bundle, NVRTC never loaded\n", kernels);
     return 0;
 }

@@ -7,19 +7,14 @@
 #include <sstream>
 #include <string>
 
+#include "support/read_file.h"
+
 #include "api/attnjit.h"
 #include "dsl/spec_json.h"
 #include "runtime/kernel_bundle.h"
 #include "runtime/kernel_cache.h"
 
 namespace {
-
-std::string read_file(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    std::ostringstream text;
-    text << in.rdbuf();
-    return text.str();
-}
 
 int fail(const std::string& why) {
     std::fprintf(stderr, "aot consumer FAILED: %s\n", why.c_str());
@@ -35,7 +30,7 @@ int main(int argc, char** argv) {
         return fail("the linked bundle is not registered (" + runtime::BundleRegistry::global().describe() + ")");
     try {
         for (int i = 1; i < argc; ++i) {
-            const AttentionSpec spec = dsl::spec_from_json(read_file(argv[i]), argv[i]);
+            const AttentionSpec spec = dsl::spec_from_json(attnjit::read_file(argv[i]).value_or(""), argv[i]);
             for (const char* arch : {"sm_80", "sm_90a"}) {
                 CompileOptions o;
                 o.arch = arch;
@@ -58,7 +53,7 @@ int main(int argc, char** argv) {
     stats << s;
     if (s.misses != 0 || s.disk_hits != 0 || s.bundle_hits == 0)
         return fail("kernels did not all come from the bundle: " + stats.str());
-    if (read_file("/proc/self/maps").find("libnvrtc") != std::string::npos) return fail("libnvrtc is mapped");
+    if (attnjit::read_file("/proc/self/maps").value_or("").find("libnvrtc") != std::string::npos) return fail("libnvrtc is mapped");
     std::printf("aot consumer ok: %llu kernels from the linked bundle, NVRTC never loaded (%s)\n",
                 static_cast<unsigned long long>(s.bundle_hits), stats.str().c_str());
     return 0;

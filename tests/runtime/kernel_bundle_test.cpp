@@ -19,6 +19,7 @@
 #include "runtime/kernel_key.h"
 #include "runtime_test_util.h"
 #include "support/error.h"
+#include "support/read_file.h"
 
 namespace attnjit::runtime {
 namespace {
@@ -62,12 +63,7 @@ MadeBundle make_bundle(FakeCompiler& fake, const std::vector<int>& salts, const 
     return b;
 }
 
-std::string read_text(const std::string& path) {
-    std::ifstream f(path, std::ios::binary);
-    std::stringstream ss;
-    ss << f.rdbuf();
-    return ss.str();
-}
+std::string read_text(const std::string& path) { return read_file(path).value_or(""); }
 
 TEST_F(KernelBundleTest, ManifestRoundTripsThroughJson) {
     FakeCompiler fake;
