@@ -2,9 +2,12 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
+#include <iostream>
 #include <limits>
 #include <map>
 #include <mutex>
+#include <thread>
 
 #include "api/autotune.h"
 #include "api/forward_launch.h"
@@ -14,6 +17,7 @@
 #include "codegen/kernel_config.h"
 #include "runtime/cuda_api.h"
 #include "runtime/device.h"
+#include "runtime/device_buffer.h"
 #include "runtime/kernel_cache.h"
 #include "support/at_once.h"
 #include "runtime/stream_buffer.h"
@@ -98,17 +102,28 @@ void Attention::Impl::launch(const api::PreparedKernel& k, const std::string& bi
 }
 
 std::shared_ptr<const Attention::Impl::Tuned> Attention::Impl::tuned_for(const LaunchArgs& args, Stream stream) const {
-    const std::string bucket = api::shape_bucket(args.q.shape[2], args.k.shape[2]);
+    // Calls the sm90 kernels cannot read (a broadcast Q, K, V or bias) run on sm80 kernels
+    // whatever is chosen: they are a bucket of their own.
+    const std::string bucket = api::shape_bucket(args.q.shape[2], args.k.shape[2]) +
+                               (api::why_not_tma_readable(args, tma_bias) ? "_sm80" : "");
     std::lock_guard<std::mutex> lock(tuned_mu);  // one tuning at a time; later launches find it
     if (auto it = tuned.find(bucket); it != tuned.end()) return it->second;
     CUstreamCaptureStatus capturing = CU_STREAM_CAPTURE_STATUS_NONE;
-    runtime::check_cu(runtime::cuda().cuStreamIsCapturing(static_cast<CUstream>(stream), &capturing),
-                      "cuStreamIsCapturing");
-    if (capturing != CU_STREAM_CAPTURE_STATUS_NONE) {
+    if (runtime::cuda().cuStreamIsCapturing(static_cast<CUstream>(stream), &capturing) != CUDA_SUCCESS ||
+        capturing != CU_STREAM_CAPTURE_STATUS_NONE) {
         debug(1) << "autotune: " << bucket << " first launched while a CUDA graph is captured: the default kernel";
         return nullptr;  // timing cannot run inside a capture; not remembered, so a later launch tunes
     }
-    auto t = std::make_shared<const Tuned>(tune(args, stream, bucket));
+    std::shared_ptr<const Tuned> t;
+    try {
+        t = std::make_shared<const Tuned>(tune(args, stream, bucket));
+    } catch (const std::exception& e) {
+        // The bucket runs the default kernel from now on: a launch that works without tuning
+        // must not fail, nor time every candidate again, because tuning did.
+        std::cerr << "attnjit: warning: autotuning " << bucket << " failed (" << e.what()
+                  << "); this Attention runs its default configuration there\n";
+        t = std::make_shared<const Tuned>(Tuned{kernel, tma_bias});
+    }
     tuned.emplace(bucket, t);
     return t;
 }
@@ -129,25 +144,42 @@ Attention::Impl::Tuned Attention::Impl::tune(const LaunchArgs& args, Stream stre
     if (const auto hit = api::tuning_db().find(key, bucket)) {
         for (const KernelConfig& c : candidates)  // only a configuration of the list the key names
             if (c.tile == hit->tile && c.mainloop == hit->mainloop) {
-                debug(1) << "autotune: " << bucket << " from the tuning database: " << c;
-                return tuned_of(prepare(c, target));
+                try {
+                    Tuned t = tuned_of(prepare(c, target));
+                    api::count_autotune_database_hit();
+                    debug(1) << "autotune: " << bucket << " from the tuning database: " << c;
+                    return t;
+                } catch (const std::exception& e) {
+                    debug(1) << "autotune: the stored " << c << " does not load (" << e.what() << "); tuning again";
+                }
             }
     }
-    // Every candidate compiled at once (compile only: no context needed); one that fails is
-    // never chosen. Then loaded here, in this thread's context.
+    // Every candidate compiled, as many at once as there are cores (compile only: no context
+    // needed); one that fails is never chosen. Then loaded here, in this thread's context.
     const api::Target compile_only{arch, false};
     std::vector<char> compiled(candidates.size(), 0);
-    run_at_once(candidates.size(), [&](size_t i) {
-        try {
-            prepare(candidates[i], compile_only);
-            compiled[i] = 1;
-        } catch (const std::exception& e) {
-            debug(1) << "autotune: " << candidates[i] << " does not compile: " << e.what();
-        }
-    });
+    const size_t at_once = std::max(1u, std::thread::hardware_concurrency());
+    for (size_t first = 0; first < candidates.size(); first += at_once)
+        run_at_once(std::min(at_once, candidates.size() - first), [&](size_t j) {
+            const size_t i = first + j;
+            try {
+                prepare(candidates[i], compile_only);
+                compiled[i] = 1;
+            } catch (const std::exception& e) {
+                debug(1) << "autotune: " << candidates[i] << " does not compile: " << e.what();
+            }
+        });
+    const bool tma_readable = !api::why_not_tma_readable(args, tma_bias);
     std::vector<std::optional<Tuned>> kernels(candidates.size());
-    for (size_t i = 0; i < candidates.size(); ++i)
-        if (compiled[i]) kernels[i] = tuned_of(prepare(candidates[i], target));
+    for (size_t i = 0; i < candidates.size(); ++i) {
+        // An sm90 candidate on a call its bulk copies cannot read would time the sm80 fallback.
+        if (!compiled[i] || (candidates[i].mainloop == MainloopKind::sm90 && !tma_readable)) continue;
+        try {
+            kernels[i] = tuned_of(prepare(candidates[i], target));
+        } catch (const std::exception& e) {
+            debug(1) << "autotune: " << candidates[i] << " does not load: " << e.what();
+        }
+    }
     // Scratch outputs of the call's shapes (the caller's are never written), and a buffer
     // larger than any L2 cleared before each timed run so that none starts with a warm cache.
     const auto cu_stream = static_cast<CUstream>(stream);
@@ -181,14 +213,20 @@ Attention::Impl::Tuned Attention::Impl::tune(const LaunchArgs& args, Stream stre
         throw;
     }
     for (CUevent e : events) runtime::cuda().cuEventDestroy(e);
+    // A candidate that faulted leaves the context unusable (every later one "failed" too):
+    // that is an error here, not a result to store.
+    runtime::synchronize("cuCtxSynchronize after autotuning");
     runtime::TuningResult result;
     result.tile = candidates[best].tile;
     result.mainloop = candidates[best].mainloop;
     result.seconds = medians[best];
-    result.default_seconds = medians[0];  // candidate_configs lists the default first
+    // candidate_configs lists the default first; -1 where it did not run (not an infinity,
+    // which JSON cannot hold).
+    result.default_seconds = std::isfinite(medians[0]) ? medians[0] : -1.0;
     result.candidates = static_cast<int>(candidates.size());
     result.tuning_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     api::tuning_db().store(key, bucket, result);
+    api::count_autotune_tuning();
     debug(1) << "autotune: " << spec << " " << bucket << ": " << candidates.size() << " candidates in "
              << result.tuning_seconds << " s; " << candidates[best] << " " << 1e3 * result.seconds << " ms (default "
              << 1e3 * result.default_seconds << " ms)";

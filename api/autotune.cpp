@@ -1,6 +1,7 @@
 #include "api/autotune.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <limits>
 #include <sstream>
@@ -65,11 +66,19 @@ runtime::TuningKey forward_tuning_key(const AttentionSpec& spec, const std::stri
     key.kind = kernel_kind_name(KernelKind::forward);
     key.device = device;
     key.arch = arch;
-    key.toolchain = toolchain;
+    key.toolchain = toolchain + (env::lineinfo() ? " -lineinfo" : "");  // other kernels, other timings
     key.generator_version = codegen::kGeneratorVersion;
     key.candidates = sha256_hex(listed.str());
     return key;
 }
+
+namespace {
+std::atomic<uint64_t> tuned_count{0}, database_hit_count{0};
+}  // namespace
+
+AutotuneCounts autotune_counts() { return AutotuneCounts{tuned_count.load(), database_hit_count.load()}; }
+void count_autotune_tuning() { ++tuned_count; }
+void count_autotune_database_hit() { ++database_hit_count; }
 
 runtime::TuningDb& tuning_db() {
     static runtime::TuningDb* db = new runtime::TuningDb(runtime::TuningDb::root_from_env());

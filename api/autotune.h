@@ -39,4 +39,13 @@ runtime::TuningKey forward_tuning_key(const AttentionSpec& spec, const std::stri
 // The process's tuning database (TuningDb::root_from_env()).
 runtime::TuningDb& tuning_db();
 
+// How many buckets this process tuned (timed), and how many it took from the database.
+struct AutotuneCounts {
+    uint64_t tuned = 0;
+    uint64_t database_hits = 0;
+};
+AutotuneCounts autotune_counts();
+void count_autotune_tuning();
+void count_autotune_database_hit();
+
 }  // namespace attnjit::api

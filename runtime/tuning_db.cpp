@@ -127,7 +127,8 @@ std::map<std::string, TuningResult> TuningDb::read(const std::string& id) const 
 std::vector<TuningDb::Entry> TuningDb::entries() const {
     std::vector<Entry> out;
     std::lock_guard<std::mutex> lock(mu_);
-    if (!usable()) return out;
+    struct stat st {};
+    if (dir_.empty() || ::stat(dir_.c_str(), &st) != 0 || !usable()) return out;  // reading makes nothing
     std::vector<std::string> files;
     if (DIR* top = ::opendir(dir_.c_str())) {
         while (const dirent* sub = ::readdir(top)) {

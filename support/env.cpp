@@ -25,7 +25,7 @@ std::string cache_dir() {
 
 bool autotune() {
     auto v = get("ATTNJIT_AUTOTUNE");
-    return v && !v->empty() && *v != "0";
+    return v && !v->empty() && *v != "0" && *v != "false" && *v != "off" && *v != "no";
 }
 
 bool disk_cache_disabled() {

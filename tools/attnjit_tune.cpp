@@ -8,7 +8,11 @@
 //
 // A shape is BxHxNqxNk (H query heads; a spec that fixes its heads keeps them). Q, K and V are
 // filled with a constant, captured tensors are one element broadcast (stride 0) over every
-// index, and runtime scalars take --scalar name=value: timing needs the work, not the numbers.
+// index (sinks, a gate, a band's alpha, a convolution's kernel in their shapes), and runtime
+// scalars take --scalar name=value: timing needs the work, not the numbers. A broadcast bias
+// tile cannot be read by the sm90 loop's bulk copies, so such a spec tunes its "_sm80" buckets,
+// which a program with a real bias never asks for: tune those in the program itself. Latent
+// projections are not tuned.
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
@@ -116,6 +120,7 @@ int run(int argc, char** argv) {
     size_t done = 0;
     const auto start = std::chrono::steady_clock::now();
     for (const auto& [spec, file] : specs) {
+        user_check(!spec.has_latent()) << file << " has a latent projection, whose kernels are fixed: nothing to tune";
         const codegen::SpecInputs inputs = spec_inputs(spec);
         for (const auto& [name, type] : inputs.scalars)
             user_check(scalars.count(name)) << file << " reads runtime scalar '" << name << "': give --scalar " << name
@@ -132,6 +137,13 @@ int run(int argc, char** argv) {
                 lse(spec.returns_lse() ? s.b * hq * s.nq * 4 : 0), one(16);
             for (auto* buf : {&q, &k, &v}) buf->fill_bytes(0x3c);  // 0x3c3c: a small positive f16 / bf16
             one.fill_bytes(0);
+            // The structural tensors have the shapes the launch checks ask for (one element
+            // broadcast); every other captured tensor is broadcast over any index it is read at.
+            const std::map<std::string, std::vector<int64_t>> structural = {
+                {spec.sinks_name(), {hq}},
+                {spec.reciprocal_band_alpha(), {hq}},
+                {spec.gate_name(), {s.b, hq, s.nq, dv}},
+                {spec.score_conv_name(), {hq, spec.score_conv_rows(), spec.score_conv_cols()}}};
             LaunchArgs a;
             a.q = TensorView::contiguous(q.data(), spec.dtype(), {s.b, hq, s.nq, dqk});
             a.k = TensorView::contiguous(k.data(), spec.dtype(), {s.b, hkv, s.nk, dqk});
@@ -139,9 +151,12 @@ int run(int argc, char** argv) {
             a.o = TensorView::contiguous(o.data(), spec.dtype(), {s.b, hq, s.nq, dv});
             if (spec.returns_lse()) a.lse = TensorView::contiguous(lse.data(), DType::f32, {s.b, hq, s.nq});
             const int64_t extent = std::max<int64_t>({s.b, hq, s.nq, s.nk, 4096});
-            for (const auto& [name, info] : inputs.tensors)  // one element, broadcast over every index
-                a.tensors[name] = TensorView{one.data(), info.dtype, std::vector<int64_t>(info.rank, extent),
-                                             std::vector<int64_t>(info.rank, 0)};
+            for (const auto& [name, info] : inputs.tensors) {
+                const auto it = structural.find(name);
+                const std::vector<int64_t> shape =
+                    it != structural.end() && !name.empty() ? it->second : std::vector<int64_t>(info.rank, extent);
+                a.tensors[name] = TensorView{one.data(), info.dtype, shape, std::vector<int64_t>(shape.size(), 0)};
+            }
             for (const auto& [name, type] : inputs.scalars) a.scalars[name] = scalars.at(name);
             attn(a);  // the first launch of the bucket tunes
             runtime::synchronize();

@@ -9,11 +9,12 @@ def install():
     compiled_for = []
     kernels: dict = {}
 
-    def kernel_for_sm90a(json_text, device, tile, mainloop=None):
-        key = (json_text, device, mainloop)
+    def kernel_for_sm90a(json_text, device, tile, mainloop=None, autotune=None):
+        key = (json_text, device, mainloop, autotune)
         kernel = kernels.get(key)
         if kernel is None:
-            kernel = kernels[key] = capi.Kernel(capi.Spec.from_json(json_text), "sm_90a", tile, mainloop=mainloop)
+            kernel = kernels[key] = capi.Kernel(capi.Spec.from_json(json_text), "sm_90a", tile, mainloop=mainloop,
+                                                autotune=autotune)
             compiled_for.append(json_text)
         return kernel
 

@@ -242,7 +242,9 @@ TEST(BackwardMatrix, SinksCasesRunOnTheHostReference) {
         const reference::DoubleTensor& ds = ref.dtensors.at("sinks");
         ASSERT_EQ(ds.shape, (std::vector<int64_t>{c.hq})) << c.name();
         for (double x : ds.data) EXPECT_TRUE(std::isfinite(x)) << c.name();
-        if (c.hq >= 4) EXPECT_EQ(ds.data.back(), 0.0) << c.name();
+        if (c.hq >= 4) {
+            EXPECT_EQ(ds.data.back(), 0.0) << c.name();
+        }
         for (double x : ref.forward.lse.data) EXPECT_FALSE(std::isnan(x)) << c.name();
     }
     EXPECT_GE(cases, 8);
@@ -263,7 +265,9 @@ TEST(BackwardMatrix, EmptyQueryCasesRunOnTheHostReference) {
         ASSERT_FALSE(ref.dk.data.empty()) << c.name();
         for (double x : ref.dk.data) EXPECT_EQ(x, 0.0) << c.name();
         for (double x : ref.dv.data) EXPECT_EQ(x, 0.0) << c.name();
-        if (c.gate) EXPECT_TRUE(ref.dtensors.at("gate").data.empty()) << c.name();
+        if (c.gate) {
+            EXPECT_TRUE(ref.dtensors.at("gate").data.empty()) << c.name();
+        }
     }
     EXPECT_GE(cases, 5);
 }
@@ -489,7 +493,9 @@ TEST(BackwardErrors, BadGradientArgumentsLaunchNothing) {
 TEST(BackwardErrors, SpecWithoutLseIsRefused) {
     AttentionSpec spec;
     spec.dtype(DType::bf16).head_dim(64);
-    EXPECT_USER_ERROR(AttentionBackward(spec, CompileOptions{std::string("sm_90a"), std::nullopt}), ".return_lse()");
+    CompileOptions sm90a;
+    sm90a.arch = "sm_90a";
+    EXPECT_USER_ERROR(AttentionBackward(spec, sm90a), ".return_lse()");
 }
 
 // ---- gradients of captured tensors and scalars (issue 8 item 4) ----------------------------

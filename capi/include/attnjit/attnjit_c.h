@@ -119,8 +119,8 @@ typedef struct attnjit_compile_options {
     /* attnjit_compile only: the forward's main loop, an ATTNJIT_MAINLOOP_* value. AUTO (0):
      * sm90 (TMA + wgmma) on sm_90a where it carries the spec, else sm80 (f16 / bf16) or simt
      * (f32); SM80 / SM90 force that loop (an error where it cannot run the spec). Added after
-     * grad_names with `reserved` (0), which makes the struct longer than the one before: a
-     * struct_size that ends before them reads as AUTO. */
+     * grad_names with `autotune` (then `reserved`, 0), which makes the struct longer than the one
+     * before: a struct_size that ends before them reads as AUTO. */
     int32_t mainloop;
     /* attnjit_compile only: an ATTNJIT_AUTOTUNE_* value. DEFAULT (0): as ATTNJIT_AUTOTUNE says
      * (off unless it is set); ON: tune the forward's tile on the first launch of each shape bucket
