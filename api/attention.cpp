@@ -131,7 +131,7 @@ std::shared_ptr<const Attention::Impl::Tuned> Attention::Impl::tuned_for(const L
 Attention::Impl::Tuned Attention::Impl::tune(const LaunchArgs& args, Stream stream, const std::string& bucket) const {
     const auto start = std::chrono::steady_clock::now();
     const runtime::DeviceInfo& device = runtime::current_device();
-    const std::vector<KernelConfig> candidates = codegen::candidate_configs(kernel_spec, KernelKind::forward, arch);
+    const std::vector<KernelConfig> candidates = api::forward_candidates(kernel_spec, arch);
     const runtime::TuningKey key = api::forward_tuning_key(kernel_spec, device.name, arch,
                                                            runtime::KernelCache::global().toolchain(), candidates);
     auto prepare = [&](const KernelConfig& c, const api::Target& t) {

@@ -56,6 +56,16 @@ size_t pick_fastest(size_t n, const std::function<double(size_t)>& run_once, int
     return best;
 }
 
+std::vector<KernelConfig> forward_candidates(const AttentionSpec& spec, const std::string& arch) {
+    std::vector<KernelConfig> all = codegen::candidate_configs(spec, KernelKind::forward, arch);
+    if (all.front().mainloop != MainloopKind::sm90) return all;
+    std::vector<KernelConfig> kept;
+    for (const KernelConfig& c : all)
+        if (c.mainloop == MainloopKind::sm90) kept.push_back(c);
+    kept.push_back(codegen::make_config(spec, KernelKind::forward, arch, std::nullopt, MainloopKind::sm80));
+    return kept;
+}
+
 runtime::TuningKey forward_tuning_key(const AttentionSpec& spec, const std::string& device, const std::string& arch,
                                       const std::string& toolchain, const std::vector<KernelConfig>& candidates) {
     std::ostringstream spec_text, listed;

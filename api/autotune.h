@@ -31,6 +31,12 @@ bool autotune_asked(const CompileOptions& options);
 size_t pick_fastest(size_t n, const std::function<double(size_t)>& run_once, int warmup, int reps,
                     std::vector<double>* medians = nullptr);
 
+// The candidates timed for a forward of `spec` on `arch`: codegen::candidate_configs (the
+// default first), and where the default runs the sm90 loop, its sm90 configurations and the
+// sm80 loop's default only (on the H100 / H200 the sm80 loop ran 1.2-1.7x slower than the
+// sm90 loop: timing its ~140 tiles would cost most of a cold tuning for nothing).
+std::vector<KernelConfig> forward_candidates(const AttentionSpec& spec, const std::string& arch);
+
 // The tuning database's key of a forward: the spec, the GPU, the toolchain and generator, and
 // the candidate configurations (their printed forms, hashed).
 runtime::TuningKey forward_tuning_key(const AttentionSpec& spec, const std::string& device, const std::string& arch,

@@ -3,6 +3,7 @@
 // environment), the tuning key, and that a compile-only Attention asked to tune builds.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <limits>
@@ -83,6 +84,26 @@ TEST(Autotune, TheKeyCoversSpecGpuAndCandidates) {
     const std::vector<KernelConfig> fewer(cs.begin(), cs.end() - 1);
     EXPECT_NE(key.id(), forward_tuning_key(causal, "NVIDIA H100", "sm_90a", "nvrtc 13", fewer).id());
     EXPECT_EQ(key.kind, "forward");
+}
+
+// Where the default is the sm90 loop, its configurations are timed with the sm80 loop's
+// default only; elsewhere every candidate is.
+TEST(Autotune, CandidatesOnHopperAreTheSm90LoopsAndTheSm80Default) {
+    const AttentionSpec causal = dsl::example_spec("causal", DType::bf16, 128);
+    const auto all = codegen::candidate_configs(causal, KernelKind::forward, "sm_90a");
+    const auto timed = forward_candidates(causal, "sm_90a");
+    ASSERT_FALSE(timed.empty());
+    EXPECT_EQ(timed.front(), all.front());  // the default first
+    EXPECT_EQ(timed.front().mainloop, MainloopKind::sm90);
+    int sm80 = 0;
+    for (const KernelConfig& c : timed) {
+        EXPECT_NE(std::find(all.begin(), all.end(), c), all.end()) << c;
+        sm80 += c.mainloop == MainloopKind::sm80 ? 1 : 0;
+    }
+    EXPECT_EQ(sm80, 1);
+    EXPECT_EQ(timed.back(), codegen::make_config(causal, KernelKind::forward, "sm_90a", std::nullopt, MainloopKind::sm80));
+    EXPECT_LT(timed.size(), all.size() / 3);
+    EXPECT_EQ(forward_candidates(causal, "sm_80"), codegen::candidate_configs(causal, KernelKind::forward, "sm_80"));
 }
 
 // Without a GPU there is nothing to time: asked to tune, a compile-only Attention is the default one.

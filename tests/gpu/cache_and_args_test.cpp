@@ -84,7 +84,7 @@ TEST(Autotune, TheTunedForwardMatchesTheReferenceAndIsStored) {
 
     const auto& device = runtime::current_device();
     const auto key = api::forward_tuning_key(spec, device.name, device.arch(), runtime::KernelCache::global().toolchain(),
-                                             codegen::candidate_configs(spec, KernelKind::forward, device.arch()));
+                                             api::forward_candidates(spec, device.arch()));
     const auto bucket = api::shape_bucket(p.args().q.shape[2], p.args().k.shape[2]);
     const auto stored = api::tuning_db().find(key, bucket);
     ASSERT_TRUE(stored) << bucket;
