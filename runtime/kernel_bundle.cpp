@@ -34,30 +34,6 @@ using nlohmann::json;
 // a reader allocate gigabytes): a manifest lists a few hundred kernels at most.
 constexpr size_t kMaxManifestBytes = size_t(64) << 20;
 
-// The whole regular file at `path` (never through a link), at most `limit` bytes; nullopt
-// with `why_not` otherwise.
-std::optional<std::string> read_small_file(const std::string& path, size_t limit, std::string* why_not) {
-    RegularFile f(path);
-    switch (f.status()) {
-    case RegularFile::Status::kOpen: break;
-    case RegularFile::Status::kAbsent: *why_not = path + " does not exist"; return std::nullopt;
-    case RegularFile::Status::kNotRegular: *why_not = path + " is not a regular file"; return std::nullopt;
-    case RegularFile::Status::kUnreadable: *why_not = path + " cannot be read"; return std::nullopt;
-    }
-    const auto size = static_cast<size_t>(f.st().st_size);
-    if (size > limit) {
-        *why_not = path + " is " + std::to_string(size) + " bytes, more than the " + std::to_string(limit) +
-                   " a bundle file may have";
-        return std::nullopt;
-    }
-    std::string bytes;
-    if (!f.read_exact(size, bytes)) {
-        *why_not = path + " could not be read whole";
-        return std::nullopt;
-    }
-    return bytes;
-}
-
 bool is_hex_key(const std::string& s) {
     return s.size() == 64 && std::all_of(s.begin(), s.end(), [](char c) {
                return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
@@ -156,7 +132,7 @@ std::shared_ptr<const KernelBundle> KernelBundle::open(const std::string& direct
                                       "attnjit-aot";
     std::string why;
     const std::string path = directory + "/manifest.json";
-    const auto text = read_small_file(path, kMaxManifestBytes, &why);
+    const auto text = read_regular_file(path, kMaxManifestBytes, &why);
     user_check(text.has_value()) << "cannot open kernel bundle " << directory << ": " << why
                                  << "; a bundle is the --out directory of attnjit-aot";
     std::shared_ptr<KernelBundle> b(new KernelBundle());
@@ -187,8 +163,9 @@ std::optional<CompiledKernel> KernelBundle::find(const std::string& index_key, s
     const auto it = std::find_if(ks.begin(), ks.end(), [&](const BundleKernel& k) { return k.index_key == index_key; });
     if (it == ks.end()) return std::nullopt;
     std::string bytes, why, where;
+    std::string_view entry;  // a linked entry is read where it is linked
     if (directory_.empty()) {
-        bytes = std::string(linked_[static_cast<size_t>(it - ks.begin())]);
+        entry = linked_[static_cast<size_t>(it - ks.begin())];
         where = "linked bundle " + name_ + ", kernel " + it->name;
     } else {
         where = directory_ + "/kernels/" + index_key + ".kernel";
@@ -198,8 +175,9 @@ std::optional<CompiledKernel> KernelBundle::find(const std::string& index_key, s
             if (why_not) *why_not = where + ": " + (read == Read::kCorrupt ? why : "missing or unreadable");
             return std::nullopt;
         }
+        entry = bytes;
     }
-    std::optional<CompiledKernel> k = deserialize(bytes, &why);
+    std::optional<CompiledKernel> k = deserialize(entry, &why);
     if (!k && why_not) *why_not = where + ": " + why;
     return k;
 }

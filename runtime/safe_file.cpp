@@ -113,4 +113,26 @@ int replace_file(const std::string& path, const std::string& data, mode_t mode, 
     return err != 0 ? err : EIO;
 }
 
+std::optional<std::string> read_regular_file(const std::string& path, size_t limit, std::string* why_not) {
+    RegularFile f(path);
+    switch (f.status()) {
+    case RegularFile::Status::kOpen: break;
+    case RegularFile::Status::kAbsent: if (why_not) *why_not = path + " does not exist"; return std::nullopt;
+    case RegularFile::Status::kNotRegular: if (why_not) *why_not = path + " is not a regular file"; return std::nullopt;
+    case RegularFile::Status::kUnreadable: if (why_not) *why_not = path + " cannot be read"; return std::nullopt;
+    }
+    const auto size = static_cast<size_t>(f.st().st_size);
+    if (size > limit) {
+        if (why_not) *why_not = path + " is " + std::to_string(size) + " bytes, more than the " + std::to_string(limit) +
+                                  " this file may have";
+        return std::nullopt;
+    }
+    std::string bytes;
+    if (!f.read_exact(size, bytes)) {
+        if (why_not) *why_not = path + " could not be read whole";
+        return std::nullopt;
+    }
+    return bytes;
+}
+
 }  // namespace attnjit::runtime

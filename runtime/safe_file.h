@@ -5,6 +5,7 @@
 
 #include <sys/stat.h>
 
+#include <optional>
 #include <string>
 
 namespace attnjit::runtime {
@@ -37,6 +38,10 @@ private:
     Status status_ = Status::kAbsent;
     struct stat st_ {};
 };
+
+// The whole regular file at `path` (never through a link), if it is at most `limit` bytes;
+// nullopt otherwise, with `why_not` (when given) saying why.
+std::optional<std::string> read_regular_file(const std::string& path, size_t limit, std::string* why_not = nullptr);
 
 // Writes `data` to a fresh file next to `path` (created with O_EXCL | O_NOFOLLOW, so
 // never through a link and never shared with another writer), fsyncs it when `durable`,

@@ -96,32 +96,42 @@ bool TuningDb::usable() const {
     return usable_ == 1;
 }
 
-std::map<std::string, TuningResult> TuningDb::read(const std::string& id) const {
+namespace {
+
+// The document of tuning file `id` under `dir`, when it is one of this format for that key.
+std::optional<ordered_json> read_document(const std::string& dir, const std::string& id) {
+    const auto text = read_regular_file(dir + "/" + id.substr(0, 2) + "/" + id + ".json", kMaxDocumentBytes);
+    if (!text) return std::nullopt;
+    ordered_json doc = ordered_json::parse(*text, nullptr, /*allow_exceptions=*/false);
+    if (!doc.is_object() || doc.value("format", "") != kTuningFormat || doc.value("key", "") != id ||
+        !doc.contains("buckets") || !doc["buckets"].is_object())
+        return std::nullopt;
+    return doc;
+}
+
+std::map<std::string, TuningResult> buckets_of(const ordered_json& doc) {
     std::map<std::string, TuningResult> out;
+    for (const auto& [bucket, j] : doc["buckets"].items())
+        if (auto r = result_from_json(j)) out[bucket] = *r;
+    return out;
+}
+
+}  // namespace
+
+std::map<std::string, TuningResult> TuningDb::read(const std::string& id) const {
     const std::string path = dir_ + "/" + id.substr(0, 2) + "/" + id + ".json";
-    RegularFile f(path);
-    if (f.status() != RegularFile::Status::kOpen) return out;
-    const auto size = static_cast<size_t>(f.st().st_size);
-    std::string text;
-    bool ok = size <= kMaxDocumentBytes && f.read_exact(size, text);
-    ordered_json doc;
-    if (ok) {
-        doc = ordered_json::parse(text, nullptr, /*allow_exceptions=*/false);
-        ok = doc.is_object() && doc.value("format", "") == kTuningFormat && doc.value("key", "") == id &&
-             doc.contains("buckets") && doc["buckets"].is_object();
-    }
-    if (!ok) {
+    if (RegularFile(path).status() == RegularFile::Status::kAbsent) return {};
+    const auto doc = read_document(dir_, id);
+    if (!doc) {
         if (!warned_) {
             warned_ = true;
             std::cerr << "attnjit: warning: ignoring the tuning file " << path
                       << ": it is not a tuning document of this key (damaged, or written by hand); the next "
                          "tuning result replaces it\n";
         }
-        return out;
+        return {};
     }
-    for (const auto& [bucket, j] : doc["buckets"].items())
-        if (auto r = result_from_json(j)) out[bucket] = *r;
-    return out;
+    return buckets_of(*doc);
 }
 
 std::vector<TuningDb::Entry> TuningDb::entries() const {
@@ -147,21 +157,14 @@ std::vector<TuningDb::Entry> TuningDb::entries() const {
     }
     std::sort(files.begin(), files.end());
     for (const std::string& id : files) {
-        const std::string path = dir_ + "/" + id.substr(0, 2) + "/" + id + ".json";
-        RegularFile f(path);
-        std::string text;
-        if (f.status() != RegularFile::Status::kOpen || static_cast<size_t>(f.st().st_size) > kMaxDocumentBytes ||
-            !f.read_exact(static_cast<size_t>(f.st().st_size), text))
-            continue;
-        const ordered_json doc = ordered_json::parse(text, nullptr, /*allow_exceptions=*/false);
-        if (!doc.is_object() || doc.value("key", "") != id || !doc.contains("what") || !doc["what"].is_object())
-            continue;
-        const auto& w = doc["what"];
+        const auto doc = read_document(dir_, id);  // read once: its fields and its buckets
+        if (!doc || !(*doc).contains("what") || !(*doc)["what"].is_object()) continue;
+        const auto& w = (*doc)["what"];
         Entry e;
         e.key = TuningKey{w.value("spec", ""), w.value("kind", ""), w.value("device", ""), w.value("arch", ""),
                           w.value("toolchain", ""), w.value("generator_version", 0), w.value("candidates", "")};
         if (e.key.id() != id) continue;  // the recorded fields are not the ones the name hashes
-        e.buckets = read(id);
+        e.buckets = buckets_of(*doc);
         out.push_back(std::move(e));
     }
     return out;
