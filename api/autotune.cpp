@@ -21,6 +21,12 @@ int64_t next_power_of_two(int64_t n) {
     return p;
 }
 
+double median_of(std::vector<double> times) {
+    if (times.empty()) return std::numeric_limits<double>::infinity();
+    std::nth_element(times.begin(), times.begin() + static_cast<long>(times.size() / 2), times.end());
+    return times[times.size() / 2];
+}
+
 }  // namespace
 
 std::string shape_bucket(int64_t nq, int64_t nk) {
@@ -30,28 +36,51 @@ std::string shape_bucket(int64_t nq, int64_t nk) {
 
 bool autotune_asked(const CompileOptions& options) { return options.autotune.value_or(env::autotune()); }
 
-size_t pick_fastest(size_t n, const std::function<double(size_t)>& run_once, int warmup, int reps,
+size_t pick_fastest(size_t n, const std::function<double(size_t)>& run_once, const TimingPlan& plan,
                     std::vector<double>* medians) {
     constexpr double kNever = std::numeric_limits<double>::infinity();
+    // One timed run; a candidate that throws or gives no finite time is never chosen.
+    auto timed = [&](size_t i) {
+        const double t = run_once(i);
+        return std::isfinite(t) && t >= 0 ? t : kNever;
+    };
     std::vector<double> median(n, kNever);
     for (size_t i = 0; i < n; ++i) {
         try {
-            for (int w = 0; w < warmup; ++w) run_once(i);
+            for (int w = 0; w < plan.warmup; ++w) run_once(i);
             std::vector<double> times;
-            for (int r = 0; r < std::max(reps, 1); ++r) {
-                const double t = run_once(i);
-                times.push_back(std::isfinite(t) && t >= 0 ? t : kNever);
-            }
-            std::nth_element(times.begin(), times.begin() + static_cast<long>(times.size() / 2), times.end());
-            median[i] = times[times.size() / 2];
+            for (int r = 0; r < std::max(plan.reps, 1); ++r) times.push_back(timed(i));
+            median[i] = median_of(std::move(times));
         } catch (const std::exception&) {
-            median[i] = kNever;  // a candidate that cannot run is never chosen
+            median[i] = kNever;
         }
     }
-    const size_t best = static_cast<size_t>(std::min_element(median.begin(), median.end()) - median.begin());
+    // The confirmation round: the default and the fastest others, in turn.
+    std::vector<size_t> order;
+    for (size_t i = 1; i < n; ++i)
+        if (std::isfinite(median[i])) order.push_back(i);
+    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return median[a] < median[b]; });
+    order.resize(std::min(order.size(), static_cast<size_t>(std::max(plan.finalists, 0))));
+    if (n > 0 && std::isfinite(median[0])) order.insert(order.begin(), 0);
+    if (order.size() > 1 && plan.confirm_rounds > 0) {
+        std::vector<std::vector<double>> times(order.size());
+        std::vector<char> failed(order.size(), 0);
+        for (int r = 0; r < plan.confirm_rounds; ++r)
+            for (size_t f = 0; f < order.size(); ++f) {
+                if (failed[f]) continue;
+                try {
+                    times[f].push_back(timed(order[f]));
+                } catch (const std::exception&) {
+                    failed[f] = 1;
+                }
+            }
+        for (size_t f = 0; f < order.size(); ++f) median[order[f]] = failed[f] ? kNever : median_of(times[f]);
+    }
+    size_t best = static_cast<size_t>(std::min_element(median.begin(), median.end()) - median.begin());
     user_check(n > 0 && std::isfinite(median[best]))
         << "autotuning found no configuration that runs (" << n << " candidates); run without autotuning to see "
            "the default configuration's error";
+    if (best != 0 && std::isfinite(median[0]) && median[best] > (1.0 - plan.margin) * median[0]) best = 0;
     if (medians) *medians = std::move(median);
     return best;
 }

@@ -24,11 +24,24 @@ std::string shape_bucket(int64_t nq, int64_t nk);
 // Whether `options` ask for autotuning: CompileOptions.autotune when set, else ATTNJIT_AUTOTUNE.
 bool autotune_asked(const CompileOptions& options);
 
-// The fastest of n candidates by `run_once(i)` (seconds of one run of candidate i): `warmup`
-// untimed runs, then the median of `reps` timed ones each. A candidate whose run throws or
-// gives no finite time is infinitely slow. Ties go to the lower index (the default is first).
-// `medians`, when given, gets each candidate's median. Throws UserError when none ran.
-size_t pick_fastest(size_t n, const std::function<double(size_t)>& run_once, int warmup, int reps,
+// How pick_fastest times: `warmup` untimed runs and the median of `reps` timed ones of each
+// candidate; then the default (index 0) and the `finalists` fastest others again, one run of
+// each in turn for `confirm_rounds` rounds (so a slow spell of the GPU hits them all alike),
+// and a candidate replaces the default only when its median there is at least `margin` below
+// the default's: a tuned kernel is never slower than the default by more than the noise.
+struct TimingPlan {
+    int warmup = 2;
+    int reps = 5;
+    int finalists = 3;
+    int confirm_rounds = 10;
+    double margin = 0.02;
+};
+
+// The fastest of n candidates by `run_once(i)` (seconds of one run of candidate i), as `plan`
+// says. A candidate whose run throws or gives no finite time is infinitely slow. Ties go to the
+// lower index (the default is first). `medians`, when given, gets each candidate's median (the
+// confirmation round's for the finalists). Throws UserError when none ran.
+size_t pick_fastest(size_t n, const std::function<double(size_t)>& run_once, const TimingPlan& plan,
                     std::vector<double>* medians = nullptr);
 
 // The candidates timed for a forward of `spec` on `arch`: codegen::candidate_configs (the

@@ -46,6 +46,9 @@ def parse_args(argv=None):
                    help="also run attnjit_tuned: attnjit.compile(autotune=True), the forward's tile tuned per "
                         "shape bucket on its first call (docs/autotune.md), beside the default")
     p.add_argument("--n", type=csv(int), help="comma list of sequence lengths")
+    p.add_argument("--case", action="append", metavar="REGEX",
+                   help="only cases whose whole name (as --list prints it) matches REGEX; repeatable, "
+                        "e.g. --case 'causal/bf16/fwd/D128/.*N16384'")
     p.add_argument("--mode", type=csv(str), default=["fwd"], help="fwd (default) and/or fwdbwd")
     p.add_argument("--quick", action="store_true", help="a handful of bf16 cases (smoke test)")
     p.add_argument("--piece", help="I/N: run the I-th of N pieces of about equal estimated time")
@@ -71,6 +74,11 @@ def parse_args(argv=None):
         bad = [x for x in (getattr(a, name) or []) if x not in allowed]
         if bad:
             p.error(f"--{name}: unknown {bad}; choose from {', '.join(allowed)}")
+    for pattern in a.case or []:
+        try:
+            re.compile(pattern)
+        except re.error as e:
+            p.error(f"--case {pattern!r} is not a regular expression: {e}")
     return a
 
 
@@ -78,7 +86,7 @@ def plan(a):
     """(cases of this run, the piece label or None) from the filters."""
     C.NAIVE_MAX_GIB = a.naive_max_gib
     dtypes = a.dtype or (["bf16"] if a.quick else list(C.DTYPES))
-    sel = C.select(C.all_cases(dtypes, a.mode), variants=a.variant, ns=a.n, quick=a.quick)
+    sel = C.select(C.all_cases(dtypes, a.mode), variants=a.variant, ns=a.n, quick=a.quick, names=a.case)
     if a.overhead_only:
         sel = []
     piece = None

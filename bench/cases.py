@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import random
+import re
 
 DTYPES = ("bf16", "fp16")
 MODES = ("fwd", "fwdbwd")
@@ -209,9 +210,14 @@ QUICK = [("plain", 128, 1024), ("causal", 128, 1024), ("alibi_causal", 128, 1024
          ("document", 128, 1024), ("pair_bias", 128, 1024), ("gqa_causal", 64, 1024)]
 
 
-def select(cases, dtypes=None, variants=None, ns=None, quick=False):
+def select(cases, dtypes=None, variants=None, ns=None, quick=False, names=None):
+    """The cases that pass every filter given; `names`: regular expressions, a case is kept when
+    one of them matches its whole name (e.g. 'plain/bf16/fwd/D128/.*N16384')."""
+    patterns = [re.compile(p) for p in names or []]
     out = []
     for c in cases:
+        if patterns and not any(p.fullmatch(c.name) for p in patterns):
+            continue
         if dtypes and c.dtype not in dtypes:
             continue
         if variants and c.variant not in variants:

@@ -316,6 +316,34 @@ def compile_section(rows):
     return out
 
 
+def tuning_section(rows):
+    """attnjit tuned (--autotune) against its default on each case both ran: the speed-up and
+    the tuned first call's time (construction plus the first call, which tunes the bucket)."""
+    body, ratios = [], []
+    for (variant, dtype, mode), cells in groups(rows).items():
+        for k, cell in cells.items():
+            d, t = cell.get("attnjit"), cell.get("attnjit_tuned")
+            if not (measured(d) and measured(t)):
+                continue
+            x = t["tflops"] / d["tflops"]
+            ratios.append(x)
+            body.append(((order_variants(VARIANTS).index(variant) if variant in VARIANTS else 99, dtype, mode, k),
+                         [case_label(d), tflops_cell(d), tflops_cell(t), f"{x:.2f}", fmt(t.get("compile_s"), ".1f")]))
+    if not body:
+        return []
+    body.sort(key=lambda b: b[0])
+    out = ["## attnjit tuned against its default (forward kernel tuned per shape bucket)", "",
+           f"{len(ratios)} cases: tuned / default from {min(ratios):.2f} to {max(ratios):.2f} "
+           f"(median {statistics.median(ratios):.2f}); {sum(x >= 1.1 for x in ratios)} at 1.10x or more, "
+           f"{sum(x < 0.98 for x in ratios)} below 0.98x. First call of the tuned one: construction plus the first "
+           "launch, which compiles the bucket's candidates and times them unless an earlier case of the run "
+           "tuned the same spec and bucket (then it comes from the tuning database).", ""]
+    out += table(["case", "default TFLOP/s", "tuned TFLOP/s", "tuned / default", "tuned first call (s)"],
+                 [b[1] for b in body])
+    out.append("")
+    return out
+
+
 def overhead_rows(rows):
     return [r for r in rows if r["variant"] == "overhead"]
 
@@ -596,6 +624,7 @@ def write_report(paths, md=None, readme=None, png=True):
     lines += correctness_section(rows)
     lines += memory_section(rows)
     lines += compile_section(rows)
+    lines += tuning_section(rows)
     lines += overhead_section(rows)
     lines += skip_section(rows)
     lines.append(f"Sources: {', '.join(os.path.basename(p) for p in paths)} ({len(rows)} rows).")

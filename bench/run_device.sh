@@ -19,6 +19,9 @@
 #                                                    bundle, a cold and a warm disk cache (docs/aot.md)
 #           bench/run_device.sh bench DEST COMMIT [harness options]
 #                                                    the Python harness (bench/run_bench.sh)
+#           bench/run_device.sh tuned DEST COMMIT [harness options]
+#                                                    the harness with --autotune, then the tuning
+#                                                    database it filled (attnjit-tune --report)
 # Results go to $OUT (default DEST/results).
 set -u
 cd "$(dirname "$0")/.."
@@ -29,8 +32,9 @@ stage)
     build=$2 dest=$3
     tests/gpu/run_on_device.sh stage "$build" "$dest" || exit 1
     cmake --build "$build" --target bench_forward bench_startup bench_startup_bundled attnjit_c capi_gpu_test \
-        codegen_nvrtc_test -j"$(nproc)" || exit 1
-    mkdir -p "$dest/bench" "$dest/capi" "$dest/tests/capi" "$dest/tests/nvrtc"
+        codegen_nvrtc_test attnjit-tune attnjit-aot -j"$(nproc)" || exit 1
+    mkdir -p "$dest/bench" "$dest/capi" "$dest/tests/capi" "$dest/tests/nvrtc" "$dest/tools"
+    for t in attnjit-tune attnjit-aot; do objcopy --strip-all "$build/tools/$t" "$dest/tools/$t"; done
     for b in bench_forward bench_startup bench_startup_bundled; do objcopy --strip-all "$build/bench/$b" "$dest/bench/$b"; done
     # Real files, not symlinks: the tests' RUNPATH wants the SONAME, Python the .so.
     objcopy --strip-all "$build/capi/libattnjit_c.so.1" "$dest/capi/libattnjit_c.so.1"
@@ -56,7 +60,9 @@ tests)
     "$dir/tests/nvrtc/codegen_nvrtc_test" --gtest_filter='Sm90Sass.*' >>"$OUT/capi_gpu.log" 2>&1 || capi_rc=1
     grep -E '^\[ +(OK|FAILED|SKIPPED) +\]' "$OUT/capi_gpu.log" | tail -3
     echo "== Python GPU tests"
+    # ATTNJIT_AOT: the bundle tests (attnjit-aot makes the bundle the GPU test launches from).
     ATTNJIT_LIBRARY=$PWD/$dir/capi/libattnjit_c.so PYTHONPATH=$PWD/python PYTHONUNBUFFERED=1 \
+        ATTNJIT_AOT=$PWD/$dir/tools/attnjit-aot \
         python3 -m pytest -q -rs ${PYTEST_ARGS:-} python/tests 2>&1 | tee "$OUT/python_tests.log" | tail -25
     py_rc=${PIPESTATUS[0]}
     echo "commit $commit: gpu tests exit $cpp_rc, capi gpu exit $capi_rc, python tests exit $py_rc" | tee -a "$OUT/summary.txt"
@@ -134,6 +140,18 @@ bench)
     export OUT=${OUT:-$dir/results}
     ATTNJIT_COMMIT=$commit bench/run_bench.sh "$dir/capi" "$@"
     ;;
+tuned)
+    dir=$2 commit=${3:-unknown}
+    shift 3
+    export OUT=${OUT:-$dir/results}
+    mkdir -p "$OUT"
+    # A fresh cache: the tuned first calls are cold tunings (or database hits of an earlier case).
+    export ATTNJIT_CACHE_DIR=$(mktemp -d)
+    ATTNJIT_COMMIT=$commit bench/run_bench.sh "$dir/capi" --autotune "$@"; rc=$?
+    echo "== the tuning database (attnjit-tune --report)"
+    "$dir/tools/attnjit-tune" --report | tee "$OUT/tuning_report.txt"
+    exit $rc
+    ;;
 startup)
     dir=$2 commit=${3:-unknown}
     export OUT=${OUT:-$dir/results}
@@ -141,5 +159,5 @@ startup)
     echo "commit $commit" | tee "$OUT/startup.md"
     python3 bench/startup.py --build "$dir" --reps 5 --jsonl "$OUT/startup.jsonl" | tee -a "$OUT/startup.md"
     ;;
-*) sed -n '2,22p' "$0"; exit 2 ;;
+*) sed -n '2,25p' "$0"; exit 2 ;;
 esac

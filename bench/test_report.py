@@ -339,3 +339,25 @@ def test_autotune_adds_the_tuned_attnjit_only_when_asked():
     case = C.Case("causal", "bf16", 4, 16, 16, 4096, 128)
     assert C.runs(case, "attnjit_tuned") is None
     assert C.estimate_s(case, ["attnjit_tuned"]) > C.estimate_s(case, ["attnjit"]) + 10
+
+
+def test_case_filter_keeps_whole_name_matches():
+    import bench_attention as B
+    sel, _ = B.plan(B.parse_args(["--case", "causal/bf16/fwd/D128/.*N16384", "--case", "msa_row/bf16/fwd/.*N256"]))
+    assert sorted(c.name for c in sel) == ["causal/bf16/fwd/D128/H16x16/B1xN16384",
+                                           "msa_row/bf16/fwd/D32/H8x8/B128xN256",
+                                           "msa_row/bf16/fwd/D32/H8x8/B512xN256"]
+    # The whole name: "causal/..." does not pick alibi_causal's or gqa_causal's cases.
+    with pytest.raises(SystemExit):
+        B.parse_args(["--case", "("])
+
+
+def test_tuning_section(tmp_path):
+    rows = [row("attnjit", "causal", 4096, 400), row("attnjit_tuned", "causal", 4096, 460, compile_s=9.5),
+            row("attnjit", "plain", 16384, 500), row("attnjit_tuned", "plain", 16384, 475, compile_s=0.2),
+            row("attnjit", "document", 4096, 300), row("attnjit_tuned", "document", 4096, skipped="err")]
+    lines = "\n".join(report.tuning_section(rows))
+    assert "2 cases: tuned / default from 0.95 to 1.15 (median 1.05); 1 at 1.10x or more, 1 below 0.98x" in lines
+    assert "| causal bf16 D=128 H=16/16 B=4 N=4096 | 400 | 460 | 1.15 | 9.5 |" in lines
+    assert "document" not in lines
+    assert report.tuning_section([row("attnjit", "causal", 4096, 400)]) == []

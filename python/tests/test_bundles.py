@@ -1,7 +1,8 @@
 """Kernel bundles from Python (attnjit.load_bundle, docs/aot.md): the bundle attnjit-aot makes
 of a spec serves that spec's kernels in a process where NVRTC cannot load and the disk cache is
 off, which never maps NVRTC (the same process without the bundle cannot compile them); a
-directory that is not a bundle is an ArgumentError that says so."""
+directory that is not a bundle is an ArgumentError that says so. On a GPU, a bundle's kernel
+launches through torch with NVRTC unloadable and matches an fp64 reference."""
 import os
 import subprocess
 import sys
@@ -56,6 +57,47 @@ def test_a_bundle_serves_its_kernels_without_nvrtc(tmp_path):
     assert "kernels in the bundle: 2 bundles: 1" in out, out  # the sm90 forward and its sm80 fallback
     ok, out = compile_without_nvrtc(str(spec), "")
     assert not ok and "it is not in a kernel bundle (none is loaded or linked)" in out, out
+
+
+def device_arch_or_skip():
+    """The arch attnjit compiles for on this process's GPU (sm_90a on a Hopper), or a skip."""
+    torch = pytest.importorskip("torch", reason="PyTorch is not installed")
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA GPU is visible to PyTorch")
+    major, minor = torch.cuda.get_device_capability()
+    return f"sm_{major}{minor}" + ("a" if major == 9 else "")
+
+
+def test_a_bundle_launches_on_the_gpu_without_nvrtc(tmp_path):
+    """attnjit-aot's bundle of what attnjit.compile(causal=True) needs for a bf16 D 64 call
+    serves that call on the GPU in a fresh interpreter with NVRTC unloadable and no disk cache;
+    its output (ragged N = 300) matches an fp64 reference within bf16's tolerance."""
+    aot = aot_or_skip()
+    arch = device_arch_or_skip()
+    spec = tmp_path / "causal.json"
+    spec.write_text(attnjit.compile(causal=True).spec_json(dtype="bf16", head_dim=64))
+    bundle = tmp_path / "bundle"
+    subprocess.run([aot, "--specs", str(spec), "--arch", arch, "--out", str(bundle), "--quiet"], check=True,
+                   timeout=300)
+    code = textwrap.dedent(f"""
+        import math, torch, attnjit
+        print("kernels in the bundle:", attnjit.load_bundle({str(bundle)!r}))
+        torch.manual_seed(7)
+        q, k, v = (torch.randn(2, 4, 300, 64, device="cuda").to(torch.bfloat16) for _ in range(3))
+        out = attnjit.compile(causal=True)(q, k, v)
+        torch.cuda.synchronize()
+        s = (q.double() @ k.double().transpose(-1, -2)) / math.sqrt(64)
+        s = s.masked_fill(torch.ones(300, 300, dtype=torch.bool, device="cuda").triu(1), float("-inf"))
+        ref = torch.softmax(s, dim=-1) @ v.double()
+        bad = ((out.double() - ref).abs() > 2e-2 + 2e-2 * ref.abs()) | torch.isnan(out)
+        assert not bad.any(), f"{{int(bad.sum())}} elements off, max err {{(out.double() - ref).abs().max()}}"
+        assert "libnvrtc" not in open("/proc/self/maps").read(), "NVRTC was mapped"
+        print("launched from the bundle, max err", float((out.double() - ref).abs().max()))
+    """)
+    env = dict(os.environ, ATTNJIT_LIBNVRTC="/nonexistent/libnvrtc.so", ATTNJIT_DISABLE_DISK_CACHE="1",
+               PYTHONPATH=PYTHON_DIR + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    run = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0 and "launched from the bundle" in run.stdout, run.stdout + run.stderr
 
 
 def test_a_directory_that_is_not_a_bundle_says_so(tmp_path):

@@ -41,17 +41,58 @@ TEST(Autotune, PicksTheFastestMedianAndNeverAFailure) {
         }
     };
     std::vector<double> medians;
-    EXPECT_EQ(pick_fastest(5, run_once, 2, 5, &medians), 2u);
+    EXPECT_EQ(pick_fastest(5, run_once, TimingPlan{2, 5, 3, 0, 0.02}, &medians), 2u);
     EXPECT_DOUBLE_EQ(medians[0], 3e-3);
     EXPECT_TRUE(std::isinf(medians[1]));
     EXPECT_DOUBLE_EQ(medians[2], 1e-3);
     EXPECT_TRUE(std::isinf(medians[3]));
     EXPECT_EQ(runs[0], 7);  // 2 warm-up runs, 5 timed
+    EXPECT_EQ(runs[3], 7);  // a NaN is timed like any other run, and never chosen
     // Equal times: the lower index (the default is listed first).
-    EXPECT_EQ(pick_fastest(3, [](size_t) { return 1e-3; }, 0, 3), 0u);
+    EXPECT_EQ(pick_fastest(3, [](size_t) { return 1e-3; }, TimingPlan{0, 3}), 0u);
     // Nothing runs: a UserError, not a pick.
-    EXPECT_THROW(pick_fastest(2, [](size_t) -> double { throw std::runtime_error("no"); }, 0, 1), UserError);
-    EXPECT_THROW(pick_fastest(0, [](size_t) { return 1.0; }, 0, 1), UserError);
+    EXPECT_THROW(pick_fastest(2, [](size_t) -> double { throw std::runtime_error("no"); }, TimingPlan{0, 1}), UserError);
+    EXPECT_THROW(pick_fastest(0, [](size_t) { return 1.0; }, TimingPlan{0, 1}), UserError);
+}
+
+TEST(Autotune, TheConfirmationRoundKeepsTheDefaultUnlessAnotherIsClearlyFaster) {
+    // candidate 0 (the default) 1.00 ms; 1: 0.99 ms (within the margin); 2: 0.90 ms in its
+    // first timing only (a lucky spell), 1.05 ms after; 3: 1.20 ms; 4: 0.95 ms throughout.
+    std::vector<int> runs(5, 0);
+    auto run_once = [&](size_t i) -> double {
+        const int r = runs[i]++;
+        switch (i) {
+            case 0: return 1.00e-3;
+            case 1: return 0.99e-3;
+            case 2: return r < 7 ? 0.90e-3 : 1.05e-3;
+            case 3: return 1.20e-3;
+            default: return 0.95e-3;
+        }
+    };
+    std::vector<double> medians;
+    const TimingPlan plan{2, 5, 3, 10, 0.02};
+    EXPECT_EQ(pick_fastest(5, run_once, plan, &medians), 4u);
+    EXPECT_DOUBLE_EQ(medians[2], 1.05e-3) << "the finalists' medians are the confirmation's";
+    EXPECT_DOUBLE_EQ(medians[3], 1.20e-3) << "not a finalist: its first median stays";
+    EXPECT_EQ(runs[0], 2 + 5 + 10);
+    EXPECT_EQ(runs[3], 2 + 5) << "only the default and the three fastest others are confirmed";
+    // Without the 5%-faster candidate the best other is within 2% of the default: the default.
+    auto near = [](size_t i) { return i == 0 ? 1.00e-3 : 0.99e-3; };
+    EXPECT_EQ(pick_fastest(3, near, plan), 0u);
+    EXPECT_EQ(pick_fastest(3, near, TimingPlan{2, 5, 3, 10, 0.0}), 1u) << "no margin: the fastest";
+    // A default that does not run is no bar: the fastest of the others.
+    auto no_default = [](size_t i) -> double {
+        if (i == 0) throw std::runtime_error("no");
+        return i == 1 ? 2e-3 : 1e-3;
+    };
+    EXPECT_EQ(pick_fastest(3, no_default, plan), 2u);
+    // A finalist that fails in the confirmation round is not chosen.
+    std::vector<int> calls(2, 0);
+    auto fails_later = [&](size_t i) -> double {
+        if (i == 1 && calls[1]++ >= 7) throw std::runtime_error("faulted");
+        return i == 0 ? 1e-3 : 0.5e-3;
+    };
+    EXPECT_EQ(pick_fastest(2, fails_later, plan), 0u);
 }
 
 TEST(Autotune, TheOptionOverridesTheEnvironment) {
