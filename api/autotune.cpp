@@ -85,13 +85,29 @@ size_t pick_fastest(size_t n, const std::function<double(size_t)>& run_once, con
     return best;
 }
 
+namespace {
+
+// The sm80 / simt tiles worth timing: 64 or 128 query rows over warps of 16 or 32 rows each,
+// 64 or 128 keys, one or two stages (FlashAttention-2's family). The other tiles candidate_configs
+// lists are valid but seldom fast, and a cold compile of each (27 s for a score convolution's on
+// the H100 machine's cores) would take tuning far past its budget.
+bool worth_timing_off_sm90(const TileConfig& t) {
+    return (t.block_m == 64 || t.block_m == 128) && (t.block_m == 16 * t.warps || t.block_m == 32 * t.warps) &&
+           (t.block_n == 64 || t.block_n == 128) && t.stages <= 2;
+}
+
+}  // namespace
+
 std::vector<KernelConfig> forward_candidates(const AttentionSpec& spec, const std::string& arch) {
-    std::vector<KernelConfig> all = codegen::candidate_configs(spec, KernelKind::forward, arch);
-    if (all.front().mainloop != MainloopKind::sm90) return all;
-    std::vector<KernelConfig> kept;
-    for (const KernelConfig& c : all)
-        if (c.mainloop == MainloopKind::sm90) kept.push_back(c);
-    kept.push_back(codegen::make_config(spec, KernelKind::forward, arch, std::nullopt, MainloopKind::sm80));
+    const std::vector<KernelConfig> all = codegen::candidate_configs(spec, KernelKind::forward, arch);
+    std::vector<KernelConfig> kept{all.front()};  // the default first
+    const bool sm90_default = all.front().mainloop == MainloopKind::sm90;
+    for (size_t i = 1; i < all.size(); ++i) {
+        const KernelConfig& c = all[i];
+        if (sm90_default ? c.mainloop == MainloopKind::sm90 : worth_timing_off_sm90(c.tile)) kept.push_back(c);
+    }
+    if (sm90_default)
+        kept.push_back(codegen::make_config(spec, KernelKind::forward, arch, std::nullopt, MainloopKind::sm80));
     return kept;
 }
 

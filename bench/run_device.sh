@@ -146,10 +146,18 @@ tuned)
     export OUT=${OUT:-$dir/results}
     mkdir -p "$OUT"
     # A fresh cache: the tuned first calls are cold tunings (or database hits of an earlier case).
-    export ATTNJIT_CACHE_DIR=$(mktemp -d)
-    ATTNJIT_COMMIT=$commit bench/run_bench.sh "$dir/capi" --autotune "$@"; rc=$?
+    # ATTNJIT_DEBUG: the tuner's line per bucket (candidates, time, winner) goes to autotune.log;
+    # the rest of the debug output is dropped. HARNESS_TIMEOUT (s) stops the harness early and
+    # still reads the database.
+    export ATTNJIT_CACHE_DIR=$(mktemp -d) ATTNJIT_DEBUG=1
+    ATTNJIT_COMMIT=$commit timeout "${HARNESS_TIMEOUT:-0}" bench/run_bench.sh "$dir/capi" --autotune "$@" 2>&1 |
+        awk -v tunelog="$OUT/autotune.log" '/^\[attnjit\] autotune:/ { print >> tunelog; fflush(tunelog); next }
+                                         /^\[attnjit\] / { next } { print; fflush() }'
+    rc=${PIPESTATUS[0]}
+    echo "== the tuner's choices"
+    cat "$OUT/autotune.log" 2>/dev/null
     echo "== the tuning database (attnjit-tune --report)"
-    "$dir/tools/attnjit-tune" --report | tee "$OUT/tuning_report.txt"
+    ATTNJIT_DEBUG=0 "$dir/tools/attnjit-tune" --report | tee "$OUT/tuning_report.txt"
     exit $rc
     ;;
 startup)

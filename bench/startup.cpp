@@ -4,10 +4,14 @@
 // launches its first kernel within 50 ms of its start, and never loads NVRTC). It builds the
 // Attention of one spec file and, on a GPU (no --arch), launches it once on [1, 16, 1024, D]
 // tensors and waits for it; with --arch it only compiles. Then it prints one line: where the
-// kernel came from (the kernel cache's counters) and whether libnvrtc is mapped.
+// kernel came from (the kernel cache's counters), whether libnvrtc is mapped, and where the time
+// inside main went: the CUDA context (the driver's, before attnjit is asked for anything), the
+// kernel made ready (attnjit: bundle, disk or NVRTC, and the module load), the buffers and the
+// launch, waited for.
 // Built twice: bench_startup, and bench_startup_bundled with the spec's bundle linked in.
 //
 //   build/bench/bench_startup_bundled bench/specs/startup_causal_bf16_d128.json [--arch sm_90a]
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -30,11 +34,20 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "usage: %s SPEC.json [--arch sm_XX]\n", argv[0]);
         return 2;
     }
+    using Clock = std::chrono::steady_clock;
+    const auto t_main = Clock::now();
+    auto ms_since = [](Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); };
     try {
+        const bool on_gpu = argc == 2;
+        if (on_gpu) (void)runtime::current_device();  // the driver's context first, timed apart
+        const double context_ms = ms_since(t_main);
+        const auto t_context = Clock::now();
         const AttentionSpec spec = dsl::spec_from_json(attnjit::read_file(argv[1]).value_or(""), argv[1]);
         CompileOptions options;
         if (argc == 4) options.arch = argv[3];
         const Attention attn(spec, options);
+        const double kernel_ms = ms_since(t_context);
+        const auto t_kernel = Clock::now();
         const char* did = "compiled";
         if (attn.can_launch()) {
             const int64_t B = 1, H = 16, N = 1024, Dqk = spec.head_dim_qk(), Dv = spec.head_dim_v();
@@ -51,8 +64,12 @@ int main(int argc, char** argv) {
             runtime::synchronize();
             did = "launched";
         }
+        const double launch_ms = ms_since(t_kernel);
         std::ostringstream line;
-        line << did << " " << attn.config() << "; libnvrtc "
+        char times[160];
+        std::snprintf(times, sizeof times, "in main: CUDA context %.1f ms, kernel ready %.1f ms, buffers and launch %.1f ms; ",
+                      context_ms, kernel_ms, launch_ms);
+        line << times << did << " " << attn.config() << "; libnvrtc "
              << (attnjit::read_file("/proc/self/maps").value_or("").find("libnvrtc") != std::string::npos ? "mapped" : "not mapped") << "; "
              << runtime::KernelCache::global().stats();
         std::printf("%s\n", line.str().c_str());

@@ -15,6 +15,7 @@ only gets the compiled kernel. Prints a Markdown table (median and min of --reps
 import argparse
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -22,6 +23,15 @@ import tempfile
 import time
 
 SPEC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "specs", "startup_causal_bf16_d128.json")
+
+
+PARTS = ("context", "kernel", "launch")
+
+
+def parts_of(line):
+    """{context, kernel, launch: ms} from bench_startup's "in main: ..." line (empty if absent)."""
+    m = re.search(r"in main: CUDA context ([\d.]+) ms, kernel ready ([\d.]+) ms, buffers and launch ([\d.]+) ms", line)
+    return dict(zip(PARTS, map(float, m.groups()))) if m else {}
 
 
 def run_once(binary, arch, env):
@@ -54,18 +64,25 @@ def main():
         run_once(plain, args.arch, dict(base, ATTNJIT_CACHE_DIR=warm))  # fills it
         ways.append(("warm disk", plain, lambda r: dict(base, ATTNJIT_CACHE_DIR=warm)))
         for name, binary, env_of in ways:
-            times, last = [], ""
+            times, parts, last = [], {k: [] for k in PARTS}, ""
             for r in range(args.reps):
                 seconds, last = run_once(binary, args.arch, env_of(r))
                 times.append(seconds)
+                for k, v in parts_of(last).items():
+                    parts[k].append(v)
             rows.append({"way": name, "median_s": statistics.median(times), "min_s": min(times),
-                         "reps": args.reps, "arch": args.arch or "device", "last": last})
+                         "reps": args.reps, "arch": args.arch or "device", "last": last,
+                         **{f"{k}_ms": statistics.median(v) for k, v in parts.items() if v}})
     what = f"compile only for {args.arch}" if args.arch else "the first kernel launched on the GPU"
     print(f"Process start to exit after {what}; spec {os.path.basename(SPEC)}; {args.reps} runs each.\n")
-    print("| way | median | min | the process said |")
-    print("|---|---|---|---|")
+    print("Inside main (medians): the CUDA context (the driver's, asked for before attnjit), the kernel made "
+          "ready (attnjit: bundle, disk or NVRTC, and the module load), the buffers and the launch, waited for.\n")
+    print("| way | process median | min | CUDA context | kernel ready | buffers + launch | the process said |")
+    print("|---|---|---|---|---|---|---|")
     for r in rows:
-        print(f"| {r['way']} | {1e3 * r['median_s']:.1f} ms | {1e3 * r['min_s']:.1f} ms | {r['last']} |")
+        part = [f"{r[k + '_ms']:.1f} ms" if k + "_ms" in r else "-" for k in PARTS]
+        print(f"| {r['way']} | {1e3 * r['median_s']:.1f} ms | {1e3 * r['min_s']:.1f} ms | {' | '.join(part)} | "
+              f"{r['last'].split('; ', 1)[-1]} |")
     if args.jsonl:
         with open(args.jsonl, "w") as f:
             for r in rows:

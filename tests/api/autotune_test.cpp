@@ -144,7 +144,33 @@ TEST(Autotune, CandidatesOnHopperAreTheSm90LoopsAndTheSm80Default) {
     EXPECT_EQ(sm80, 1);
     EXPECT_EQ(timed.back(), codegen::make_config(causal, KernelKind::forward, "sm_90a", std::nullopt, MainloopKind::sm80));
     EXPECT_LT(timed.size(), all.size() / 3);
-    EXPECT_EQ(forward_candidates(causal, "sm_80"), codegen::candidate_configs(causal, KernelKind::forward, "sm_80"));
+}
+
+// Where the default runs the sm80 loop (sm_80, or a score convolution on sm_90a), the default
+// and FlashAttention-2's family of tiles: 64 or 128 rows over warps of 16 or 32 rows, 64 or 128
+// keys, one or two stages; every one of them a configuration candidate_configs lists.
+TEST(Autotune, CandidatesOnTheSm80LoopAreTheDefaultAndFlashAttention2Tiles) {
+    AttentionSpec conv = dsl::example_spec("causal", DType::bf16, 128);
+    conv.score_conv("theta", 6, 11, DType::f32);
+    for (const auto& [spec, arch] : {std::pair{dsl::example_spec("causal", DType::bf16, 128), std::string("sm_80")},
+                                     std::pair{conv, std::string("sm_90a")},
+                                     std::pair{dsl::example_spec("causal", DType::bf16, 32), std::string("sm_90a")}}) {
+        const auto all = codegen::candidate_configs(spec, KernelKind::forward, arch);
+        const auto timed = forward_candidates(spec, arch);
+        ASSERT_FALSE(timed.empty());
+        EXPECT_EQ(timed.front(), all.front()) << arch << ": the default first";
+        EXPECT_EQ(timed.front().mainloop, MainloopKind::sm80);
+        EXPECT_GE(timed.size(), 8u) << arch;
+        EXPECT_LE(timed.size(), 17u) << arch << ": a cold tuning compiles every one";
+        for (size_t i = 1; i < timed.size(); ++i) {
+            const TileConfig& t = timed[i].tile;
+            EXPECT_NE(std::find(all.begin(), all.end(), timed[i]), all.end()) << timed[i];
+            EXPECT_TRUE((t.block_m == 64 || t.block_m == 128) && (t.block_n == 64 || t.block_n == 128) &&
+                        t.stages <= 2 && (t.block_m / t.warps == 16 || t.block_m / t.warps == 32))
+                << timed[i];
+            EXPECT_NE(timed[i], timed.front()) << "the default is listed once";
+        }
+    }
 }
 
 // Without a GPU there is nothing to time: asked to tune, a compile-only Attention is the default one.

@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <functional>
+#include <sstream>
 #include <string>
 #include <utility>
 #include <vector>
@@ -100,6 +101,52 @@ TEST(Autotune, TheTunedForwardMatchesTheReferenceAndIsStored) {
     EXPECT_EQ(api::autotune_counts().database_hits, at_start.database_hits + 1);
     EXPECT_EQ(o1, p.o.storage()) << "the stored choice computes other bits than the tuned one";
 }
+
+// Every configuration the autotuner times for a spec (api::forward_candidates on this GPU)
+// computes the reference's output, not only the default: the tuner may pick any of them. Ragged
+// lengths (not multiples of any tile), head dims 64 and 128, the mods whose reads differ by loop
+// (a padded per-batch bias, the sm90 bias tile's reads; a document mask; softcap; causal). One
+// test a (mod, head dim), so that the shards run them side by side.
+class EveryForwardCandidate : public ::testing::TestWithParam<std::pair<Mod, int>> {};
+
+TEST_P(EveryForwardCandidate, MatchesTheReference) {
+    ATTNJIT_SKIP_WITHOUT_GPU();
+    const auto [mod, d] = GetParam();
+    const Case c = make_case(mod, DType::bf16, d, {2, 4, 2, 300, 555});
+    Problem p = make_problem(c);
+    const auto ref = reference::forward(p.spec, p.in);
+    const auto candidates = api::forward_candidates(p.spec, runtime::current_device().arch());
+    EXPECT_GT(candidates.size(), 1u);
+    for (const KernelConfig& k : candidates) {
+        std::ostringstream config;
+        config << k;
+        CompileOptions forced;
+        forced.tile = k.tile;
+        forced.mainloop = k.mainloop;
+        try {
+            const Attention attn(p.spec, forced);
+            p.poison_outputs();
+            attn(p.args());
+            p.download_outputs();
+        } catch (const std::exception& e) {
+            ADD_FAILURE() << c.name() << " " << config.str() << ": " << e.what();
+            continue;
+        }
+        const Check o = check_output(c.name() + " O " + config.str(), p.o, ref.o, reference::output_tolerance(c.dtype));
+        EXPECT_TRUE(o.ok) << o.message;
+        const Check l = check_output(c.name() + " LSE " + config.str(), p.lse, ref.lse, reference::kLseTolerance);
+        EXPECT_TRUE(l.ok) << l.message;
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(Autotune, EveryForwardCandidate,
+                         ::testing::Values(std::pair{Mod::BiasPadded, 128}, std::pair{Mod::BiasPadded, 64},
+                                           std::pair{Mod::DocumentMask, 128}, std::pair{Mod::DocumentMask, 64},
+                                           std::pair{Mod::Softcap, 128}, std::pair{Mod::Softcap, 64},
+                                           std::pair{Mod::CausalTopLeft, 128}, std::pair{Mod::CausalTopLeft, 64}),
+                         [](const auto& info) {
+                             return std::string(mod_name(info.param.first)) + "_d" + std::to_string(info.param.second);
+                         });
 
 struct BadArgs {
     std::string name;
