@@ -169,7 +169,10 @@ KernelConfig make_config(const dsl::AttentionSpec& spec, KernelKind kind, const 
                                          (!tile || is_sm90_forward_tile(tile->block_m, tile->warps));
     if (use_sm90) c = sm90;
     if (tile) c.tile = *tile;
-    c.bias_tile = stages_bias && c.latent == 0 && c.tile.block_n % 32 == 0;
+    // The sm90 loop stages the bias tile at 128 keys only (kernel_config.h); its other tiles read
+    // the bias element by element.
+    c.bias_tile = stages_bias && c.latent == 0 && c.tile.block_n % 32 == 0 &&
+                  (c.mainloop != MainloopKind::sm90 || c.tile.block_n == 128);
     check_config(c, arch);
     return c;
 }

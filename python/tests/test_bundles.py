@@ -70,8 +70,10 @@ def device_arch_or_skip():
 
 def test_a_bundle_launches_on_the_gpu_without_nvrtc(tmp_path):
     """attnjit-aot's bundle of what attnjit.compile(causal=True) needs for a bf16 D 64 call
-    serves that call on the GPU in a fresh interpreter with NVRTC unloadable and no disk cache;
-    its output (ragged N = 300) matches an fp64 reference within bf16's tolerance."""
+    serves that call on the GPU in a fresh interpreter where attnjit cannot load NVRTC and has no
+    disk cache; its output (ragged N = 300) matches an fp64 reference within bf16's tolerance.
+    (PyTorch maps an NVRTC of its own, so /proc/self/maps proves nothing here; the C++ and C
+    consumers' tests check that.)"""
     aot = aot_or_skip()
     arch = device_arch_or_skip()
     spec = tmp_path / "causal.json"
@@ -91,7 +93,6 @@ def test_a_bundle_launches_on_the_gpu_without_nvrtc(tmp_path):
         ref = torch.softmax(s, dim=-1) @ v.double()
         bad = ((out.double() - ref).abs() > 2e-2 + 2e-2 * ref.abs()) | torch.isnan(out)
         assert not bad.any(), f"{{int(bad.sum())}} elements off, max err {{(out.double() - ref).abs().max()}}"
-        assert "libnvrtc" not in open("/proc/self/maps").read(), "NVRTC was mapped"
         print("launched from the bundle, max err", float((out.double() - ref).abs().max()))
     """)
     env = dict(os.environ, ATTNJIT_LIBNVRTC="/nonexistent/libnvrtc.so", ATTNJIT_DISABLE_DISK_CACHE="1",

@@ -118,6 +118,12 @@ TEST(BiasTile, OnlyTheForwardStagesIt) {
     // A block_n that is not whole chunk groups: gathered, still correct.
     EXPECT_FALSE(make_config(spec, KernelKind::forward, "sm_90a", TileConfig{64, 16, 4, 2}).bias_tile);
     EXPECT_TRUE(make_config(spec, KernelKind::forward, "sm_90a", TileConfig{64, 32, 4, 2}).bias_tile);
+    // The sm90 loop stages it at 128 keys only (at 64 the staged reads were wrong on the H100);
+    // its 64-key tile reads the bias element by element.
+    EXPECT_TRUE(make_config(spec, KernelKind::forward, "sm_90a", TileConfig{128, 128, 12, 2}).bias_tile);
+    const KernelConfig hopper64 = make_config(spec, KernelKind::forward, "sm_90a", TileConfig{128, 64, 12, 2});
+    EXPECT_EQ(hopper64.mainloop, MainloopKind::sm90);
+    EXPECT_FALSE(hopper64.bias_tile);
     // f32 runs the simt loop, which gathers: the Variant still takes the bias as an argument.
     AttentionSpec f32 = spec;
     f32.dtype(DType::f32);
