@@ -54,9 +54,10 @@ def take_grads(leaves) -> list:
     return grads
 
 
-def measure(case, impl, inp, ref, opts, ref_grads=None) -> dict:
+def measure(case, impl, inp, ref, opts, ref_grads=None, keep=None) -> dict:
     """The measured keys of one row (or 'skipped' and 'error' when the implementation
-    refused the case or failed). ref_grads: reference.reference_grads_of (fwdbwd only)."""
+    refused the case or failed). ref_grads: reference.reference_grads_of (fwdbwd only).
+    keep: a dict that gets keep[impl] = (the timed call, its grad_to_none) when it was timed."""
     import torch
     from impls import Skip, build
     from reference import check, check_grads
@@ -103,6 +104,8 @@ def measure(case, impl, inp, ref, opts, ref_grads=None) -> dict:
                           return_mode="median")
         row["ms"] = round(float(ms), 5)
         row["tflops"] = round(case.flops() / (ms * 1e-3) / 1e12, 2)
+        if keep is not None:
+            keep[impl] = (built.step, leaves or None)
     except Skip as e:
         row = {"skipped": str(e)}
     except Exception as e:  # a runtime refusal or a failure: recorded, never hidden
@@ -165,3 +168,17 @@ def overhead(impl, case, inp, opts, calls: int = 200, batches: int = 10) -> dict
     except Exception as e:
         row = {"skipped": "error: " + _short(e), "error": _short(e, 2000)}
     return row
+
+
+def alternate(steps: dict, names, opts, rounds: int = 3) -> dict:
+    """{name: [ms, ...]}: each of `names` timed again by do_bench, one after the other, `rounds`
+    times (A B A B ...): a drift of the GPU's clocks between the first timings of A and B (B
+    always ran right after A) hits both alike here. steps: measure's `keep`."""
+    from triton.testing import do_bench
+    times = {n: [] for n in names}
+    for _ in range(rounds):
+        for n in names:
+            step, leaves = steps[n]
+            times[n].append(round(float(do_bench(step, warmup=opts.warmup, rep=opts.rep, grad_to_none=leaves,
+                                                  return_mode="median")), 5))
+    return times

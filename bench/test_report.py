@@ -358,6 +358,36 @@ def test_tuning_section(tmp_path):
             row("attnjit", "document", 4096, 300), row("attnjit_tuned", "document", 4096, skipped="err")]
     lines = "\n".join(report.tuning_section(rows))
     assert "2 cases: tuned / default from 0.95 to 1.15 (median 1.05); 1 at 1.10x or more, 1 below 0.98x" in lines
-    assert "| causal bf16 D=128 H=16/16 B=4 N=4096 | 400 | 460 | 1.15 | 9.5 |" in lines
+    assert "| causal bf16 D=128 H=16/16 B=4 N=4096 | 400 | 460 | 1.15 | - | 9.5 |" in lines
     assert "document" not in lines
     assert report.tuning_section([row("attnjit", "causal", 4096, 400)]) == []
+    # Timings in turns decide where both rows have them: 1.0 ms against 0.99 ms is 1.01, not 0.95.
+    rows[2]["ms_alternating"], rows[3]["ms_alternating"] = [1.0, 1.02, 0.98], [0.99, 0.99, 1.5]
+    lines = "\n".join(report.tuning_section(rows))
+    assert "| plain bf16 D=128 H=16/16 B=1 N=16384 | 500 | 475 | 0.95 | 1.01 | 0.2 |" in lines
+    assert "from 1.01 to 1.15" in lines and "0 below 0.98x" in lines
+
+
+def test_autotune_times_default_and_tuned_in_turns(monkeypatch):
+    """With both timed, the harness times them again alternately (tuned first) and records each
+    one's timings in ms_alternating (do_bench faked: no GPU, no triton here)."""
+    import types
+
+    import measure
+
+    calls = []
+
+    def fake_bench(step, warmup, rep, grad_to_none, return_mode):
+        calls.append(step())
+        return 1.0 if calls[-1] == "d" else 2.0
+
+    triton = types.ModuleType("triton")
+    triton.testing = types.ModuleType("triton.testing")
+    triton.testing.do_bench = fake_bench
+    monkeypatch.setitem(sys.modules, "triton", triton)
+    monkeypatch.setitem(sys.modules, "triton.testing", triton.testing)
+    opts = types.SimpleNamespace(warmup=1, rep=1)
+    got = measure.alternate({"attnjit": (lambda: "d", None), "attnjit_tuned": (lambda: "t", None)},
+                            ["attnjit_tuned", "attnjit"], opts, rounds=2)
+    assert calls == ["t", "d", "t", "d"]
+    assert got == {"attnjit_tuned": [2.0, 2.0], "attnjit": [1.0, 1.0]}
