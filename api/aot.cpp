@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "api/attention_backward.h"
+#include "api/autotune.h"
 #include "codegen/generate.h"
 #include "codegen/kernel_config.h"
 #include "runtime/compiler.h"
@@ -51,13 +52,36 @@ std::string compile_for_bundle(const AttentionSpec& spec, const std::string& arc
     return what.str();
 }
 
+std::vector<runtime::BundleTuning> compile_tuned_for_bundle(const AttentionSpec& spec, const std::string& arch,
+                                                            const runtime::TuningDb& db) {
+    const runtime::TuningKey want = forward_tuning_key(spec, "", arch, "", forward_candidates(spec, arch));
+    std::vector<runtime::BundleTuning> out;
+    for (const runtime::TuningDb::Entry& e : db.entries()) {
+        const runtime::TuningKey& k = e.key;
+        if (k.spec != want.spec || k.kind != want.kind || k.arch != arch || k.generator_version != want.generator_version ||
+            k.candidates != want.candidates)
+            continue;  // another spec or arch, or tuned over another candidate list
+        for (const auto& [bucket, result] : e.buckets) {
+            CompileOptions tuned;
+            tuned.arch = arch;
+            tuned.tile = result.tile;
+            tuned.mainloop = result.mainloop;
+            const Attention forward(spec, tuned);  // into the cache, as the process will look it up
+            out.push_back(runtime::BundleTuning{k, bucket, result});
+        }
+    }
+    return out;
+}
+
 runtime::BundleManifest write_bundle_of_compiled(const std::string& directory,
-                                                 const std::vector<std::pair<AttentionSpec, std::string>>& spec_files) {
+                                                 const std::vector<std::pair<AttentionSpec, std::string>>& spec_files,
+                                                 std::vector<runtime::BundleTuning> tuning) {
     std::map<std::string, std::string> file_of;  // hash tag -> file
     for (const auto& [spec, file] : spec_files) file_of[codegen::kernel_name_tag(spec)] = file;
     runtime::KernelCache& cache = runtime::KernelCache::global();
     runtime::BundleManifest manifest = runtime::current_bundle_manifest();
     manifest.toolchain = cache.toolchain();
+    manifest.tuning = std::move(tuning);
     std::vector<runtime::CompiledKernel> entries;
     for (const auto& [index_key, kernel] : cache.compiled_kernels()) {
         runtime::BundleKernel k;

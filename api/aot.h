@@ -29,10 +29,20 @@ struct AotOptions {
 // spec or arch that cannot be compiled (as Attention says).
 std::string compile_for_bundle(const AttentionSpec& spec, const std::string& arch, const AotOptions& options);
 
+// The autotuner's choices for the forward of `spec` on `arch` that `db` holds (attnjit-aot
+// --tuning): every GPU of that arch and every shape bucket tuned over today's candidates by this
+// generator, whatever compiler built the timed kernels. Compiles each chosen configuration's
+// forward into runtime::KernelCache::global() (as compile_for_bundle does the defaults) and
+// returns the choices for the bundle's manifest.
+std::vector<runtime::BundleTuning> compile_tuned_for_bundle(const AttentionSpec& spec, const std::string& arch,
+                                                            const runtime::TuningDb& db);
+
 // The bundle of every kernel runtime::KernelCache::global() holds (what compile_for_bundle
-// compiled), written to `directory` (runtime::write_bundle). `spec_files` names, by spec hash,
-// the file each spec came from (the manifest's `spec` of its kernels). Returns its manifest.
+// compiled), written to `directory` (runtime::write_bundle), with `tuning` (the tuned choices
+// it carries). `spec_files` names, by spec hash, the file each spec came from (the manifest's
+// `spec` of its kernels). Returns its manifest.
 runtime::BundleManifest write_bundle_of_compiled(const std::string& directory,
-                                                 const std::vector<std::pair<AttentionSpec, std::string>>& spec_files);
+                                                 const std::vector<std::pair<AttentionSpec, std::string>>& spec_files,
+                                                 std::vector<runtime::BundleTuning> tuning = {});
 
 }  // namespace attnjit::api

@@ -131,9 +131,6 @@ std::shared_ptr<const Attention::Impl::Tuned> Attention::Impl::tuned_for(const L
 Attention::Impl::Tuned Attention::Impl::tune(const LaunchArgs& args, Stream stream, const std::string& bucket) const {
     const auto start = std::chrono::steady_clock::now();
     const runtime::DeviceInfo& device = runtime::current_device();
-    const std::vector<KernelConfig> candidates = api::forward_candidates(kernel_spec, arch);
-    const runtime::TuningKey key = api::forward_tuning_key(kernel_spec, device.name, arch,
-                                                           runtime::KernelCache::global().toolchain(), candidates);
     auto prepare = [&](const KernelConfig& c, const api::Target& t) {
         return api::prepare_kernel(kernel_spec, kernel_inputs, KernelKind::forward, t, c.tile, {}, c.mainloop);
     };
@@ -141,6 +138,20 @@ Attention::Impl::Tuned Attention::Impl::tune(const LaunchArgs& args, Stream stre
         std::string bias = api::tma_bias_tensor(k.config, kernel_spec);
         return Tuned{std::move(k), std::move(bias)};
     };
+    // A bundle's recorded choice first: it needs no NVRTC (the database's key names the compiler).
+    if (const auto c = api::bundled_forward_choice(kernel_spec, device.name, arch, bucket)) {
+        try {
+            Tuned t = tuned_of(prepare(*c, target));
+            api::count_autotune_bundle_hit();
+            debug(1) << "autotune: " << bucket << " from a kernel bundle: " << *c;
+            return t;
+        } catch (const std::exception& e) {
+            debug(1) << "autotune: the bundled " << *c << " does not load (" << e.what() << ")";
+        }
+    }
+    const std::vector<KernelConfig> candidates = api::forward_candidates(kernel_spec, arch);
+    const runtime::TuningKey key = api::forward_tuning_key(kernel_spec, device.name, arch,
+                                                           runtime::KernelCache::global().toolchain(), candidates);
     if (const auto hit = api::tuning_db().find(key, bucket)) {
         for (const KernelConfig& c : candidates)  // only a configuration of the list the key names
             if (c.tile == hit->tile && c.mainloop == hit->mainloop) {

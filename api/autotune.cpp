@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "codegen/kernel_config.h"
+#include "runtime/kernel_bundle.h"
 #include "support/env.h"
 #include "support/error.h"
 #include "support/sha256.h"
@@ -128,12 +129,27 @@ runtime::TuningKey forward_tuning_key(const AttentionSpec& spec, const std::stri
 }
 
 namespace {
-std::atomic<uint64_t> tuned_count{0}, database_hit_count{0};
+std::atomic<uint64_t> tuned_count{0}, database_hit_count{0}, bundle_hit_count{0};
 }  // namespace
 
-AutotuneCounts autotune_counts() { return AutotuneCounts{tuned_count.load(), database_hit_count.load()}; }
+AutotuneCounts autotune_counts() {
+    return AutotuneCounts{tuned_count.load(), database_hit_count.load(), bundle_hit_count.load()};
+}
 void count_autotune_tuning() { ++tuned_count; }
 void count_autotune_database_hit() { ++database_hit_count; }
+void count_autotune_bundle_hit() { ++bundle_hit_count; }
+
+std::optional<KernelConfig> bundled_forward_choice(const AttentionSpec& spec, const std::string& device,
+                                                   const std::string& arch, const std::string& bucket) {
+    if (runtime::BundleRegistry::global().size() == 0) return std::nullopt;
+    const std::vector<KernelConfig> candidates = forward_candidates(spec, arch);
+    const auto hit = runtime::BundleRegistry::global().find_tuning(
+        forward_tuning_key(spec, device, arch, /*toolchain=*/"", candidates), bucket);
+    if (!hit) return std::nullopt;
+    for (const KernelConfig& c : candidates)
+        if (c.tile == hit->tile && c.mainloop == hit->mainloop) return c;
+    return std::nullopt;  // the key names these candidates; a choice outside them is not used
+}
 
 runtime::TuningDb& tuning_db() {
     static runtime::TuningDb* db = new runtime::TuningDb(runtime::TuningDb::root_from_env());

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -55,16 +56,25 @@ std::vector<KernelConfig> forward_candidates(const AttentionSpec& spec, const st
 runtime::TuningKey forward_tuning_key(const AttentionSpec& spec, const std::string& device, const std::string& arch,
                                       const std::string& toolchain, const std::vector<KernelConfig>& candidates);
 
+// The configuration a loaded or linked kernel bundle recorded (attnjit-aot --tuning) for the
+// forward of `spec` in `bucket` on GPU `device` of `arch`, among today's candidates; nullopt when
+// no bundle has one. Needs no NVRTC (the toolchain is not matched: runtime::BundleTuning).
+std::optional<KernelConfig> bundled_forward_choice(const AttentionSpec& spec, const std::string& device,
+                                                   const std::string& arch, const std::string& bucket);
+
 // The process's tuning database (TuningDb::root_from_env()).
 runtime::TuningDb& tuning_db();
 
-// How many buckets this process tuned (timed), and how many it took from the database.
+// How many buckets this process tuned (timed), and how many it took from the database or from
+// a kernel bundle's recorded choices.
 struct AutotuneCounts {
     uint64_t tuned = 0;
     uint64_t database_hits = 0;
+    uint64_t bundle_hits = 0;
 };
 AutotuneCounts autotune_counts();
 void count_autotune_tuning();
 void count_autotune_database_hit();
+void count_autotune_bundle_hit();
 
 }  // namespace attnjit::api

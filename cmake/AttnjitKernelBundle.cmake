@@ -1,5 +1,6 @@
 # attnjit_add_kernel_bundle(<target> SPECS <file>... ARCHS <arch>...
-#                           [NAME <name>] [BACKWARD auto|yes|no] [GRADS <name>...] [C_API])
+#                           [NAME <name>] [BACKWARD auto|yes|no] [GRADS <name>...] [TUNING <dir>]
+#                           [C_API])
 #
 # Compiles at build time, with attnjit-aot, every kernel that the specs (JSON spec files,
 # docs/spec_format.md) need on the architectures into a kernel bundle, and links it into
@@ -9,12 +10,15 @@
 #   NAME      the bundle's name in messages (default: <target>_kernels)
 #   BACKWARD  the backward's kernels: auto (specs that return their LSE; the default), yes, no
 #   GRADS     the backward's gradients of captured tensors and scalars (CompileOptions.grads)
+#   TUNING    a cache directory whose tuning database adds the autotuner's chosen configurations
+#             of the specs, and the choices (attnjit-aot --tuning, docs/autotune.md); the database
+#             is not a dependency: after tuning again, rebuild the bundle (touch a spec file)
 #   C_API     <target> uses libattnjit_c (attnjit::attnjit_c), not the C++ libraries
 # <target> must link attnjit::attnjit (or with C_API attnjit::attnjit_c) itself. Building the
 # bundle compiles its kernels with NVRTC (through the disk cache, ATTNJIT_CACHE_DIR).
 # The bundle directory is <build dir>/<name>.bundle; the generated source <name>_bundle.cpp.
 function(attnjit_add_kernel_bundle target)
-  cmake_parse_arguments(PARSE_ARGV 1 arg "C_API" "NAME;BACKWARD" "SPECS;ARCHS;GRADS")
+  cmake_parse_arguments(PARSE_ARGV 1 arg "C_API" "NAME;BACKWARD;TUNING" "SPECS;ARCHS;GRADS")
   if(arg_UNPARSED_ARGUMENTS)
     message(FATAL_ERROR "attnjit_add_kernel_bundle(${target}): unknown arguments ${arg_UNPARSED_ARGUMENTS}")
   endif()
@@ -59,6 +63,11 @@ function(attnjit_add_kernel_bundle target)
     list(JOIN arg_GRADS "," grads_list)
     set(grads --grads "${grads_list}")
   endif()
+  set(tuning "")
+  if(arg_TUNING)
+    get_filename_component(tuning_dir "${arg_TUNING}" ABSOLUTE BASE_DIR "${CMAKE_CURRENT_SOURCE_DIR}")
+    set(tuning --tuning "${tuning_dir}")
+  endif()
   set(dir "${CMAKE_CURRENT_BINARY_DIR}/${name}.bundle")
   set(cpp "${CMAKE_CURRENT_BINARY_DIR}/${name}_bundle.cpp")
   # An instrumented attnjit-aot (attnjit's own sanitizer build) runs without LeakSanitizer's
@@ -70,7 +79,7 @@ function(attnjit_add_kernel_bundle target)
   add_custom_command(OUTPUT "${cpp}" BYPRODUCTS "${dir}/manifest.json"
     COMMAND ${CMAKE_COMMAND} -E rm -rf "${dir}"
     COMMAND ${launch} $<TARGET_FILE:${aot}> --specs ${specs} --arch ${archs} --out "${dir}" --cpp "${cpp}"
-            --name "${name}" --backward ${backward} ${grads} --quiet
+            --name "${name}" --backward ${backward} ${grads} ${tuning} --quiet
     DEPENDS ${specs} ${aot}
     COMMENT "attnjit-aot: kernel bundle ${name} (${archs})"
     VERBATIM)

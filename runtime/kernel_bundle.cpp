@@ -18,6 +18,7 @@
 #include "runtime/entry_read.h"
 #include "runtime/kernel_key.h"
 #include "runtime/safe_file.h"
+#include "runtime/tuning_json.h"
 #include "support/error.h"
 
 #ifndef ATTNJIT_VERSION_STRING
@@ -59,6 +60,20 @@ std::string to_json(const BundleManifest& m) {
     doc["entry_format"] = m.entry_format;
     doc["toolchain"] = m.toolchain;
     doc["kernels"] = std::move(kernels);
+    if (!m.tuning.empty()) {
+        ordered tuning = ordered::array();
+        for (const BundleTuning& t : m.tuning)
+            tuning.push_back(ordered{{"spec", t.key.spec},
+                                     {"kind", t.key.kind},
+                                     {"device", t.key.device},
+                                     {"arch", t.key.arch},
+                                     {"generator_version", t.key.generator_version},
+                                     {"candidates", t.key.candidates},
+                                     {"tuned_with", t.key.toolchain},
+                                     {"bucket", t.bucket},
+                                     {"result", tuning_result_json(t.result)}});
+        doc["tuning"] = std::move(tuning);
+    }
     return doc.dump(2) + "\n";
 }
 
@@ -93,6 +108,24 @@ BundleManifest bundle_manifest_from_json(const std::string& text, const std::str
                 << "\", not 64 lowercase hex digits; the manifest was changed by hand or damaged: rebuild the bundle";
             m.kernels.push_back(std::move(b));
         }
+        if (doc.contains("tuning"))
+            for (const json& t : doc.at("tuning")) {
+                BundleTuning b;
+                b.key.spec = t.at("spec").get<std::string>();
+                b.key.kind = t.at("kind").get<std::string>();
+                b.key.device = t.at("device").get<std::string>();
+                b.key.arch = t.at("arch").get<std::string>();
+                b.key.generator_version = t.at("generator_version").get<int>();
+                b.key.candidates = t.at("candidates").get<std::string>();
+                b.key.toolchain = t.at("tuned_with").get<std::string>();
+                b.bucket = t.at("bucket").get<std::string>();
+                const auto result = tuning_result_from_json(nlohmann::ordered_json(t.at("result")));
+                user_check(result.has_value())
+                    << where << ": the tuned choice for bucket " << b.bucket << " on " << b.key.device
+                    << " is not one attnjit-aot writes; rebuild the bundle";
+                b.result = *result;
+                m.tuning.push_back(std::move(b));
+            }
     } catch (const json::exception& e) {
         user_error << where << " is not a complete bundle manifest (" << e.what()
                    << "); rebuild the bundle with attnjit-aot";
@@ -196,6 +229,17 @@ void BundleRegistry::add_problem(const std::string& problem) {
     std::cerr << "attnjit: warning: " << problem << std::endl;
     std::lock_guard<std::mutex> lock(mu_);
     problems_.push_back(problem);
+}
+
+std::optional<TuningResult> BundleRegistry::find_tuning(const TuningKey& key, const std::string& bucket) const {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& b : bundles_)
+        for (const BundleTuning& t : b->manifest().tuning)
+            if (t.bucket == bucket && t.key.spec == key.spec && t.key.kind == key.kind && t.key.device == key.device &&
+                t.key.arch == key.arch && t.key.generator_version == key.generator_version &&
+                t.key.candidates == key.candidates)
+                return t.result;
+    return std::nullopt;
 }
 
 std::optional<BundleRegistry::Hit> BundleRegistry::find(const std::string& index_key,

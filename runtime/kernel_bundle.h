@@ -20,6 +20,7 @@
 
 #include "codegen/kernel_source.h"
 #include "runtime/compiled_kernel.h"
+#include "runtime/tuning_db.h"
 
 namespace attnjit::runtime {
 
@@ -33,6 +34,17 @@ struct BundleKernel {
     std::string spec;       // where its spec came from (a file name), for people; may be empty
 };
 
+// A tuned configuration the bundle carries (attnjit-aot --tuning): what the autotuner chose for
+// one shape bucket of one forward on one GPU, so that a process with autotuning on takes it
+// (and its kernel) from the bundle, without NVRTC and without timing. Matched by every field of
+// the tuning key but the toolchain: a bundle's kernels are compiled by attnjit-aot's NVRTC,
+// whatever compiled the ones that were timed (key.toolchain says which, for people).
+struct BundleTuning {
+    TuningKey key;
+    std::string bucket;
+    TuningResult result;
+};
+
 struct BundleManifest {
     std::string attnjit_version;  // of the attnjit-aot that wrote it
     int generator_version = 0;    // codegen::kGeneratorVersion
@@ -40,6 +52,7 @@ struct BundleManifest {
     int entry_format = 0;         // kCompiledKernelFormatVersion of its entries
     std::string toolchain;        // the NVRTC that compiled them (nvrtc_toolchain_id())
     std::vector<BundleKernel> kernels;
+    std::vector<BundleTuning> tuning;  // absent from a manifest written without --tuning
 };
 
 // The manifest's JSON text (two-space indent, a newline at the end).
@@ -95,6 +108,9 @@ public:
     // skipped.
     std::optional<Hit> find(const std::string& index_key, const codegen::KernelSource& source,
                             const std::string& arch) const;
+    // The first bundle's tuned choice for `key`'s forward in `bucket`, matched on every field of
+    // the key but the toolchain (BundleTuning); nullopt when no bundle has one.
+    std::optional<TuningResult> find_tuning(const TuningKey& key, const std::string& bucket) const;
     // For messages: the bundles and their architectures, and the problems; "" when none.
     std::string describe() const;
     size_t size() const;

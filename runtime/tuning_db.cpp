@@ -13,6 +13,7 @@
 #include "runtime/file_lock.h"
 #include "runtime/private_dir.h"
 #include "runtime/safe_file.h"
+#include "runtime/tuning_json.h"
 #include "support/env.h"
 #include "support/sha256.h"
 
@@ -25,39 +26,6 @@ using nlohmann::ordered_json;
 constexpr const char* kTuningFormat = "attnjit.tuning/1";
 constexpr size_t kMaxDocumentBytes = size_t(16) << 20;  // thousands of buckets; a planted file is refused
 constexpr std::chrono::milliseconds kLockTimeout{10000};
-
-ordered_json to_json(const TuningResult& r) {
-    return ordered_json{{"mainloop", mainloop_kind_name(r.mainloop)},
-                        {"tile", {r.tile.block_m, r.tile.block_n, r.tile.warps, r.tile.stages}},
-                        {"seconds", r.seconds},
-                        {"default_seconds", r.default_seconds},
-                        {"candidates", r.candidates},
-                        {"tuning_seconds", r.tuning_seconds}};
-}
-
-// nullopt for a bucket that is not one this format writes.
-std::optional<TuningResult> result_from_json(const ordered_json& j) {
-    try {
-        TuningResult r;
-        const std::string loop = j.at("mainloop").get<std::string>();
-        bool known = false;
-        for (MainloopKind m : {MainloopKind::simt, MainloopKind::sm80, MainloopKind::sm90})
-            if (loop == mainloop_kind_name(m)) {
-                r.mainloop = m;
-                known = true;
-            }
-        const auto& t = j.at("tile");
-        if (!known || !t.is_array() || t.size() != 4) return std::nullopt;
-        r.tile = TileConfig{t[0].get<int>(), t[1].get<int>(), t[2].get<int>(), t[3].get<int>()};
-        r.seconds = j.at("seconds").get<double>();
-        r.default_seconds = j.at("default_seconds").get<double>();
-        r.candidates = j.at("candidates").get<int>();
-        r.tuning_seconds = j.at("tuning_seconds").get<double>();
-        return r;
-    } catch (const nlohmann::json::exception&) {
-        return std::nullopt;
-    }
-}
 
 }  // namespace
 
@@ -112,7 +80,7 @@ std::optional<ordered_json> read_document(const std::string& dir, const std::str
 std::map<std::string, TuningResult> buckets_of(const ordered_json& doc) {
     std::map<std::string, TuningResult> out;
     for (const auto& [bucket, j] : doc["buckets"].items())
-        if (auto r = result_from_json(j)) out[bucket] = *r;
+        if (auto r = tuning_result_from_json(j)) out[bucket] = *r;
     return out;
 }
 
@@ -200,7 +168,7 @@ void TuningDb::store(const TuningKey& key, const std::string& bucket, const Tuni
     for (const auto& [b, r] : memory_[id]) merged.emplace(b, r);  // ours that are not on disk
     memory_[id] = merged;
     ordered_json buckets = ordered_json::object();
-    for (const auto& [b, r] : merged) buckets[b] = to_json(r);
+    for (const auto& [b, r] : merged) buckets[b] = tuning_result_json(r);
     const ordered_json doc{{"format", kTuningFormat},
                            {"key", id},
                            {"what",

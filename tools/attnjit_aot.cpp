@@ -3,14 +3,19 @@
 //
 //   attnjit-aot --specs causal.json alibi.json --arch sm_80,sm_90a --out kernels/
 //   attnjit-aot --specs model.json --arch sm_90a --out build/bundle --cpp build/bundle.cpp --name model
+//   attnjit-aot --specs model.json --arch sm_90a --tuning ~/.cache/attnjit --out build/bundle
 //
 // For each spec and arch: the forward and, where the spec returns its LSE (or --backward yes),
 // the backward, each with the sm80 kernels its sm90 ones fall back to; compiled in parallel
 // (-j), through the same path a process would take at run time, so the bundle holds the
-// kernels under the keys that process looks for. The bundle directory gets manifest.json and
+// kernels under the keys that process looks for. With --tuning (the cache directory an
+// autotuned process or attnjit-tune wrote its tuning database into), also the configurations the
+// autotuner chose for those specs on GPUs of those archs, and the choices themselves, which a
+// process with autotuning on then takes from the bundle. The bundle directory gets manifest.json and
 // kernels/; --cpp also writes the C++ source that links it into a program
 // (attnjit_add_kernel_bundle does both at build time).
 #include <CLI/CLI.hpp>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -19,6 +24,7 @@
 #include <fstream>
 #include <iostream>
 #include <mutex>
+#include <optional>
 #include <sstream>
 #include <thread>
 
@@ -26,6 +32,7 @@
 #include "codegen/kernel_config.h"
 #include "dsl/spec_json.h"
 #include "runtime/kernel_bundle.h"
+#include "runtime/tuning_db.h"
 #include "support/error.h"
 #include "tools/spec_file.h"
 #include "tools/tool_main.h"
@@ -82,12 +89,15 @@ int run(int argc, char** argv) {
     CLI::App app{"attnjit-aot: compile every kernel some specs need on some GPU architectures into a kernel bundle "
                  "(docs/aot.md)"};
     std::vector<std::string> spec_files;
-    std::string archs, out, cpp, name, backward = "auto", grads;
+    std::string archs, out, cpp, name, backward = "auto", grads, tuning;
     int jobs = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
     bool nondeterministic = false, quiet = false;
     app.add_option("--specs", spec_files, "spec files in the JSON format (docs/spec_format.md)")->required();
     app.add_option("--arch", archs, "GPU architectures, comma-separated, e.g. sm_80,sm_90a")->required();
     app.add_option("--out", out, "the bundle directory to write (manifest.json, kernels/)")->required();
+    app.add_option("--tuning", tuning,
+                   "a cache directory whose tuning database (ATTNJIT_AUTOTUNE, attnjit-tune) adds the tuned "
+                   "configurations of these specs and the choices (docs/autotune.md)");
     app.add_option("--cpp", cpp, "also write the C++ source that links the bundle into a program");
     app.add_option("--name", name, "the bundle's name in messages and symbols (default: the --out directory's name)");
     app.add_option("-j,--jobs", jobs, "specs x archs compiled at once (default: the CPU count)")->check(CLI::PositiveNumber);
@@ -110,6 +120,16 @@ int run(int argc, char** argv) {
     for (const std::string& file : spec_files)
         specs.emplace_back(dsl::spec_from_json(tools::read_spec_file(file), file), file);
 
+    std::optional<runtime::TuningDb> db;
+    if (!tuning.empty()) {
+        db.emplace(tuning);
+        struct stat st{};
+        user_check(::stat(db->directory().c_str(), &st) == 0 && S_ISDIR(st.st_mode))
+            << "--tuning " << tuning << ": there is no tuning database in it (" << db->directory()
+            << " is not a directory); give the cache directory (ATTNJIT_CACHE_DIR) that a process with "
+               "ATTNJIT_AUTOTUNE=1 or attnjit-tune wrote to";
+    }
+
     api::AotOptions options;
     if (backward != "auto") options.backward = backward == "yes";
     for (const std::string& g : split_commas(grads)) options.grads.insert(g);
@@ -120,10 +140,11 @@ int run(int argc, char** argv) {
         size_t spec;
         std::string arch;
         std::string error;
+        std::vector<runtime::BundleTuning> tuned;
     };
     std::vector<Job> work;
     for (size_t s = 0; s < specs.size(); ++s)
-        for (const std::string& arch : arch_list) work.push_back({s, arch, ""});
+        for (const std::string& arch : arch_list) work.push_back({s, arch, "", {}});
     Progress progress(work.size(), quiet);
     std::atomic<size_t> next{0};
     auto worker = [&] {
@@ -131,7 +152,11 @@ int run(int argc, char** argv) {
             Job& job = work[i];
             const std::string& file = specs[job.spec].second;
             try {
-                const std::string what = api::compile_for_bundle(specs[job.spec].first, job.arch, options);
+                std::string what = api::compile_for_bundle(specs[job.spec].first, job.arch, options);
+                if (db) {
+                    job.tuned = api::compile_tuned_for_bundle(specs[job.spec].first, job.arch, *db);
+                    what += ", " + std::to_string(job.tuned.size()) + " tuned buckets";
+                }
                 progress.done(file + " " + job.arch + ": " + what);
             } catch (const std::exception& e) {
                 job.error = e.what();
@@ -153,7 +178,9 @@ int run(int argc, char** argv) {
         return 1;
     }
 
-    const runtime::BundleManifest manifest = api::write_bundle_of_compiled(out, specs);
+    std::vector<runtime::BundleTuning> tuned;
+    for (Job& job : work) tuned.insert(tuned.end(), job.tuned.begin(), job.tuned.end());
+    const runtime::BundleManifest manifest = api::write_bundle_of_compiled(out, specs, std::move(tuned));
     if (!cpp.empty()) {
         const std::string source = tools::linked_bundle_source(name, absolute(out), manifest);
         std::ofstream f(cpp, std::ios::binary | std::ios::trunc);
@@ -163,7 +190,9 @@ int run(int argc, char** argv) {
     }
     if (!quiet)
         std::cerr << "attnjit-aot: bundle " << out << ": " << manifest.kernels.size() << " kernels for "
-                  << specs.size() << " specs x " << arch_list.size() << " archs" << (cpp.empty() ? "" : ", " + cpp)
+                  << specs.size() << " specs x " << arch_list.size() << " archs"
+                  << (db ? ", " + std::to_string(manifest.tuning.size()) + " tuned buckets" : "")
+                  << (cpp.empty() ? "" : ", " + cpp)
                   << "\n";
     return 0;
 }

@@ -7,6 +7,7 @@
 
 #include <cstdio>
 #include <fstream>
+#include <functional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -81,6 +82,64 @@ TEST_F(KernelBundleTest, ManifestRoundTripsThroughJson) {
     EXPECT_EQ(back.kernels[1].name, "tiny_add_1");
     EXPECT_EQ(back.kernels[1].spec, "tiny.json");
     EXPECT_EQ(to_json(back), text);
+}
+
+// The autotuner's choices a bundle carries (attnjit-aot --tuning) round-trip, and a process
+// finds one by every field of the tuning key but the compiler, which bundles do not share.
+TEST_F(KernelBundleTest, TunedChoicesRoundTripAndMatchOnAllButTheCompiler) {
+    FakeCompiler fake;
+    MadeBundle b = make_bundle(fake, {0}, "sm_90a");
+    TuningKey key;
+    key.spec = "spec-hash";
+    key.kind = "forward";
+    key.device = "NVIDIA H100 80GB HBM3";
+    key.arch = "sm_90a";
+    key.toolchain = "nvrtc of the timing process";
+    key.generator_version = 7;
+    key.candidates = "candidates-hash";
+    TuningResult r;
+    r.tile = TileConfig{128, 176, 12, 2};
+    r.mainloop = MainloopKind::sm90;
+    r.seconds = 3.4e-3;
+    r.default_seconds = 3.6e-3;
+    r.candidates = 10;
+    r.tuning_seconds = 0.5;
+    b.manifest.tuning.push_back({key, "q16384_k16384", r});
+    const std::string text = to_json(b.manifest);
+    EXPECT_NE(text.find("\"tuned_with\": \"nvrtc of the timing process\""), std::string::npos) << text;
+    const BundleManifest back = bundle_manifest_from_json(text, "m.json");
+    ASSERT_EQ(back.tuning.size(), 1u);
+    EXPECT_EQ(back.tuning[0].key.id(), key.id());
+    EXPECT_EQ(back.tuning[0].bucket, "q16384_k16384");
+    EXPECT_EQ(back.tuning[0].result.tile, r.tile);
+    EXPECT_EQ(back.tuning[0].result.mainloop, MainloopKind::sm90);
+    EXPECT_EQ(to_json(back), text);
+    // A manifest without choices (every bundle made without --tuning) has none.
+    EXPECT_TRUE(bundle_manifest_from_json(to_json(make_bundle(fake, {1}, "sm_80").manifest), "n.json").tuning.empty());
+    std::string bad = text;
+    bad.replace(bad.find("\"sm90\""), 6, "\"sm99\"");
+    EXPECT_NE(user_error_of([&] { bundle_manifest_from_json(bad, "t.json"); }).find("is not one attnjit-aot writes"),
+              std::string::npos);
+
+    const std::string manifest = to_json(b.manifest), entry = serialize(b.kernels[0]);
+    const unsigned char* entries[] = {reinterpret_cast<const unsigned char*>(entry.data())};
+    const size_t sizes[] = {entry.size()};
+    register_linked_bundle("tuned_kernels", manifest.data(), manifest.size(), entries, sizes, 1);
+    ASSERT_EQ(BundleRegistry::global().size(), 1u);
+    TuningKey asked = key;
+    asked.toolchain = "another nvrtc";  // the bundle's choice holds whatever this process's compiler
+    const auto hit = BundleRegistry::global().find_tuning(asked, "q16384_k16384");
+    ASSERT_TRUE(hit);
+    EXPECT_EQ(hit->tile, r.tile);
+    EXPECT_FALSE(BundleRegistry::global().find_tuning(asked, "q4096_k4096")) << "another bucket";
+    for (auto spoil : std::vector<std::function<void(TuningKey&)>>{
+             [](TuningKey& k) { k.spec = "other"; }, [](TuningKey& k) { k.kind = "backward_dq"; },
+             [](TuningKey& k) { k.device = "NVIDIA H200"; }, [](TuningKey& k) { k.arch = "sm_80"; },
+             [](TuningKey& k) { k.generator_version = 8; }, [](TuningKey& k) { k.candidates = "other"; }}) {
+        TuningKey other = asked;
+        spoil(other);
+        EXPECT_FALSE(BundleRegistry::global().find_tuning(other, "q16384_k16384")) << other.id();
+    }
 }
 
 TEST_F(KernelBundleTest, ManifestErrorsSayWhatAndWhere) {

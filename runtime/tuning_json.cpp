@@ -1,0 +1,38 @@
+#include "runtime/tuning_json.h"
+
+namespace attnjit::runtime {
+
+nlohmann::ordered_json tuning_result_json(const TuningResult& r) {
+    using nlohmann::ordered_json;
+    return ordered_json{{"mainloop", mainloop_kind_name(r.mainloop)},
+                        {"tile", {r.tile.block_m, r.tile.block_n, r.tile.warps, r.tile.stages}},
+                        {"seconds", r.seconds},
+                        {"default_seconds", r.default_seconds},
+                        {"candidates", r.candidates},
+                        {"tuning_seconds", r.tuning_seconds}};
+}
+
+std::optional<TuningResult> tuning_result_from_json(const nlohmann::ordered_json& j) {
+    try {
+        TuningResult r;
+        const std::string loop = j.at("mainloop").get<std::string>();
+        bool known = false;
+        for (MainloopKind m : {MainloopKind::simt, MainloopKind::sm80, MainloopKind::sm90})
+            if (loop == mainloop_kind_name(m)) {
+                r.mainloop = m;
+                known = true;
+            }
+        const auto& t = j.at("tile");
+        if (!known || !t.is_array() || t.size() != 4) return std::nullopt;
+        r.tile = TileConfig{t[0].get<int>(), t[1].get<int>(), t[2].get<int>(), t[3].get<int>()};
+        r.seconds = j.at("seconds").get<double>();
+        r.default_seconds = j.at("default_seconds").get<double>();
+        r.candidates = j.at("candidates").get<int>();
+        r.tuning_seconds = j.at("tuning_seconds").get<double>();
+        return r;
+    } catch (const nlohmann::json::exception&) {
+        return std::nullopt;
+    }
+}
+
+}  // namespace attnjit::runtime

@@ -1,0 +1,112 @@
+// attnjit-aot --tuning (docs/autotune.md): a tuning database's choice for a spec on sm_90a goes
+// into the bundle with its kernel; a process that loads the bundle finds the choice for the GPU
+// and bucket it was tuned on (and no other), and gets its kernel from the bundle, with NVRTC
+// unloadable (ctest sets ATTNJIT_LIBNVRTC to nothing) and no disk cache. Choices for another arch
+// or another candidate list stay out. attnjit-aot itself runs with NVRTC (ATTNJIT_AOT_PATH).
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <string>
+
+#include "api/attnjit.h"
+#include "api/autotune.h"
+#include "dsl/spec_json.h"
+#include "runtime/kernel_bundle.h"
+#include "runtime/kernel_cache.h"
+#include "runtime/tuning_db.h"
+#include "support/read_file.h"
+
+namespace attnjit {
+namespace {
+
+constexpr const char* kSpecFile = "specs/causal_bf16_d128.json";  // tests/aot/, the working directory
+constexpr const char* kGpu = "NVIDIA H100 80GB HBM3";
+
+std::string temp_dir() {
+    std::string pattern = "/tmp/attnjit-aot-tuning-XXXXXX";
+    EXPECT_NE(::mkdtemp(pattern.data()), nullptr);
+    return pattern;
+}
+
+TEST(AotTuning, TheBundleCarriesTheChoiceAndItsKernel) {
+    const AttentionSpec spec = dsl::spec_from_json(read_file(kSpecFile).value_or(""), kSpecFile);
+    const std::vector<KernelConfig> candidates = api::forward_candidates(spec, "sm_90a");
+    KernelConfig chosen = candidates.front();
+    for (const KernelConfig& c : candidates)
+        if (c.tile.block_n == 176) chosen = c;
+    ASSERT_EQ(chosen.tile.block_n, 176) << "no 176-key candidate to choose";
+
+    // The database: the choice, one for sm_80 and one tuned over another candidate list.
+    const std::string root = temp_dir();
+    runtime::TuningDb db(root);
+    runtime::TuningResult r;
+    r.tile = chosen.tile;
+    r.mainloop = chosen.mainloop;
+    r.seconds = 3.4e-3;
+    r.default_seconds = 3.6e-3;
+    r.candidates = static_cast<int>(candidates.size());
+    db.store(api::forward_tuning_key(spec, kGpu, "sm_90a", "the timing process's nvrtc", candidates), "q16384_k16384",
+             r);
+    runtime::TuningResult sm80 = r;
+    sm80.tile = TileConfig{64, 64, 4, 2};
+    sm80.mainloop = MainloopKind::sm80;
+    db.store(api::forward_tuning_key(spec, "NVIDIA A100", "sm_80", "nvrtc", api::forward_candidates(spec, "sm_80")),
+             "q4096_k4096", sm80);
+    db.store(api::forward_tuning_key(spec, kGpu, "sm_90a", "nvrtc", {candidates.front()}), "q512_k512", r);
+
+    const std::string bundle = root + "/bundle";
+    const std::string cmd = std::string("env -u ATTNJIT_LIBNVRTC -u ATTNJIT_DISABLE_DISK_CACHE ATTNJIT_CACHE_DIR=") + root +
+                            "/cache " + ATTNJIT_AOT_PATH + " --specs " + kSpecFile + " --arch sm_90a --backward no --tuning " +
+                            root + " --out " + bundle + " --quiet";
+    ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+
+    const runtime::BundleManifest m =
+        runtime::bundle_manifest_from_json(read_file(bundle + "/manifest.json").value_or(""), "manifest.json");
+    ASSERT_EQ(m.tuning.size(), 1u) << "only the sm_90a choice over today's candidates";
+    EXPECT_EQ(m.tuning[0].bucket, "q16384_k16384");
+    EXPECT_EQ(m.tuning[0].key.device, kGpu);
+    EXPECT_EQ(m.tuning[0].key.toolchain, std::string("the timing process's nvrtc"));
+    EXPECT_EQ(m.tuning[0].result.tile, chosen.tile);
+    bool has_kernel = false;
+    for (const runtime::BundleKernel& k : m.kernels) has_kernel = has_kernel || k.config.find("block_n=176") != std::string::npos;
+    EXPECT_TRUE(has_kernel) << "the chosen configuration's kernel is not in the bundle";
+
+    // This process: no NVRTC, no disk cache.
+    EXPECT_EQ(api::bundled_forward_choice(spec, kGpu, "sm_90a", "q16384_k16384"), std::nullopt) << "no bundle yet";
+    ASSERT_GT(load_bundle(bundle), 0u);
+    const auto found = api::bundled_forward_choice(spec, kGpu, "sm_90a", "q16384_k16384");
+    ASSERT_TRUE(found);
+    EXPECT_EQ(found->tile, chosen.tile);
+    EXPECT_EQ(found->mainloop, MainloopKind::sm90);
+    EXPECT_FALSE(api::bundled_forward_choice(spec, "NVIDIA H200", "sm_90a", "q16384_k16384")) << "another GPU";
+    EXPECT_FALSE(api::bundled_forward_choice(spec, kGpu, "sm_90a", "q4096_k4096")) << "another bucket";
+    AttentionSpec other = spec;
+    other.scale(0.5);
+    EXPECT_FALSE(api::bundled_forward_choice(other, kGpu, "sm_90a", "q16384_k16384")) << "another spec";
+
+    CompileOptions o;
+    o.arch = "sm_90a";
+    o.tile = found->tile;
+    o.mainloop = found->mainloop;
+    const Attention tuned(spec, o);
+    EXPECT_EQ(tuned.config().tile, chosen.tile);
+    const runtime::CacheStats s = runtime::KernelCache::global().stats();
+    EXPECT_EQ(s.misses, 0u);
+    EXPECT_GE(s.bundle_hits, 1u);
+    EXPECT_EQ(read_file("/proc/self/maps").value_or("").find("libnvrtc"), std::string::npos) << "NVRTC was loaded";
+    std::system(("rm -rf " + root).c_str());
+}
+
+TEST(AotTuning, ADirectoryWithoutATuningDatabaseIsAUsageError) {
+    const std::string root = temp_dir();
+    const std::string cmd = std::string("env -u ATTNJIT_LIBNVRTC ") + ATTNJIT_AOT_PATH + " --specs " + kSpecFile +
+                            " --arch sm_90a --tuning " + root + " --out " + root + "/b --quiet 2>" + root + "/err";
+    EXPECT_NE(std::system(cmd.c_str()), 0);
+    const std::string err = read_file(root + "/err").value_or("");
+    EXPECT_NE(err.find("there is no tuning database in it"), std::string::npos) << err;
+    EXPECT_NE(err.find("ATTNJIT_CACHE_DIR"), std::string::npos) << err;
+    std::system(("rm -rf " + root).c_str());
+}
+
+}  // namespace
+}  // namespace attnjit
