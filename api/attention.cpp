@@ -64,8 +64,14 @@ struct Attention::Impl {
         api::PreparedKernel kernel;
         std::string tma_bias;
     };
+    // One slot a bucket: its first launch tunes under the slot's lock, so launches of that bucket
+    // wait for it and launches of other (tuned) buckets go on; tuned_mu guards the map only.
+    struct TunedSlot {
+        std::mutex mu;
+        std::shared_ptr<const Tuned> value;
+    };
     mutable std::mutex tuned_mu;
-    mutable std::map<std::string, std::shared_ptr<const Tuned>> tuned;
+    mutable std::map<std::string, std::shared_ptr<TunedSlot>> tuned;
     std::shared_ptr<const Tuned> tuned_for(const LaunchArgs& args, Stream stream) const;
     Tuned tune(const LaunchArgs& args, Stream stream, const std::string& bucket) const;
 
@@ -106,8 +112,15 @@ std::shared_ptr<const Attention::Impl::Tuned> Attention::Impl::tuned_for(const L
     // whatever is chosen: they are a bucket of their own.
     const std::string bucket = api::shape_bucket(args.q.shape[2], args.k.shape[2]) +
                                (api::why_not_tma_readable(args, tma_bias) ? "_sm80" : "");
-    std::lock_guard<std::mutex> lock(tuned_mu);  // one tuning at a time; later launches find it
-    if (auto it = tuned.find(bucket); it != tuned.end()) return it->second;
+    std::shared_ptr<TunedSlot> slot;
+    {
+        std::lock_guard<std::mutex> lock(tuned_mu);
+        std::shared_ptr<TunedSlot>& s = tuned[bucket];
+        if (!s) s = std::make_shared<TunedSlot>();
+        slot = s;
+    }
+    std::lock_guard<std::mutex> lock(slot->mu);  // one tuning a bucket; later launches find it
+    if (slot->value) return slot->value;
     CUstreamCaptureStatus capturing = CU_STREAM_CAPTURE_STATUS_NONE;
     if (runtime::cuda().cuStreamIsCapturing(static_cast<CUstream>(stream), &capturing) != CUDA_SUCCESS ||
         capturing != CU_STREAM_CAPTURE_STATUS_NONE) {
@@ -124,7 +137,7 @@ std::shared_ptr<const Attention::Impl::Tuned> Attention::Impl::tuned_for(const L
                   << "); this Attention runs its default configuration there\n";
         t = std::make_shared<const Tuned>(Tuned{kernel, tma_bias});
     }
-    tuned.emplace(bucket, t);
+    slot->value = t;
     return t;
 }
 
@@ -217,6 +230,9 @@ Attention::Impl::Tuned Attention::Impl::tune(const LaunchArgs& args, Stream stre
     };
     std::vector<double> medians;
     size_t best = 0;
+    // One bucket timed at a time in this process (another's kernels on the GPU would skew it).
+    static std::mutex timing_mu;
+    std::lock_guard<std::mutex> timing(timing_mu);
     try {
         best = api::pick_fastest(candidates.size(), run_once, api::TimingPlan{}, &medians);
     } catch (...) {
