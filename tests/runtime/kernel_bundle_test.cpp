@@ -89,21 +89,9 @@ TEST_F(KernelBundleTest, ManifestRoundTripsThroughJson) {
 TEST_F(KernelBundleTest, TunedChoicesRoundTripAndMatchOnAllButTheCompiler) {
     FakeCompiler fake;
     MadeBundle b = make_bundle(fake, {0}, "sm_90a");
-    TuningKey key;
-    key.spec = "spec-hash";
-    key.kind = "forward";
-    key.device = "NVIDIA H100 80GB HBM3";
-    key.arch = "sm_90a";
-    key.toolchain = "nvrtc of the timing process";
-    key.generator_version = 7;
-    key.candidates = "candidates-hash";
-    TuningResult r;
-    r.tile = TileConfig{128, 176, 12, 2};
-    r.mainloop = MainloopKind::sm90;
-    r.seconds = 3.4e-3;
-    r.default_seconds = 3.6e-3;
-    r.candidates = 10;
-    r.tuning_seconds = 0.5;
+    const TuningKey key{"spec-hash", "forward", "NVIDIA H100 80GB HBM3", "sm_90a", "nvrtc of the timing process", 7,
+                        "candidates-hash"};
+    const TuningResult r{TileConfig{128, 176, 12, 2}, MainloopKind::sm90, 3.4e-3, 3.6e-3, 10, 0.5};
     b.manifest.tuning.push_back({key, "q16384_k16384", r});
     const std::string text = to_json(b.manifest);
     EXPECT_NE(text.find("\"tuned_with\": \"nvrtc of the timing process\""), std::string::npos) << text;
