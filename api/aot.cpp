@@ -1,5 +1,6 @@
 #include "api/aot.h"
 
+#include <algorithm>
 #include <map>
 #include <sstream>
 
@@ -53,22 +54,33 @@ std::string compile_for_bundle(const AttentionSpec& spec, const std::string& arc
 }
 
 std::vector<runtime::BundleTuning> compile_tuned_for_bundle(const AttentionSpec& spec, const std::string& arch,
-                                                            const runtime::TuningDb& db) {
-    const runtime::TuningKey want = forward_tuning_key(spec, "", arch, "", forward_candidates(spec, arch));
-    std::vector<runtime::BundleTuning> out;
-    for (const runtime::TuningDb::Entry& e : db.entries()) {
+                                                            const std::vector<runtime::TuningDb::Entry>& entries,
+                                                            const std::string& toolchain) {
+    const std::vector<KernelConfig> candidates = forward_candidates(spec, arch);
+    const runtime::TuningKey want = forward_tuning_key(spec, "", arch, "", candidates);
+    std::map<std::pair<std::string, std::string>, runtime::BundleTuning> chosen;  // (GPU, bucket) -> choice
+    for (const runtime::TuningDb::Entry& e : entries) {
         const runtime::TuningKey& k = e.key;
         if (k.spec != want.spec || k.kind != want.kind || k.arch != arch || k.generator_version != want.generator_version ||
             k.candidates != want.candidates)
             continue;  // another spec or arch, or tuned over another candidate list
         for (const auto& [bucket, result] : e.buckets) {
-            CompileOptions tuned;
-            tuned.arch = arch;
-            tuned.tile = result.tile;
-            tuned.mainloop = result.mainloop;
-            const Attention forward(spec, tuned);  // into the cache, as the process will look it up
-            out.push_back(runtime::BundleTuning{k, bucket, result});
+            const bool listed = std::any_of(candidates.begin(), candidates.end(), [&](const KernelConfig& c) {
+                return c.tile == result.tile && c.mainloop == result.mainloop;
+            });
+            if (!listed) continue;  // not a configuration the process would take
+            auto [it, added] = chosen.try_emplace({k.device, bucket}, runtime::BundleTuning{k, bucket, result});
+            if (!added && k.toolchain == toolchain) it->second = runtime::BundleTuning{k, bucket, result};
         }
+    }
+    std::vector<runtime::BundleTuning> out;
+    for (auto& [where, t] : chosen) {
+        CompileOptions tuned;
+        tuned.arch = arch;
+        tuned.tile = t.result.tile;
+        tuned.mainloop = t.result.mainloop;
+        const Attention forward(spec, tuned);  // into the cache, as the process will look it up
+        out.push_back(std::move(t));
     }
     return out;
 }

@@ -204,6 +204,10 @@ Attention::Impl::Tuned Attention::Impl::tune(const LaunchArgs& args, Stream stre
             debug(1) << "autotune: " << candidates[i] << " does not load: " << e.what();
         }
     }
+    // One bucket timed at a time in this process (another's kernels on the GPU would skew it);
+    // taken before the scratch buffers, so that buckets waiting for it hold no GPU memory.
+    static std::mutex timing_mu;
+    std::lock_guard<std::mutex> timing(timing_mu);
     // Scratch outputs of the call's shapes (the caller's are never written), and a buffer
     // larger than any L2 cleared before each timed run so that none starts with a warm cache.
     const auto cu_stream = static_cast<CUstream>(stream);
@@ -230,9 +234,6 @@ Attention::Impl::Tuned Attention::Impl::tune(const LaunchArgs& args, Stream stre
     };
     std::vector<double> medians;
     size_t best = 0;
-    // One bucket timed at a time in this process (another's kernels on the GPU would skew it).
-    static std::mutex timing_mu;
-    std::lock_guard<std::mutex> timing(timing_mu);
     try {
         best = api::pick_fastest(candidates.size(), run_once, api::TimingPlan{}, &medians);
     } catch (...) {

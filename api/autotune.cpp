@@ -63,7 +63,8 @@ size_t pick_fastest(size_t n, const std::function<double(size_t)>& run_once, con
     std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return median[a] < median[b]; });
     order.resize(std::min(order.size(), static_cast<size_t>(std::max(plan.finalists, 0))));
     if (n > 0 && std::isfinite(median[0])) order.insert(order.begin(), 0);
-    if (order.size() > 1 && plan.confirm_rounds > 0) {
+    const bool confirmed = order.size() > 1 && plan.confirm_rounds > 0;
+    if (confirmed) {
         std::vector<std::vector<double>> times(order.size());
         std::vector<char> failed(order.size(), 0);
         for (int r = 0; r < plan.confirm_rounds; ++r)
@@ -77,7 +78,16 @@ size_t pick_fastest(size_t n, const std::function<double(size_t)>& run_once, con
             }
         for (size_t f = 0; f < order.size(); ++f) median[order[f]] = failed[f] ? kNever : median_of(times[f]);
     }
-    size_t best = static_cast<size_t>(std::min_element(median.begin(), median.end()) - median.begin());
+    // After a confirmation round only its candidates compete: the others' first medians come
+    // from another spell of the GPU.
+    size_t best = 0;
+    if (confirmed) {
+        best = order.front();  // the default where it ran: ties keep it
+        for (size_t i : order)
+            if (median[i] < median[best]) best = i;
+    } else {
+        best = static_cast<size_t>(std::min_element(median.begin(), median.end()) - median.begin());
+    }
     user_check(n > 0 && std::isfinite(median[best]))
         << "autotuning found no configuration that runs (" << n << " candidates); run without autotuning to see "
            "the default configuration's error";

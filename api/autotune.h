@@ -40,8 +40,9 @@ struct TimingPlan {
 
 // The fastest of n candidates by `run_once(i)` (seconds of one run of candidate i), as `plan`
 // says. A candidate whose run throws or gives no finite time is infinitely slow. Ties go to the
-// lower index (the default is first). `medians`, when given, gets each candidate's median (the
-// confirmation round's for the finalists). Throws UserError when none ran.
+// lower index (the default is first). After a confirmation round only its candidates can win.
+// `medians`, when given, gets each candidate's median (the confirmation round's for the
+// finalists). Throws UserError when none ran.
 size_t pick_fastest(size_t n, const std::function<double(size_t)>& run_once, const TimingPlan& plan,
                     std::vector<double>* medians = nullptr);
 

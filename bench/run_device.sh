@@ -150,6 +150,7 @@ tuned)
     # the rest of the debug output is dropped. HARNESS_TIMEOUT (s) stops the harness early and
     # still reads the database.
     export ATTNJIT_CACHE_DIR=$(mktemp -d) ATTNJIT_DEBUG=1
+    : >"$OUT/autotune.log"
     ATTNJIT_COMMIT=$commit timeout "${HARNESS_TIMEOUT:-0}" bench/run_bench.sh "$dir/capi" --autotune "$@" 2>&1 |
         awk -v tunelog="$OUT/autotune.log" '/^\[attnjit\] autotune:/ { print >> tunelog; fflush(tunelog); next }
                                          /^\[attnjit\] / { next } { print; fflush() }'

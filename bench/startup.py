@@ -82,7 +82,7 @@ def main():
     for r in rows:
         part = [f"{r[k + '_ms']:.1f} ms" if k + "_ms" in r else "-" for k in PARTS]
         print(f"| {r['way']} | {1e3 * r['median_s']:.1f} ms | {1e3 * r['min_s']:.1f} ms | {' | '.join(part)} | "
-              f"{r['last'].split('; ', 1)[-1]} |")
+              f"{re.sub(r'^in main: [^;]*; ', '', r['last'])} |")
     if args.jsonl:
         with open(args.jsonl, "w") as f:
             for r in rows:

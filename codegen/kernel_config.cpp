@@ -142,6 +142,12 @@ KernelConfig make_config(const dsl::AttentionSpec& spec, KernelKind kind, const 
     sm90.mainloop = MainloopKind::sm90;
     sm90.bias_tile = stages_bias;
     sm90.tile = default_sm90_tile(sm90);
+    if (sm90.bias_tile && why_config_invalid_on(sm90, 90) != nullptr) {
+        // No staged tile fits (over head dim 128 only a 128-row tile of 80 keys does, and the
+        // bias tile takes 128 keys): the bias read element by element.
+        sm90.bias_tile = false;
+        sm90.tile = default_sm90_tile(sm90);
+    }
     // backward_dkdv and backward_fused have an sm90 kernel too (sm90/backward_dkdv.cuh), taken
     // only when asked for (AttentionBackward asks on sm_90a where it carries the spec).
     const bool sm90_kind = kind == KernelKind::forward || owns_keys(kind);

@@ -32,6 +32,7 @@
 #include "codegen/kernel_config.h"
 #include "dsl/spec_json.h"
 #include "runtime/kernel_bundle.h"
+#include "runtime/kernel_cache.h"
 #include "runtime/tuning_db.h"
 #include "support/error.h"
 #include "tools/spec_file.h"
@@ -120,14 +121,16 @@ int run(int argc, char** argv) {
     for (const std::string& file : spec_files)
         specs.emplace_back(dsl::spec_from_json(tools::read_spec_file(file), file), file);
 
-    std::optional<runtime::TuningDb> db;
+    // The tuning database's entries, read once (attnjit-aot --tuning).
+    std::optional<std::vector<runtime::TuningDb::Entry>> tuned_entries;
     if (!tuning.empty()) {
-        db.emplace(tuning);
+        const runtime::TuningDb db(tuning);
         struct stat st{};
-        user_check(::stat(db->directory().c_str(), &st) == 0 && S_ISDIR(st.st_mode))
-            << "--tuning " << tuning << ": there is no tuning database in it (" << db->directory()
+        user_check(::stat(db.directory().c_str(), &st) == 0 && S_ISDIR(st.st_mode))
+            << "--tuning " << tuning << ": there is no tuning database in it (" << db.directory()
             << " is not a directory); give the cache directory (ATTNJIT_CACHE_DIR) that a process with "
                "ATTNJIT_AUTOTUNE=1 or attnjit-tune wrote to";
+        tuned_entries = db.entries();
     }
 
     api::AotOptions options;
@@ -153,8 +156,9 @@ int run(int argc, char** argv) {
             const std::string& file = specs[job.spec].second;
             try {
                 std::string what = api::compile_for_bundle(specs[job.spec].first, job.arch, options);
-                if (db) {
-                    job.tuned = api::compile_tuned_for_bundle(specs[job.spec].first, job.arch, *db);
+                if (tuned_entries) {
+                    job.tuned = api::compile_tuned_for_bundle(specs[job.spec].first, job.arch, *tuned_entries,
+                                                              runtime::KernelCache::global().toolchain());
                     what += ", " + std::to_string(job.tuned.size()) + " tuned buckets";
                 }
                 progress.done(file + " " + job.arch + ": " + what);
@@ -191,7 +195,7 @@ int run(int argc, char** argv) {
     if (!quiet)
         std::cerr << "attnjit-aot: bundle " << out << ": " << manifest.kernels.size() << " kernels for "
                   << specs.size() << " specs x " << arch_list.size() << " archs"
-                  << (db ? ", " + std::to_string(manifest.tuning.size()) + " tuned buckets" : "")
+                  << (tuned_entries ? ", " + std::to_string(manifest.tuning.size()) + " tuned buckets" : "")
                   << (cpp.empty() ? "" : ", " + cpp)
                   << "\n";
     return 0;

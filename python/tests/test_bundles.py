@@ -25,6 +25,14 @@ def aot_or_skip():
     return aot
 
 
+def without_nvrtc_env():
+    """This process's environment without attnjit's settings (but the library's path), with NVRTC
+    unloadable and no disk cache: what the child interpreters run in."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ATTNJIT_") or k == "ATTNJIT_LIBRARY"}
+    return dict(env, ATTNJIT_LIBNVRTC="/nonexistent/libnvrtc.so", ATTNJIT_DISABLE_DISK_CACHE="1",
+                PYTHONPATH=PYTHON_DIR + os.pathsep + os.environ.get("PYTHONPATH", ""))
+
+
 def compile_without_nvrtc(spec_path, bundle):
     """Runs a fresh interpreter that loads `bundle` (if any) and compiles the spec's forward for
     sm_90a on both loops, with NVRTC unloadable and no disk cache; returns (ok, output)."""
@@ -39,8 +47,7 @@ def compile_without_nvrtc(spec_path, bundle):
         assert "libnvrtc" not in open("/proc/self/maps").read(), "NVRTC was mapped"
         print("compiled from the bundle")
     """)
-    env = dict(os.environ, ATTNJIT_LIBNVRTC="/nonexistent/libnvrtc.so", ATTNJIT_DISABLE_DISK_CACHE="1",
-               PYTHONPATH=PYTHON_DIR + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    env = without_nvrtc_env()
     run = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     return run.returncode == 0 and "compiled from the bundle" in run.stdout, run.stdout + run.stderr
 
@@ -95,8 +102,7 @@ def test_a_bundle_launches_on_the_gpu_without_nvrtc(tmp_path):
         assert not bad.any(), f"{{int(bad.sum())}} elements off, max err {{(out.double() - ref).abs().max()}}"
         print("launched from the bundle, max err", float((out.double() - ref).abs().max()))
     """)
-    env = dict(os.environ, ATTNJIT_LIBNVRTC="/nonexistent/libnvrtc.so", ATTNJIT_DISABLE_DISK_CACHE="1",
-               PYTHONPATH=PYTHON_DIR + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    env = without_nvrtc_env()
     run = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
     assert run.returncode == 0 and "launched from the bundle" in run.stdout, run.stdout + run.stderr
 

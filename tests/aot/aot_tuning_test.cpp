@@ -1,11 +1,15 @@
 // attnjit-aot --tuning (docs/autotune.md): a tuning database's choice for a spec on sm_90a goes
 // into the bundle with its kernel; a process that loads the bundle finds the choice for the GPU
 // and bucket it was tuned on (and no other), and gets its kernel from the bundle, with NVRTC
-// unloadable (ctest sets ATTNJIT_LIBNVRTC to nothing) and no disk cache. Choices for another arch
-// or another candidate list stay out. attnjit-aot itself runs with NVRTC (ATTNJIT_AOT_PATH).
+// unloadable (ctest points ATTNJIT_LIBNVRTC at a file that does not exist) and no disk cache.
+// Choices for another arch, over another candidate list or outside today's candidates stay out,
+// and a bucket tuned twice (by two compilers) gives one choice. attnjit-aot itself runs with
+// NVRTC (ATTNJIT_AOT_PATH).
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <sstream>
+#include <stdexcept>
 #include <string>
 
 #include "api/attnjit.h"
@@ -22,11 +26,20 @@ namespace {
 constexpr const char* kSpecFile = "specs/causal_bf16_d128.json";  // tests/aot/, the working directory
 constexpr const char* kGpu = "NVIDIA H100 80GB HBM3";
 
-std::string temp_dir() {
-    std::string pattern = "/tmp/attnjit-aot-tuning-XXXXXX";
-    EXPECT_NE(::mkdtemp(pattern.data()), nullptr);
-    return pattern;
-}
+// A fresh directory under TMPDIR (or /tmp), removed with everything in it at the end of scope.
+struct TempDir {
+    std::string path;
+    TempDir() {
+        const char* tmp = std::getenv("TMPDIR");
+        std::string pattern = std::string(tmp && *tmp ? tmp : "/tmp") + "/attnjit-aot-tuning-XXXXXX";
+        if (::mkdtemp(pattern.data()) == nullptr) throw std::runtime_error("mkdtemp failed for " + pattern);
+        path = pattern;
+    }
+    ~TempDir() { std::system(("rm -rf '" + path + "'").c_str()); }
+};
+
+// A shell word: the path in single quotes.
+std::string quoted(const std::string& s) { return "'" + s + "'"; }
 
 TEST(AotTuning, TheBundleCarriesTheChoiceAndItsKernel) {
     const AttentionSpec spec = dsl::spec_from_json(read_file(kSpecFile).value_or(""), kSpecFile);
@@ -37,7 +50,8 @@ TEST(AotTuning, TheBundleCarriesTheChoiceAndItsKernel) {
     ASSERT_EQ(chosen.tile.block_n, 176) << "no 176-key candidate to choose";
 
     // The database: the choice, one for sm_80 and one tuned over another candidate list.
-    const std::string root = temp_dir();
+    const TempDir tmp;
+    const std::string& root = tmp.path;
     runtime::TuningDb db(root);
     runtime::TuningResult r;
     r.tile = chosen.tile;
@@ -53,23 +67,38 @@ TEST(AotTuning, TheBundleCarriesTheChoiceAndItsKernel) {
     db.store(api::forward_tuning_key(spec, "NVIDIA A100", "sm_80", "nvrtc", api::forward_candidates(spec, "sm_80")),
              "q4096_k4096", sm80);
     db.store(api::forward_tuning_key(spec, kGpu, "sm_90a", "nvrtc", {candidates.front()}), "q512_k512", r);
+    // The same bucket tuned by another compiler (one choice in the bundle), and a choice outside
+    // today's candidates (an sm80 tile no list has) in a bucket of its own.
+    runtime::TuningResult older = r;
+    older.tile = candidates.front().tile;
+    db.store(api::forward_tuning_key(spec, kGpu, "sm_90a", "an older nvrtc", candidates), "q16384_k16384", older);
+    runtime::TuningResult unlisted = r;
+    unlisted.tile = TileConfig{32, 32, 1, 1};
+    unlisted.mainloop = MainloopKind::sm80;
+    db.store(api::forward_tuning_key(spec, kGpu, "sm_90a", "an older nvrtc", candidates), "q1_k1", unlisted);
 
     const std::string bundle = root + "/bundle";
-    const std::string cmd = std::string("env -u ATTNJIT_LIBNVRTC -u ATTNJIT_DISABLE_DISK_CACHE ATTNJIT_CACHE_DIR=") + root +
-                            "/cache " + ATTNJIT_AOT_PATH + " --specs " + kSpecFile + " --arch sm_90a --backward no --tuning " +
-                            root + " --out " + bundle + " --quiet";
+    const std::string cmd = "env -u ATTNJIT_LIBNVRTC -u ATTNJIT_DISABLE_DISK_CACHE ATTNJIT_CACHE_DIR=" +
+                            quoted(root + "/cache") + " " + quoted(ATTNJIT_AOT_PATH) + " --specs " + kSpecFile +
+                            " --arch sm_90a --backward no --tuning " + quoted(root) + " --out " + quoted(bundle) +
+                            " --quiet";
     ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
 
     const runtime::BundleManifest m =
         runtime::bundle_manifest_from_json(read_file(bundle + "/manifest.json").value_or(""), "manifest.json");
-    ASSERT_EQ(m.tuning.size(), 1u) << "only the sm_90a choice over today's candidates";
+    ASSERT_EQ(m.tuning.size(), 1u) << "one choice: the sm_90a bucket over today's candidates";
     EXPECT_EQ(m.tuning[0].bucket, "q16384_k16384");
     EXPECT_EQ(m.tuning[0].key.device, kGpu);
-    EXPECT_EQ(m.tuning[0].key.toolchain, std::string("the timing process's nvrtc"));
+    // Neither compiler is attnjit-aot's: either choice may stand (the first in key order).
+    const bool first = m.tuning[0].key.toolchain == "the timing process's nvrtc";
+    EXPECT_TRUE(first || m.tuning[0].key.toolchain == "an older nvrtc") << m.tuning[0].key.toolchain;
+    chosen.tile = first ? r.tile : older.tile;
     EXPECT_EQ(m.tuning[0].result.tile, chosen.tile);
     bool has_kernel = false;
-    for (const runtime::BundleKernel& k : m.kernels) has_kernel = has_kernel || k.config.find("block_n=176") != std::string::npos;
-    EXPECT_TRUE(has_kernel) << "the chosen configuration's kernel is not in the bundle";
+    std::ostringstream want;
+    want << "block_m=" << chosen.tile.block_m << " block_n=" << chosen.tile.block_n;
+    for (const runtime::BundleKernel& k : m.kernels) has_kernel = has_kernel || k.config.find(want.str()) != std::string::npos;
+    EXPECT_TRUE(has_kernel) << "the chosen configuration's kernel is not in the bundle: " << want.str();
 
     // This process: no NVRTC, no disk cache.
     EXPECT_EQ(api::bundled_forward_choice(spec, kGpu, "sm_90a", "q16384_k16384"), std::nullopt) << "no bundle yet";
@@ -94,18 +123,18 @@ TEST(AotTuning, TheBundleCarriesTheChoiceAndItsKernel) {
     EXPECT_EQ(s.misses, 0u);
     EXPECT_GE(s.bundle_hits, 1u);
     EXPECT_EQ(read_file("/proc/self/maps").value_or("").find("libnvrtc"), std::string::npos) << "NVRTC was loaded";
-    std::system(("rm -rf " + root).c_str());
 }
 
 TEST(AotTuning, ADirectoryWithoutATuningDatabaseIsAUsageError) {
-    const std::string root = temp_dir();
-    const std::string cmd = std::string("env -u ATTNJIT_LIBNVRTC ") + ATTNJIT_AOT_PATH + " --specs " + kSpecFile +
-                            " --arch sm_90a --tuning " + root + " --out " + root + "/b --quiet 2>" + root + "/err";
+    const TempDir tmp;
+    const std::string& root = tmp.path;
+    const std::string cmd = "env -u ATTNJIT_LIBNVRTC " + quoted(ATTNJIT_AOT_PATH) + " --specs " + kSpecFile +
+                            " --arch sm_90a --tuning " + quoted(root) + " --out " + quoted(root + "/b") +
+                            " --quiet 2>" + quoted(root + "/err");
     EXPECT_NE(std::system(cmd.c_str()), 0);
     const std::string err = read_file(root + "/err").value_or("");
     EXPECT_NE(err.find("there is no tuning database in it"), std::string::npos) << err;
     EXPECT_NE(err.find("ATTNJIT_CACHE_DIR"), std::string::npos) << err;
-    std::system(("rm -rf " + root).c_str());
 }
 
 }  // namespace

@@ -93,6 +93,17 @@ TEST(Autotune, TheConfirmationRoundKeepsTheDefaultUnlessAnotherIsClearlyFaster) 
         return i == 0 ? 1e-3 : 0.5e-3;
     };
     EXPECT_EQ(pick_fastest(2, fails_later, plan), 0u);
+    // A slow spell during the confirmation round (every finalist at ~1 ms there) makes no winner
+    // of a candidate that was not confirmed: its first median (0.93 ms) came from another spell.
+    std::vector<int> seen(6, 0);
+    auto slow_spell = [&](size_t i) -> double {
+        const bool confirming = seen[i]++ >= 7;
+        if (i == 0) return 1.00e-3;
+        if (i == 5) return 0.93e-3;  // fifth fastest: not a finalist
+        return confirming ? 1.00e-3 : (0.89 + 0.01 * static_cast<double>(i)) * 1e-3;
+    };
+    EXPECT_EQ(pick_fastest(6, slow_spell, plan), 0u);
+    EXPECT_EQ(seen[5], 7) << "not confirmed";
 }
 
 TEST(Autotune, TheOptionOverridesTheEnvironment) {

@@ -124,6 +124,15 @@ TEST(BiasTile, OnlyTheForwardStagesIt) {
     const KernelConfig hopper64 = make_config(spec, KernelKind::forward, "sm_90a", TileConfig{128, 64, 12, 2});
     EXPECT_EQ(hopper64.mainloop, MainloopKind::sm90);
     EXPECT_FALSE(hopper64.bias_tile);
+    // Over head dim 128 no staged tile fits the sm90 loop (128 keys need too many registers
+    // there): it keeps the loop, on 80 keys, and reads the bias element by element.
+    AttentionSpec wide = spec;
+    wide.head_dims(256, 256);
+    const KernelConfig hopper256 = make_config(wide, KernelKind::forward, "sm_90a");
+    EXPECT_EQ(hopper256.mainloop, MainloopKind::sm90);
+    EXPECT_EQ(hopper256.tile.block_n, 80);
+    EXPECT_FALSE(hopper256.bias_tile);
+    EXPECT_EQ(make_config(wide, KernelKind::forward, "sm_90a", std::nullopt, MainloopKind::sm90), hopper256);
     // f32 runs the simt loop, which gathers: the Variant still takes the bias as an argument.
     AttentionSpec f32 = spec;
     f32.dtype(DType::f32);

@@ -104,7 +104,7 @@ TEST(Autotune, TheTunedForwardMatchesTheReferenceAndIsStored) {
 
 // Every configuration the autotuner times for a spec (api::forward_candidates on this GPU)
 // computes the reference's output, not only the default: the tuner may pick any of them. Ragged
-// lengths (not multiples of any tile), head dims 64 and 128, the mods whose reads differ by loop
+// lengths (not multiples of any tile), head dims 64 and 128 (and 256 for the bias), the mods whose reads differ by loop
 // (a padded per-batch bias, the sm90 bias tile's reads; a document mask; softcap; causal). One
 // test a (mod, head dim), so that the shards run them side by side.
 class EveryForwardCandidate : public ::testing::TestWithParam<std::pair<Mod, int>> {};
@@ -141,6 +141,7 @@ TEST_P(EveryForwardCandidate, MatchesTheReference) {
 
 INSTANTIATE_TEST_SUITE_P(Autotune, EveryForwardCandidate,
                          ::testing::Values(std::pair{Mod::BiasPadded, 128}, std::pair{Mod::BiasPadded, 64},
+                                           std::pair{Mod::BiasPadded, 256},
                                            std::pair{Mod::DocumentMask, 128}, std::pair{Mod::DocumentMask, 64},
                                            std::pair{Mod::Softcap, 128}, std::pair{Mod::Softcap, 64},
                                            std::pair{Mod::CausalTopLeft, 128}, std::pair{Mod::CausalTopLeft, 64}),
