@@ -6,16 +6,20 @@
 #include <unistd.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <functional>
 #include <sstream>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "api/aot.h"
 #include "api/autotune.h"
 #include "codegen/kernel_config.h"
 #include "runtime/device.h"
+#include "runtime/kernel_bundle.h"
 #include "runtime/kernel_cache.h"
+#include "runtime/tuning_db.h"
 #include "support/error.h"
 #include "tests/gpu/gpu_test_support.h"
 
@@ -102,11 +106,65 @@ TEST(Autotune, TheTunedForwardMatchesTheReferenceAndIsStored) {
     EXPECT_EQ(o1, p.o.storage()) << "the stored choice computes other bits than the tuned one";
 }
 
+// A kernel bundle's recorded choice (attnjit-aot --tuning; api/aot.h makes the bundle here as the
+// tool does): an Attention asked to tune takes the bucket's configuration from the bundle (nothing
+// timed, no database asked), launches it, and matches the fp64 reference.
+TEST(Autotune, ABundledChoiceIsTakenWithoutTiming) {
+    ATTNJIT_SKIP_WITHOUT_GPU();
+    struct Cleanup {
+        std::string dir;
+        ~Cleanup() {
+            runtime::BundleRegistry::global().clear();  // later tests see no bundle
+            if (!dir.empty()) std::system(("rm -rf '" + dir + "'").c_str());
+        }
+    } cleanup;
+    char tmpl[] = "/tmp/attnjit-bundled-choice-XXXXXX";
+    ASSERT_NE(::mkdtemp(tmpl), nullptr);
+    cleanup.dir = tmpl;
+
+    const Case c = small_case(Mod::Softcap);
+    // A scale no earlier run stored in the (persistent) tuning database.
+    const auto spec = AttentionSpec(make_spec(c)).scale(0.25 + 1e-9 * static_cast<double>(::getpid() % 1000));
+    Problem p = make_problem(c);
+    p.spec = spec;
+    const auto& device = runtime::current_device();
+    const std::string arch = device.arch();
+    const std::string bucket = api::shape_bucket(p.args().q.shape[2], p.args().k.shape[2]);
+    const std::vector<KernelConfig> candidates = api::forward_candidates(spec, arch);
+    ASSERT_GT(candidates.size(), 1u);
+    const KernelConfig pick = candidates.back();  // not the default (on sm_90a, the sm80 loop's)
+    runtime::TuningDb db(cleanup.dir);
+    db.store(api::forward_tuning_key(spec, device.name, arch, "the tuning process's compiler", candidates), bucket,
+             runtime::TuningResult{pick.tile, pick.mainloop, 1e-3, 2e-3, static_cast<int>(candidates.size()), 1.0});
+    api::AotOptions forward_only;
+    forward_only.backward = false;
+    (void)api::compile_for_bundle(spec, arch, forward_only);
+    const auto choices = api::compile_tuned_for_bundle(spec, arch, db.entries(), "");
+    ASSERT_EQ(choices.size(), 1u);
+    api::write_bundle_of_compiled(cleanup.dir + "/bundle", {{spec, "spec.json"}}, choices);
+    ASSERT_GT(runtime::load_bundle(cleanup.dir + "/bundle"), 0u);
+
+    CompileOptions tune;
+    tune.autotune = true;
+    const api::AutotuneCounts at_start = api::autotune_counts();
+    const Attention attn(spec, tune);
+    p.poison_outputs();
+    attn(p.args());
+    p.download_outputs();
+    const api::AutotuneCounts now = api::autotune_counts();
+    EXPECT_EQ(now.bundle_hits, at_start.bundle_hits + 1) << "the bundle's choice was not taken";
+    EXPECT_EQ(now.tuned, at_start.tuned) << "the bucket was timed";
+    EXPECT_EQ(now.database_hits, at_start.database_hits);
+    const auto ref = reference::forward(p.spec, p.in);
+    const Check r = check_output(c.name() + " O (bundled choice)", p.o, ref.o, reference::output_tolerance(c.dtype));
+    EXPECT_TRUE(r.ok) << r.message;
+}
+
 // Every configuration the autotuner times for a spec (api::forward_candidates on this GPU)
 // computes the reference's output, not only the default: the tuner may pick any of them. Ragged
-// lengths (not multiples of any tile), head dims 64 and 128 (and 256 for the bias), the mods whose reads differ by loop
-// (a padded per-batch bias, the sm90 bias tile's reads; a document mask; softcap; causal). One
-// test a (mod, head dim), so that the shards run them side by side.
+// lengths (not multiples of any tile), head dims 64 and 128 (and 256 for the bias), the mods
+// whose reads differ by loop (a padded per-batch bias, the sm90 bias tile's reads; a document
+// mask; softcap; causal). One test a (mod, head dim), so that the shards run them side by side.
 class EveryForwardCandidate : public ::testing::TestWithParam<std::pair<Mod, int>> {};
 
 TEST_P(EveryForwardCandidate, MatchesTheReference) {
