@@ -1,6 +1,5 @@
 #include "api/aot.h"
 
-#include <algorithm>
 #include <map>
 #include <sstream>
 
@@ -61,14 +60,9 @@ std::vector<runtime::BundleTuning> compile_tuned_for_bundle(const AttentionSpec&
     std::map<std::pair<std::string, std::string>, runtime::BundleTuning> chosen;  // (GPU, bucket) -> choice
     for (const runtime::TuningDb::Entry& e : entries) {
         const runtime::TuningKey& k = e.key;
-        if (k.spec != want.spec || k.kind != want.kind || k.arch != arch || k.generator_version != want.generator_version ||
-            k.candidates != want.candidates)
-            continue;  // another spec or arch, or tuned over another candidate list
+        if (!k.same_but_gpu_and_compiler(want)) continue;  // another spec or arch, or another candidate list
         for (const auto& [bucket, result] : e.buckets) {
-            const bool listed = std::any_of(candidates.begin(), candidates.end(), [&](const KernelConfig& c) {
-                return c.tile == result.tile && c.mainloop == result.mainloop;
-            });
-            if (!listed) continue;  // not a configuration the process would take
+            if (!candidate_named(candidates, result)) continue;  // not a configuration the process would take
             auto [it, added] = chosen.try_emplace({k.device, bucket}, runtime::BundleTuning{k, bucket, result});
             if (!added && k.toolchain == toolchain) it->second = runtime::BundleTuning{k, bucket, result};
         }

@@ -151,8 +151,9 @@ Attention::Impl::Tuned Attention::Impl::tune(const LaunchArgs& args, Stream stre
         std::string bias = api::tma_bias_tensor(k.config, kernel_spec);
         return Tuned{std::move(k), std::move(bias)};
     };
+    const std::vector<KernelConfig> candidates = api::forward_candidates(kernel_spec, arch);
     // A bundle's recorded choice first: it needs no NVRTC (the database's key names the compiler).
-    if (const auto c = api::bundled_forward_choice(kernel_spec, device.name, arch, bucket)) {
+    if (const auto c = api::bundled_forward_choice(kernel_spec, device.name, arch, bucket, candidates)) {
         try {
             Tuned t = tuned_of(prepare(*c, target));
             api::count_autotune_bundle_hit();
@@ -162,21 +163,18 @@ Attention::Impl::Tuned Attention::Impl::tune(const LaunchArgs& args, Stream stre
             debug(1) << "autotune: the bundled " << *c << " does not load (" << e.what() << ")";
         }
     }
-    const std::vector<KernelConfig> candidates = api::forward_candidates(kernel_spec, arch);
     const runtime::TuningKey key = api::forward_tuning_key(kernel_spec, device.name, arch,
                                                            runtime::KernelCache::global().toolchain(), candidates);
-    if (const auto hit = api::tuning_db().find(key, bucket)) {
-        for (const KernelConfig& c : candidates)  // only a configuration of the list the key names
-            if (c.tile == hit->tile && c.mainloop == hit->mainloop) {
-                try {
-                    Tuned t = tuned_of(prepare(c, target));
-                    api::count_autotune_database_hit();
-                    debug(1) << "autotune: " << bucket << " from the tuning database: " << c;
-                    return t;
-                } catch (const std::exception& e) {
-                    debug(1) << "autotune: the stored " << c << " does not load (" << e.what() << "); tuning again";
-                }
-            }
+    const auto hit = api::tuning_db().find(key, bucket);
+    if (const auto c = hit ? api::candidate_named(candidates, *hit) : std::nullopt) {
+        try {
+            Tuned t = tuned_of(prepare(*c, target));
+            api::count_autotune_database_hit();
+            debug(1) << "autotune: " << bucket << " from the tuning database: " << *c;
+            return t;
+        } catch (const std::exception& e) {
+            debug(1) << "autotune: the stored " << *c << " does not load (" << e.what() << "); tuning again";
+        }
     }
     // Every candidate compiled, as many at once as there are cores (compile only: no context
     // needed); one that fails is never chosen. Then loaded here, in this thread's context.

@@ -149,16 +149,20 @@ void count_autotune_tuning() { ++tuned_count; }
 void count_autotune_database_hit() { ++database_hit_count; }
 void count_autotune_bundle_hit() { ++bundle_hit_count; }
 
+std::optional<KernelConfig> candidate_named(const std::vector<KernelConfig>& candidates,
+                                            const runtime::TuningResult& stored) {
+    for (const KernelConfig& c : candidates)
+        if (c.tile == stored.tile && c.mainloop == stored.mainloop) return c;
+    return std::nullopt;
+}
+
 std::optional<KernelConfig> bundled_forward_choice(const AttentionSpec& spec, const std::string& device,
-                                                   const std::string& arch, const std::string& bucket) {
+                                                   const std::string& arch, const std::string& bucket,
+                                                   const std::vector<KernelConfig>& candidates) {
     if (runtime::BundleRegistry::global().size() == 0) return std::nullopt;
-    const std::vector<KernelConfig> candidates = forward_candidates(spec, arch);
     const auto hit = runtime::BundleRegistry::global().find_tuning(
         forward_tuning_key(spec, device, arch, /*toolchain=*/"", candidates), bucket);
-    if (!hit) return std::nullopt;
-    for (const KernelConfig& c : candidates)
-        if (c.tile == hit->tile && c.mainloop == hit->mainloop) return c;
-    return std::nullopt;  // the key names these candidates; a choice outside them is not used
+    return hit ? candidate_named(candidates, *hit) : std::nullopt;
 }
 
 runtime::TuningDb& tuning_db() {

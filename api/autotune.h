@@ -57,11 +57,18 @@ std::vector<KernelConfig> forward_candidates(const AttentionSpec& spec, const st
 runtime::TuningKey forward_tuning_key(const AttentionSpec& spec, const std::string& device, const std::string& arch,
                                       const std::string& toolchain, const std::vector<KernelConfig>& candidates);
 
+// The configuration among `candidates` that a stored result names (its tile and main loop);
+// nullopt when none does: a choice made over another list is not taken.
+std::optional<KernelConfig> candidate_named(const std::vector<KernelConfig>& candidates,
+                                            const runtime::TuningResult& stored);
+
 // The configuration a loaded or linked kernel bundle recorded (attnjit-aot --tuning) for the
-// forward of `spec` in `bucket` on GPU `device` of `arch`, among today's candidates; nullopt when
-// no bundle has one. Needs no NVRTC (the toolchain is not matched: runtime::BundleTuning).
+// forward of `spec` in `bucket` on GPU `device` of `arch`, among `candidates`
+// (forward_candidates(spec, arch)); nullopt when no bundle has one. Needs no NVRTC (the
+// toolchain is not matched: runtime::BundleTuning).
 std::optional<KernelConfig> bundled_forward_choice(const AttentionSpec& spec, const std::string& device,
-                                                   const std::string& arch, const std::string& bucket);
+                                                   const std::string& arch, const std::string& bucket,
+                                                   const std::vector<KernelConfig>& candidates);
 
 // The process's tuning database (TuningDb::root_from_env()).
 runtime::TuningDb& tuning_db();

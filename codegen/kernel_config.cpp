@@ -71,7 +71,7 @@ void check_config(const KernelConfig& c, const std::string& arch) {
     if (const char* why = why_config_invalid_on(c, sm)) {
         KernelConfig d = default_config(c.kind, c.elem, c.head_dim_qk, c.head_dim_v, sm);
         d.score_conv = c.score_conv;
-        d.bias_tile = c.bias_tile && d.tile.block_n % 32 == 0;
+        d.bias_tile = c.bias_tile && bias_tile_fits(d.mainloop, d.tile.block_n);
         d.recip_band = c.recip_band;
         if (c.score_conv) use_score_conv_defaults(d, sm);
         if (c.recip_band && d.mainloop == MainloopKind::sm80) d.tile = default_recip_band_tile(d, sm);
@@ -114,7 +114,7 @@ KernelConfig make_config(const dsl::AttentionSpec& spec, KernelKind kind, const 
     const bool stages_bias = kind == KernelKind::forward && c.mainloop == MainloopKind::sm80 && !c.score_conv &&
                              bias_tile_of(spec).has_value();
     if (stages_bias) c.tile = default_bias_tile_tile(c.head_dim_qk, c.head_dim_v, c.tile);
-    c.bias_tile = stages_bias && c.tile.block_n % 32 == 0;
+    c.bias_tile = stages_bias && bias_tile_fits(c.mainloop, c.tile.block_n);
     c.recip_band = spec.has_reciprocal_band() && (kind == KernelKind::forward || kind == KernelKind::backward_dq ||
                                                   kind == KernelKind::backward_dkdv || kind == KernelKind::backward_fused);
     if (c.recip_band && c.mainloop == MainloopKind::sm80) c.tile = default_recip_band_tile(c, sm);
@@ -175,10 +175,8 @@ KernelConfig make_config(const dsl::AttentionSpec& spec, KernelKind kind, const 
                                          (!tile || is_sm90_forward_tile(tile->block_m, tile->warps));
     if (use_sm90) c = sm90;
     if (tile) c.tile = *tile;
-    // The sm90 loop stages the bias tile at 128 keys only (kernel_config.h); its other tiles read
-    // the bias element by element.
-    c.bias_tile = stages_bias && c.latent == 0 && c.tile.block_n % 32 == 0 &&
-                  (c.mainloop != MainloopKind::sm90 || c.tile.block_n == 128);
+    // A tile the bias tile does not fit (kernel_config.h) reads the bias element by element.
+    c.bias_tile = stages_bias && c.latent == 0 && bias_tile_fits(c.mainloop, c.tile.block_n);
     check_config(c, arch);
     return c;
 }

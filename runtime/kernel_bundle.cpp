@@ -235,9 +235,7 @@ std::optional<TuningResult> BundleRegistry::find_tuning(const TuningKey& key, co
     std::lock_guard<std::mutex> lock(mu_);
     for (const auto& b : bundles_)
         for (const BundleTuning& t : b->manifest().tuning)
-            if (t.bucket == bucket && t.key.spec == key.spec && t.key.kind == key.kind && t.key.device == key.device &&
-                t.key.arch == key.arch && t.key.generator_version == key.generator_version &&
-                t.key.candidates == key.candidates)
+            if (t.bucket == bucket && t.key.device == key.device && t.key.same_but_gpu_and_compiler(key))
                 return t.result;
     return std::nullopt;
 }

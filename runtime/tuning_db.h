@@ -35,6 +35,12 @@ struct TuningKey {
     int generator_version = 0;
     std::string candidates;  // a hash of the candidate configurations timed
     std::string id() const;  // sha256 hex of all of the above
+    // The same spec, kernel kind, arch, generator and candidate list, whatever the GPU's name
+    // and the compiler (what a kernel bundle's recorded choices are matched by).
+    bool same_but_gpu_and_compiler(const TuningKey& other) const {
+        return spec == other.spec && kind == other.kind && arch == other.arch &&
+               generator_version == other.generator_version && candidates == other.candidates;
+    }
 };
 
 // What won in one bucket (the tile and main loop that make_config completes into the kernel's

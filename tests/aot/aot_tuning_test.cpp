@@ -7,13 +7,16 @@
 // NVRTC (ATTNJIT_AOT_PATH).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 #include "api/attnjit.h"
 #include "api/autotune.h"
+#include "codegen/kernel_config.h"
 #include "dsl/spec_json.h"
 #include "runtime/kernel_bundle.h"
 #include "runtime/kernel_cache.h"
@@ -48,6 +51,11 @@ TEST(AotTuning, TheBundleCarriesTheChoiceAndItsKernel) {
     for (const KernelConfig& c : candidates)
         if (c.tile.block_n == 176) chosen = c;
     ASSERT_EQ(chosen.tile.block_n, 176) << "no 176-key candidate to choose";
+    // Another sm90 tile, not the default: what the same bucket's second tuning chose.
+    KernelConfig alternative = chosen;
+    for (size_t i = 1; i < candidates.size(); ++i)
+        if (candidates[i].mainloop == MainloopKind::sm90 && candidates[i].tile != chosen.tile) alternative = candidates[i];
+    ASSERT_NE(alternative.tile, chosen.tile) << "no second sm90 candidate";
 
     // The database: the choice, one for sm_80 and one tuned over another candidate list.
     const TempDir tmp;
@@ -70,7 +78,7 @@ TEST(AotTuning, TheBundleCarriesTheChoiceAndItsKernel) {
     // The same bucket tuned by another compiler (one choice in the bundle), and a choice outside
     // today's candidates (an sm80 tile no list has) in a bucket of its own.
     runtime::TuningResult older = r;
-    older.tile = candidates.front().tile;
+    older.tile = alternative.tile;
     db.store(api::forward_tuning_key(spec, kGpu, "sm_90a", "an older nvrtc", candidates), "q16384_k16384", older);
     runtime::TuningResult unlisted = r;
     unlisted.tile = TileConfig{32, 32, 1, 1};
@@ -92,26 +100,34 @@ TEST(AotTuning, TheBundleCarriesTheChoiceAndItsKernel) {
     // Neither compiler is attnjit-aot's: either choice may stand (the first in key order).
     const bool first = m.tuning[0].key.toolchain == "the timing process's nvrtc";
     EXPECT_TRUE(first || m.tuning[0].key.toolchain == "an older nvrtc") << m.tuning[0].key.toolchain;
-    chosen.tile = first ? r.tile : older.tile;
+    if (!first) std::swap(chosen, alternative);
     EXPECT_EQ(m.tuning[0].result.tile, chosen.tile);
-    bool has_kernel = false;
-    std::ostringstream want;
-    want << "block_m=" << chosen.tile.block_m << " block_n=" << chosen.tile.block_n;
-    for (const runtime::BundleKernel& k : m.kernels) has_kernel = has_kernel || k.config.find(want.str()) != std::string::npos;
-    EXPECT_TRUE(has_kernel) << "the chosen configuration's kernel is not in the bundle: " << want.str();
+    // The kept choice's kernel is in the bundle, the dropped one's is not (neither is a default).
+    auto bundled = [&](const KernelConfig& c) {
+        std::ostringstream printed;
+        printed << c;
+        return std::any_of(m.kernels.begin(), m.kernels.end(),
+                           [&](const runtime::BundleKernel& k) { return k.config == printed.str(); });
+    };
+    EXPECT_TRUE(bundled(chosen)) << "the chosen configuration's kernel is not in the bundle: " << chosen;
+    EXPECT_FALSE(bundled(alternative)) << "the dropped choice's kernel was compiled too: " << alternative;
 
     // This process: no NVRTC, no disk cache.
-    EXPECT_EQ(api::bundled_forward_choice(spec, kGpu, "sm_90a", "q16384_k16384"), std::nullopt) << "no bundle yet";
+    EXPECT_EQ(api::bundled_forward_choice(spec, kGpu, "sm_90a", "q16384_k16384", candidates), std::nullopt)
+        << "no bundle yet";
     ASSERT_GT(load_bundle(bundle), 0u);
-    const auto found = api::bundled_forward_choice(spec, kGpu, "sm_90a", "q16384_k16384");
+    const auto found = api::bundled_forward_choice(spec, kGpu, "sm_90a", "q16384_k16384", candidates);
     ASSERT_TRUE(found);
     EXPECT_EQ(found->tile, chosen.tile);
     EXPECT_EQ(found->mainloop, MainloopKind::sm90);
-    EXPECT_FALSE(api::bundled_forward_choice(spec, "NVIDIA H200", "sm_90a", "q16384_k16384")) << "another GPU";
-    EXPECT_FALSE(api::bundled_forward_choice(spec, kGpu, "sm_90a", "q4096_k4096")) << "another bucket";
+    EXPECT_FALSE(api::bundled_forward_choice(spec, "NVIDIA H200", "sm_90a", "q16384_k16384", candidates))
+        << "another GPU";
+    EXPECT_FALSE(api::bundled_forward_choice(spec, kGpu, "sm_90a", "q4096_k4096", candidates)) << "another bucket";
     AttentionSpec other = spec;
     other.scale(0.5);
-    EXPECT_FALSE(api::bundled_forward_choice(other, kGpu, "sm_90a", "q16384_k16384")) << "another spec";
+    EXPECT_FALSE(api::bundled_forward_choice(other, kGpu, "sm_90a", "q16384_k16384",
+                                             api::forward_candidates(other, "sm_90a")))
+        << "another spec";
 
     CompileOptions o;
     o.arch = "sm_90a";

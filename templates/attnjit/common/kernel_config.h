@@ -412,6 +412,14 @@ ATTNJIT_HD constexpr bool fused_backward_head_dims(int dqk, int dv) {
 }
 
 // Null when the configuration is valid on some GPU; otherwise the reason, in English.
+// Whether a tile of `block_n` keys can stage score_mod's bias tile on `loop`: the sm80 loop
+// copies whole 16-byte chunk groups (32 keys), the sm90 loop two bulk boxes of 64 keys (at 64
+// keys its staged reads were wrong on the H100: 0af792c, the autotuner's candidate test). Other
+// tiles read the bias element by element (codegen::make_config).
+ATTNJIT_HD constexpr bool bias_tile_fits(MainloopKind loop, int block_n) {
+    return loop == MainloopKind::sm90 ? block_n == 128 : block_n % 32 == 0;
+}
+
 ATTNJIT_HD constexpr const char* why_config_invalid(const KernelConfig& c) {
     const TileConfig& t = c.tile;
     if (c.kind == KernelKind::latent_gemm) {  // sm80/latent_gemm.cuh: no Variant, no structural features
@@ -433,7 +441,9 @@ ATTNJIT_HD constexpr const char* why_config_invalid(const KernelConfig& c) {
                "now";
     if (c.bias_tile && (c.kind != KernelKind::forward || c.mainloop == MainloopKind::simt || c.score_conv))
         return "the staged bias tile is a feature of the sm80 and sm90 forward without a score convolution";
-    if (c.bias_tile && t.block_n % 32 != 0) return "the staged bias tile needs block_n a multiple of 32";
+    if (c.bias_tile && !bias_tile_fits(c.mainloop, t.block_n))
+        return c.mainloop == MainloopKind::sm90 ? "sm90: the staged bias tile takes block_n 128 (two boxes of 64 keys)"
+                                                : "the staged bias tile needs block_n a multiple of 32";
     if (c.recip_band && ((c.kind != KernelKind::forward && c.kind != KernelKind::backward_dq &&
                           c.kind != KernelKind::backward_dkdv && c.kind != KernelKind::backward_fused) ||
                          c.mainloop != MainloopKind::sm80 || c.score_conv ||
@@ -540,9 +550,6 @@ ATTNJIT_HD constexpr const char* why_config_invalid(const KernelConfig& c) {
         // FlashAttention-3's tiles: 176 keys at head dim 128 (a tile's softmax over more keys), 80 at 256.
         if (t.block_n != 64 && t.block_n != 80 && t.block_n != 128 && t.block_n != 176)
             return "sm90: block_n 64, 80, 128 or 176";
-        // At 64 keys the staged reads gave wrong scores on the H100 (0af792c, the autotuner's candidate
-        // test); that tile reads the bias element by element instead (codegen::make_config).
-        if (c.bias_tile && t.block_n != 128) return "sm90: the staged bias tile takes block_n 128 (two boxes of 64 keys)";
         // Three consumers have 160 registers a thread, not 240: S, P and O of 128 keys at 64 columns.
         if (t.block_m == 192 &&
             (tile_head_dim(c.head_dim_qk) > 64 || tile_head_dim(c.head_dim_v) > 64 || t.block_n > 128))

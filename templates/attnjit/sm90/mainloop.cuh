@@ -101,7 +101,7 @@ struct Mainloop {
                   "two consumer warpgroups of 64 rows, or three at tile head dims of 64 (160 registers each)");
     static_assert(DQK % 64 == 0 && DV % 64 == 0, "tile head dims of whole 64-column swizzle blocks");
     static_assert(BN % 16 == 0 && BN <= 256, "block_n: a multiple of 16, at most 256 (one wgmma's N)");
-    static_assert(!kBias || BN == 128, "the bias tile travels in two boxes of 64 keys (at 64 keys its reads were wrong)");
+    static_assert(!kBias || bias_tile_fits(MainloopKind::sm90, BN), "the bias tile travels in two boxes of 64 keys");
     static_assert(S >= 2, "a consumer holds tile j-1's stage while it waits for tile j's: two stages at least");
     static_assert(kRingOff + 8 * S <= kScratchOff && kItemOff + 4 <= kHeaderBytes, "the header holds its parts");
     // setmaxnreg moves registers within the CTA's launch allocation (65536 / kThreads a thread, in
