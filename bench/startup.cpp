@@ -5,9 +5,11 @@
 // Attention of one spec file and, on a GPU (no --arch), launches it once on [1, 16, 1024, D]
 // tensors and waits for it; with --arch it only compiles. Then it prints one line: where the
 // kernel came from (the kernel cache's counters), whether libnvrtc is mapped, and where the time
-// inside main went: the CUDA context (the driver's, before attnjit is asked for anything), the
-// kernel made ready (attnjit: bundle, disk or NVRTC, and the module load), the buffers and the
-// launch, waited for.
+// inside main went: the driver's cuInit and its context (before attnjit is asked for anything),
+// the kernel made ready (attnjit: bundle, disk or NVRTC, and the module load), the buffers and
+// the launch, waited for. It also prints the monotonic clock (CLOCK_MONOTONIC, the clock
+// startup.py reads before it starts the process) at main's entry and when the kernel was done,
+// so that the time from process start to the first kernel leaves out the exit's teardown.
 // Built twice: bench_startup, and bench_startup_bundled with the spec's bundle linked in.
 //
 //   build/bench/bench_startup_bundled bench/specs/startup_causal_bf16_d128.json [--arch sm_90a]
@@ -23,6 +25,7 @@
 #include "api/attnjit.h"
 #include "codegen/kernel_config.h"
 #include "dsl/spec_json.h"
+#include "runtime/cuda_api.h"
 #include "runtime/device.h"
 #include "runtime/device_buffer.h"
 #include "runtime/kernel_cache.h"
@@ -39,8 +42,11 @@ int main(int argc, char** argv) {
     auto ms_since = [](Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); };
     try {
         const bool on_gpu = argc == 2;
-        if (on_gpu) (void)runtime::current_device();  // the driver's context first, timed apart
-        const double context_ms = ms_since(t_main);
+        if (on_gpu) runtime::cuda_init();  // the driver's cuInit, then its context, timed apart
+        const double init_ms = ms_since(t_main);
+        const auto t_init = Clock::now();
+        if (on_gpu) (void)runtime::current_device();
+        const double context_ms = ms_since(t_init);
         const auto t_context = Clock::now();
         const AttentionSpec spec = dsl::spec_from_json(attnjit::read_file(argv[1]).value_or(""), argv[1]);
         CompileOptions options;
@@ -64,11 +70,17 @@ int main(int argc, char** argv) {
             runtime::synchronize();
             did = "launched";
         }
+        const auto t_done = Clock::now();
         const double launch_ms = ms_since(t_kernel);
         std::ostringstream line;
-        char times[160];
-        std::snprintf(times, sizeof times, "in main: CUDA context %.1f ms, kernel ready %.1f ms, buffers and launch %.1f ms; ",
-                      context_ms, kernel_ms, launch_ms);
+        char times[256];
+        auto ns = [](Clock::time_point t) {
+            return static_cast<long long>(std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count());
+        };
+        std::snprintf(times, sizeof times,
+                      "in main: cuInit %.1f ms, CUDA context %.1f ms, kernel ready %.1f ms, buffers and launch %.1f ms; "
+                      "monotonic ns: main %lld, done %lld; ",
+                      init_ms, context_ms, kernel_ms, launch_ms, ns(t_main), ns(t_done));
         line << times << did << " " << attn.config() << "; libnvrtc "
              << (attnjit::read_file("/proc/self/maps").value_or("").find("libnvrtc") != std::string::npos ? "mapped" : "not mapped") << "; "
              << runtime::KernelCache::global().stats();
