@@ -20,6 +20,15 @@ bool any_sm90(const AttentionBackward& b) {
     return false;
 }
 
+// The backward's options for `arch` as AotOptions ask (compile only).
+CompileOptions backward_options(const std::string& arch, const AotOptions& options) {
+    CompileOptions o;
+    o.arch = arch;
+    o.grads = options.grads;
+    o.deterministic = options.deterministic;
+    return o;
+}
+
 }  // namespace
 
 std::string compile_for_bundle(const AttentionSpec& spec, const std::string& arch, const AotOptions& options) {
@@ -37,9 +46,7 @@ std::string compile_for_bundle(const AttentionSpec& spec, const std::string& arc
         }
     }
     if (options.backward.value_or(spec.returns_lse())) {
-        CompileOptions o = base;
-        o.grads = options.grads;
-        o.deterministic = options.deterministic;
+        CompileOptions o = backward_options(arch, options);
         const AttentionBackward backward(spec, o);
         what << (options.forward ? ", " : "") << "backward";
         for (KernelKind kind : backward.kernel_kinds()) what << " " << kernel_kind_name(kind);
@@ -52,11 +59,14 @@ std::string compile_for_bundle(const AttentionSpec& spec, const std::string& arc
     return what.str();
 }
 
-std::vector<runtime::BundleTuning> compile_tuned_for_bundle(const AttentionSpec& spec, const std::string& arch,
-                                                            const std::vector<runtime::TuningDb::Entry>& entries,
-                                                            const std::string& toolchain) {
-    const std::vector<KernelConfig> candidates = forward_candidates(spec, arch);
-    const runtime::TuningKey want = forward_tuning_key(spec, "", arch, "", candidates);
+namespace {
+
+// The choices among `entries` recorded under `want`'s key (whatever the GPU and compiler) over
+// `candidates`: one a (GPU, bucket), the one timed with `toolchain` where there are several.
+std::vector<runtime::BundleTuning> choices_for(const runtime::TuningKey& want,
+                                               const std::vector<KernelConfig>& candidates,
+                                               const std::vector<runtime::TuningDb::Entry>& entries,
+                                               const std::string& toolchain) {
     std::map<std::pair<std::string, std::string>, runtime::BundleTuning> chosen;  // (GPU, bucket) -> choice
     for (const runtime::TuningDb::Entry& e : entries) {
         const runtime::TuningKey& k = e.key;
@@ -68,13 +78,41 @@ std::vector<runtime::BundleTuning> compile_tuned_for_bundle(const AttentionSpec&
         }
     }
     std::vector<runtime::BundleTuning> out;
-    for (auto& [where, t] : chosen) {
-        CompileOptions tuned;
-        tuned.arch = arch;
-        tuned.tile = t.result.tile;
-        tuned.mainloop = t.result.mainloop;
-        const Attention forward(spec, tuned);  // into the cache, as the process will look it up
-        out.push_back(std::move(t));
+    for (auto& [where, t] : chosen) out.push_back(std::move(t));
+    return out;
+}
+
+}  // namespace
+
+std::vector<runtime::BundleTuning> compile_tuned_for_bundle(const AttentionSpec& spec, const std::string& arch,
+                                                            const std::vector<runtime::TuningDb::Entry>& entries,
+                                                            const std::string& toolchain, const AotOptions& options) {
+    std::vector<runtime::BundleTuning> out;
+    if (options.forward) {
+        const std::vector<KernelConfig> candidates = forward_candidates(spec, arch);
+        for (runtime::BundleTuning& t :
+             choices_for(forward_tuning_key(spec, "", arch, "", candidates), candidates, entries, toolchain)) {
+            CompileOptions tuned;
+            tuned.arch = arch;
+            tuned.tile = t.result.tile;
+            tuned.mainloop = t.result.mainloop;
+            const Attention forward(spec, tuned);  // into the cache, as the process will look it up
+            out.push_back(std::move(t));
+        }
+    }
+    if (options.backward.value_or(spec.returns_lse()) && !spec.has_latent()) {
+        const CompileOptions base = backward_options(arch, options);
+        const AttentionBackward defaults(spec, base);
+        const KernelKind keys = defaults.key_kind();
+        const std::vector<KernelConfig> candidates = backward_candidates(spec, defaults.config(keys), arch);
+        for (runtime::BundleTuning& t :
+             choices_for(tuning_key(spec, keys, "", arch, "", candidates), candidates, entries, toolchain)) {
+            CompileOptions tuned = base;
+            tuned.tile = t.result.tile;
+            tuned.mainloop = t.result.mainloop;
+            const AttentionBackward backward(spec, tuned);  // as BackwardTuner builds it
+            out.push_back(std::move(t));
+        }
     }
     return out;
 }

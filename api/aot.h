@@ -29,16 +29,18 @@ struct AotOptions {
 // spec or arch that cannot be compiled (as Attention says).
 std::string compile_for_bundle(const AttentionSpec& spec, const std::string& arch, const AotOptions& options);
 
-// The autotuner's choices for the forward of `spec` on `arch` among `entries` (a tuning
-// database's, attnjit-aot --tuning): every GPU of that arch and every shape bucket tuned over
-// today's candidates by this generator, whatever compiler built the timed kernels (one choice a
-// GPU and bucket: the one timed with `toolchain`, attnjit-aot's own compiler, where there are
-// several). A choice that is not among today's candidates is left out. Compiles each chosen
-// configuration's forward into runtime::KernelCache::global() (as compile_for_bundle does the
-// defaults) and returns the choices for the bundle's manifest.
+// The autotuner's choices for `spec` on `arch` among `entries` (a tuning database's,
+// attnjit-aot --tuning), for the forward and the backward as `options` ask for them: every GPU
+// of that arch and every shape bucket tuned over today's candidates by this generator, whatever
+// compiler built the timed kernels (one choice a GPU and bucket: the one timed with `toolchain`,
+// attnjit-aot's own compiler, where there are several). A choice that is not among today's
+// candidates is left out. Compiles each chosen configuration's kernels into
+// runtime::KernelCache::global() (as compile_for_bundle does the defaults) and returns the
+// choices for the bundle's manifest.
 std::vector<runtime::BundleTuning> compile_tuned_for_bundle(const AttentionSpec& spec, const std::string& arch,
                                                             const std::vector<runtime::TuningDb::Entry>& entries,
-                                                            const std::string& toolchain);
+                                                            const std::string& toolchain,
+                                                            const AotOptions& options = {});
 
 // The bundle of every kernel runtime::KernelCache::global() holds (what compile_for_bundle
 // compiled), written to `directory` (runtime::write_bundle), with `tuning` (the tuned choices

@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "api/autotune.h"
+#include "api/candidate_timing.h"
 #include "api/forward_launch.h"
 #include "api/tma_maps.h"
 #include "api/latent_projection.h"
@@ -202,12 +203,8 @@ Attention::Impl::Tuned Attention::Impl::tune(const LaunchArgs& args, Stream stre
             debug(1) << "autotune: " << candidates[i] << " does not load: " << e.what();
         }
     }
-    // One bucket timed at a time in this process (another's kernels on the GPU would skew it);
-    // taken before the scratch buffers, so that buckets waiting for it hold no GPU memory.
-    static std::mutex timing_mu;
-    std::lock_guard<std::mutex> timing(timing_mu);
-    // Scratch outputs of the call's shapes (the caller's are never written), and a buffer
-    // larger than any L2 cleared before each timed run so that none starts with a warm cache.
+    const auto timing = api::lock_timing();
+    // Scratch outputs of the call's shapes: the caller's are never written.
     const auto cu_stream = static_cast<CUstream>(stream);
     const size_t esize = static_cast<size_t>(dtype_size(spec.dtype()));
     const runtime::StreamBuffer o(static_cast<size_t>(args.o.numel()) * esize, cu_stream);
@@ -215,33 +212,15 @@ Attention::Impl::Tuned Attention::Impl::tune(const LaunchArgs& args, Stream stre
     LaunchArgs scratch = args;
     scratch.o = TensorView::contiguous(o.data(), args.o.dtype, args.o.shape);
     if (args.lse) scratch.lse = TensorView::contiguous(lse.data(), DType::f32, args.lse->shape);
-    constexpr size_t kFlushBytes = size_t{256} << 20;
-    const runtime::StreamBuffer flush(kFlushBytes, cu_stream);
-    CUevent events[2];
-    for (CUevent& e : events) runtime::check_cu(runtime::cuda().cuEventCreate(&e, CU_EVENT_DEFAULT), "cuEventCreate");
-    auto run_once = [&](size_t i) -> double {
-        if (!kernels[i]) return std::numeric_limits<double>::infinity();
-        flush.zero(0, kFlushBytes);
-        runtime::check_cu(runtime::cuda().cuEventRecord(events[0], cu_stream), "cuEventRecord");
-        launch(kernels[i]->kernel, kernels[i]->tma_bias, scratch, stream);
-        runtime::check_cu(runtime::cuda().cuEventRecord(events[1], cu_stream), "cuEventRecord");
-        runtime::check_cu(runtime::cuda().cuEventSynchronize(events[1]), "cuEventSynchronize");
-        float ms = 0;
-        runtime::check_cu(runtime::cuda().cuEventElapsedTime(&ms, events[0], events[1]), "cuEventElapsedTime");
-        return 1e-3 * ms;
-    };
     std::vector<double> medians;
-    size_t best = 0;
-    try {
-        best = api::pick_fastest(candidates.size(), run_once, api::TimingPlan{}, &medians);
-    } catch (...) {
-        for (CUevent e : events) runtime::cuda().cuEventDestroy(e);
-        throw;
-    }
-    for (CUevent e : events) runtime::cuda().cuEventDestroy(e);
-    // A candidate that faulted leaves the context unusable (every later one "failed" too):
-    // that is an error here, not a result to store.
-    runtime::synchronize("cuCtxSynchronize after autotuning");
+    const size_t best = api::time_candidates(
+        candidates.size(),
+        [&](size_t i) {
+            if (!kernels[i]) return false;
+            launch(kernels[i]->kernel, kernels[i]->tma_bias, scratch, stream);
+            return true;
+        },
+        stream, medians);
     runtime::TuningResult result;
     result.tile = candidates[best].tile;
     result.mainloop = candidates[best].mainloop;

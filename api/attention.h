@@ -54,9 +54,10 @@ struct CompileOptions {
     // with the sm80 kernels for a call whose tensors the bulk copies cannot read; sm90: always
     // (its own tile, whatever `tile` says; a UserError where it cannot run); sm80: never.
     std::optional<MainloopKind> mainloop;
-    // Attention only: tune the forward's configuration on the first launch of each shape
-    // bucket (api/autotune.h, docs/autotune.md); unset: ATTNJIT_AUTOTUNE. Ignored where a
-    // `tile` or a `mainloop` is given, and for a latent projection (its kernels are fixed).
+    // Tune the configuration on the first launch of each shape bucket (api/autotune.h,
+    // docs/autotune.md): Attention its forward kernel's, AttentionBackward the tile of its
+    // kernel that owns the key tiles (api/backward_tuning.h); unset: ATTNJIT_AUTOTUNE. Ignored
+    // where a `tile` or a `mainloop` is given, and for a latent projection (its kernels are fixed).
     std::optional<bool> autotune;
 };
 

@@ -2,7 +2,9 @@
 
 #include <chrono>
 
+#include "api/autotune.h"
 #include "api/backward_launch.h"
+#include "api/backward_tuning.h"
 #include "api/tma_maps.h"
 #include "api/grad_planes.h"
 #include "api/latent_backward.h"
@@ -143,6 +145,9 @@ struct AttentionBackward::Impl {
     // kInputGradBatchSum and backward_dq runs on the tensor cores; at launch, when
     // api::batch_sum_fits.
     bool batch_sum_ok = false;
+    // Autotuning (CompileOptions.autotune, ATTNJIT_AUTOTUNE): the backward chosen per shape
+    // bucket (api/backward_tuning.h); null when not asked for.
+    std::unique_ptr<api::BackwardTuner> tuner;
 
     struct Launch;
     Launch check(const LaunchArgs& fwd, const GradArgs& grads) const;  // every argument check
@@ -277,6 +282,8 @@ AttentionBackward::AttentionBackward(const AttentionSpec& spec, const CompileOpt
         debug(1) << "AttentionBackward: " << spec << " -> " << *k.compiled;
     impl_->batch_sum_ok = batch_sum_plan && (impl_->path == BackwardPath::two_pass || spec.has_score_conv()) &&
                           impl_->kernel(KernelKind::backward_dq).config.mainloop == MainloopKind::sm80;
+    if (api::autotune_asked(options) && !options.tile && !options.mainloop && target.on_device)
+        impl_->tuner = std::make_unique<api::BackwardTuner>(spec, options, config(key_kind()), target.arch);
 }
 
 AttentionBackward::~AttentionBackward() = default;
@@ -373,6 +380,8 @@ void AttentionBackward::operator()(const LaunchArgs& fwd, const GradArgs& grads_
     user_check(can_launch()) << "this AttentionBackward was compiled for " << impl_->arch
                              << " only (CompileOptions.arch, or no usable GPU at construction), so it cannot "
                                 "launch; construct it without CompileOptions.arch where the GPU is";
+    if (impl_->tuner && q[0] > 0 && q[2] > 0 && k[2] > 0)
+        if (const auto tuned = impl_->tuner->for_call(fwd, grads_in, stream)) return (*tuned)(fwd, grads_in, stream);
     // Attention sinks' gradient, when asked for: after the other kernels (it needs none of
     // them), and even with no batch or no rows (it writes zeros then).
     std::optional<SinkGradArgs> sinks = api::sink_grad_args(impl_->spec, fwd, grads);
@@ -597,6 +606,12 @@ std::vector<KernelKind> AttentionBackward::kernel_kinds() const {
     for (const auto& k : impl_->kernels) kinds.push_back(k.config.kind);
     return kinds;
 }
+KernelKind AttentionBackward::key_kind() const {
+    user_check(!impl_->latent) << "AttentionBackward::key_kind(): a latent projection's backward runs per-head "
+                                  "backwards between its latent_gemm kernels; it has no one key-tile kernel";
+    return impl_->path == BackwardPath::two_pass ? KernelKind::backward_dkdv : KernelKind::backward_fused;
+}
+
 codegen::KernelSource AttentionBackward::source(KernelKind kind) const {
     if (const auto& l = impl_->latent)
         return kind == KernelKind::latent_gemm ? l->gemm().source(api::latent_gemm_spec(impl_->spec),

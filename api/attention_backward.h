@@ -75,6 +75,9 @@ public:
     const AttentionSpec& spec() const;
     const KernelConfig& config(KernelKind kind) const;  // one of the kernels it runs
     std::vector<KernelKind> kernel_kinds() const;       // the kernels it runs, in launch order
+    // The kernel that owns the key tiles: backward_fused, or backward_dkdv in the two-pass
+    // backward (the one whose tile autotuning chooses). Not for a latent projection (UserError).
+    KernelKind key_kind() const;
     // False when dQ is added in any order (CompileOptions.deterministic = false, fused).
     bool deterministic() const;
     // Every check operator() makes of its arguments, launching nothing (UserError): what a

@@ -107,6 +107,13 @@ bool worth_timing_off_sm90(const TileConfig& t) {
            (t.block_n == 64 || t.block_n == 128) && t.stages <= 2;
 }
 
+// The backward's key-tile kernels: 32 to 128 query rows a step over 64 or 128 keys, one or two
+// stages, with the warps the kernel's rules allow (backward_fused has a fixed warp grid).
+bool backward_tile_worth_timing(const TileConfig& t) {
+    return (t.block_m == 32 || t.block_m == 64 || t.block_m == 128) && (t.block_n == 64 || t.block_n == 128) &&
+           t.stages <= 2;
+}
+
 }  // namespace
 
 std::vector<KernelConfig> forward_candidates(const AttentionSpec& spec, const std::string& arch) {
@@ -122,14 +129,35 @@ std::vector<KernelConfig> forward_candidates(const AttentionSpec& spec, const st
     return kept;
 }
 
-runtime::TuningKey forward_tuning_key(const AttentionSpec& spec, const std::string& device, const std::string& arch,
-                                      const std::string& toolchain, const std::vector<KernelConfig>& candidates) {
+std::vector<KernelConfig> backward_candidates(const AttentionSpec& spec, const KernelConfig& key_default,
+                                              const std::string& arch) {
+    std::vector<KernelConfig> kept{key_default};
+    const KernelKind kind = key_default.kind;
+    if (key_default.mainloop == MainloopKind::sm90) {
+        kept.push_back(codegen::make_config(spec, kind, arch, std::nullopt, MainloopKind::sm80));
+        return kept;
+    }
+    for (const KernelConfig& c : codegen::candidate_configs(spec, kind, arch, MainloopKind::sm80)) {
+        if (!backward_tile_worth_timing(c.tile) || std::find(kept.begin(), kept.end(), c) != kept.end()) continue;
+        if (kind == KernelKind::backward_dkdv) try {  // backward_dq runs the same tile
+                (void)codegen::make_config(spec, KernelKind::backward_dq, arch, c.tile, MainloopKind::sm80);
+            } catch (const UserError&) {
+                continue;
+            }
+        kept.push_back(c);
+    }
+    return kept;
+}
+
+runtime::TuningKey tuning_key(const AttentionSpec& spec, KernelKind kind, const std::string& device,
+                              const std::string& arch, const std::string& toolchain,
+                              const std::vector<KernelConfig>& candidates) {
     std::ostringstream spec_text, listed;
     spec_text << spec << "\n" << spec.hash();
     for (const KernelConfig& c : candidates) listed << c << "\n";
     runtime::TuningKey key;
     key.spec = sha256_hex(spec_text.str());  // the printed form, as the fast key: two specs never share it
-    key.kind = kernel_kind_name(KernelKind::forward);
+    key.kind = kernel_kind_name(kind);
     key.device = device;
     key.arch = arch;
     key.toolchain = toolchain + (env::lineinfo() ? " -lineinfo" : "");  // other kernels, other timings
@@ -156,13 +184,19 @@ std::optional<KernelConfig> candidate_named(const std::vector<KernelConfig>& can
     return std::nullopt;
 }
 
+std::optional<KernelConfig> bundled_choice(const AttentionSpec& spec, KernelKind kind, const std::string& device,
+                                           const std::string& arch, const std::string& bucket,
+                                           const std::vector<KernelConfig>& candidates) {
+    if (runtime::BundleRegistry::global().size() == 0) return std::nullopt;
+    const auto hit = runtime::BundleRegistry::global().find_tuning(
+        tuning_key(spec, kind, device, arch, /*toolchain=*/"", candidates), bucket);
+    return hit ? candidate_named(candidates, *hit) : std::nullopt;
+}
+
 std::optional<KernelConfig> bundled_forward_choice(const AttentionSpec& spec, const std::string& device,
                                                    const std::string& arch, const std::string& bucket,
                                                    const std::vector<KernelConfig>& candidates) {
-    if (runtime::BundleRegistry::global().size() == 0) return std::nullopt;
-    const auto hit = runtime::BundleRegistry::global().find_tuning(
-        forward_tuning_key(spec, device, arch, /*toolchain=*/"", candidates), bucket);
-    return hit ? candidate_named(candidates, *hit) : std::nullopt;
+    return bundled_choice(spec, KernelKind::forward, device, arch, bucket, candidates);
 }
 
 runtime::TuningDb& tuning_db() {

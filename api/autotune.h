@@ -52,10 +52,27 @@ size_t pick_fastest(size_t n, const std::function<double(size_t)>& run_once, con
 // sm90 loop: timing its ~140 tiles would cost most of a cold tuning for nothing).
 std::vector<KernelConfig> forward_candidates(const AttentionSpec& spec, const std::string& arch);
 
-// The tuning database's key of a forward: the spec, the GPU, the toolchain and generator, and
-// the candidate configurations (their printed forms, hashed).
-runtime::TuningKey forward_tuning_key(const AttentionSpec& spec, const std::string& device, const std::string& arch,
-                                      const std::string& toolchain, const std::vector<KernelConfig>& candidates);
+// The candidates timed for a backward of `spec` on `arch`, as configurations of the kernel that
+// owns the key tiles (`key_default`: the default backward's backward_fused, or backward_dkdv in
+// the two-pass backward), the default first. Then the sm80 tiles of 32, 64 or 128 query rows a
+// step over 64 or 128 keys, one or two stages, that make_config accepts for that kernel (its
+// rules fix the warps: backward_fused has one warp grid) and, in the two-pass backward, for
+// backward_dq, which takes the same tile; where the default runs the sm90 loop, instead the
+// sm80 loop's default only (the sm90 backward's tile is fixed).
+std::vector<KernelConfig> backward_candidates(const AttentionSpec& spec, const KernelConfig& key_default,
+                                              const std::string& arch);
+
+// The tuning database's key of a `kind` kernel (the forward, or a backward's key-tile kernel):
+// the spec, the GPU, the toolchain and generator, and the candidate configurations (their
+// printed forms, hashed).
+runtime::TuningKey tuning_key(const AttentionSpec& spec, KernelKind kind, const std::string& device,
+                              const std::string& arch, const std::string& toolchain,
+                              const std::vector<KernelConfig>& candidates);
+inline runtime::TuningKey forward_tuning_key(const AttentionSpec& spec, const std::string& device,
+                                             const std::string& arch, const std::string& toolchain,
+                                             const std::vector<KernelConfig>& candidates) {
+    return tuning_key(spec, KernelKind::forward, device, arch, toolchain, candidates);
+}
 
 // The configuration among `candidates` that a stored result names (its tile and main loop);
 // nullopt when none does: a choice made over another list is not taken.
@@ -69,6 +86,10 @@ std::optional<KernelConfig> candidate_named(const std::vector<KernelConfig>& can
 std::optional<KernelConfig> bundled_forward_choice(const AttentionSpec& spec, const std::string& device,
                                                    const std::string& arch, const std::string& bucket,
                                                    const std::vector<KernelConfig>& candidates);
+// The same for a backward whose key-tile kernel is `kind`, among backward_candidates.
+std::optional<KernelConfig> bundled_choice(const AttentionSpec& spec, KernelKind kind, const std::string& device,
+                                           const std::string& arch, const std::string& bucket,
+                                           const std::vector<KernelConfig>& candidates);
 
 // The process's tuning database (TuningDb::root_from_env()).
 runtime::TuningDb& tuning_db();

@@ -158,7 +158,7 @@ int run(int argc, char** argv) {
                 std::string what = api::compile_for_bundle(specs[job.spec].first, job.arch, options);
                 if (tuned_entries) {
                     job.tuned = api::compile_tuned_for_bundle(specs[job.spec].first, job.arch, *tuned_entries,
-                                                              runtime::KernelCache::global().toolchain());
+                                                              runtime::KernelCache::global().toolchain(), options);
                     what += ", " + std::to_string(job.tuned.size()) + " tuned buckets";
                 }
                 progress.done(file + " " + job.arch + ": " + what);

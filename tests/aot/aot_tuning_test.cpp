@@ -141,6 +141,63 @@ TEST(AotTuning, TheBundleCarriesTheChoiceAndItsKernel) {
     EXPECT_EQ(read_file("/proc/self/maps").value_or("").find("libnvrtc"), std::string::npos) << "NVRTC was loaded";
 }
 
+// The backward's choice (api/backward_tuning.h) travels the same way: a tile of its key-tile
+// kernel (backward_fused on sm_80) goes into the bundle with that backward's kernels, and a
+// process without NVRTC finds it and builds that backward from the bundle alone.
+TEST(AotTuning, TheBundleCarriesTheBackwardsChoiceToo) {
+    const AttentionSpec spec = dsl::spec_from_json(read_file(kSpecFile).value_or(""), kSpecFile);
+    const KernelConfig key_default = codegen::make_config(spec, KernelKind::backward_fused, "sm_80");
+    const std::vector<KernelConfig> candidates = api::backward_candidates(spec, key_default, "sm_80");
+    ASSERT_GE(candidates.size(), 2u);
+    const KernelConfig chosen = candidates.back();  // not the default
+    const TempDir tmp;
+    const std::string& root = tmp.path;
+    runtime::TuningDb db(root);
+    runtime::TuningResult r;
+    r.tile = chosen.tile;
+    r.mainloop = chosen.mainloop;
+    r.seconds = 1.0e-3;
+    r.default_seconds = 1.2e-3;
+    r.candidates = static_cast<int>(candidates.size());
+    const char* a100 = "NVIDIA A100-SXM4-80GB";
+    db.store(api::tuning_key(spec, KernelKind::backward_fused, a100, "sm_80", "nvrtc", candidates), "q4096_k4096", r);
+
+    const std::string bundle = root + "/bundle";
+    const std::string cmd = "env -u ATTNJIT_LIBNVRTC -u ATTNJIT_DISABLE_DISK_CACHE ATTNJIT_CACHE_DIR=" +
+                            quoted(root + "/cache") + " " + quoted(ATTNJIT_AOT_PATH) + " --specs " + kSpecFile +
+                            " --arch sm_80 --backward yes --tuning " + quoted(root) + " --out " + quoted(bundle) +
+                            " --quiet";
+    ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+    const runtime::BundleManifest m =
+        runtime::bundle_manifest_from_json(read_file(bundle + "/manifest.json").value_or(""), "manifest.json");
+    ASSERT_EQ(m.tuning.size(), 1u);
+    EXPECT_EQ(m.tuning[0].key.kind, "backward_fused");
+    EXPECT_EQ(m.tuning[0].result.tile, chosen.tile);
+    std::ostringstream printed;
+    printed << chosen;
+    EXPECT_TRUE(std::any_of(m.kernels.begin(), m.kernels.end(),
+                            [&](const runtime::BundleKernel& k) { return k.config == printed.str(); }))
+        << "the chosen backward_fused is not in the bundle: " << chosen;
+
+    ASSERT_GT(load_bundle(bundle), 0u);
+    const auto found = api::bundled_choice(spec, KernelKind::backward_fused, a100, "sm_80", "q4096_k4096", candidates);
+    ASSERT_TRUE(found);
+    EXPECT_EQ(*found, chosen);
+    EXPECT_FALSE(api::bundled_choice(spec, KernelKind::backward_dkdv, a100, "sm_80", "q4096_k4096", candidates))
+        << "another kernel kind";
+    const runtime::CacheStats before = runtime::KernelCache::global().stats();
+    CompileOptions o;
+    o.arch = "sm_80";
+    o.tile = found->tile;
+    o.mainloop = found->mainloop;
+    const AttentionBackward tuned(spec, o);  // as the tuner builds the chosen one
+    EXPECT_EQ(tuned.config(KernelKind::backward_fused), chosen);
+    const runtime::CacheStats after = runtime::KernelCache::global().stats();
+    EXPECT_EQ(after.misses, before.misses) << "a kernel of the chosen backward was not in the bundle";
+    EXPECT_GT(after.bundle_hits, before.bundle_hits);
+    EXPECT_EQ(read_file("/proc/self/maps").value_or("").find("libnvrtc"), std::string::npos) << "NVRTC was loaded";
+}
+
 TEST(AotTuning, ADirectoryWithoutATuningDatabaseIsAUsageError) {
     const TempDir tmp;
     const std::string& root = tmp.path;

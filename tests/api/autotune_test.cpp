@@ -5,9 +5,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <limits>
 #include <stdexcept>
+#include <string>
+#include <tuple>
 #include <vector>
 
 #include "api/attnjit.h"
@@ -182,6 +185,56 @@ TEST(Autotune, CandidatesOnTheSm80LoopAreTheDefaultAndFlashAttention2Tiles) {
             EXPECT_NE(timed[i], timed.front()) << "the default is listed once";
         }
     }
+}
+
+// The backward's candidates: the default's key-tile kernel first; where it runs the sm90 loop,
+// the sm80 loop's default only; else the sm80 tiles of 32 to 128 query rows over 64 or 128 keys,
+// one or two stages, of that kernel (backward_fused, or backward_dkdv) that candidate_configs
+// lists, and in the two-pass backward only tiles backward_dq (which takes the same tile) accepts.
+TEST(Autotune, BackwardCandidatesAreTheKeyKernelsDefaultAndItsSm80Tiles) {
+    const AttentionSpec causal = dsl::example_spec("causal", DType::bf16, 128).return_lse();
+    const KernelConfig sm90 =
+        codegen::make_config(causal, KernelKind::backward_fused, "sm_90a", std::nullopt, MainloopKind::sm90);
+    const auto on_hopper = backward_candidates(causal, sm90, "sm_90a");
+    ASSERT_EQ(on_hopper.size(), 2u);
+    EXPECT_EQ(on_hopper[0], sm90);
+    EXPECT_EQ(on_hopper[1],
+              codegen::make_config(causal, KernelKind::backward_fused, "sm_90a", std::nullopt, MainloopKind::sm80));
+
+    for (const auto& [spec, kind, arch] :
+         {std::tuple{causal, KernelKind::backward_fused, std::string("sm_80")},
+          std::tuple{dsl::example_spec("causal", DType::bf16, 32).return_lse(), KernelKind::backward_dkdv,
+                     std::string("sm_90a")},
+          std::tuple{dsl::example_spec("causal", DType::f16, 256).return_lse(), KernelKind::backward_fused,
+                     std::string("sm_90a")}}) {
+        SCOPED_TRACE(std::string(kernel_kind_name(kind)) + " on " + arch);
+        const KernelConfig key = codegen::make_config(spec, kind, arch, std::nullopt, MainloopKind::sm80);
+        const auto all = codegen::candidate_configs(spec, kind, arch, MainloopKind::sm80);
+        const auto timed = backward_candidates(spec, key, arch);
+        ASSERT_FALSE(timed.empty());
+        EXPECT_EQ(timed.front(), key);
+        EXPECT_GE(timed.size(), 3u);
+        EXPECT_LE(timed.size(), 17u) << "a cold tuning compiles every one";
+        std::printf("%s on %s: %zu candidates\n", kernel_kind_name(kind), arch.c_str(), timed.size());
+        for (size_t i = 1; i < timed.size(); ++i) {
+            const TileConfig& t = timed[i].tile;
+            EXPECT_EQ(timed[i].kind, kind);
+            EXPECT_EQ(timed[i].mainloop, MainloopKind::sm80);
+            EXPECT_NE(std::find(all.begin(), all.end(), timed[i]), all.end()) << timed[i];
+            EXPECT_TRUE((t.block_m == 32 || t.block_m == 64 || t.block_m == 128) &&
+                        (t.block_n == 64 || t.block_n == 128) && t.stages <= 2)
+                << timed[i];
+            EXPECT_NE(timed[i], timed.front()) << "the default is listed once";
+            if (kind == KernelKind::backward_dkdv) {
+                EXPECT_NO_THROW(codegen::make_config(spec, KernelKind::backward_dq, arch, t, MainloopKind::sm80)) << t;
+            }
+        }
+    }
+    // Their keys differ from the forward's of the same spec and GPU.
+    const auto fwd = forward_tuning_key(causal, "GPU", "sm_90a", "nvrtc", forward_candidates(causal, "sm_90a"));
+    const auto bwd = tuning_key(causal, KernelKind::backward_fused, "GPU", "sm_90a", "nvrtc", on_hopper);
+    EXPECT_NE(fwd.id(), bwd.id());
+    EXPECT_EQ(bwd.kind, "backward_fused");
 }
 
 // Without a GPU there is nothing to time: asked to tune, a compile-only Attention is the default one.

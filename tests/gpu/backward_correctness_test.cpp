@@ -10,6 +10,8 @@
 // to the largest reference gradient of the tensor; each case prints its margins.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -19,6 +21,10 @@
 #include <vector>
 
 #include "api/attention_backward.h"
+#include "api/autotune.h"
+#include "codegen/kernel_config.h"
+#include "runtime/device.h"
+#include "runtime/kernel_cache.h"
 #include "tests/common/expect_error.h"
 #include "dsl/dsl.h"
 #include "dsl/mods.h"
@@ -405,6 +411,72 @@ TEST(BackwardDeterminism, SameInputsSameBits) {
         for (Mod mod : {Mod::Combination, Mod::Plain, Mod::CausalBottomRight})
             EXPECT_TRUE(same_bits_twice(Algo::fused_ordered_sm90, true, mod)) << "the sm90 backward is not deterministic";
         EXPECT_TRUE(same_bits_twice(Algo::fast_sm90, false)) << "the fast sm90 backward's dK, dV are not deterministic";
+    }
+}
+
+// Autotuning the backward (api/backward_tuning.h): the first launch of a bucket times every
+// candidate on scratch gradients, then the winner writes the caller's dQ, dK, dV, which match
+// fp64 (the poisoned ones are all written); the tuning database then holds the bucket, and a
+// second AttentionBackward asked to tune takes it from there (nothing timed) with the same bits.
+// Three backwards: one the sm90 loop carries (candidates: its own and the sm80 loop's default),
+// the two-pass one at head dim 32 and the fused one at 256 (sm80, FlashAttention-2's tiles).
+TEST(BackwardAutotune, TheTunedBackwardMatchesTheReferenceAndIsStored) {
+    ATTNJIT_SKIP_WITHOUT_GPU();
+    const auto& device = runtime::current_device();
+    for (const Case& c0 : {make_case(Mod::Softcap, DType::bf16, 128, {1, 2, 1, 77, 300}),
+                           make_case(Mod::AlibiCausal, DType::bf16, 32, {2, 2, 1, 129, 255}),
+                           make_case(Mod::Plain, DType::f16, 256, {1, 2, 2, 65, 100})}) {
+        const Case& c = c0;
+        SCOPED_TRACE(c.name());
+        GradProblem g = make_grad_problem(c);
+        Problem& p = g.fwd;
+        // A scale no earlier run stored in the (persistent) tuning database: this run tunes.
+        p.spec = AttentionSpec(p.spec).scale(0.125 + 1e-9 * static_cast<double>(::getpid() % 1000));
+        CompileOptions tune;
+        tune.autotune = true;
+        const api::AutotuneCounts at_start = api::autotune_counts();
+        Attention forward(p.spec);
+        const AttentionBackward first(p.spec, tune);
+        p.poison_outputs();
+        forward(p.args());
+        p.download_outputs();
+        g.poison();
+        first(p.args(), g.grads());
+        g.download();
+        EXPECT_EQ(api::autotune_counts().tuned, at_start.tuned + 1) << "the first launch did not tune";
+        const reference::BackwardResult ref = reference::backward(p.spec, p.in, g.d_o, {});
+        for (const Check& k : {check_gradient("tuned dQ", g.dq, ref.dq, c.dtype),
+                               check_gradient("tuned dK", g.dk, ref.dk, c.dtype),
+                               check_gradient("tuned dV", g.dv, ref.dv, c.dtype)})
+            EXPECT_TRUE(k.ok) << k.message;
+        const auto dq1 = g.dq.storage(), dk1 = g.dk.storage(), dv1 = g.dv.storage();
+
+        // What the tuner stored, under the key of the default's key-tile kernel.
+        const AttentionBackward defaults(p.spec);
+        const KernelKind keys = defaults.key_kind();
+        EXPECT_EQ(keys, c.dqk == 32 ? KernelKind::backward_dkdv : KernelKind::backward_fused);
+        const auto candidates = api::backward_candidates(p.spec, defaults.config(keys), device.arch());
+        EXPECT_GE(candidates.size(), 2u);
+        const auto key = api::tuning_key(p.spec, keys, device.name, device.arch(),
+                                         runtime::KernelCache::global().toolchain(), candidates);
+        const auto stored = api::tuning_db().find(key, api::shape_bucket(c.nq, c.nk));
+        ASSERT_TRUE(stored);
+        EXPECT_EQ(stored->candidates, static_cast<int>(candidates.size()));
+        EXPECT_GT(stored->seconds, 0.0);
+        EXPECT_LE(stored->seconds, stored->default_seconds);
+        std::printf("%s: backward tuned over %zu candidates in %.2f s: %s (%.3f ms, default %.3f ms)\n",
+                    c.name().c_str(), candidates.size(), stored->tuning_seconds,
+                    codegen::to_string(stored->tile).c_str(), 1e3 * stored->seconds, 1e3 * stored->default_seconds);
+
+        const AttentionBackward second(p.spec, tune);
+        g.poison();
+        second(p.args(), g.grads());
+        g.download();
+        EXPECT_EQ(api::autotune_counts().tuned, at_start.tuned + 1) << "the second AttentionBackward tuned again";
+        EXPECT_EQ(api::autotune_counts().database_hits, at_start.database_hits + 1);
+        EXPECT_EQ(dq1, g.dq.storage()) << "the stored choice computes other bits than the tuned one";
+        EXPECT_EQ(dk1, g.dk.storage());
+        EXPECT_EQ(dv1, g.dv.storage());
     }
 }
 
