@@ -25,9 +25,10 @@ def compile(score_mod=None, mask=None, causal=False, scale=None, enable_gqa=Fals
     dims over 128 the band's backward is the deterministic two-pass one). mainloop picks the
     main loop of the forward and of the backward's key-tile kernel: None (attnjit's choice: on
     an H100 / H200 the Hopper loop, TMA + wgmma, where it carries the spec), 'sm80' or 'sm90'
-    (an error where it cannot run the spec). autotune=True times the forward's candidate tiles on
-    the first call of each shape bucket and keeps the fastest (docs/autotune.md; None: as the
-    ATTNJIT_AUTOTUNE environment variable says). The kernel is compiled on the first call for each
+    (an error where it cannot run the spec). autotune=True times the candidate tiles of the forward
+    (and, in training, of the backward's key-tile kernel) on the first call of each shape bucket
+    and keeps the fastest (docs/autotune.md; None: as the ATTNJIT_AUTOTUNE environment variable
+    says). The kernel is compiled on the first call for each
     (dtype, head dims, device) and cached in the process (and on disk by attnjit).
     The callable also takes sinks=, gate=, score_conv= and reciprocal_band=: fn(q, k, v,
     sinks=t, gate=g, score_conv=theta, reciprocal_band=(W, alpha)) (see attention()); the

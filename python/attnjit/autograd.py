@@ -22,17 +22,19 @@ _backwards = LoadOnce()  # (spec json, device, tile, deterministic, grads) -> ca
 
 
 def backward_for(json_text: str, device: int, tile: dict | None, deterministic: bool = True,
-                 grads: tuple = (), mainloop: str | None = None) -> capi.Backward:
+                 grads: tuple = (), mainloop: str | None = None, autotune: bool | None = None) -> capi.Backward:
     """The compiled backward of a spec (which returns LSE) on a CUDA device, compiled once;
     grads: the captured tensors whose gradients it computes (sorted names); mainloop: its
-    key-tile kernel's loop (None: attnjit's choice)."""
+    key-tile kernel's loop (None: attnjit's choice); autotune: tune that kernel's tile per shape
+    bucket (None: as ATTNJIT_AUTOTUNE says; docs/autotune.md)."""
     import torch
 
     def make():
         with torch.cuda.device(device):  # load into this device's primary context
             return capi.Backward(capi.Spec.from_json(json_text), None, tile, fast_backward=not deterministic,
-                                 grads=tuple(grads), mainloop=mainloop)
-    key = (json_text, device, tuple(sorted((tile or {}).items())), bool(deterministic), tuple(grads), mainloop)
+                                 grads=tuple(grads), mainloop=mainloop, autotune=autotune)
+    key = (json_text, device, tuple(sorted((tile or {}).items())), bool(deterministic), tuple(grads), mainloop,
+           autotune)
     return _backwards.get(key, make, f"the backward of {json_text} for CUDA device {device}")
 
 

@@ -139,7 +139,7 @@ class CompiledAttention:
         self.mainloop = mainloop  # of the forward and of the backward's key-tile kernel
         if autotune not in capi.AUTOTUNE:
             raise ValueError(f"autotune {autotune!r}: use None (as ATTNJIT_AUTOTUNE says), True or False")
-        self.autotune = autotune  # of the forward (docs/autotune.md)
+        self.autotune = autotune  # of the forward and of the backward's key-tile kernel (docs/autotune.md)
         self._variants: list[_Variant] = []
         self._variant = self._add_variant()
         self._uid = torch_ops.remember(self)  # how compiled graphs name this callable
@@ -449,7 +449,8 @@ class CompiledAttention:
         if backward is None:
             # `tile` is the forward kernel's; the backward kernels take their own default tile.
             backward = variant.backwards[key] = autograd.backward_for(
-                self._spec_text(variant, q, dv, True, sig), device, None, self.deterministic, grads, self.mainloop)
+                self._spec_text(variant, q, dv, True, sig), device, None, self.deterministic, grads, self.mainloop,
+                self.autotune)
         return backward
 
     def _spec_text(self, variant, q, dv: int, return_lse: bool, sig: tuple) -> str:

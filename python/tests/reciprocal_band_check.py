@@ -125,10 +125,10 @@ backwards = []  # (spec json, grads) of each backward compiled
 applied = []  # (input gradient names, their buffers' (shape, strides, dtype)) of each backward launch
 
 
-def backward_for_sm90a(json_text, device, tile, deterministic=True, grads=(), mainloop=None):
+def backward_for_sm90a(json_text, device, tile, deterministic=True, grads=(), mainloop=None, autotune=None):
     backwards.append((json_text, tuple(grads)))
     return capi.Backward(capi.Spec.from_json(json_text), "sm_90a", tile, fast_backward=not deterministic,
-                         grads=tuple(grads), mainloop=mainloop)
+                         grads=tuple(grads), mainloop=mainloop, autotune=autotune)
 
 
 class FakeFunction:

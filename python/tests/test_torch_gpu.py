@@ -331,6 +331,24 @@ def test_fast_backward_gradients_match_the_reference(name, dtype):
         check_grad(grad, ref, dtype, f"d{which} {name} {dtype} fast")
 
 
+@pytest.mark.parametrize("D", [32, 64])
+def test_tuned_training_gradients_match_the_reference(D):
+    # autotune=True: the forward's and the backward's tiles are timed on the first call of the
+    # bucket (docs/autotune.md); at D 64 the backward's candidates are the sm90 loop's and the
+    # sm80 default, at D 32 the two-pass backward's sm80 tiles. The caller's gradients come from
+    # the chosen kernels, which match the reference like the default ones.
+    score_mod, mask, causal, ref_score, ref_keep = TRAIN_CASES["softcap_causal"]
+    fn = attnjit.compile(score_mod, mask, causal=causal, enable_gqa=True, autotune=True)
+    for run in range(2):  # the second call takes the bucket's choice
+        q, k, v = (t.requires_grad_() for t in make_qkv(2, 4, 2, 129, 255, D, torch.bfloat16))
+        out = fn(q, k, v)
+        d_out = torch.randn_like(out)
+        out.backward(d_out)
+        refs = reference_grads(q, k, v, d_out, ref_score, ref_keep)
+        for grad, ref, which in zip((q.grad, k.grad, v.grad), refs, "qkv"):
+            check_grad(grad, ref, torch.bfloat16, f"d{which} softcap_causal D={D} tuned, call {run + 1}")
+
+
 @pytest.mark.parametrize("name", ["softcap_causal", "sliding_window"])
 def test_gradcheck_fp32(name):
     # torch.autograd.gradcheck on float32 (attnjit has no float64): finite differences with
