@@ -7,12 +7,14 @@
 #include <limits>
 #include <map>
 #include <mutex>
+#include <sstream>
 #include <thread>
 
 #include "api/autotune.h"
 #include "api/candidate_timing.h"
 #include "api/forward_launch.h"
 #include "api/tma_maps.h"
+#include "api/tuned_buckets.h"
 #include "api/latent_projection.h"
 #include "api/prepared_kernel.h"
 #include "codegen/kernel_config.h"
@@ -65,14 +67,7 @@ struct Attention::Impl {
         api::PreparedKernel kernel;
         std::string tma_bias;
     };
-    // One slot a bucket: its first launch tunes under the slot's lock, so launches of that bucket
-    // wait for it and launches of other (tuned) buckets go on; tuned_mu guards the map only.
-    struct TunedSlot {
-        std::mutex mu;
-        std::shared_ptr<const Tuned> value;
-    };
-    mutable std::mutex tuned_mu;
-    mutable std::map<std::string, std::shared_ptr<TunedSlot>> tuned;
+    mutable api::TunedBuckets<Tuned> tuned;
     std::shared_ptr<const Tuned> tuned_for(const LaunchArgs& args, Stream stream) const;
     Tuned tune(const LaunchArgs& args, Stream stream, const std::string& bucket) const;
 
@@ -113,33 +108,9 @@ std::shared_ptr<const Attention::Impl::Tuned> Attention::Impl::tuned_for(const L
     // whatever is chosen: they are a bucket of their own.
     const std::string bucket = api::shape_bucket(args.q.shape[2], args.k.shape[2]) +
                                (api::why_not_tma_readable(args, tma_bias) ? "_sm80" : "");
-    std::shared_ptr<TunedSlot> slot;
-    {
-        std::lock_guard<std::mutex> lock(tuned_mu);
-        std::shared_ptr<TunedSlot>& s = tuned[bucket];
-        if (!s) s = std::make_shared<TunedSlot>();
-        slot = s;
-    }
-    std::lock_guard<std::mutex> lock(slot->mu);  // one tuning a bucket; later launches find it
-    if (slot->value) return slot->value;
-    CUstreamCaptureStatus capturing = CU_STREAM_CAPTURE_STATUS_NONE;
-    if (runtime::cuda().cuStreamIsCapturing(static_cast<CUstream>(stream), &capturing) != CUDA_SUCCESS ||
-        capturing != CU_STREAM_CAPTURE_STATUS_NONE) {
-        debug(1) << "autotune: " << bucket << " first launched while a CUDA graph is captured: the default kernel";
-        return nullptr;  // timing cannot run inside a capture; not remembered, so a later launch tunes
-    }
-    std::shared_ptr<const Tuned> t;
-    try {
-        t = std::make_shared<const Tuned>(tune(args, stream, bucket));
-    } catch (const std::exception& e) {
-        // The bucket runs the default kernel from now on: a launch that works without tuning
-        // must not fail, nor time every candidate again, because tuning did.
-        std::cerr << "attnjit: warning: autotuning " << bucket << " failed (" << e.what()
-                  << "); this Attention runs its default configuration there\n";
-        t = std::make_shared<const Tuned>(Tuned{kernel, tma_bias});
-    }
-    slot->value = t;
-    return t;
+    return tuned.choice(
+        bucket, stream, "Attention", [&] { return std::make_shared<const Tuned>(tune(args, stream, bucket)); },
+        [&] { return std::make_shared<const Tuned>(Tuned{kernel, tma_bias}); });
 }
 
 Attention::Impl::Tuned Attention::Impl::tune(const LaunchArgs& args, Stream stream, const std::string& bucket) const {
@@ -221,20 +192,9 @@ Attention::Impl::Tuned Attention::Impl::tune(const LaunchArgs& args, Stream stre
             return true;
         },
         stream, medians);
-    runtime::TuningResult result;
-    result.tile = candidates[best].tile;
-    result.mainloop = candidates[best].mainloop;
-    result.seconds = medians[best];
-    // candidate_configs lists the default first; -1 where it did not run (not an infinity,
-    // which JSON cannot hold).
-    result.default_seconds = std::isfinite(medians[0]) ? medians[0] : -1.0;
-    result.candidates = static_cast<int>(candidates.size());
-    result.tuning_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    api::tuning_db().store(key, bucket, result);
-    api::count_autotune_tuning();
-    debug(1) << "autotune: " << spec << " " << bucket << ": " << candidates.size() << " candidates in "
-             << result.tuning_seconds << " s; " << candidates[best] << " " << 1e3 * result.seconds << " ms (default "
-             << 1e3 * result.default_seconds << " ms)";
+    std::ostringstream what;
+    what << spec;
+    api::record_tuning(key, bucket, candidates, best, medians, start, what.str());
     return std::move(*kernels[best]);
 }
 

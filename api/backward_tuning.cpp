@@ -1,12 +1,12 @@
 #include "api/backward_tuning.h"
 
 #include <chrono>
-#include <cmath>
-#include <iostream>
+#include <sstream>
 #include <thread>
 
 #include "api/autotune.h"
 #include "api/candidate_timing.h"
+#include "api/tuned_buckets.h"
 #include "codegen/kernel_config.h"
 #include "runtime/cuda_api.h"
 #include "runtime/device.h"
@@ -48,31 +48,9 @@ std::shared_ptr<const AttentionBackward> BackwardTuner::build(size_t i, bool com
 std::shared_ptr<const AttentionBackward> BackwardTuner::for_call(const LaunchArgs& fwd, const GradArgs& grads,
                                                                  Stream stream) {
     const std::string bucket = shape_bucket(fwd.q.shape[2], fwd.k.shape[2]);
-    std::shared_ptr<Slot> slot;
-    {
-        std::lock_guard<std::mutex> lock(mu_);
-        std::shared_ptr<Slot>& s = slots_[bucket];
-        if (!s) s = std::make_shared<Slot>();
-        slot = s;
-    }
-    std::lock_guard<std::mutex> lock(slot->mu);  // one tuning a bucket; later launches find it
-    if (slot->done) return slot->chosen;
-    CUstreamCaptureStatus capturing = CU_STREAM_CAPTURE_STATUS_NONE;
-    if (runtime::cuda().cuStreamIsCapturing(static_cast<CUstream>(stream), &capturing) != CUDA_SUCCESS ||
-        capturing != CU_STREAM_CAPTURE_STATUS_NONE) {
-        debug(1) << "autotune: backward " << bucket << " first launched while a CUDA graph is captured: the default";
-        return nullptr;
-    }
-    try {
-        slot->chosen = tune(fwd, grads, stream, bucket);
-    } catch (const std::exception& e) {
-        // As the forward: a launch that works untuned must not fail because tuning did.
-        std::cerr << "attnjit: warning: autotuning the backward's " << bucket << " failed (" << e.what()
-                  << "); this AttentionBackward runs its default configuration there\n";
-        slot->chosen = nullptr;
-    }
-    slot->done = true;
-    return slot->chosen;
+    return buckets_.choice(
+        bucket, stream, "AttentionBackward", [&] { return tune(fwd, grads, stream, bucket); },
+        [] { return std::shared_ptr<const AttentionBackward>(); });
 }
 
 std::shared_ptr<const AttentionBackward> BackwardTuner::tune(const LaunchArgs& fwd, const GradArgs& grads,
@@ -86,30 +64,30 @@ std::shared_ptr<const AttentionBackward> BackwardTuner::tune(const LaunchArgs& f
             if (candidates_[i] == c) return build(i, false);
         return nullptr;
     };
-    // A bundle's recorded choice first (no NVRTC needed), then the database's.
-    if (const auto c = bundled_choice(spec_, kind, device.name, arch_, bucket, candidates_)) {
+    // A bundle's recorded choice first (no NVRTC needed), then the database's. nullopt: none, or
+    // it does not load.
+    auto take = [&](const std::optional<KernelConfig>& c, const char* from, void (*count)())
+        -> std::optional<std::shared_ptr<const AttentionBackward>> {
+        if (!c) return std::nullopt;
         try {
             auto b = chosen(*c);
-            count_autotune_bundle_hit();
-            debug(1) << "autotune: backward " << bucket << " from a kernel bundle: " << *c;
+            count();
+            debug(1) << "autotune: backward " << bucket << " from " << from << ": " << *c;
             return b;
         } catch (const std::exception& e) {
-            debug(1) << "autotune: the bundled backward " << *c << " does not load (" << e.what() << ")";
+            debug(1) << "autotune: the backward " << *c << " from " << from << " does not load (" << e.what() << ")";
+            return std::nullopt;
         }
-    }
+    };
+    if (auto b = take(bundled_choice(spec_, kind, device.name, arch_, bucket, candidates_), "a kernel bundle",
+                      count_autotune_bundle_hit))
+        return *b;
     const runtime::TuningKey key =
         tuning_key(spec_, kind, device.name, arch_, runtime::KernelCache::global().toolchain(), candidates_);
     const auto hit = tuning_db().find(key, bucket);
-    if (const auto c = hit ? candidate_named(candidates_, *hit) : std::nullopt) {
-        try {
-            auto b = chosen(*c);
-            count_autotune_database_hit();
-            debug(1) << "autotune: backward " << bucket << " from the tuning database: " << *c;
-            return b;
-        } catch (const std::exception& e) {
-            debug(1) << "autotune: the stored backward " << *c << " does not load (" << e.what() << "); tuning again";
-        }
-    }
+    if (auto b = take(hit ? candidate_named(candidates_, *hit) : std::nullopt, "the tuning database",
+                      count_autotune_database_hit))
+        return *b;
     // Every candidate compiled at once (compile only: no context needed), then built here, in
     // this thread's context, from the memory cache. One that fails is never chosen.
     const size_t n = candidates_.size();
@@ -154,18 +132,9 @@ std::shared_ptr<const AttentionBackward> BackwardTuner::tune(const LaunchArgs& f
             return true;
         },
         stream, medians);
-    runtime::TuningResult result;
-    result.tile = candidates_[best].tile;
-    result.mainloop = candidates_[best].mainloop;
-    result.seconds = medians[best];
-    result.default_seconds = std::isfinite(medians[0]) ? medians[0] : -1.0;  // JSON holds no infinity
-    result.candidates = static_cast<int>(n);
-    result.tuning_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    tuning_db().store(key, bucket, result);
-    count_autotune_tuning();
-    debug(1) << "autotune: " << spec_ << " backward " << bucket << ": " << n << " candidates in "
-             << result.tuning_seconds << " s; " << candidates_[best] << " " << 1e3 * result.seconds
-             << " ms (default " << 1e3 * result.default_seconds << " ms)";
+    std::ostringstream what;
+    what << spec_ << " backward";
+    record_tuning(key, bucket, candidates_, best, medians, start, what.str());
     return best == 0 ? nullptr : backwards[best];
 }
 

@@ -7,13 +7,12 @@
 // chosen one runs exactly as one built with that tile would.
 #pragma once
 
-#include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
 #include "api/attention_backward.h"
+#include "api/tuned_buckets.h"
 
 namespace attnjit::api {
 
@@ -40,15 +39,7 @@ private:
     CompileOptions options_;
     std::string arch_;
     std::vector<KernelConfig> candidates_;  // backward_candidates: the default first
-    // One slot a bucket: its first launch tunes under the slot's lock (Attention's forward
-    // does the same); mu_ guards the map only.
-    struct Slot {
-        std::mutex mu;
-        bool done = false;
-        std::shared_ptr<const AttentionBackward> chosen;  // nullptr: the default
-    };
-    std::mutex mu_;
-    std::map<std::string, std::shared_ptr<Slot>> slots_;
+    TunedBuckets<AttentionBackward> buckets_;  // nullptr: the default
 };
 
 }  // namespace attnjit::api

@@ -1,12 +1,15 @@
 #include "api/candidate_timing.h"
 
+#include <cmath>
 #include <limits>
 
 #include "api/autotune.h"
+#include "codegen/kernel_config.h"
 #include "runtime/cuda_api.h"
 #include "runtime/device.h"
 #include "runtime/device_buffer.h"
 #include "runtime/stream_buffer.h"
+#include "support/debug.h"
 
 namespace attnjit::api {
 
@@ -43,6 +46,23 @@ size_t time_candidates(size_t n, const std::function<bool(size_t)>& launch, Stre
     const size_t best = pick_fastest(n, run_once, TimingPlan{}, &medians);
     runtime::synchronize("cuCtxSynchronize after autotuning");
     return best;
+}
+
+void record_tuning(const runtime::TuningKey& key, const std::string& bucket, const std::vector<KernelConfig>& candidates,
+                   size_t best, const std::vector<double>& medians, std::chrono::steady_clock::time_point start,
+                   const std::string& what) {
+    runtime::TuningResult result;
+    result.tile = candidates[best].tile;
+    result.mainloop = candidates[best].mainloop;
+    result.seconds = medians[best];
+    result.default_seconds = std::isfinite(medians[0]) ? medians[0] : -1.0;  // -1: it did not run (JSON has no infinity)
+    result.candidates = static_cast<int>(candidates.size());
+    result.tuning_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    tuning_db().store(key, bucket, result);
+    count_autotune_tuning();
+    debug(1) << "autotune: " << what << " " << bucket << ": " << candidates.size() << " candidates in "
+             << result.tuning_seconds << " s; " << candidates[best] << " " << 1e3 * result.seconds << " ms (default "
+             << 1e3 * result.default_seconds << " ms)";
 }
 
 }  // namespace attnjit::api

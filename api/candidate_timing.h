@@ -3,12 +3,15 @@
 // backward (api/attention_backward.cpp) alike.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <functional>
 #include <mutex>
+#include <string>
 #include <vector>
 
 #include "api/attention.h"
+#include "runtime/tuning_db.h"
 
 namespace attnjit::api {
 
@@ -25,5 +28,13 @@ std::unique_lock<std::mutex> lock_timing();
 // error here (a CudaError), not a result to store. Hold lock_timing().
 size_t time_candidates(size_t n, const std::function<bool(size_t)>& launch, Stream stream,
                        std::vector<double>& medians);
+
+// What a tuning found, kept: candidate `best` of `candidates` (the default first) with the
+// medians time_candidates gave, stored in the tuning database under `key` and `bucket`, counted
+// (autotune_counts) and printed with ATTNJIT_DEBUG ("autotune: <what> <bucket>: ..."). `start`:
+// when the tuning began (its time is recorded).
+void record_tuning(const runtime::TuningKey& key, const std::string& bucket, const std::vector<KernelConfig>& candidates,
+                   size_t best, const std::vector<double>& medians, std::chrono::steady_clock::time_point start,
+                   const std::string& what);
 
 }  // namespace attnjit::api

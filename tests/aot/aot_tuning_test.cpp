@@ -41,8 +41,31 @@ struct TempDir {
     ~TempDir() { std::system(("rm -rf '" + path + "'").c_str()); }
 };
 
+// What a tuning of `candidates` stores when `chosen` won (3.4 ms against the default's 3.6 ms).
+runtime::TuningResult result_choosing(const KernelConfig& chosen, const std::vector<KernelConfig>& candidates) {
+    runtime::TuningResult r;
+    r.tile = chosen.tile;
+    r.mainloop = chosen.mainloop;
+    r.seconds = 3.4e-3;
+    r.default_seconds = 3.6e-3;
+    r.candidates = static_cast<int>(candidates.size());
+    return r;
+}
+
 // A shell word: the path in single quotes.
 std::string quoted(const std::string& s) { return "'" + s + "'"; }
+
+// attnjit-aot (with NVRTC and a disk cache under `root`) on kSpecFile for `arch`, its backward's
+// kernels as `backward` says, with the tuning database of `root`, into `bundle`.
+::testing::AssertionResult aot_with_tuning(const std::string& root, const std::string& arch, const std::string& backward,
+                                           const std::string& bundle) {
+    const std::string cmd = "env -u ATTNJIT_LIBNVRTC -u ATTNJIT_DISABLE_DISK_CACHE ATTNJIT_CACHE_DIR=" +
+                            quoted(root + "/cache") + " " + quoted(ATTNJIT_AOT_PATH) + " --specs " + kSpecFile +
+                            " --arch " + arch + " --backward " + backward + " --tuning " + quoted(root) + " --out " +
+                            quoted(bundle) + " --quiet";
+    if (std::system(cmd.c_str()) == 0) return ::testing::AssertionSuccess();
+    return ::testing::AssertionFailure() << "failed: " << cmd;
+}
 
 TEST(AotTuning, TheBundleCarriesTheChoiceAndItsKernel) {
     const AttentionSpec spec = dsl::spec_from_json(read_file(kSpecFile).value_or(""), kSpecFile);
@@ -61,12 +84,7 @@ TEST(AotTuning, TheBundleCarriesTheChoiceAndItsKernel) {
     const TempDir tmp;
     const std::string& root = tmp.path;
     runtime::TuningDb db(root);
-    runtime::TuningResult r;
-    r.tile = chosen.tile;
-    r.mainloop = chosen.mainloop;
-    r.seconds = 3.4e-3;
-    r.default_seconds = 3.6e-3;
-    r.candidates = static_cast<int>(candidates.size());
+    runtime::TuningResult r = result_choosing(chosen, candidates);
     db.store(api::forward_tuning_key(spec, kGpu, "sm_90a", "the timing process's nvrtc", candidates), "q16384_k16384",
              r);
     runtime::TuningResult sm80 = r;
@@ -86,12 +104,7 @@ TEST(AotTuning, TheBundleCarriesTheChoiceAndItsKernel) {
     db.store(api::forward_tuning_key(spec, kGpu, "sm_90a", "an older nvrtc", candidates), "q1_k1", unlisted);
 
     const std::string bundle = root + "/bundle";
-    const std::string cmd = "env -u ATTNJIT_LIBNVRTC -u ATTNJIT_DISABLE_DISK_CACHE ATTNJIT_CACHE_DIR=" +
-                            quoted(root + "/cache") + " " + quoted(ATTNJIT_AOT_PATH) + " --specs " + kSpecFile +
-                            " --arch sm_90a --backward no --tuning " + quoted(root) + " --out " + quoted(bundle) +
-                            " --quiet";
-    ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
-
+    ASSERT_TRUE(aot_with_tuning(root, "sm_90a", "no", bundle));
     const runtime::BundleManifest m =
         runtime::bundle_manifest_from_json(read_file(bundle + "/manifest.json").value_or(""), "manifest.json");
     ASSERT_EQ(m.tuning.size(), 1u) << "one choice: the sm_90a bucket over today's candidates";
@@ -153,21 +166,12 @@ TEST(AotTuning, TheBundleCarriesTheBackwardsChoiceToo) {
     const TempDir tmp;
     const std::string& root = tmp.path;
     runtime::TuningDb db(root);
-    runtime::TuningResult r;
-    r.tile = chosen.tile;
-    r.mainloop = chosen.mainloop;
-    r.seconds = 1.0e-3;
-    r.default_seconds = 1.2e-3;
-    r.candidates = static_cast<int>(candidates.size());
+    const runtime::TuningResult r = result_choosing(chosen, candidates);
     const char* a100 = "NVIDIA A100-SXM4-80GB";
     db.store(api::tuning_key(spec, KernelKind::backward_fused, a100, "sm_80", "nvrtc", candidates), "q4096_k4096", r);
 
     const std::string bundle = root + "/bundle";
-    const std::string cmd = "env -u ATTNJIT_LIBNVRTC -u ATTNJIT_DISABLE_DISK_CACHE ATTNJIT_CACHE_DIR=" +
-                            quoted(root + "/cache") + " " + quoted(ATTNJIT_AOT_PATH) + " --specs " + kSpecFile +
-                            " --arch sm_80 --backward yes --tuning " + quoted(root) + " --out " + quoted(bundle) +
-                            " --quiet";
-    ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+    ASSERT_TRUE(aot_with_tuning(root, "sm_80", "yes", bundle));
     const runtime::BundleManifest m =
         runtime::bundle_manifest_from_json(read_file(bundle + "/manifest.json").value_or(""), "manifest.json");
     ASSERT_EQ(m.tuning.size(), 1u);
