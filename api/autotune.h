@@ -1,9 +1,10 @@
-// Runtime autotuning of the forward's tile configuration (issue 12; docs/autotune.md), opt-in:
+// Runtime autotuning of tile configurations (issue 12; docs/autotune.md): the forward's here and
+// in api/attention.cpp, the backward's in api/backward_tuning.h. Opt-in:
 // CompileOptions.autotune, or ATTNJIT_AUTOTUNE=1. On the first launch for a shape bucket,
 // Attention compiles every candidate configuration (codegen::candidate_configs) at once, times
 // each on scratch outputs (never the caller's), keeps the fastest, and stores it in the tuning
 // database (runtime/tuning_db.h), from which later processes take it without timing again.
-// This file holds the parts that do not need a GPU; api/attention.cpp the timing.
+// This file holds the parts that do not need a GPU; api/candidate_timing.h the timing.
 #pragma once
 
 #include <cstdint>

@@ -43,8 +43,9 @@ def parse_args(argv=None):
     p.add_argument("--variant", type=csv(str), help=f"comma list of {','.join(C.VARIANTS)}")
     p.add_argument("--impl", type=csv(str), help=f"comma list of {','.join(C.IMPLS + C.OPT_IN_IMPLS)}")
     p.add_argument("--autotune", action="store_true",
-                   help="also run attnjit_tuned: attnjit.compile(autotune=True), the forward's tile tuned per "
-                        "shape bucket on its first call (docs/autotune.md), beside the default")
+                   help="also run attnjit_tuned: attnjit.compile(autotune=True), the forward's tile (and in "
+                        "fwdbwd the backward's key-tile kernel's) tuned per shape bucket on its first call "
+                        "(docs/autotune.md), beside the default")
     p.add_argument("--n", type=csv(int), help="comma list of sequence lengths")
     p.add_argument("--case", action="append", metavar="REGEX",
                    help="only cases whose whole name (as --list prints it) matches REGEX; repeatable, "

@@ -337,7 +337,7 @@ def tuning_section(rows):
     if not body:
         return []
     body.sort(key=lambda b: b[0])
-    out = ["## attnjit tuned against its default (forward kernel tuned per shape bucket)", "",
+    out = ["## attnjit tuned against its default (tiles tuned per shape bucket: the forward's, and in fwdbwd the backward's key-tile kernel's)", "",
            "Tuned / default: from the two rows' timings (tuned timed right after default) and, in "
            "'in turns', from the medians of both timed again alternately, tuned first (3 rounds; "
            "older runs have none). The summary takes the turns where there are some. "

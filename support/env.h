@@ -37,8 +37,9 @@ bool sm90_grid_one_cta_an_item();
 // ATTNJIT_LINEINFO=1: kernels are compiled with -lineinfo, so that compute-sanitizer and
 // ncu name source lines (a compile option: such kernels have their own cache keys).
 bool lineinfo();
-// ATTNJIT_AUTOTUNE=1 (anything but empty, 0, false, off, no): Attention tunes its forward's tile for each shape bucket
-// on first use where CompileOptions.autotune does not say otherwise (api/autotune.h).
+// ATTNJIT_AUTOTUNE=1 (anything but empty, 0, false, off, no): Attention tunes its forward's tile, and
+// AttentionBackward its key-tile kernel's, for each shape bucket on first use where
+// CompileOptions.autotune does not say otherwise (api/autotune.h).
 bool autotune();
 
 std::optional<std::string> get(const char* name);

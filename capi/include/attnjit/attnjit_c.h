@@ -122,9 +122,11 @@ typedef struct attnjit_compile_options {
      * grad_names with `autotune` (then `reserved`, 0), which makes the struct longer than the one
      * before: a struct_size that ends before them reads as AUTO. */
     int32_t mainloop;
-    /* attnjit_compile only: an ATTNJIT_AUTOTUNE_* value. DEFAULT (0): as ATTNJIT_AUTOTUNE says
-     * (off unless it is set); ON: tune the forward's tile on the first launch of each shape bucket
-     * (docs/autotune.md); OFF: never. Was `reserved` (always 0), so older callers read DEFAULT. */
+    /* An ATTNJIT_AUTOTUNE_* value. DEFAULT (0): as ATTNJIT_AUTOTUNE says (off unless it is set);
+     * ON: tune the tile on the first launch of each shape bucket (attnjit_compile: the forward's;
+     * attnjit_compile_backward: its key-tile kernel's, unless it computes gradients of captured
+     * tensors; docs/autotune.md); OFF: never. Was `reserved` (always 0), so older callers read
+     * DEFAULT. */
     int32_t autotune;
 } attnjit_compile_options;
 #define ATTNJIT_COMPILE_OPTIONS_INIT {sizeof(attnjit_compile_options), NULL, 0, 0, 0, 0, 0, NULL, 0, 0, 0}
