@@ -2,13 +2,8 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cmath>
-#include <iostream>
-#include <limits>
-#include <map>
 #include <mutex>
 #include <sstream>
-#include <thread>
 
 #include "api/autotune.h"
 #include "api/candidate_timing.h"
@@ -22,7 +17,6 @@
 #include "runtime/device.h"
 #include "runtime/device_buffer.h"
 #include "runtime/kernel_cache.h"
-#include "support/at_once.h"
 #include "runtime/stream_buffer.h"
 #include "support/debug.h"
 #include "support/error.h"
@@ -124,45 +118,16 @@ Attention::Impl::Tuned Attention::Impl::tune(const LaunchArgs& args, Stream stre
         return Tuned{std::move(k), std::move(bias)};
     };
     const std::vector<KernelConfig> candidates = api::forward_candidates(kernel_spec, arch);
-    // A bundle's recorded choice first: it needs no NVRTC (the database's key names the compiler).
-    if (const auto c = api::bundled_forward_choice(kernel_spec, device.name, arch, bucket, candidates)) {
-        try {
-            Tuned t = tuned_of(prepare(*c, target));
-            api::count_autotune_bundle_hit();
-            debug(1) << "autotune: " << bucket << " from a kernel bundle: " << *c;
-            return t;
-        } catch (const std::exception& e) {
-            debug(1) << "autotune: the bundled " << *c << " does not load (" << e.what() << ")";
-        }
-    }
+    std::optional<Tuned> recorded;
+    if (api::take_recorded_choice(kernel_spec, KernelKind::forward, device.name, arch, bucket, candidates, "forward",
+                                  [&](const KernelConfig& c) { recorded = tuned_of(prepare(c, target)); }))
+        return std::move(*recorded);
     const runtime::TuningKey key = api::forward_tuning_key(kernel_spec, device.name, arch,
                                                            runtime::KernelCache::global().toolchain(), candidates);
-    const auto hit = api::tuning_db().find(key, bucket);
-    if (const auto c = hit ? api::candidate_named(candidates, *hit) : std::nullopt) {
-        try {
-            Tuned t = tuned_of(prepare(*c, target));
-            api::count_autotune_database_hit();
-            debug(1) << "autotune: " << bucket << " from the tuning database: " << *c;
-            return t;
-        } catch (const std::exception& e) {
-            debug(1) << "autotune: the stored " << *c << " does not load (" << e.what() << "); tuning again";
-        }
-    }
-    // Every candidate compiled, as many at once as there are cores (compile only: no context
-    // needed); one that fails is never chosen. Then loaded here, in this thread's context.
+    // Loaded here, in this thread's context, after every candidate compiled at once.
     const api::Target compile_only{arch, false};
-    std::vector<char> compiled(candidates.size(), 0);
-    const size_t at_once = std::max(1u, std::thread::hardware_concurrency());
-    for (size_t first = 0; first < candidates.size(); first += at_once)
-        run_at_once(std::min(at_once, candidates.size() - first), [&](size_t j) {
-            const size_t i = first + j;
-            try {
-                prepare(candidates[i], compile_only);
-                compiled[i] = 1;
-            } catch (const std::exception& e) {
-                debug(1) << "autotune: " << candidates[i] << " does not compile: " << e.what();
-            }
-        });
+    const std::vector<char> compiled =
+        api::compile_at_once(candidates, [&](size_t i) { prepare(candidates[i], compile_only); });
     const bool tma_readable = !api::why_not_tma_readable(args, tma_bias);
     std::vector<std::optional<Tuned>> kernels(candidates.size());
     for (size_t i = 0; i < candidates.size(); ++i) {

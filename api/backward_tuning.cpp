@@ -2,7 +2,7 @@
 
 #include <chrono>
 #include <sstream>
-#include <thread>
+#include <algorithm>
 
 #include "api/autotune.h"
 #include "api/candidate_timing.h"
@@ -12,7 +12,6 @@
 #include "runtime/device.h"
 #include "runtime/kernel_cache.h"
 #include "runtime/stream_buffer.h"
-#include "support/at_once.h"
 #include "support/debug.h"
 
 namespace attnjit::api {
@@ -58,50 +57,17 @@ std::shared_ptr<const AttentionBackward> BackwardTuner::tune(const LaunchArgs& f
     const auto start = std::chrono::steady_clock::now();
     const KernelKind kind = candidates_.front().kind;
     const runtime::DeviceInfo& device = runtime::current_device();
-    auto chosen = [&](const KernelConfig& c) -> std::shared_ptr<const AttentionBackward> {
-        if (c == candidates_.front()) return nullptr;
-        for (size_t i = 1; i < candidates_.size(); ++i)
-            if (candidates_[i] == c) return build(i, false);
-        return nullptr;
-    };
-    // A bundle's recorded choice first (no NVRTC needed), then the database's. nullopt: none, or
-    // it does not load.
-    auto take = [&](const std::optional<KernelConfig>& c, const char* from, void (*count)())
-        -> std::optional<std::shared_ptr<const AttentionBackward>> {
-        if (!c) return std::nullopt;
-        try {
-            auto b = chosen(*c);
-            count();
-            debug(1) << "autotune: backward " << bucket << " from " << from << ": " << *c;
-            return b;
-        } catch (const std::exception& e) {
-            debug(1) << "autotune: the backward " << *c << " from " << from << " does not load (" << e.what() << ")";
-            return std::nullopt;
-        }
-    };
-    if (auto b = take(bundled_choice(spec_, kind, device.name, arch_, bucket, candidates_), "a kernel bundle",
-                      count_autotune_bundle_hit))
-        return *b;
+    std::shared_ptr<const AttentionBackward> recorded;  // nullptr: the default
+    if (take_recorded_choice(spec_, kind, device.name, arch_, bucket, candidates_, "backward", [&](const KernelConfig& c) {
+            const size_t i = static_cast<size_t>(std::find(candidates_.begin(), candidates_.end(), c) - candidates_.begin());
+            recorded = i == 0 ? nullptr : build(i, false);
+        }))
+        return recorded;
     const runtime::TuningKey key =
         tuning_key(spec_, kind, device.name, arch_, runtime::KernelCache::global().toolchain(), candidates_);
-    const auto hit = tuning_db().find(key, bucket);
-    if (auto b = take(hit ? candidate_named(candidates_, *hit) : std::nullopt, "the tuning database",
-                      count_autotune_database_hit))
-        return *b;
-    // Every candidate compiled at once (compile only: no context needed), then built here, in
-    // this thread's context, from the memory cache. One that fails is never chosen.
+    // Built here, in this thread's context, after every candidate compiled at once.
     const size_t n = candidates_.size();
-    std::vector<char> compiled(n, 0);
-    const size_t at_once = std::max(1u, std::thread::hardware_concurrency());
-    for (size_t first = 0; first < n; first += at_once)
-        run_at_once(std::min(at_once, n - first), [&](size_t j) {
-            try {
-                (void)build(first + j, true);
-                compiled[first + j] = 1;
-            } catch (const std::exception& e) {
-                debug(1) << "autotune: backward " << candidates_[first + j] << " does not compile: " << e.what();
-            }
-        });
+    const std::vector<char> compiled = compile_at_once(candidates_, [&](size_t i) { (void)build(i, true); });
     std::vector<std::shared_ptr<const AttentionBackward>> backwards(n);
     for (size_t i = 0; i < n; ++i) {
         if (!compiled[i]) continue;

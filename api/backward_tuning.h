@@ -27,8 +27,6 @@ public:
     // there; a later launch tunes). A tuning that fails warns once and keeps the default.
     std::shared_ptr<const AttentionBackward> for_call(const LaunchArgs& fwd, const GradArgs& grads, Stream stream);
 
-    const std::vector<KernelConfig>& candidates() const { return candidates_; }
-
 private:
     std::shared_ptr<const AttentionBackward> tune(const LaunchArgs& fwd, const GradArgs& grads, Stream stream,
                                                   const std::string& bucket);

@@ -1,17 +1,66 @@
 #include "api/candidate_timing.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
+#include <optional>
+#include <thread>
 
 #include "api/autotune.h"
 #include "codegen/kernel_config.h"
 #include "runtime/cuda_api.h"
 #include "runtime/device.h"
 #include "runtime/device_buffer.h"
+#include "runtime/kernel_cache.h"
 #include "runtime/stream_buffer.h"
+#include "support/at_once.h"
 #include "support/debug.h"
 
 namespace attnjit::api {
+
+bool take_recorded_choice(const AttentionSpec& spec, KernelKind kind, const std::string& device,
+                          const std::string& arch, const std::string& bucket,
+                          const std::vector<KernelConfig>& candidates, const std::string& what,
+                          const std::function<void(const KernelConfig&)>& take) {
+    auto try_one = [&](const std::optional<KernelConfig>& c, const char* from, void (*count)()) {
+        if (!c) return false;
+        try {
+            take(*c);
+        } catch (const std::exception& e) {
+            debug(1) << "autotune: " << what << " " << bucket << ": " << *c << " from " << from << " does not load ("
+                     << e.what() << ")";
+            return false;
+        }
+        count();
+        debug(1) << "autotune: " << what << " " << bucket << " from " << from << ": " << *c;
+        return true;
+    };
+    if (try_one(bundled_choice(spec, kind, device, arch, bucket, candidates), "a kernel bundle",
+                count_autotune_bundle_hit))
+        return true;
+    // Only now the compiler's identity (the database's key names it): a bundle's choice needs none.
+    const auto hit = tuning_db().find(
+        tuning_key(spec, kind, device, arch, runtime::KernelCache::global().toolchain(), candidates), bucket);
+    return try_one(hit ? candidate_named(candidates, *hit) : std::nullopt, "the tuning database",
+                   count_autotune_database_hit);
+}
+
+std::vector<char> compile_at_once(const std::vector<KernelConfig>& candidates,
+                                  const std::function<void(size_t)>& compile) {
+    std::vector<char> compiled(candidates.size(), 0);
+    const size_t at_once = std::max(1u, std::thread::hardware_concurrency());
+    for (size_t first = 0; first < candidates.size(); first += at_once)
+        run_at_once(std::min(at_once, candidates.size() - first), [&](size_t j) {
+            const size_t i = first + j;
+            try {
+                compile(i);
+                compiled[i] = 1;
+            } catch (const std::exception& e) {
+                debug(1) << "autotune: " << candidates[i] << " does not compile: " << e.what();
+            }
+        });
+    return compiled;
+}
 
 std::unique_lock<std::mutex> lock_timing() {
     static std::mutex mu;

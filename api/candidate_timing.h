@@ -1,6 +1,7 @@
-// The GPU half of autotuning (api/autotune.h has the rest): times an autotuner's candidates
-// with CUDA events, as pick_fastest plans, for the forward (api/attention.cpp) and the
-// backward (api/attention_backward.cpp) alike.
+// The steps of a tuning that the forward's tuner (api/attention.cpp) and the backward's
+// (api/backward_tuning.cpp) share, in their order: a recorded choice, compiling the candidates,
+// timing them with CUDA events as pick_fastest plans, keeping the result. api/autotune.h has
+// the parts that need no GPU.
 #pragma once
 
 #include <chrono>
@@ -14,6 +15,22 @@
 #include "runtime/tuning_db.h"
 
 namespace attnjit::api {
+
+// The bucket's configuration as a linked or loaded kernel bundle recorded it (attnjit-aot
+// --tuning; asked first, it needs no NVRTC) or else the tuning database: `take(config)` is called
+// on it and the hit counted; a `take` that throws (the configuration does not load) passes on to
+// the next, and false is returned when none was taken. `what` names the tuner in ATTNJIT_DEBUG
+// lines. The database's key is tuning_key's for GPU `device` of `arch`, with this process's NVRTC.
+bool take_recorded_choice(const AttentionSpec& spec, KernelKind kind, const std::string& device,
+                          const std::string& arch, const std::string& bucket,
+                          const std::vector<KernelConfig>& candidates, const std::string& what,
+                          const std::function<void(const KernelConfig&)>& take);
+
+// `compile(i)` for every candidate (compile only: it needs no context), as many at once as there
+// are cores: [i] is 1 where it returned, 0 where it threw (ATTNJIT_DEBUG says why), a candidate
+// never to be chosen.
+std::vector<char> compile_at_once(const std::vector<KernelConfig>& candidates,
+                                  const std::function<void(size_t)>& compile);
 
 // The process's timing lock: one bucket is timed at a time (another's kernels on the GPU would
 // skew it). Take it before allocating the scratch buffers, so that buckets waiting for it hold
