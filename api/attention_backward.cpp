@@ -282,10 +282,10 @@ AttentionBackward::AttentionBackward(const AttentionSpec& spec, const CompileOpt
         debug(1) << "AttentionBackward: " << spec << " -> " << *k.compiled;
     impl_->batch_sum_ok = batch_sum_plan && (impl_->path == BackwardPath::two_pass || spec.has_score_conv()) &&
                           impl_->kernel(KernelKind::backward_dq).config.mainloop == MainloopKind::sm80;
-    // Not where it computes gradients of captured tensors: backward_dq's gradient code compiles
-    // about 3x slower at any tile but the default (55-61 s against 20 s a kernel on the build
-    // machine, pair bias at D 128), and a cold tuning of that bucket took 199 s on the H100's
-    // host, ten times the budget (docs/autotune.md).
+    // Not where it computes gradients of captured tensors: with backward_dq's gradient code, the
+    // two other tiles measured compiled about 3x slower than the default (55 and 61 s against
+    // 20 s for the whole backward on the 2-core build machine, pair bias at D 128), and a cold
+    // tuning of that bucket took 199 s on the H100's host, ten times the budget (docs/autotune.md).
     if (api::autotune_asked(options) && !options.tile && !options.mainloop && target.on_device && impl_->grads.empty())
         impl_->tuner = std::make_unique<api::BackwardTuner>(spec, options, config(key_kind()), target.arch);
 }

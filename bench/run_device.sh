@@ -166,7 +166,7 @@ startup)
     export OUT=${OUT:-$dir/results}
     mkdir -p "$OUT"
     echo "commit $commit" | tee "$OUT/startup.md"
-    # Persistence mode off: the driver sets the GPU up again in every process's cuInit.
+    # Persistence mode changes cuInit's time: off, the driver sets the GPU up again in every process.
     nvidia-smi --query-gpu=name,persistence_mode --format=csv,noheader | sed 's/^/GPU, persistence mode: /' |
         tee -a "$OUT/startup.md"
     python3 bench/startup.py --build "$dir" --reps 5 --jsonl "$OUT/startup.jsonl" | tee -a "$OUT/startup.md"

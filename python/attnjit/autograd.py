@@ -18,7 +18,7 @@ from . import capi, dtypes
 from ._capi_types import CGradArgs, CLaunchArgs, CTensor
 from ._load_once import LoadOnce
 
-_backwards = LoadOnce()  # (spec json, device, tile, deterministic, grads) -> capi.Backward
+_backwards = LoadOnce()  # (spec json, device, tile, deterministic, grads, mainloop, autotune) -> capi.Backward
 
 
 def backward_for(json_text: str, device: int, tile: dict | None, deterministic: bool = True,

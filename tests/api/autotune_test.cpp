@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
 #include <cstdlib>
 #include <limits>
 #include <stdexcept>
@@ -215,7 +214,6 @@ TEST(Autotune, BackwardCandidatesAreTheKeyKernelsDefaultAndItsSm80Tiles) {
         EXPECT_EQ(timed.front(), key);
         EXPECT_GE(timed.size(), 3u);
         EXPECT_LE(timed.size(), 17u) << "a cold tuning compiles every one";
-        std::printf("%s on %s: %zu candidates\n", kernel_kind_name(kind), arch.c_str(), timed.size());
         for (size_t i = 1; i < timed.size(); ++i) {
             const TileConfig& t = timed[i].tile;
             EXPECT_EQ(timed[i].kind, kind);

@@ -423,10 +423,9 @@ TEST(BackwardDeterminism, SameInputsSameBits) {
 TEST(BackwardAutotune, TheTunedBackwardMatchesTheReferenceAndIsStored) {
     ATTNJIT_SKIP_WITHOUT_GPU();
     const auto& device = runtime::current_device();
-    for (const Case& c0 : {make_case(Mod::Softcap, DType::bf16, 128, {1, 2, 1, 77, 300}),
+    for (const Case& c : {make_case(Mod::Softcap, DType::bf16, 128, {1, 2, 1, 77, 300}),
                            make_case(Mod::AlibiCausal, DType::bf16, 32, {2, 2, 1, 129, 255}),
                            make_case(Mod::Plain, DType::f16, 256, {1, 2, 2, 65, 100})}) {
-        const Case& c = c0;
         SCOPED_TRACE(c.name());
         GradProblem g = make_grad_problem(c);
         Problem& p = g.fwd;
