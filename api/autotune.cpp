@@ -193,12 +193,6 @@ std::optional<KernelConfig> bundled_choice(const AttentionSpec& spec, KernelKind
     return hit ? candidate_named(candidates, *hit) : std::nullopt;
 }
 
-std::optional<KernelConfig> bundled_forward_choice(const AttentionSpec& spec, const std::string& device,
-                                                   const std::string& arch, const std::string& bucket,
-                                                   const std::vector<KernelConfig>& candidates) {
-    return bundled_choice(spec, KernelKind::forward, device, arch, bucket, candidates);
-}
-
 runtime::TuningDb& tuning_db() {
     static runtime::TuningDb* db = new runtime::TuningDb(runtime::TuningDb::root_from_env());
     return *db;

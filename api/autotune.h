@@ -81,13 +81,9 @@ std::optional<KernelConfig> candidate_named(const std::vector<KernelConfig>& can
                                             const runtime::TuningResult& stored);
 
 // The configuration a loaded or linked kernel bundle recorded (attnjit-aot --tuning) for the
-// forward of `spec` in `bucket` on GPU `device` of `arch`, among `candidates`
-// (forward_candidates(spec, arch)); nullopt when no bundle has one. Needs no NVRTC (the
-// toolchain is not matched: runtime::BundleTuning).
-std::optional<KernelConfig> bundled_forward_choice(const AttentionSpec& spec, const std::string& device,
-                                                   const std::string& arch, const std::string& bucket,
-                                                   const std::vector<KernelConfig>& candidates);
-// The same for a backward whose key-tile kernel is `kind`, among backward_candidates.
+// `kind` kernel of `spec` (the forward, or a backward's key-tile kernel) in `bucket` on GPU
+// `device` of `arch`, among `candidates` (forward_candidates, backward_candidates); nullopt when
+// no bundle has one. Needs no NVRTC (the toolchain is not matched: runtime::BundleTuning).
 std::optional<KernelConfig> bundled_choice(const AttentionSpec& spec, KernelKind kind, const std::string& device,
                                            const std::string& arch, const std::string& bucket,
                                            const std::vector<KernelConfig>& candidates);

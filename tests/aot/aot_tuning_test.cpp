@@ -126,21 +126,20 @@ TEST(AotTuning, TheBundleCarriesTheChoiceAndItsKernel) {
     EXPECT_FALSE(bundled(alternative)) << "the dropped choice's kernel was compiled too: " << alternative;
 
     // This process: no NVRTC, no disk cache.
-    EXPECT_EQ(api::bundled_forward_choice(spec, kGpu, "sm_90a", "q16384_k16384", candidates), std::nullopt)
-        << "no bundle yet";
+    auto choice = [&](const AttentionSpec& sp, const char* gpu, const char* bucket) {
+        return api::bundled_choice(sp, KernelKind::forward, gpu, "sm_90a", bucket, api::forward_candidates(sp, "sm_90a"));
+    };
+    EXPECT_EQ(choice(spec, kGpu, "q16384_k16384"), std::nullopt) << "no bundle yet";
     ASSERT_GT(load_bundle(bundle), 0u);
-    const auto found = api::bundled_forward_choice(spec, kGpu, "sm_90a", "q16384_k16384", candidates);
+    const auto found = choice(spec, kGpu, "q16384_k16384");
     ASSERT_TRUE(found);
     EXPECT_EQ(found->tile, chosen.tile);
     EXPECT_EQ(found->mainloop, MainloopKind::sm90);
-    EXPECT_FALSE(api::bundled_forward_choice(spec, "NVIDIA H200", "sm_90a", "q16384_k16384", candidates))
-        << "another GPU";
-    EXPECT_FALSE(api::bundled_forward_choice(spec, kGpu, "sm_90a", "q4096_k4096", candidates)) << "another bucket";
+    EXPECT_FALSE(choice(spec, "NVIDIA H200", "q16384_k16384")) << "another GPU";
+    EXPECT_FALSE(choice(spec, kGpu, "q4096_k4096")) << "another bucket";
     AttentionSpec other = spec;
     other.scale(0.5);
-    EXPECT_FALSE(api::bundled_forward_choice(other, kGpu, "sm_90a", "q16384_k16384",
-                                             api::forward_candidates(other, "sm_90a")))
-        << "another spec";
+    EXPECT_FALSE(choice(other, kGpu, "q16384_k16384")) << "another spec";
 
     CompileOptions o;
     o.arch = "sm_90a";
