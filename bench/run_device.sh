@@ -9,7 +9,8 @@
 #   Device (carry [DEST.tar.xz] and start with `tar -C .carry -xJf DEST.tar.xz`), from the
 #   repository root:
 #           bench/run_device.sh tests DEST COMMIT    C++ GPU tests + examples, C API GPU
-#                                                    tests, the SASS check, Python GPU tests
+#                                                    tests, the SASS check, attnjit-tune's
+#                                                    check (tests/tools/tune_on_gpu.sh), Python GPU tests
 #                                                    (PYTEST_ARGS="-n 8": pytest-xdist, ~4x faster)
 #           bench/run_device.sh sanitize DEST COMMIT compute-sanitizer memcheck and racecheck
 #                                                    on one case of each modifier, forward and
@@ -59,13 +60,16 @@ tests)
     echo "== SASS check (cuobjdump)"
     "$dir/tests/nvrtc/codegen_nvrtc_test" --gtest_filter='Sm90Sass.*' >>"$OUT/capi_gpu.log" 2>&1 || capi_rc=1
     grep -E '^\[ +(OK|FAILED|SKIPPED) +\]' "$OUT/capi_gpu.log" | tail -3
+    echo "== attnjit-tune on the GPU"
+    tests/tools/tune_on_gpu.sh "$dir" >"$OUT/tune_gpu.log" 2>&1 || capi_rc=1
+    grep -E '^(ok|FAILED):' "$OUT/tune_gpu.log"
     echo "== Python GPU tests"
     # ATTNJIT_AOT: the bundle tests (attnjit-aot makes the bundle the GPU test launches from).
     ATTNJIT_LIBRARY=$PWD/$dir/capi/libattnjit_c.so PYTHONPATH=$PWD/python PYTHONUNBUFFERED=1 \
         ATTNJIT_AOT=$PWD/$dir/tools/attnjit-aot \
         python3 -m pytest -q -rs ${PYTEST_ARGS:-} python/tests 2>&1 | tee "$OUT/python_tests.log" | tail -25
     py_rc=${PIPESTATUS[0]}
-    echo "commit $commit: gpu tests exit $cpp_rc, capi gpu exit $capi_rc, python tests exit $py_rc" | tee -a "$OUT/summary.txt"
+    echo "commit $commit: gpu tests exit $cpp_rc, capi gpu + tools exit $capi_rc, python tests exit $py_rc" | tee -a "$OUT/summary.txt"
     [ $cpp_rc = 0 ] && [ $capi_rc = 0 ] && [ $py_rc = 0 ]
     ;;
 sanitize)

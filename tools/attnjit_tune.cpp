@@ -1,18 +1,22 @@
-// attnjit-tune: tunes the forward's tile of some specs over some shapes on this GPU, into the
-// tuning database that programs with autotuning on take their choices from (docs/autotune.md);
+// attnjit-tune: tunes the tile of some specs over some shapes on this GPU, into the tuning
+// database that programs with autotuning on take their choices from (docs/autotune.md);
+// --backward tunes what training runs instead (the forward returning LSE, and its backward);
 // --report prints what the database holds.
 //
 //   attnjit-tune --specs causal.json alibi.json --shapes 4x16x4096x4096,1x16x16384x16384
 //   attnjit-tune --specs window.json --shapes 8x32x2048x2048 --scalar window=256
+//   attnjit-tune --specs softcap.json --shapes 4x16x4096x4096 --backward
 //   attnjit-tune --report
 //
-// A shape is BxHxNqxNk (H query heads; a spec that fixes its heads keeps them). Q, K and V are
-// filled with a constant, captured tensors are one element broadcast (stride 0) over every
-// index (sinks, a gate, a band's alpha, a convolution's kernel in their shapes), and runtime
-// scalars take --scalar name=value: timing needs the work, not the numbers. A broadcast bias
-// tile cannot be read by the sm90 loop's bulk copies, so such a spec tunes its "_sm80" buckets,
-// which a program with a real bias never asks for: tune those in the program itself. Latent
-// projections are not tuned.
+// A shape is BxHxNqxNk (H query heads; a spec that fixes its heads keeps them). Q, K, V (and
+// dO) are filled with a constant, captured tensors are one element broadcast (stride 0) over
+// every index (sinks, a gate, a band's alpha, a convolution's kernel in their shapes), and
+// runtime scalars take --scalar name=value: timing needs the work, not the numbers. A
+// broadcast bias tile cannot be read by the sm90 loop's bulk copies, so such a spec tunes its
+// "_sm80" buckets, which a program with a real bias never asks for: tune those in the program
+// itself. Latent projections are not tuned, nor backwards that compute gradients of captured
+// tensors (the backward tuned here computes dQ, dK and dV, deterministically, as training's
+// default).
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
@@ -21,9 +25,11 @@
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <optional>
 #include <sstream>
 #include <unistd.h>
 
+#include "api/attention_backward.h"
 #include "api/attnjit.h"
 #include "api/autotune.h"
 #include "codegen/kernel_config.h"
@@ -87,15 +93,73 @@ int report() {
     return 0;
 }
 
+// Device buffers and arguments for timing one spec at one shape (the values: see the top).
+struct TimingInputs {
+    std::vector<runtime::DeviceBuffer> buffers;
+    LaunchArgs fwd;
+    GradArgs grads;  // with_grads only: dO, and dQ, dK, dV to write
+};
+
+TimingInputs timing_inputs(const AttentionSpec& spec, const Shape& s, const std::map<std::string, double>& scalars,
+                           bool with_grads) {
+    TimingInputs in;
+    in.buffers.reserve(10);
+    const size_t e = static_cast<size_t>(dtype_size(spec.dtype()));
+    auto tensor = [&](DType dtype, std::vector<int64_t> shape, bool filled) {
+        int64_t n = 1;
+        for (int64_t d : shape) n *= d;
+        in.buffers.emplace_back(static_cast<size_t>(n) * (dtype == DType::f32 ? 4 : e));
+        if (filled) in.buffers.back().fill_bytes(0x3c);  // 0x3c3c: a small positive f16 / bf16
+        return TensorView::contiguous(in.buffers.back().data(), dtype, std::move(shape));
+    };
+    const int64_t hq = spec.q_heads() ? spec.q_heads() : s.h, hkv = spec.kv_heads() ? spec.kv_heads() : s.h;
+    const int64_t dqk = spec.head_dim_qk(), dv = spec.head_dim_v();
+    const DType dt = spec.dtype();
+    LaunchArgs& a = in.fwd;
+    a.q = tensor(dt, {s.b, hq, s.nq, dqk}, true);
+    a.k = tensor(dt, {s.b, hkv, s.nk, dqk}, true);
+    a.v = tensor(dt, {s.b, hkv, s.nk, dv}, true);
+    a.o = tensor(dt, {s.b, hq, s.nq, dv}, false);
+    if (spec.returns_lse()) a.lse = tensor(DType::f32, {s.b, hq, s.nq}, false);
+    if (with_grads) {
+        in.grads.d_o = tensor(dt, {s.b, hq, s.nq, dv}, true);
+        in.grads.dq = tensor(dt, {s.b, hq, s.nq, dqk}, false);
+        in.grads.dk = tensor(dt, {s.b, hkv, s.nk, dqk}, false);
+        in.grads.dv = tensor(dt, {s.b, hkv, s.nk, dv}, false);
+    }
+    in.buffers.emplace_back(16);
+    in.buffers.back().fill_bytes(0);
+    void* const one = in.buffers.back().data();
+    // The structural tensors have the shapes the launch checks ask for (one element
+    // broadcast); every other captured tensor is broadcast over any index it is read at.
+    const std::map<std::string, std::vector<int64_t>> structural = {
+        {spec.sinks_name(), {hq}},
+        {spec.reciprocal_band_alpha(), {hq}},
+        {spec.gate_name(), {s.b, hq, s.nq, dv}},
+        {spec.score_conv_name(), {hq, spec.score_conv_rows(), spec.score_conv_cols()}}};
+    const codegen::SpecInputs inputs = spec_inputs(spec);
+    const int64_t extent = std::max<int64_t>({s.b, hq, s.nq, s.nk, 4096});
+    for (const auto& [name, info] : inputs.tensors) {
+        const auto it = structural.find(name);
+        const std::vector<int64_t> shape =
+            it != structural.end() && !name.empty() ? it->second : std::vector<int64_t>(info.rank, extent);
+        a.tensors[name] = TensorView{one, info.dtype, shape, std::vector<int64_t>(shape.size(), 0)};
+    }
+    for (const auto& [name, type] : inputs.scalars) a.scalars[name] = scalars.at(name);
+    return in;
+}
+
 int run(int argc, char** argv) {
-    CLI::App app{"attnjit-tune: tune the forward's tile of some specs over some shapes on this GPU into the tuning "
-                 "database (docs/autotune.md)"};
+    CLI::App app{"attnjit-tune: tune the tile of some specs over some shapes on this GPU into the tuning database "
+                 "(docs/autotune.md)"};
     std::vector<std::string> spec_files, scalar_args;
     std::string shapes;
-    bool show_report = false, quiet = false;
+    bool show_report = false, quiet = false, backward = false;
     app.add_option("--specs", spec_files, "spec files in the JSON format (docs/spec_format.md)");
     app.add_option("--shapes", shapes, "BxHxNqxNk, comma-separated, e.g. 4x16x4096x4096,1x16x16384x16384");
     app.add_option("--scalar", scalar_args, "a runtime scalar's value for the timed runs, name=value (repeatable)");
+    app.add_flag("--backward", backward,
+                 "tune what training runs: each spec's forward returning LSE, and its backward (dQ, dK, dV)");
     app.add_flag("--report", show_report, "print the tuning database: default and tuned time per case");
     app.add_flag("-q,--quiet", quiet, "no progress");
     CLI11_PARSE(app, argc, argv);
@@ -112,59 +176,38 @@ int run(int argc, char** argv) {
             << "--scalar " << a << ": write name=value, e.g. window=256";
         scalars[a.substr(0, eq)] = v;
     }
+    // The specs first, so that a mistake in any file is told before any GPU work.
+    std::vector<std::pair<AttentionSpec, std::string>> specs;
+    for (const std::string& file : spec_files) {
+        AttentionSpec spec = dsl::spec_from_json(tools::read_spec_file(file), file);
+        user_check(!spec.has_latent()) << file << " has a latent projection, whose kernels are fixed: nothing to tune";
+        for (const auto& [name, type] : spec_inputs(spec).scalars)
+            user_check(scalars.count(name)) << file << " reads runtime scalar '" << name << "': give --scalar " << name
+                                            << "=VALUE (a value the program runs with)";
+        specs.emplace_back(backward ? spec.return_lse() : spec, file);
+    }
     if (const auto why = runtime::why_no_gpu())
         environment_error << "attnjit-tune times kernels on this machine's GPU, and none is usable: " << *why;
-    std::vector<std::pair<AttentionSpec, std::string>> specs;
-    for (const std::string& file : spec_files) specs.emplace_back(dsl::spec_from_json(tools::read_spec_file(file), file), file);
     const size_t total = specs.size() * shape_list.size();
     size_t done = 0;
     const auto start = std::chrono::steady_clock::now();
     for (const auto& [spec, file] : specs) {
-        user_check(!spec.has_latent()) << file << " has a latent projection, whose kernels are fixed: nothing to tune";
-        const codegen::SpecInputs inputs = spec_inputs(spec);
-        for (const auto& [name, type] : inputs.scalars)
-            user_check(scalars.count(name)) << file << " reads runtime scalar '" << name << "': give --scalar " << name
-                                            << "=VALUE (a value the program runs with)";
         CompileOptions tune;
         tune.autotune = true;
         const Attention attn(spec, tune);
+        std::optional<AttentionBackward> attn_backward;
+        if (backward) attn_backward.emplace(spec, tune);
         for (const Shape& s : shape_list) {
-            const int64_t hq = spec.q_heads() ? spec.q_heads() : s.h, hkv = spec.kv_heads() ? spec.kv_heads() : s.h;
-            const int64_t dqk = spec.head_dim_qk(), dv = spec.head_dim_v();
-            const size_t e = static_cast<size_t>(dtype_size(spec.dtype()));
-            runtime::DeviceBuffer q(s.b * hq * s.nq * dqk * e), k(s.b * hkv * s.nk * dqk * e),
-                v(s.b * hkv * s.nk * dv * e), o(s.b * hq * s.nq * dv * e),
-                lse(spec.returns_lse() ? s.b * hq * s.nq * 4 : 0), one(16);
-            for (auto* buf : {&q, &k, &v}) buf->fill_bytes(0x3c);  // 0x3c3c: a small positive f16 / bf16
-            one.fill_bytes(0);
-            // The structural tensors have the shapes the launch checks ask for (one element
-            // broadcast); every other captured tensor is broadcast over any index it is read at.
-            const std::map<std::string, std::vector<int64_t>> structural = {
-                {spec.sinks_name(), {hq}},
-                {spec.reciprocal_band_alpha(), {hq}},
-                {spec.gate_name(), {s.b, hq, s.nq, dv}},
-                {spec.score_conv_name(), {hq, spec.score_conv_rows(), spec.score_conv_cols()}}};
-            LaunchArgs a;
-            a.q = TensorView::contiguous(q.data(), spec.dtype(), {s.b, hq, s.nq, dqk});
-            a.k = TensorView::contiguous(k.data(), spec.dtype(), {s.b, hkv, s.nk, dqk});
-            a.v = TensorView::contiguous(v.data(), spec.dtype(), {s.b, hkv, s.nk, dv});
-            a.o = TensorView::contiguous(o.data(), spec.dtype(), {s.b, hq, s.nq, dv});
-            if (spec.returns_lse()) a.lse = TensorView::contiguous(lse.data(), DType::f32, {s.b, hq, s.nq});
-            const int64_t extent = std::max<int64_t>({s.b, hq, s.nq, s.nk, 4096});
-            for (const auto& [name, info] : inputs.tensors) {
-                const auto it = structural.find(name);
-                const std::vector<int64_t> shape =
-                    it != structural.end() && !name.empty() ? it->second : std::vector<int64_t>(info.rank, extent);
-                a.tensors[name] = TensorView{one.data(), info.dtype, shape, std::vector<int64_t>(shape.size(), 0)};
-            }
-            for (const auto& [name, type] : inputs.scalars) a.scalars[name] = scalars.at(name);
-            attn(a);  // the first launch of the bucket tunes
+            TimingInputs in = timing_inputs(spec, s, scalars, backward);
+            attn(in.fwd);  // the first launch of the bucket tunes
+            if (attn_backward) (*attn_backward)(in.fwd, in.grads);  // and the backward's
             runtime::synchronize();
             ++done;
             if (!quiet) {
                 const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-                std::fprintf(stderr, "[%zu/%zu] %.1f s  %s %ldx%ldx%ldx%ld (%s)\n", done, total, elapsed, file.c_str(),
-                             s.b, hq, s.nq, s.nk, api::shape_bucket(s.nq, s.nk).c_str());
+                std::fprintf(stderr, "[%zu/%zu] %.1f s  %s%s %ldx%ldx%ldx%ld (%s)\n", done, total, elapsed, file.c_str(),
+                             backward ? " fwd+bwd" : "", s.b, in.fwd.q.shape[1], s.nq, s.nk,
+                             api::shape_bucket(s.nq, s.nk).c_str());
             }
         }
     }

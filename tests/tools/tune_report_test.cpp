@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <unistd.h>
 
 #include "runtime/tuning_db.h"
 
@@ -66,6 +67,25 @@ TEST(TuneReport, AnEmptyDatabaseAndMistakesSaySo) {
     std::tie(out, status) = run_tool("", "");
     EXPECT_EQ(status, 2);
     EXPECT_NE(out.find("or --report to see the database"), std::string::npos) << out;
+}
+
+// The specs are read and checked before any GPU work: a spec's missing runtime scalar is told
+// (for --backward too) on any machine.
+TEST(TuneReport, ASpecsMissingScalarIsToldBeforeAnyGpuWork) {
+    char path[] = "/tmp/attnjit-tune-spec-XXXXXX";
+    const int fd = ::mkstemp(path);
+    ASSERT_GE(fd, 0);
+    const std::string spec = R"json({"format": "attnjit.spec/1", "dtype": "bf16", "head_dim_qk": 64, "head_dim_v": 64,
+        "q_heads": 0, "kv_heads": 0, "scale": null, "return_lse": false, "scalars": {"cap": "float"},
+        "tensors": {}, "score_mod": "cap * tanh(score / cap)", "mask": null})json";
+    ASSERT_EQ(::write(fd, spec.data(), spec.size()), static_cast<ssize_t>(spec.size()));
+    ::close(fd);
+    for (const std::string extra : {"", " --backward"}) {
+        const auto [out, status] = run_tool("", std::string("--specs ") + path + " --shapes 1x2x100x100" + extra);
+        EXPECT_EQ(status, 2) << extra;
+        EXPECT_NE(out.find("reads runtime scalar 'cap': give --scalar cap=VALUE"), std::string::npos) << out;
+    }
+    ::unlink(path);
 }
 
 }  // namespace
