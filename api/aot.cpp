@@ -106,7 +106,8 @@ std::vector<runtime::BundleTuning> compile_tuned_for_bundle(const AttentionSpec&
         const KernelKind keys = defaults.key_kind();
         const std::vector<KernelConfig> candidates = backward_candidates(spec, defaults.config(keys), arch);
         for (runtime::BundleTuning& t :
-             choices_for(tuning_key(spec, keys, "", arch, "", candidates), candidates, entries, toolchain)) {
+             choices_for(tuning_key(spec, tuning_kind(keys, defaults.deterministic()), "", arch, "", candidates),
+                         candidates, entries, toolchain)) {
             CompileOptions tuned = base;
             tuned.tile = t.result.tile;
             tuned.mainloop = t.result.mainloop;

@@ -119,7 +119,7 @@ Attention::Impl::Tuned Attention::Impl::tune(const LaunchArgs& args, Stream stre
     };
     const std::vector<KernelConfig> candidates = api::forward_candidates(kernel_spec, arch);
     std::optional<Tuned> recorded;
-    if (api::take_recorded_choice(kernel_spec, KernelKind::forward, device.name, arch, bucket, candidates, "forward",
+    if (api::take_recorded_choice(kernel_spec, api::tuning_kind(KernelKind::forward), device.name, arch, bucket, candidates, "forward",
                                   [&](const KernelConfig& c) { recorded = tuned_of(prepare(c, target)); }))
         return std::move(*recorded);
     const runtime::TuningKey key = api::forward_tuning_key(kernel_spec, device.name, arch,

@@ -287,7 +287,7 @@ AttentionBackward::AttentionBackward(const AttentionSpec& spec, const CompileOpt
     // 20 s for the whole backward on the 2-core build machine, pair bias at D 128), and a cold
     // tuning of that bucket took 199 s on the H100's host, ten times the budget (docs/autotune.md).
     if (api::autotune_asked(options) && !options.tile && !options.mainloop && target.on_device && impl_->grads.empty())
-        impl_->tuner = std::make_unique<api::BackwardTuner>(spec, options, config(key_kind()), target.arch);
+        impl_->tuner = std::make_unique<api::BackwardTuner>(spec, options, config(key_kind()), deterministic(), target.arch);
 }
 
 AttentionBackward::~AttentionBackward() = default;

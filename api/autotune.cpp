@@ -149,7 +149,12 @@ std::vector<KernelConfig> backward_candidates(const AttentionSpec& spec, const K
     return kept;
 }
 
-runtime::TuningKey tuning_key(const AttentionSpec& spec, KernelKind kind, const std::string& device,
+std::string tuning_kind(KernelKind kind, bool deterministic) {
+    const std::string name = kernel_kind_name(kind);
+    return kind == KernelKind::backward_fused && !deterministic ? name + " nondeterministic" : name;
+}
+
+runtime::TuningKey tuning_key(const AttentionSpec& spec, const std::string& kind, const std::string& device,
                               const std::string& arch, const std::string& toolchain,
                               const std::vector<KernelConfig>& candidates) {
     std::ostringstream spec_text, listed;
@@ -157,7 +162,7 @@ runtime::TuningKey tuning_key(const AttentionSpec& spec, KernelKind kind, const 
     for (const KernelConfig& c : candidates) listed << c << "\n";
     runtime::TuningKey key;
     key.spec = sha256_hex(spec_text.str());  // the printed form, as the fast key: two specs never share it
-    key.kind = kernel_kind_name(kind);
+    key.kind = kind;
     key.device = device;
     key.arch = arch;
     key.toolchain = toolchain + (env::lineinfo() ? " -lineinfo" : "");  // other kernels, other timings
@@ -184,9 +189,9 @@ std::optional<KernelConfig> candidate_named(const std::vector<KernelConfig>& can
     return std::nullopt;
 }
 
-std::optional<KernelConfig> bundled_choice(const AttentionSpec& spec, KernelKind kind, const std::string& device,
-                                           const std::string& arch, const std::string& bucket,
-                                           const std::vector<KernelConfig>& candidates) {
+std::optional<KernelConfig> bundled_choice(const AttentionSpec& spec, const std::string& kind,
+                                           const std::string& device, const std::string& arch,
+                                           const std::string& bucket, const std::vector<KernelConfig>& candidates) {
     if (runtime::BundleRegistry::global().size() == 0) return std::nullopt;
     const auto hit = runtime::BundleRegistry::global().find_tuning(
         tuning_key(spec, kind, device, arch, /*toolchain=*/"", candidates), bucket);

@@ -63,12 +63,22 @@ std::vector<KernelConfig> forward_candidates(const AttentionSpec& spec, const st
 std::vector<KernelConfig> backward_candidates(const AttentionSpec& spec, const KernelConfig& key_default,
                                               const std::string& arch);
 
-// The tuning database's key of a `kind` kernel (the forward, or a backward's key-tile kernel):
-// the spec, the GPU, the toolchain and generator, and the candidate configurations (their
-// printed forms, hashed).
-runtime::TuningKey tuning_key(const AttentionSpec& spec, KernelKind kind, const std::string& device,
+// The name a tuning key gives the tuned kernel: its kind, and for a backward_fused that adds dQ
+// in any order (CompileOptions.deterministic = false) "backward_fused nondeterministic": another
+// kernel of the same tiles, timed apart.
+std::string tuning_kind(KernelKind kind, bool deterministic = true);
+
+// The tuning database's key of a `kind` kernel (tuning_kind: the forward, or a backward's
+// key-tile kernel): the spec, the GPU, the toolchain and generator, and the candidate
+// configurations (their printed forms, hashed).
+runtime::TuningKey tuning_key(const AttentionSpec& spec, const std::string& kind, const std::string& device,
                               const std::string& arch, const std::string& toolchain,
                               const std::vector<KernelConfig>& candidates);
+inline runtime::TuningKey tuning_key(const AttentionSpec& spec, KernelKind kind, const std::string& device,
+                                     const std::string& arch, const std::string& toolchain,
+                                     const std::vector<KernelConfig>& candidates) {
+    return tuning_key(spec, tuning_kind(kind), device, arch, toolchain, candidates);
+}
 inline runtime::TuningKey forward_tuning_key(const AttentionSpec& spec, const std::string& device,
                                              const std::string& arch, const std::string& toolchain,
                                              const std::vector<KernelConfig>& candidates) {
@@ -84,9 +94,14 @@ std::optional<KernelConfig> candidate_named(const std::vector<KernelConfig>& can
 // `kind` kernel of `spec` (the forward, or a backward's key-tile kernel) in `bucket` on GPU
 // `device` of `arch`, among `candidates` (forward_candidates, backward_candidates); nullopt when
 // no bundle has one. Needs no NVRTC (the toolchain is not matched: runtime::BundleTuning).
-std::optional<KernelConfig> bundled_choice(const AttentionSpec& spec, KernelKind kind, const std::string& device,
-                                           const std::string& arch, const std::string& bucket,
-                                           const std::vector<KernelConfig>& candidates);
+std::optional<KernelConfig> bundled_choice(const AttentionSpec& spec, const std::string& kind,
+                                           const std::string& device, const std::string& arch,
+                                           const std::string& bucket, const std::vector<KernelConfig>& candidates);
+inline std::optional<KernelConfig> bundled_choice(const AttentionSpec& spec, KernelKind kind, const std::string& device,
+                                                  const std::string& arch, const std::string& bucket,
+                                                  const std::vector<KernelConfig>& candidates) {
+    return bundled_choice(spec, tuning_kind(kind), device, arch, bucket, candidates);
+}
 
 // The process's tuning database (TuningDb::root_from_env()).
 runtime::TuningDb& tuning_db();

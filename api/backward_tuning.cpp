@@ -28,8 +28,12 @@ size_t extent_bytes(const TensorView& t) {
 
 }  // namespace
 
-BackwardTuner::BackwardTuner(AttentionSpec spec, CompileOptions options, KernelConfig key_default, std::string arch)
-    : spec_(std::move(spec)), options_(std::move(options)), arch_(std::move(arch)) {
+BackwardTuner::BackwardTuner(AttentionSpec spec, CompileOptions options, KernelConfig key_default, bool deterministic,
+                             std::string arch)
+    : spec_(std::move(spec)),
+      options_(std::move(options)),
+      arch_(std::move(arch)),
+      kind_(tuning_kind(key_default.kind, deterministic)) {
     options_.autotune = false;  // the candidates are plain backwards
     candidates_ = backward_candidates(spec_, key_default, arch_);
 }
@@ -55,16 +59,15 @@ std::shared_ptr<const AttentionBackward> BackwardTuner::for_call(const LaunchArg
 std::shared_ptr<const AttentionBackward> BackwardTuner::tune(const LaunchArgs& fwd, const GradArgs& grads,
                                                              Stream stream, const std::string& bucket) {
     const auto start = std::chrono::steady_clock::now();
-    const KernelKind kind = candidates_.front().kind;
     const runtime::DeviceInfo& device = runtime::current_device();
     std::shared_ptr<const AttentionBackward> recorded;  // nullptr: the default
-    if (take_recorded_choice(spec_, kind, device.name, arch_, bucket, candidates_, "backward", [&](const KernelConfig& c) {
+    if (take_recorded_choice(spec_, kind_, device.name, arch_, bucket, candidates_, "backward", [&](const KernelConfig& c) {
             const size_t i = static_cast<size_t>(std::find(candidates_.begin(), candidates_.end(), c) - candidates_.begin());
             recorded = i == 0 ? nullptr : build(i, false);
         }))
         return recorded;
     const runtime::TuningKey key =
-        tuning_key(spec_, kind, device.name, arch_, runtime::KernelCache::global().toolchain(), candidates_);
+        tuning_key(spec_, kind_, device.name, arch_, runtime::KernelCache::global().toolchain(), candidates_);
     // Built here, in this thread's context, after every candidate compiled at once.
     const size_t n = candidates_.size();
     const std::vector<char> compiled = compile_at_once(candidates_, [&](size_t i) { (void)build(i, true); });

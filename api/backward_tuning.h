@@ -19,8 +19,10 @@ namespace attnjit::api {
 class BackwardTuner {
 public:
     // `key_default`: the configuration of the default backward's key-tile kernel (backward_fused,
-    // or backward_dkdv in the two-pass backward). `options`: the default's, as given.
-    BackwardTuner(AttentionSpec spec, CompileOptions options, KernelConfig key_default, std::string arch);
+    // or backward_dkdv in the two-pass backward). `options`: the default's, as given;
+    // `deterministic`: the default's AttentionBackward::deterministic() (part of the key).
+    BackwardTuner(AttentionSpec spec, CompileOptions options, KernelConfig key_default, bool deterministic,
+                  std::string arch);
 
     // The backward to run this call with: nullptr where the default (the caller) is the choice,
     // or when the first launch of the bucket is captured into a CUDA graph (timing cannot run
@@ -36,6 +38,7 @@ private:
     AttentionSpec spec_;
     CompileOptions options_;
     std::string arch_;
+    std::string kind_;  // tuning_kind: the key-tile kernel's, with its determinism
     std::vector<KernelConfig> candidates_;  // backward_candidates: the default first
     TunedBuckets<AttentionBackward> buckets_;  // nullptr: the default
 };

@@ -18,7 +18,7 @@
 
 namespace attnjit::api {
 
-bool take_recorded_choice(const AttentionSpec& spec, KernelKind kind, const std::string& device,
+bool take_recorded_choice(const AttentionSpec& spec, const std::string& kind, const std::string& device,
                           const std::string& arch, const std::string& bucket,
                           const std::vector<KernelConfig>& candidates, const std::string& what,
                           const std::function<void(const KernelConfig&)>& take) {

@@ -20,8 +20,9 @@ namespace attnjit::api {
 // --tuning; asked first, it needs no NVRTC) or else the tuning database: `take(config)` is called
 // on it and the hit counted; a `take` that throws (the configuration does not load) passes on to
 // the next, and false is returned when none was taken. `what` names the tuner in ATTNJIT_DEBUG
-// lines. The database's key is tuning_key's for GPU `device` of `arch`, with this process's NVRTC.
-bool take_recorded_choice(const AttentionSpec& spec, KernelKind kind, const std::string& device,
+// lines. The database's key is tuning_key's for the `kind` kernel (tuning_kind) on GPU `device`
+// of `arch`, with this process's NVRTC.
+bool take_recorded_choice(const AttentionSpec& spec, const std::string& kind, const std::string& device,
                           const std::string& arch, const std::string& bucket,
                           const std::vector<KernelConfig>& candidates, const std::string& what,
                           const std::function<void(const KernelConfig&)>& take);

@@ -15,8 +15,8 @@
 // broadcast bias tile cannot be read by the sm90 loop's bulk copies, so such a spec tunes its
 // "_sm80" buckets, which a program with a real bias never asks for: tune those in the program
 // itself. Latent projections are not tuned, nor backwards that compute gradients of captured
-// tensors (the backward tuned here computes dQ, dK and dV, deterministically, as training's
-// default).
+// tensors (the backward tuned here computes dQ, dK and dV: deterministically, as training's
+// default, or with --nondeterministic adding dQ in any order).
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
@@ -154,18 +154,21 @@ int run(int argc, char** argv) {
                  "(docs/autotune.md)"};
     std::vector<std::string> spec_files, scalar_args;
     std::string shapes;
-    bool show_report = false, quiet = false, backward = false;
+    bool show_report = false, quiet = false, backward = false, nondeterministic = false;
     app.add_option("--specs", spec_files, "spec files in the JSON format (docs/spec_format.md)");
     app.add_option("--shapes", shapes, "BxHxNqxNk, comma-separated, e.g. 4x16x4096x4096,1x16x16384x16384");
     app.add_option("--scalar", scalar_args, "a runtime scalar's value for the timed runs, name=value (repeatable)");
     app.add_flag("--backward", backward,
                  "tune what training runs: each spec's forward returning LSE, and its backward (dQ, dK, dV)");
+    app.add_flag("--nondeterministic", nondeterministic,
+                 "with --backward: the backward that adds dQ in any order (CompileOptions.deterministic = false)");
     app.add_flag("--report", show_report, "print the tuning database: default and tuned time per case");
     app.add_flag("-q,--quiet", quiet, "no progress");
     CLI11_PARSE(app, argc, argv);
     if (show_report) return report();
     user_check(!spec_files.empty() && !shapes.empty())
         << "give --specs FILE... and --shapes BxHxNqxNk,... to tune, or --report to see the database";
+    user_check(backward || !nondeterministic) << "--nondeterministic chooses a backward: give --backward too";
     const std::vector<Shape> shape_list = parse_shapes(shapes);
     std::map<std::string, double> scalars;
     for (const std::string& a : scalar_args) {
@@ -196,7 +199,11 @@ int run(int argc, char** argv) {
         tune.autotune = true;
         const Attention attn(spec, tune);
         std::optional<AttentionBackward> attn_backward;
-        if (backward) attn_backward.emplace(spec, tune);
+        if (backward) {
+            CompileOptions tune_backward = tune;
+            tune_backward.deterministic = !nondeterministic;
+            attn_backward.emplace(spec, tune_backward);
+        }
         for (const Shape& s : shape_list) {
             TimingInputs in = timing_inputs(spec, s, scalars, backward);
             attn(in.fwd);  // the first launch of the bucket tunes

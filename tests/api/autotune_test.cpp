@@ -233,6 +233,12 @@ TEST(Autotune, BackwardCandidatesAreTheKeyKernelsDefaultAndItsSm80Tiles) {
     const auto bwd = tuning_key(causal, KernelKind::backward_fused, "GPU", "sm_90a", "nvrtc", on_hopper);
     EXPECT_NE(fwd.id(), bwd.id());
     EXPECT_EQ(bwd.kind, "backward_fused");
+    // The backward that adds dQ in any order is another kernel of the same tiles: another key.
+    const auto fast = tuning_key(causal, tuning_kind(KernelKind::backward_fused, false), "GPU", "sm_90a", "nvrtc",
+                                 on_hopper);
+    EXPECT_EQ(fast.kind, "backward_fused nondeterministic");
+    EXPECT_NE(fast.id(), bwd.id());
+    EXPECT_EQ(tuning_kind(KernelKind::backward_dkdv, false), "backward_dkdv") << "the two-pass backward has one way";
 }
 
 // Without a GPU there is nothing to time: asked to tune, a compile-only Attention is the default one.

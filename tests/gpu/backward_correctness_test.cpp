@@ -420,6 +420,7 @@ TEST(BackwardDeterminism, SameInputsSameBits) {
 // second AttentionBackward asked to tune takes it from there (nothing timed) with the same bits.
 // Three backwards: one the sm90 loop carries (candidates: its own and the sm80 loop's default),
 // the two-pass one at head dim 32 and the fused one at 256 (sm80, FlashAttention-2's tiles).
+// The fused one at 256 is tuned again adding dQ in any order: another kernel, another key.
 TEST(BackwardAutotune, TheTunedBackwardMatchesTheReferenceAndIsStored) {
     ATTNJIT_SKIP_WITHOUT_GPU();
     const auto& device = runtime::current_device();
@@ -476,6 +477,27 @@ TEST(BackwardAutotune, TheTunedBackwardMatchesTheReferenceAndIsStored) {
         EXPECT_EQ(dq1, g.dq.storage()) << "the stored choice computes other bits than the tuned one";
         EXPECT_EQ(dk1, g.dk.storage());
         EXPECT_EQ(dv1, g.dv.storage());
+
+        // The backward that adds dQ in any order (fused sm80 here) is another kernel: tuned apart,
+        // under its own key, and it too matches the reference.
+        if (c.dqk != 256) continue;
+        CompileOptions any_order = tune;
+        any_order.deterministic = false;
+        const AttentionBackward fast(p.spec, any_order);
+        ASSERT_FALSE(fast.deterministic());
+        g.poison();
+        fast(p.args(), g.grads());
+        g.download();
+        EXPECT_EQ(api::autotune_counts().tuned, at_start.tuned + 2) << "the nondeterministic backward was not tuned";
+        for (const Check& k : {check_gradient("tuned any-order dQ", g.dq, ref.dq, c.dtype),
+                               check_gradient("tuned any-order dK", g.dk, ref.dk, c.dtype),
+                               check_gradient("tuned any-order dV", g.dv, ref.dv, c.dtype)})
+            EXPECT_TRUE(k.ok) << k.message;
+        EXPECT_TRUE(api::tuning_db().find(api::tuning_key(p.spec, api::tuning_kind(keys, false), device.name,
+                                                          device.arch(), runtime::KernelCache::global().toolchain(),
+                                                          candidates),
+                                          api::shape_bucket(c.nq, c.nk)))
+            << "not stored under the nondeterministic backward's key";
     }
 }
 
