@@ -19,11 +19,9 @@
 #include <unistd.h>
 
 #include <atomic>
-#include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
-#include <mutex>
 #include <optional>
 #include <sstream>
 #include <thread>
@@ -38,6 +36,7 @@
 #include "tools/spec_file.h"
 #include "tools/tool_main.h"
 #include "tools/linked_bundle_source.h"
+#include "tools/progress.h"
 
 using namespace attnjit;
 
@@ -57,34 +56,6 @@ std::string absolute(const std::string& path) {
     user_check(::getcwd(cwd, sizeof cwd) != nullptr) << "cannot read the working directory";
     return std::string(cwd) + "/" + path;
 }
-
-// The progress of the jobs: a bar redrawn in place on a terminal, a line a job elsewhere.
-class Progress {
-public:
-    explicit Progress(size_t total, bool quiet) : total_(total), quiet_(quiet), tty_(::isatty(2) != 0) {}
-    void done(const std::string& line) {
-        std::lock_guard<std::mutex> lock(mu_);
-        ++done_;
-        if (quiet_) return;
-        const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
-        if (tty_) {
-            constexpr size_t kWidth = 30;
-            const size_t filled = kWidth * done_ / total_;
-            std::fprintf(stderr, "\r\033[K[%s%s] %zu/%zu  %.1f s  %s", std::string(filled, '#').c_str(),
-                         std::string(kWidth - filled, '.').c_str(), done_, total_, s, line.c_str());
-            if (done_ == total_) std::fprintf(stderr, "\n");
-        } else {
-            std::fprintf(stderr, "[%zu/%zu] %.1f s  %s\n", done_, total_, s, line.c_str());
-        }
-        std::fflush(stderr);
-    }
-
-private:
-    std::mutex mu_;
-    size_t total_, done_ = 0;
-    bool quiet_, tty_;
-    std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
-};
 
 int run(int argc, char** argv) {
     CLI::App app{"attnjit-aot: compile every kernel some specs need on some GPU architectures into a kernel bundle "
@@ -148,7 +119,7 @@ int run(int argc, char** argv) {
     std::vector<Job> work;
     for (size_t s = 0; s < specs.size(); ++s)
         for (const std::string& arch : arch_list) work.push_back({s, arch, "", {}});
-    Progress progress(work.size(), quiet);
+    tools::Progress progress(work.size(), quiet);
     std::atomic<size_t> next{0};
     auto worker = [&] {
         for (size_t i = next++; i < work.size(); i = next++) {

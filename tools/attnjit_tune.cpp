@@ -20,14 +20,12 @@
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
 #include <map>
 #include <optional>
 #include <sstream>
-#include <unistd.h>
 
 #include "api/attention_backward.h"
 #include "api/attnjit.h"
@@ -39,6 +37,7 @@
 #include "runtime/kernel_cache.h"
 #include "runtime/tuning_db.h"
 #include "support/error.h"
+#include "tools/progress.h"
 #include "tools/spec_file.h"
 #include "tools/tool_main.h"
 
@@ -192,8 +191,7 @@ int run(int argc, char** argv) {
     if (const auto why = runtime::why_no_gpu())
         environment_error << "attnjit-tune times kernels on this machine's GPU, and none is usable: " << *why;
     const size_t total = specs.size() * shape_list.size();
-    size_t done = 0;
-    const auto start = std::chrono::steady_clock::now();
+    tools::Progress progress(total, quiet);
     for (const auto& [spec, file] : specs) {
         CompileOptions tune;
         tune.autotune = true;
@@ -209,13 +207,10 @@ int run(int argc, char** argv) {
             attn(in.fwd);  // the first launch of the bucket tunes
             if (attn_backward) (*attn_backward)(in.fwd, in.grads);  // and the backward's
             runtime::synchronize();
-            ++done;
-            if (!quiet) {
-                const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-                std::fprintf(stderr, "[%zu/%zu] %.1f s  %s%s %ldx%ldx%ldx%ld (%s)\n", done, total, elapsed, file.c_str(),
-                             backward ? " fwd+bwd" : "", s.b, in.fwd.q.shape[1], s.nq, s.nk,
-                             api::shape_bucket(s.nq, s.nk).c_str());
-            }
+            std::ostringstream line;
+            line << file << (backward ? " fwd+bwd " : " ") << s.b << "x" << in.fwd.q.shape[1] << "x" << s.nq << "x"
+                 << s.nk << " (" << api::shape_bucket(s.nq, s.nk) << ")";
+            progress.done(line.str());
         }
     }
     if (!quiet) std::cerr << "attnjit-tune: " << total << " cases tuned into " << api::tuning_db().directory() << "\n";
