@@ -143,7 +143,8 @@ def header_lines(rows, envs):
     gpus = sorted({r.get("gpu_name") or r.get("gpu") for r in rows if r.get("gpu") or r.get("gpu_name")})
     commits = sorted({str(r.get("commit")) for r in rows if r.get("commit")})
     dates = sorted({r.get("date") for r in rows if r.get("date")})
-    out = ["# attnjit forward benchmark", ""]
+    modes = sorted({r.get("mode", "fwd") for r in rows})
+    out = [f"# attnjit benchmark ({', '.join(modes) or 'fwd'})", ""]
     out.append(f"Device: {', '.join(gpus) or 'unknown'}; commit {', '.join(f'`{c}`' for c in commits) or 'unknown'}; "
                f"date {', '.join(dates) or 'unknown'}.")
     if envs:

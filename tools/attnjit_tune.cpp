@@ -103,11 +103,10 @@ TimingInputs timing_inputs(const AttentionSpec& spec, const Shape& s, const std:
                            bool with_grads) {
     TimingInputs in;
     in.buffers.reserve(10);
-    const size_t e = static_cast<size_t>(dtype_size(spec.dtype()));
     auto tensor = [&](DType dtype, std::vector<int64_t> shape, bool filled) {
         int64_t n = 1;
         for (int64_t d : shape) n *= d;
-        in.buffers.emplace_back(static_cast<size_t>(n) * (dtype == DType::f32 ? 4 : e));
+        in.buffers.emplace_back(static_cast<size_t>(n * dtype_size(dtype)));
         if (filled) in.buffers.back().fill_bytes(0x3c);  // 0x3c3c: a small positive f16 / bf16
         return TensorView::contiguous(in.buffers.back().data(), dtype, std::move(shape));
     };
