@@ -45,6 +45,7 @@ struct Attention::Impl {
         std::call_once(sm80_once, [this] {
             sm80 = api::prepare_kernel(kernel_spec, kernel_inputs, KernelKind::forward, target, std::nullopt, {},
                                        MainloopKind::sm80);
+            sm80->config.schedule.order = kernel.config.schedule.order;  // a chosen order holds here too
         });
         return *sm80;
     }
@@ -72,7 +73,7 @@ struct Attention::Impl {
 void Attention::Impl::launch(const api::PreparedKernel& k, const std::string& bias, const LaunchArgs& args,
                              Stream stream) const {
     if (k.config.mainloop != MainloopKind::sm90) {
-        k.launch(api::forward_grid(k.config, args), api::forward_params(k.layout, spec, args), stream);
+        k.launch(api::forward_grid(k.config, args), api::forward_params(k, spec, args), stream);
         return;
     }
     std::optional<ForwardTmaMaps> maps;
@@ -91,7 +92,7 @@ void Attention::Impl::launch(const api::PreparedKernel& k, const std::string& bi
     }
     if (!maps) {
         const api::PreparedKernel& f = sm80_kernel();
-        f.launch(api::forward_grid(f.config, args), api::forward_params(f.layout, spec, args), stream);
+        f.launch(api::forward_grid(f.config, args), api::forward_params(f, spec, args), stream);
         return;
     }
     api::launch_sm90_forward(k, spec, args, *maps, work_counters, sm_count, stream);
@@ -111,7 +112,10 @@ Attention::Impl::Tuned Attention::Impl::tune(const LaunchArgs& args, Stream stre
     const auto start = std::chrono::steady_clock::now();
     const runtime::DeviceInfo& device = runtime::current_device();
     auto prepare = [&](const KernelConfig& c, const api::Target& t) {
-        return api::prepare_kernel(kernel_spec, kernel_inputs, KernelKind::forward, t, c.tile, {}, c.mainloop);
+        api::PreparedKernel k =
+            api::prepare_kernel(kernel_spec, kernel_inputs, KernelKind::forward, t, c.tile, {}, c.mainloop);
+        k.config.schedule = c.schedule;  // chosen at launch: the same compiled kernel
+        return k;
     };
     auto tuned_of = [&](api::PreparedKernel k) {
         std::string bias = api::tma_bias_tensor(k.config, kernel_spec);
@@ -157,10 +161,25 @@ Attention::Impl::Tuned Attention::Impl::tune(const LaunchArgs& args, Stream stre
             return true;
         },
         stream, medians);
+    // Then the fastest tile's schedules: the same kernel, launched otherwise (nothing compiled).
+    const std::vector<KernelConfig> schedules = api::schedule_variants(candidates[best]);
+    std::vector<Tuned> scheduled(schedules.size(), *kernels[best]);
+    for (size_t i = 0; i < schedules.size(); ++i) scheduled[i].kernel.config.schedule = schedules[i].schedule;
+    std::vector<double> schedule_medians{medians[best]};
+    const size_t best_schedule = schedules.size() < 2 ? 0
+                                                      : api::time_candidates(
+                                                            schedules.size(),
+                                                            [&](size_t i) {
+                                                                launch(scheduled[i].kernel, scheduled[i].tma_bias,
+                                                                       scratch, stream);
+                                                                return true;
+                                                            },
+                                                            stream, schedule_medians);
     std::ostringstream what;
     what << spec;
-    api::record_tuning(key, bucket, candidates, best, medians, start, what.str());
-    return std::move(*kernels[best]);
+    api::record_tuning(key, bucket, schedules[best_schedule], schedule_medians[best_schedule], medians[0],
+                       candidates.size() + schedules.size() - 1, start, what.str());
+    return std::move(scheduled[best_schedule]);
 }
 
 Attention::Attention(const AttentionSpec& spec, const CompileOptions& options) : impl_(std::make_unique<Impl>()) {
@@ -181,10 +200,16 @@ Attention::Attention(const AttentionSpec& spec, const CompileOptions& options) :
     impl_->kernel =
         api::prepare_kernel(impl_->kernel_spec, impl_->kernel_inputs, KernelKind::forward, target, options.tile, {},
                             options.mainloop);
+    if (options.schedule) {
+        KernelConfig scheduled = impl_->kernel.config;
+        scheduled.schedule = *options.schedule;
+        codegen::check_schedule(scheduled, "CompileOptions.schedule");
+        impl_->kernel.config = scheduled;
+    }
     if (per_head) impl_->latent_gemm = api::prepare_latent_gemm(spec, target);
     impl_->tma_bias = api::tma_bias_tensor(impl_->kernel.config, impl_->kernel_spec);
-    impl_->autotune = api::autotune_asked(options) && !options.tile && !options.mainloop && !per_head &&
-                      target.on_device;
+    impl_->autotune = api::autotune_asked(options) && !options.tile && !options.mainloop && !options.schedule &&
+                      !per_head && target.on_device;
     debug(1) << "Attention ready: " << spec << " -> " << *impl_->kernel.compiled;
 }
 
@@ -214,7 +239,7 @@ void Attention::operator()(const LaunchArgs& args, Stream stream) const {
     void* v_h = static_cast<char*>(workspace.data()) + static_cast<size_t>(s.k_elems()) * esize;
     api::project_latent_kv(*impl_->latent_gemm, impl_->spec, args, k_h, v_h, stream);
     const LaunchArgs heads = api::latent_head_args(impl_->spec, args, k_h, v_h);
-    k.launch(api::forward_grid(k.config, heads), api::forward_params(k.layout, impl_->kernel_spec, heads), stream);
+    k.launch(api::forward_grid(k.config, heads), api::forward_params(k, impl_->kernel_spec, heads), stream);
 }
 
 const AttentionSpec& Attention::spec() const { return impl_->spec; }

@@ -57,8 +57,14 @@ struct CompileOptions {
     // Tune the configuration on the first launch of each shape bucket (api/autotune.h,
     // docs/autotune.md): Attention its forward kernel's, AttentionBackward the tile of its
     // kernel that owns the key tiles (api/backward_tuning.h); unset: ATTNJIT_AUTOTUNE. Ignored
-    // where a `tile` or a `mainloop` is given, and for a latent projection (its kernels are fixed).
+    // where a `tile`, a `mainloop` or a `schedule` is given, and for a latent projection (its kernels
+    // are fixed).
     std::optional<bool> autotune;
+    // Attention only: how the forward's CTAs take their work (CtaSchedule, kernel_config.h: the
+    // CTA order, and the sm90 loop's grid), chosen at launch, the compiled kernel the same; unset:
+    // the kernel's own, or the tuned one. A UserError where the kernel has no such choice (a
+    // grid off the sm90 loop, an order on the simt loop), and from AttentionBackward.
+    std::optional<CtaSchedule> schedule;
 };
 
 struct LaunchArgs {

@@ -179,6 +179,8 @@ AttentionBackward::AttentionBackward(const AttentionSpec& spec, const CompileOpt
     impl_->inputs = spec_inputs(spec);  // validates
     user_check(spec.returns_lse()) << "AttentionBackward needs the forward's LSE: build the spec with .return_lse() "
                                       "and use the same spec for the forward";
+    user_check(!options.schedule) << "AttentionBackward: CompileOptions.schedule chooses the forward's CTA schedule; "
+                                     "the backward's kernels have none to choose, so leave it unset here";
     impl_->spec = spec;
     const api::Target target = api::resolve_target(options);
     impl_->arch = target.arch;

@@ -149,6 +149,17 @@ std::vector<KernelConfig> backward_candidates(const AttentionSpec& spec, const K
     return kept;
 }
 
+std::vector<KernelConfig> schedule_variants(const KernelConfig& config) {
+    std::vector<KernelConfig> out{config};
+    for (int order = kOrderAuto; order <= kOrderLast; ++order)
+        for (Sm90Grid grid : {Sm90Grid::by_size, Sm90Grid::persistent, Sm90Grid::per_item}) {
+            KernelConfig c = config;
+            c.schedule = CtaSchedule{order, grid};
+            if (c.schedule != config.schedule && config_is_valid(c)) out.push_back(c);
+        }
+    return out;
+}
+
 std::string tuning_kind(KernelKind kind, bool deterministic) {
     const std::string name = kernel_kind_name(kind);
     return kind == KernelKind::backward_fused && !deterministic ? name + " nondeterministic" : name;
@@ -159,7 +170,8 @@ runtime::TuningKey tuning_key(const AttentionSpec& spec, const std::string& kind
                               const std::vector<KernelConfig>& candidates) {
     std::ostringstream spec_text, listed;
     spec_text << spec << "\n" << spec.hash();
-    for (const KernelConfig& c : candidates) listed << c << "\n";
+    for (const KernelConfig& c : candidates)
+        for (const KernelConfig& v : schedule_variants(c)) listed << v << "\n";
     runtime::TuningKey key;
     key.spec = sha256_hex(spec_text.str());  // the printed form, as the fast key: two specs never share it
     key.kind = kind;
@@ -185,7 +197,9 @@ void count_autotune_bundle_hit() { ++bundle_hit_count; }
 std::optional<KernelConfig> candidate_named(const std::vector<KernelConfig>& candidates,
                                             const runtime::TuningResult& stored) {
     for (const KernelConfig& c : candidates)
-        if (c.tile == stored.tile && c.mainloop == stored.mainloop) return c;
+        if (c.tile == stored.tile && c.mainloop == stored.mainloop)
+            for (const KernelConfig& v : schedule_variants(c))
+                if (v.schedule == stored.schedule) return v;
     return std::nullopt;
 }
 

@@ -63,6 +63,12 @@ std::vector<KernelConfig> forward_candidates(const AttentionSpec& spec, const st
 std::vector<KernelConfig> backward_candidates(const AttentionSpec& spec, const KernelConfig& key_default,
                                               const std::string& arch);
 
+// The launch-time schedules of `config` (kernel_config.h's CtaSchedule: every CTA order and, on
+// the sm90 loop, every grid that why_config_invalid accepts), `config` first: the same compiled
+// kernel launched otherwise. A tuner times them with the fastest tile, none compiled again. Just
+// `config` for a kernel with no schedule to choose (the backward's, the simt loop's).
+std::vector<KernelConfig> schedule_variants(const KernelConfig& config);
+
 // The name a tuning key gives the tuned kernel: its kind, and for a backward_fused that adds dQ
 // in any order (CompileOptions.deterministic = false) "backward_fused nondeterministic": another
 // kernel of the same tiles, timed apart.
@@ -70,7 +76,7 @@ std::string tuning_kind(KernelKind kind, bool deterministic = true);
 
 // The tuning database's key of a `kind` kernel (tuning_kind: the forward, or a backward's
 // key-tile kernel): the spec, the GPU, the toolchain and generator, and the candidate
-// configurations (their printed forms, hashed).
+// configurations with their schedule_variants (their printed forms, hashed).
 runtime::TuningKey tuning_key(const AttentionSpec& spec, const std::string& kind, const std::string& device,
                               const std::string& arch, const std::string& toolchain,
                               const std::vector<KernelConfig>& candidates);
@@ -85,8 +91,9 @@ inline runtime::TuningKey forward_tuning_key(const AttentionSpec& spec, const st
     return tuning_key(spec, KernelKind::forward, device, arch, toolchain, candidates);
 }
 
-// The configuration among `candidates` that a stored result names (its tile and main loop);
-// nullopt when none does: a choice made over another list is not taken.
+// The configuration among `candidates` and their schedule_variants that a stored result names
+// (its tile, main loop and schedule); nullopt when none does: a choice made over another list is
+// not taken.
 std::optional<KernelConfig> candidate_named(const std::vector<KernelConfig>& candidates,
                                             const runtime::TuningResult& stored);
 

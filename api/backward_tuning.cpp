@@ -103,7 +103,7 @@ std::shared_ptr<const AttentionBackward> BackwardTuner::tune(const LaunchArgs& f
         stream, medians);
     std::ostringstream what;
     what << spec_ << " backward";
-    record_tuning(key, bucket, candidates_, best, medians, start, what.str());
+    record_tuning(key, bucket, candidates_[best], medians[best], medians[0], candidates_.size(), start, what.str());
     return best == 0 ? nullptr : backwards[best];
 }
 

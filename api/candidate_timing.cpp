@@ -97,21 +97,22 @@ size_t time_candidates(size_t n, const std::function<bool(size_t)>& launch, Stre
     return best;
 }
 
-void record_tuning(const runtime::TuningKey& key, const std::string& bucket, const std::vector<KernelConfig>& candidates,
-                   size_t best, const std::vector<double>& medians, std::chrono::steady_clock::time_point start,
+void record_tuning(const runtime::TuningKey& key, const std::string& bucket, const KernelConfig& chosen,
+                   double seconds, double default_seconds, size_t timed, std::chrono::steady_clock::time_point start,
                    const std::string& what) {
     runtime::TuningResult result;
-    result.tile = candidates[best].tile;
-    result.mainloop = candidates[best].mainloop;
-    result.seconds = medians[best];
-    result.default_seconds = std::isfinite(medians[0]) ? medians[0] : -1.0;  // -1: it did not run (JSON has no infinity)
-    result.candidates = static_cast<int>(candidates.size());
+    result.tile = chosen.tile;
+    result.mainloop = chosen.mainloop;
+    result.schedule = chosen.schedule;
+    result.seconds = seconds;
+    result.default_seconds = std::isfinite(default_seconds) ? default_seconds : -1.0;  // -1: it did not run (JSON has no infinity)
+    result.candidates = static_cast<int>(timed);
     result.tuning_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     tuning_db().store(key, bucket, result);
     count_autotune_tuning();
-    debug(1) << "autotune: " << what << " " << bucket << ": " << candidates.size() << " candidates in "
-             << result.tuning_seconds << " s; " << candidates[best] << " " << 1e3 * result.seconds << " ms (default "
-             << 1e3 * result.default_seconds << " ms)";
+    debug(1) << "autotune: " << what << " " << bucket << ": " << timed << " candidates in " << result.tuning_seconds
+             << " s; " << chosen << " " << 1e3 * result.seconds << " ms (default " << 1e3 * result.default_seconds
+             << " ms)";
 }
 
 }  // namespace attnjit::api

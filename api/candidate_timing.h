@@ -47,12 +47,13 @@ std::unique_lock<std::mutex> lock_timing();
 size_t time_candidates(size_t n, const std::function<bool(size_t)>& launch, Stream stream,
                        std::vector<double>& medians);
 
-// What a tuning found, kept: candidate `best` of `candidates` (the default first) with the
-// medians time_candidates gave, stored in the tuning database under `key` and `bucket`, counted
-// (autotune_counts) and printed with ATTNJIT_DEBUG ("autotune: <what> <bucket>: ..."). `start`:
-// when the tuning began (its time is recorded).
-void record_tuning(const runtime::TuningKey& key, const std::string& bucket, const std::vector<KernelConfig>& candidates,
-                   size_t best, const std::vector<double>& medians, std::chrono::steady_clock::time_point start,
+// What a tuning found, kept: `chosen` (its median `seconds`) against the default's median
+// `default_seconds` (infinite where it did not run), of `timed` candidates (schedules included),
+// stored in the tuning database under `key` and `bucket`, counted (autotune_counts) and printed
+// with ATTNJIT_DEBUG ("autotune: <what> <bucket>: ..."). `start`: when the tuning began (its time
+// is recorded).
+void record_tuning(const runtime::TuningKey& key, const std::string& bucket, const KernelConfig& chosen,
+                   double seconds, double default_seconds, size_t timed, std::chrono::steady_clock::time_point start,
                    const std::string& what);
 
 }  // namespace attnjit::api

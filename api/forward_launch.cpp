@@ -1,5 +1,7 @@
 #include "api/forward_launch.h"
 
+#include <algorithm>
+
 #include "attnjit/common/math_constants.h"
 #include "runtime/params_packer.h"
 #include "support/env.h"
@@ -37,11 +39,12 @@ ForwardArgs forward_args(const AttentionSpec& spec, const LaunchArgs& a) {
     return f;
 }
 
-std::vector<unsigned char> forward_params(const codegen::ParamsLayout& layout, const AttentionSpec& spec,
-                                          const LaunchArgs& args, int* work_counter) {
+std::vector<unsigned char> forward_params(const PreparedKernel& k, const AttentionSpec& spec, const LaunchArgs& args,
+                                          int* work_counter) {
     ForwardArgs block = forward_args(spec, args);
     block.work_counter = work_counter;
-    return runtime::pack_params(layout, &block, sizeof block, args.scalars, args.tensors);
+    block.cta_order = k.config.schedule.order;
+    return runtime::pack_params(k.layout, &block, sizeof block, args.scalars, args.tensors);
 }
 
 runtime::Dim3 forward_grid(const KernelConfig& config, const LaunchArgs& a) {
@@ -54,15 +57,17 @@ void launch_sm90_forward(const PreparedKernel& k, const AttentionSpec& spec, con
     const runtime::Dim3 items = forward_grid(k.config, args);
     const long long n = static_cast<long long>(items.x) * items.y * items.z;
     // One CTA an SM: the kernel's registers (384 threads at 168, 512 at 128) allow no second one.
-    int* const counter = n <= sms || env::sm90_grid_one_cta_an_item()
-                             ? nullptr
-                             : counters.for_stream(static_cast<CUstream>(stream));
+    const Sm90Grid g = k.config.schedule.grid;
+    const bool persistent = g == Sm90Grid::persistent ||
+                            (g == Sm90Grid::by_size && n > sms && !env::sm90_grid_one_cta_an_item());
+    // No counter (a stream captured before it had one): one CTA an item.
+    int* const counter = persistent ? counters.for_stream(static_cast<CUstream>(stream)) : nullptr;
     if (!counter) {
-        k.launch(items, forward_params(k.layout, spec, args), stream, &maps);
+        k.launch(items, forward_params(k, spec, args), stream, &maps);
         return;
     }
-    k.launch(runtime::Dim3{static_cast<unsigned>(sms), 1, 1}, forward_params(k.layout, spec, args, counter), stream,
-             &maps);
+    k.launch(runtime::Dim3{static_cast<unsigned>(std::min<long long>(n, sms)), 1, 1},
+             forward_params(k, spec, args, counter), stream, &maps);
 }
 
 }  // namespace attnjit::api

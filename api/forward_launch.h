@@ -18,10 +18,11 @@ namespace attnjit::api {
 
 ForwardArgs forward_args(const AttentionSpec& spec, const LaunchArgs& args);
 
-// The bytes of the generated Params struct for these (already checked) arguments.
-// work_counter: ForwardArgs::work_counter (the sm90 persistent grid's), else null.
-std::vector<unsigned char> forward_params(const codegen::ParamsLayout& layout, const AttentionSpec& spec,
-                                          const LaunchArgs& args, int* work_counter = nullptr);
+// The bytes of kernel k's generated Params struct for these (already checked) arguments, with
+// its configuration's CTA order (ForwardArgs::cta_order). work_counter:
+// ForwardArgs::work_counter (the sm90 persistent grid's), else null.
+std::vector<unsigned char> forward_params(const PreparedKernel& k, const AttentionSpec& spec, const LaunchArgs& args,
+                                          int* work_counter = nullptr);
 
 // One CTA per (query tile, query head, batch), as templates/README.md says.
 runtime::Dim3 forward_grid(const KernelConfig& config, const LaunchArgs& args);
@@ -29,7 +30,8 @@ runtime::Dim3 forward_grid(const KernelConfig& config, const LaunchArgs& args);
 // Launches the sm90 forward (k: its PreparedKernel) on `stream`. With more work items
 // (query tiles x heads x batch) than the GPU's `sms`, on a persistent grid of one CTA an SM that hands
 // the items out through the stream's counter of `counters` (ForwardArgs::work_counter,
-// sm90/mainloop.cuh); else, or with ATTNJIT_SM90_GRID=items, one CTA an item.
+// sm90/mainloop.cuh); else, or with ATTNJIT_SM90_GRID=items, one CTA an item. A configuration
+// whose schedule names a grid (Sm90Grid::persistent, per_item) launches that one whatever the sizes.
 void launch_sm90_forward(const PreparedKernel& k, const AttentionSpec& spec, const LaunchArgs& args,
                          const ForwardTmaMaps& maps, WorkCounters& counters, int sms, Stream stream);
 

@@ -63,6 +63,17 @@ int supported_sm_version(const std::string& arch) {
     return sm;
 }
 
+void check_schedule(const KernelConfig& c, const std::string& what) {
+    if (const char* why = why_config_invalid(c)) {
+        std::ostringstream chosen;
+        chosen << c.schedule;  // " cta_order=... grid=..."
+        std::string text = chosen.str();
+        if (!text.empty()) text.erase(0, 1);
+        user_check(false) << what << " (" << text << ") for " << c << ": " << why
+                          << "; leave it unset for the kernel's own schedule";
+    }
+}
+
 void check_config(const KernelConfig& c, const std::string& arch) {
     const int sm = supported_sm_version(arch);
     user_check(c.mainloop != MainloopKind::sm90 || arch_has_wgmma(arch))
@@ -219,7 +230,14 @@ std::ostream& operator<<(std::ostream& os, const KernelConfig& c) {
     const int tq = tile_head_dim(c.head_dim_qk), tv = tile_head_dim(c.head_dim_v);
     if (head_dims_padded(c)) os << "(tiles d" << tq << "x" << tv << ") ";
     return os << c.tile << (c.score_conv ? " score_conv" : "") << (c.bias_tile ? " bias_tile" : "")
-              << (c.recip_band ? " recip_band" : "") << (c.latent ? " latent=" + std::to_string(c.latent) : "");
+              << (c.recip_band ? " recip_band" : "") << (c.latent ? " latent=" + std::to_string(c.latent) : "")
+              << c.schedule;
+}
+
+std::ostream& operator<<(std::ostream& os, const CtaSchedule& s) {  // nothing for the kernel's own
+    if (s.order != kOrderAuto) os << " cta_order=" << cta_order_name(s.order);
+    if (s.grid != Sm90Grid::by_size) os << " grid=" << sm90_grid_name(s.grid);
+    return os;
 }
 
 }  // namespace attnjit

@@ -57,6 +57,11 @@ std::vector<KernelConfig> candidate_configs(const dsl::AttentionSpec& spec, Kern
 // Whether `arch` has wgmma and setmaxnreg (the sm90 main loop): sm_90a only.
 bool arch_has_wgmma(const std::string& arch);
 
+// UserError unless `config`, valid without its schedule, takes its schedule (why_config_invalid's
+// rules: an order on the sm80 and sm90 forward, a grid on the sm90 forward); `what` names where
+// the schedule came from ("CompileOptions.schedule").
+void check_schedule(const KernelConfig& config, const std::string& what);
+
 // UserError unless `config` is valid and runs on `arch`.
 void check_config(const KernelConfig& config, const std::string& arch);
 
@@ -70,6 +75,9 @@ namespace attnjit {  // beside the types, for argument-dependent lookup
 // "block_m=128 block_n=64 warps=4 stages=2"
 std::ostream& operator<<(std::ostream& os, const TileConfig& t);
 // "forward sm80 bf16 d128x128 block_m=128 block_n=64 warps=4 stages=2"; at padded head dims
-// "forward sm80 bf16 d40x40 (tiles d64x64) block_m=128 ..."
+// "forward sm80 bf16 d40x40 (tiles d64x64) block_m=128 ..."; a chosen schedule last
+// ("... stages=2 cta_order=per_head").
 std::ostream& operator<<(std::ostream& os, const KernelConfig& c);
+// " cta_order=chunked4 grid=persistent"; "" for the kernel's own schedule (printed after a config)
+std::ostream& operator<<(std::ostream& os, const CtaSchedule& s);
 }  // namespace attnjit

@@ -44,10 +44,12 @@ struct TuningKey {
 };
 
 // What won in one bucket (the tile and main loop that make_config completes into the kernel's
-// configuration), and what the default took there (seconds, median of the timed runs).
+// configuration, and the schedule it launches with), and what the default took there (seconds,
+// median of the timed runs).
 struct TuningResult {
     TileConfig tile{};
     MainloopKind mainloop = MainloopKind::sm80;
+    CtaSchedule schedule{};
     double seconds = 0;
     double default_seconds = 0;
     int candidates = 0;       // how many were timed (failed ones count, as infinitely slow)

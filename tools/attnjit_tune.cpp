@@ -87,7 +87,7 @@ int report() {
             std::cout << "| " << e.key.spec.substr(0, 12) << " | " << e.key.kind << " | " << e.key.device << " ("
                       << e.key.arch << ") | " << bucket << " | " << ms(r.default_seconds) << " | " << ms(r.seconds)
                       << " | " << speedup << " | " << mainloop_kind_name(r.mainloop) << " " << codegen::to_string(r.tile)
-                      << " | " << r.candidates << " | " << r.tuning_seconds << " |\n";
+                      << r.schedule << " | " << r.candidates << " | " << r.tuning_seconds << " |\n";
         }
     return 0;
 }

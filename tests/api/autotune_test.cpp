@@ -242,6 +242,85 @@ TEST(Autotune, BackwardCandidatesAreTheKeyKernelsDefaultAndItsSm80Tiles) {
 }
 
 // Without a GPU there is nothing to time: asked to tune, a compile-only Attention is the default one.
+// The schedules timed after the tiles (schedule_variants): the kernel's own first, then every CTA
+// order and, on the sm90 loop, every grid, each a valid configuration of the same tile; none
+// for kernels without a launch-time schedule (the backward's, the simt loop's).
+TEST(Autotune, ScheduleVariantsAreEveryOrderAndOnHopperEveryGrid) {
+    const AttentionSpec causal = dsl::example_spec("causal", DType::bf16, 128);
+    const KernelConfig sm90 = codegen::make_config(causal, KernelKind::forward, "sm_90a");
+    const KernelConfig sm80 = codegen::make_config(causal, KernelKind::forward, "sm_80");
+    ASSERT_EQ(sm90.mainloop, MainloopKind::sm90);
+    for (const auto& [config, expected] : {std::pair{sm90, size_t{(kOrderLast + 1) * 3}}, std::pair{sm80, size_t{kOrderLast + 1}}}) {
+        const auto variants = schedule_variants(config);
+        ASSERT_EQ(variants.size(), expected) << config;
+        EXPECT_EQ(variants.front(), config) << "the kernel's own schedule first";
+        for (size_t i = 0; i < variants.size(); ++i) {
+            KernelConfig same_tile = variants[i];
+            same_tile.schedule = CtaSchedule{};
+            EXPECT_EQ(same_tile, config) << variants[i] << ": only the schedule differs";
+            EXPECT_TRUE(config_is_valid(variants[i])) << variants[i];
+            EXPECT_EQ(codegen::config_id(variants[i]), codegen::config_id(config)) << "the same compiled kernel";
+            for (size_t j = 0; j < i; ++j) EXPECT_NE(variants[i], variants[j]) << variants[i] << " twice";
+        }
+    }
+    const AttentionSpec f32 = dsl::example_spec("causal", DType::f32, 64);
+    EXPECT_EQ(schedule_variants(codegen::make_config(f32, KernelKind::forward, "sm_80")).size(), 1u) << "simt";
+    EXPECT_EQ(schedule_variants(codegen::make_config(causal, KernelKind::backward_fused, "sm_80")).size(), 1u);
+}
+
+// A stored result names a schedule too: candidate_named gives that schedule of the named tile, and
+// nothing where the tile cannot take it (a grid named for an sm80 tile) or no candidate has the tile.
+TEST(Autotune, AStoredScheduleIsTakenOnlyWhereItsTileTakesIt) {
+    const AttentionSpec causal = dsl::example_spec("causal", DType::bf16, 128);
+    const auto candidates = forward_candidates(causal, "sm_90a");
+    const KernelConfig sm80 = candidates.back();
+    ASSERT_EQ(sm80.mainloop, MainloopKind::sm80);
+    runtime::TuningResult stored;
+    stored.tile = sm80.tile;
+    stored.mainloop = sm80.mainloop;
+    stored.schedule = CtaSchedule{kOrderChunked1, Sm90Grid::by_size};
+    const auto named = candidate_named(candidates, stored);
+    ASSERT_TRUE(named);
+    EXPECT_EQ(named->schedule, stored.schedule);
+    EXPECT_EQ(named->tile, sm80.tile);
+    stored.schedule.grid = Sm90Grid::persistent;
+    EXPECT_FALSE(candidate_named(candidates, stored)) << "an sm80 tile has no grid to choose";
+    stored.tile.block_m = 48;
+    stored.schedule = CtaSchedule{};
+    EXPECT_FALSE(candidate_named(candidates, stored));
+}
+
+// CompileOptions.schedule pins the forward's schedule (no tuning then); where the kernel has no
+// such choice it is the user's mistake, told before anything compiles, and AttentionBackward
+// refuses it.
+TEST(Autotune, APinnedScheduleIsCheckedAndKept) {
+    const AttentionSpec causal = dsl::example_spec("causal", DType::bf16, 128);
+    CompileOptions o;
+    o.arch = "sm_90a";
+    o.schedule = CtaSchedule{kOrderChunked4, Sm90Grid::per_item};
+    EXPECT_EQ(Attention(causal, o).config().schedule, *o.schedule);
+    o.arch = "sm_80";
+    try {
+        Attention a(causal, o);
+        ADD_FAILURE() << "a grid for the sm80 loop was accepted";
+    } catch (const UserError& e) {
+        const std::string what = e.what();
+        EXPECT_NE(what.find("CompileOptions.schedule (cta_order=chunked4 grid=per_item)"), std::string::npos) << what;
+        EXPECT_NE(what.find("sm90 forward only"), std::string::npos) << what;
+    }
+    o.schedule = CtaSchedule{kOrderPerHead, Sm90Grid::by_size};
+    EXPECT_EQ(Attention(causal, o).config().schedule.order, kOrderPerHead);
+    o.schedule = CtaSchedule{kOrderLast + 1, Sm90Grid::by_size};
+    EXPECT_THROW(Attention(causal, o), UserError);
+    o.schedule = CtaSchedule{kOrderPerHead, Sm90Grid::by_size};
+    try {
+        AttentionBackward b(AttentionSpec(causal).return_lse(), o);
+        ADD_FAILURE() << "AttentionBackward took a schedule";
+    } catch (const UserError& e) {
+        EXPECT_NE(std::string(e.what()).find("leave it unset"), std::string::npos) << e.what();
+    }
+}
+
 TEST(Autotune, ACompileOnlyAttentionBuildsWithTheDefault) {
     CompileOptions o;
     o.arch = "sm_90a";

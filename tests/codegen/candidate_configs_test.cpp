@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <sstream>
 #include <string>
 
 #include "codegen/kernel_config.h"
@@ -105,6 +106,36 @@ TEST(CandidateConfigs, KeepTheStructuralFeatures) {
     }
     EXPECT_USER_ERROR(candidate_configs(band, KernelKind::forward, "sm_90a", MainloopKind::sm90),
                       "no score convolution, reciprocal band or latent projection");
+}
+
+// The launch-time schedule (CtaSchedule) has rules of its own in why_config_invalid: a known CTA
+// order, chosen for the sm80 and sm90 forward; a grid, for the sm90 forward; nothing for the
+// backward's kernels, the simt loop or latent_gemm. The printed form names a chosen schedule only.
+TEST(CandidateConfigs, ScheduleRules) {
+    const AttentionSpec causal = example_spec("causal", DType::bf16, 128);
+    auto with = [](KernelConfig c, int order, Sm90Grid grid) {
+        c.schedule = CtaSchedule{order, grid};
+        return c;
+    };
+    const KernelConfig sm90 = make_config(causal, KernelKind::forward, "sm_90a");
+    const KernelConfig sm80 = make_config(causal, KernelKind::forward, "sm_80");
+    const KernelConfig simt = make_config(example_spec("causal", DType::f32, 64), KernelKind::forward, "sm_80");
+    const KernelConfig fused = make_config(causal, KernelKind::backward_fused, "sm_80");
+    for (int order = kOrderAuto; order <= kOrderLast; ++order) {
+        EXPECT_TRUE(config_is_valid(with(sm90, order, Sm90Grid::persistent))) << order;
+        EXPECT_TRUE(config_is_valid(with(sm80, order, Sm90Grid::by_size))) << order;
+    }
+    for (int order : {-1, kOrderLast + 1, int{kOrderBatchInner}})
+        EXPECT_STREQ(why_config_invalid(with(sm80, order, Sm90Grid::by_size)), "unknown CTA order") << order;
+    EXPECT_NE(why_config_invalid(with(sm80, kOrderAuto, Sm90Grid::per_item)), nullptr);
+    EXPECT_NE(why_config_invalid(with(simt, kOrderPerHead, Sm90Grid::by_size)), nullptr);
+    EXPECT_NE(why_config_invalid(with(fused, kOrderPerHead, Sm90Grid::by_size)), nullptr);
+    EXPECT_NE(why_config_invalid(with(fused, kOrderAuto, Sm90Grid::persistent)), nullptr);
+    std::ostringstream printed;
+    printed << with(sm90, kOrderChunked1, Sm90Grid::per_item) << "|" << sm90;
+    const std::string text = printed.str();
+    EXPECT_NE(text.find("stages=2 cta_order=chunked1 grid=per_item|"), std::string::npos) << text;
+    EXPECT_EQ(text.find("cta_order", text.find('|')), std::string::npos) << "the kernel's own schedule printed";
 }
 
 }  // namespace

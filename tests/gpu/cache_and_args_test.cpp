@@ -132,15 +132,26 @@ TEST(Autotune, ABundledChoiceIsTakenWithoutTiming) {
     const std::string bucket = api::shape_bucket(p.args().q.shape[2], p.args().k.shape[2]);
     const std::vector<KernelConfig> candidates = api::forward_candidates(spec, arch);
     ASSERT_GT(candidates.size(), 1u);
-    const KernelConfig pick = candidates.back();  // not the default (on sm_90a, the sm80 loop's)
+    // Not the default (on sm_90a, the sm80 loop's), with a CTA order of its own.
+    const KernelConfig pick = api::schedule_variants(candidates.back()).back();
+    ASSERT_NE(pick.schedule, CtaSchedule{}) << pick;
     runtime::TuningDb db(cleanup.dir);
+    runtime::TuningResult recorded;
+    recorded.tile = pick.tile;
+    recorded.mainloop = pick.mainloop;
+    recorded.schedule = pick.schedule;
+    recorded.seconds = 1e-3;
+    recorded.default_seconds = 2e-3;
+    recorded.candidates = static_cast<int>(candidates.size());
+    recorded.tuning_seconds = 1.0;
     db.store(api::forward_tuning_key(spec, device.name, arch, "the tuning process's compiler", candidates), bucket,
-             runtime::TuningResult{pick.tile, pick.mainloop, 1e-3, 2e-3, static_cast<int>(candidates.size()), 1.0});
+             recorded);
     api::AotOptions forward_only;
     forward_only.backward = false;
     (void)api::compile_for_bundle(spec, arch, forward_only);
     const auto choices = api::compile_tuned_for_bundle(spec, arch, db.entries(), "");
     ASSERT_EQ(choices.size(), 1u);
+    EXPECT_EQ(choices[0].result.schedule, pick.schedule) << "the bundle does not record the chosen schedule";
     api::write_bundle_of_compiled(cleanup.dir + "/bundle", {{spec, "spec.json"}}, choices);
     ASSERT_GT(runtime::load_bundle(cleanup.dir + "/bundle"), 0u);
 
@@ -203,6 +214,55 @@ INSTANTIATE_TEST_SUITE_P(Autotune, EveryForwardCandidate,
                                            std::pair{Mod::DocumentMask, 128}, std::pair{Mod::DocumentMask, 64},
                                            std::pair{Mod::Softcap, 128}, std::pair{Mod::Softcap, 64},
                                            std::pair{Mod::CausalTopLeft, 128}, std::pair{Mod::CausalTopLeft, 64}),
+                         [](const auto& info) {
+                             return std::string(mod_name(info.param.first)) + "_d" + std::to_string(info.param.second);
+                         });
+
+// Every schedule the tuner may launch the default kernel with (api::schedule_variants: each CTA
+// order, and on sm_90a each grid) computes the reference's output, and the same bits as the
+// kernel's own schedule: a work item is computed alike whichever CTA takes it, in whatever order.
+// More work items (query tiles x heads x batch) than the GPU has SMs, so that a persistent CTA
+// takes several; ragged lengths; a mask that skips tiles (the chunked orders' case) and one that
+// does not.
+class EverySchedule : public ::testing::TestWithParam<std::pair<Mod, int>> {};
+
+TEST_P(EverySchedule, ComputesTheKernelsOwnBits) {
+    ATTNJIT_SKIP_WITHOUT_GPU();
+    const auto [mod, d] = GetParam();
+    const int sms = runtime::current_device().sm_count;
+    const Case c = make_case(mod, DType::bf16, d, {1, (sms / 6 + 2) / 2 * 2, 2, 777, 901});  // 7 tiles of 128 rows a head
+    Problem p = make_problem(c);
+    const auto ref = reference::forward(p.spec, p.in);
+    const Attention own(p.spec);
+    const auto variants = api::schedule_variants(own.config());
+    EXPECT_GE(variants.size(), static_cast<size_t>(kOrderLast + 1)) << own.config();
+    p.poison_outputs();
+    own(p.args());
+    p.download_outputs();
+    const auto o_own = p.o.storage();
+    const auto lse_own = p.lse.storage();
+    for (const KernelConfig& k : variants) {
+        std::ostringstream config;
+        config << k;
+        CompileOptions pinned;
+        pinned.schedule = k.schedule;
+        const Attention attn(p.spec, pinned);
+        EXPECT_EQ(attn.config(), k);
+        p.poison_outputs();
+        attn(p.args());
+        p.download_outputs();
+        const Check o = check_output(c.name() + " O " + config.str(), p.o, ref.o, reference::output_tolerance(c.dtype));
+        EXPECT_TRUE(o.ok) << o.message;
+        const Check l = check_output(c.name() + " LSE " + config.str(), p.lse, ref.lse, reference::kLseTolerance);
+        EXPECT_TRUE(l.ok) << l.message;
+        EXPECT_TRUE(p.o.storage() == o_own && p.lse.storage() == lse_own)
+            << config.str() << ": other bits than the kernel's own schedule";
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(Autotune, EverySchedule,
+                         ::testing::Values(std::pair{Mod::CausalTopLeft, 128}, std::pair{Mod::DocumentMask, 64},
+                                           std::pair{Mod::Softcap, 128}, std::pair{Mod::BiasPadded, 128}),
                          [](const auto& info) {
                              return std::string(mod_name(info.param.first)) + "_d" + std::to_string(info.param.second);
                          });

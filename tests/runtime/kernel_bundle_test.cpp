@@ -91,7 +91,14 @@ TEST_F(KernelBundleTest, TunedChoicesRoundTripAndMatchOnAllButTheCompiler) {
     MadeBundle b = make_bundle(fake, {0}, "sm_90a");
     const TuningKey key{"spec-hash", "forward", "NVIDIA H100 80GB HBM3", "sm_90a", "nvrtc of the timing process", 7,
                         "candidates-hash"};
-    const TuningResult r{TileConfig{128, 176, 12, 2}, MainloopKind::sm90, 3.4e-3, 3.6e-3, 10, 0.5};
+    TuningResult r;
+    r.tile = TileConfig{128, 176, 12, 2};
+    r.mainloop = MainloopKind::sm90;
+    r.schedule = CtaSchedule{kOrderChunked4, Sm90Grid::per_item};
+    r.seconds = 3.4e-3;
+    r.default_seconds = 3.6e-3;
+    r.candidates = 10;
+    r.tuning_seconds = 0.5;
     b.manifest.tuning.push_back({key, "q16384_k16384", r});
     const std::string text = to_json(b.manifest);
     EXPECT_NE(text.find("\"tuned_with\": \"nvrtc of the timing process\""), std::string::npos) << text;
@@ -101,6 +108,7 @@ TEST_F(KernelBundleTest, TunedChoicesRoundTripAndMatchOnAllButTheCompiler) {
     EXPECT_EQ(back.tuning[0].bucket, "q16384_k16384");
     EXPECT_EQ(back.tuning[0].result.tile, r.tile);
     EXPECT_EQ(back.tuning[0].result.mainloop, MainloopKind::sm90);
+    EXPECT_EQ(back.tuning[0].result.schedule, r.schedule);
     EXPECT_EQ(to_json(back), text);
     // A manifest without choices (every bundle made without --tuning) has none.
     EXPECT_TRUE(bundle_manifest_from_json(to_json(make_bundle(fake, {1}, "sm_80").manifest), "n.json").tuning.empty());

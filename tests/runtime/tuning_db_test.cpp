@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "runtime/tuning_db.h"
+#include "runtime/tuning_json.h"
 #include "runtime_test_util.h"
 
 namespace attnjit::runtime {
@@ -30,6 +31,7 @@ TuningResult sample_result(int salt = 0) {
     TuningResult r;
     r.tile = TileConfig{128, 128 - 16 * salt, 12, 2};
     r.mainloop = MainloopKind::sm90;
+    r.schedule = CtaSchedule{kOrderAuto + salt % (kOrderLast + 1), salt % 2 ? Sm90Grid::persistent : Sm90Grid::by_size};
     r.seconds = 1e-3 + salt * 1e-6;
     r.default_seconds = 1.2e-3;
     r.candidates = 17;
@@ -40,6 +42,7 @@ TuningResult sample_result(int salt = 0) {
 void expect_same(const TuningResult& a, const TuningResult& b) {
     EXPECT_EQ(a.tile, b.tile);
     EXPECT_EQ(a.mainloop, b.mainloop);
+    EXPECT_EQ(a.schedule, b.schedule);
     EXPECT_DOUBLE_EQ(a.seconds, b.seconds);
     EXPECT_DOUBLE_EQ(a.default_seconds, b.default_seconds);
     EXPECT_EQ(a.candidates, b.candidates);
@@ -147,6 +150,29 @@ TEST(TuningDb, ADamagedOrForeignFileIsIgnoredAndReplaced) {
     ::testing::internal::CaptureStderr();
     EXPECT_FALSE(TuningDb(tmp.path()).find(sample_key(), "theirs"));
     ::testing::internal::GetCapturedStderr();
+}
+
+// A result recorded before schedules were tuned (no "cta_order", no "grid") is the kernel's own
+// schedule; a schedule name no release writes makes the result unreadable, not another schedule.
+TEST(TuningJson, TheScheduleIsOptionalButNeverGuessed) {
+    nlohmann::ordered_json j = tuning_result_json(sample_result(3));
+    EXPECT_EQ(j.at("cta_order"), "chunked4");
+    EXPECT_EQ(j.at("grid"), "persistent");
+    ASSERT_TRUE(tuning_result_from_json(j));
+    expect_same(*tuning_result_from_json(j), sample_result(3));
+    nlohmann::ordered_json old = j;
+    old.erase("cta_order");
+    old.erase("grid");
+    const auto read = tuning_result_from_json(old);
+    ASSERT_TRUE(read);
+    EXPECT_EQ(read->schedule, CtaSchedule{});
+    EXPECT_EQ(read->tile, sample_result(3).tile);
+    nlohmann::ordered_json unknown = j;
+    unknown["cta_order"] = "zigzag";
+    EXPECT_FALSE(tuning_result_from_json(unknown));
+    unknown = j;
+    unknown["grid"] = 2;
+    EXPECT_FALSE(tuning_result_from_json(unknown));
 }
 
 }  // namespace

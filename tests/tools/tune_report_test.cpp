@@ -44,6 +44,7 @@ TEST(TuneReport, PrintsEveryCaseWithItsSpeedUp) {
         r.tuning_seconds = 14.5;
         db.store(key, "q4096_k4096", r);
         r.tile = TileConfig{128, 128, 12, 2};
+        r.schedule = CtaSchedule{kOrderChunked4, Sm90Grid::persistent};
         r.default_seconds = r.seconds = 2e-3;
         db.store(key, "q16384_k16384", r);
     }
@@ -53,7 +54,10 @@ TEST(TuneReport, PrintsEveryCaseWithItsSpeedUp) {
                        "1.25x | sm90 block_m=128 block_n=176 warps=12 stages=2 | 183 | 14.5 |"),
               std::string::npos)
         << out;
-    EXPECT_NE(out.find("| q16384_k16384 | 2.000 | 2.000 | 1.00x | sm90 block_m=128 block_n=128 warps=12 stages=2 |"), std::string::npos) << out;
+    EXPECT_NE(out.find("| q16384_k16384 | 2.000 | 2.000 | 1.00x | sm90 block_m=128 block_n=128 warps=12 stages=2 "
+                       "cta_order=chunked4 grid=persistent |"),
+              std::string::npos)
+        << out;
     std::system(("rm -rf " + root).c_str());
 }
 

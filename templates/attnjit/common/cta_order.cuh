@@ -17,18 +17,14 @@
 //     through a batch stride of 0) can be read from memory once and from L2 by the other rows,
 //     where head-innermost runs through several heads' planes (32 MiB each at N 4096) before
 //     the next batch row comes back to the first.
+// The values are kernel_config.h's (the host names them); ForwardArgs::cta_order, when not
+// kOrderAuto, overrides the kernel's own at launch (CtaSchedule: the autotuner's choice).
 #pragma once
 
-namespace attnjit {
+#include "attnjit/common/kernel_config.h"
+#include "attnjit/forward/args.h"
 
-enum : int {
-    kOrderAuto = -1,
-    kOrderPerHead = 0,
-    kOrderChunked16 = 1,
-    kOrderChunked4 = 2,
-    kOrderChunked1 = 3,
-    kOrderBatchInner = 8  // a flag beside the others
-};
+namespace attnjit {
 
 // The order a main loop uses: kOrder, or what kOrderAuto stands for with this Variant.
 template <class Variant, int kOrder>
@@ -36,6 +32,13 @@ struct CtaOrder {
     static constexpr int value =
         kOrder != kOrderAuto ? kOrder : (Variant::kCanClassify ? kOrderChunked16 : kOrderPerHead);
 };
+
+// The order of this launch: the host's (ForwardArgs::cta_order) where it chose one, else the
+// kernel's.
+template <class Variant, int kOrder>
+__device__ __forceinline__ int launch_cta_order(const ForwardArgs& a) {
+    return a.cta_order != kOrderAuto ? a.cta_order : CtaOrder<Variant, kOrder>::value;
+}
 
 // The logical grid: (query tiles, Hq, B). A CTA of a one-tile-per-CTA launch is the
 // work item blockIdx.x + gx * (blockIdx.y + gy * blockIdx.z); a persistent CTA takes several.

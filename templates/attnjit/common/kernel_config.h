@@ -92,6 +92,49 @@ struct TileConfig {
     int stages;   // shared-memory stages for K/V
 };
 
+// Which work item (query tile, head, batch) each CTA of a forward takes, and in what order
+// (common/cta_order.cuh says what each order does and when it pays):
+//   kOrderAuto: the kernel's own (CtaOrder: chunked by 16 MiB where tiles can be skipped,
+//     else per head); the others: that order, whatever the Variant.
+// 0 is the kernel's own so that a zeroed ForwardArgs keeps it.
+enum : int {
+    kOrderAuto = 0,
+    kOrderPerHead = 1,
+    kOrderChunked16 = 2,
+    kOrderChunked4 = 3,
+    kOrderChunked1 = 4,
+    kOrderLast = kOrderChunked1,
+    kOrderBatchInner = 8  // a flag beside the others, set by the sm90 loop itself (never chosen)
+};
+
+// The sm90 forward's grid: by_size, a persistent grid of one CTA an SM that takes the work items
+// in turn where there are more items than SMs, else one CTA an item; or either, always.
+enum class Sm90Grid : int { by_size = 0, persistent = 1, per_item = 2 };
+
+// How a forward's CTAs take their work: chosen at launch (ForwardArgs::cta_order, the grid's
+// shape), so every schedule runs the same compiled kernel (config_id, and with it the kernel's
+// cache key, leaves it out). The autotuner times the schedules of its fastest tile.
+struct CtaSchedule {
+    int order = kOrderAuto;
+    Sm90Grid grid = Sm90Grid::by_size;
+};
+ATTNJIT_HD constexpr bool operator==(const CtaSchedule& a, const CtaSchedule& b) {
+    return a.order == b.order && a.grid == b.grid;
+}
+ATTNJIT_HD constexpr bool operator!=(const CtaSchedule& a, const CtaSchedule& b) { return !(a == b); }
+
+ATTNJIT_HD constexpr const char* cta_order_name(int order) {
+    return order == kOrderAuto        ? "auto"
+           : order == kOrderPerHead   ? "per_head"
+           : order == kOrderChunked16 ? "chunked16"
+           : order == kOrderChunked4  ? "chunked4"
+           : order == kOrderChunked1  ? "chunked1"
+                                      : "?";
+}
+ATTNJIT_HD constexpr const char* sm90_grid_name(Sm90Grid g) {
+    return g == Sm90Grid::by_size ? "by_size" : g == Sm90Grid::persistent ? "persistent" : g == Sm90Grid::per_item ? "per_item" : "?";
+}
+
 // Everything that selects a kernel besides the Variant: travels from the plan through
 // codegen::KernelSource to the compiled and loaded kernel.
 struct KernelConfig {
@@ -118,6 +161,8 @@ struct KernelConfig {
     // at head dim L over K, V [Nk x L]; head_dim_qk and head_dim_v stay Q's and O's (the
     // projections' other sides). 0: none.
     int latent = 0;
+    // Forward sm80 and sm90 only: the launch-time schedule (CtaSchedule; its grid: sm90 only).
+    CtaSchedule schedule{};
 };
 
 ATTNJIT_HD constexpr bool operator==(const TileConfig& a, const TileConfig& b) {
@@ -127,7 +172,8 @@ ATTNJIT_HD constexpr bool operator!=(const TileConfig& a, const TileConfig& b) {
 ATTNJIT_HD constexpr bool operator==(const KernelConfig& a, const KernelConfig& b) {
     return a.kind == b.kind && a.mainloop == b.mainloop && a.elem == b.elem && a.head_dim_qk == b.head_dim_qk &&
            a.head_dim_v == b.head_dim_v && a.tile == b.tile && a.score_conv == b.score_conv &&
-           a.bias_tile == b.bias_tile && a.recip_band == b.recip_band && a.latent == b.latent;
+           a.bias_tile == b.bias_tile && a.recip_band == b.recip_band && a.latent == b.latent &&
+           a.schedule == b.schedule;
 }
 ATTNJIT_HD constexpr bool operator!=(const KernelConfig& a, const KernelConfig& b) { return !(a == b); }
 
@@ -425,7 +471,8 @@ ATTNJIT_HD constexpr const char* why_config_invalid(const KernelConfig& c) {
     if (c.kind == KernelKind::latent_gemm) {  // sm80/latent_gemm.cuh: no Variant, no structural features
         if (c.mainloop != MainloopKind::sm80 || c.elem == ElemKind::f32)
             return "latent_gemm runs on the sm80 main loop (f16 / bf16)";
-        if (c.score_conv || c.bias_tile || c.recip_band || c.latent != 0) return "latent_gemm has no structural features";
+        if (c.score_conv || c.bias_tile || c.recip_band || c.latent != 0 || c.schedule != CtaSchedule{})
+            return "latent_gemm has no structural features and no CTA schedule";
         if (t.warps % 2 != 0 || t.warps < 2 || t.warps > 16 || t.block_n != 128 || t.block_m % (8 * t.warps) != 0 ||
             t.block_m > 256)
             return "latent_gemm: block_n 128, warps in a (warps / 2) x 2 grid of 16-row multiples x 64-column tiles";
@@ -434,6 +481,11 @@ ATTNJIT_HD constexpr const char* why_config_invalid(const KernelConfig& c) {
         return nullptr;
     }
     if (c.kind != KernelKind::forward && !is_backward(c.kind)) return "unknown kernel kind";
+    if (c.schedule.order < kOrderAuto || c.schedule.order > kOrderLast) return "unknown CTA order";
+    if (c.schedule.order != kOrderAuto && (c.kind != KernelKind::forward || c.mainloop == MainloopKind::simt))
+        return "a CTA order is chosen for the sm80 and sm90 forward only";
+    if (c.schedule.grid != Sm90Grid::by_size && (c.kind != KernelKind::forward || c.mainloop != MainloopKind::sm90))
+        return "the grid (persistent or one CTA an item) is chosen for the sm90 forward only";
     if (c.score_conv && ((c.kind != KernelKind::forward && c.kind != KernelKind::backward_fused &&
                           c.kind != KernelKind::backward_dq) ||
                          c.mainloop != MainloopKind::sm80))

@@ -29,6 +29,9 @@ struct ForwardArgs {
     // The sm90 loop's persistent grid: the next work item to hand out, 0 before the launch
     // (sm90/mainloop.cuh). Null: one CTA an item, as the other loops always launch.
     int* work_counter;
+    // The CTA order of this launch (kernel_config.h's kOrder*, common/cta_order.cuh):
+    // kOrderAuto (0), the kernel's own; any other, chosen by the host (CtaSchedule).
+    int cta_order;
 };
 
 // A captured tensor of rank R as the kernel sees it: a typed pointer and element

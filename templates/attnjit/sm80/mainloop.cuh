@@ -156,7 +156,7 @@ struct Mainloop {
         const ForwardArgs& a = p.args;
         const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
         const int nq = a.q_len, nk = a.kv_len;
-        const CtaTile<E, BM> cta(a, CtaOrder<Variant, kOrder>::value, (DQK + DV) * 2);
+        const CtaTile<E, BM> cta(a, launch_cta_order<Variant, kOrder>(a), (DQK + DV) * 2);
         const int b = cta.b, h = cta.h, m0 = cta.m0;
         const E *qg = cta.q, *kg = cta.k, *vg = cta.v;
         const long long ksn = a.k_stride[2], vsn = a.v_stride[2];

@@ -127,8 +127,8 @@ struct Mainloop {
         const WorkGrid grid{(nq + BM - 1) / BM, a.q_heads, a.batch};
         const int items = grid.size();
         // With a bias tile the batch rows of a head run together: one read of a shared bias.
-        constexpr int kOrder = CtaOrder<Variant, kOrderAuto>::value | (kBias ? kOrderBatchInner : 0),
-                      kKvRowBytes = (DQK + DV) * 2;
+        const int order = launch_cta_order<Variant, kOrderAuto>(a) | (kBias ? kOrderBatchInner : 0);
+        constexpr int kKvRowBytes = (DQK + DV) * 2;
 
         const unsigned raw = ptx::smem_addr(smem_raw);
         const unsigned base = (raw + 1023u) & ~1023u;
@@ -185,7 +185,7 @@ struct Mainloop {
                     if (done) {
                         mbar_arrive(base + kQFull);
                     } else {
-                        const CtaTile<E, BM> cta(a, kOrder, kKvRowBytes, item, grid);
+                        const CtaTile<E, BM> cta(a, order, kKvRowBytes, item, grid);
                         mbar_arrive_expect_tx(base + kQFull, BM * DQK * 2);
 #pragma unroll
                         for (int c = 0; c < DQK / 64; ++c)
@@ -195,7 +195,7 @@ struct Mainloop {
                 __syncwarp();
                 q_phase ^= 1;
                 if (done) break;
-                const CtaTile<E, BM> cta(a, kOrder, kKvRowBytes, item, grid);
+                const CtaTile<E, BM> cta(a, order, kKvRowBytes, item, grid);
                 const typename Variant::Head hd = Variant::make_head(p, cta.b, cta.h, cta.kvh);
                 KvCursor<Variant, Params, BN> cursor(nk, cta.m0, cta.last_row(nq));
                 int bias_row = 0;  // the item's first bias row among the tensor's rows
@@ -309,7 +309,7 @@ struct Mainloop {
             q_phase ^= 1;
             const int item = *item_slot;
             if (item < 0) break;
-            const CtaTile<E, BM> cta(a, kOrder, kKvRowBytes, item, grid);
+            const CtaTile<E, BM> cta(a, order, kKvRowBytes, item, grid);
             const int b = cta.b, h = cta.h, m0 = cta.m0;
             const typename Variant::Head hd = Variant::make_head(p, b, h, cta.kvh);
             const ScoreHooks<Variant, Params, SLayout::kRows> hooks(p, hd, sl, m0, nq, nk, a.scale);
