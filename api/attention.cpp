@@ -177,7 +177,8 @@ Attention::Impl::Tuned Attention::Impl::tune(const LaunchArgs& args, Stream stre
                                                             stream, schedule_medians);
     std::ostringstream what;
     what << spec;
-    api::record_tuning(key, bucket, schedules[best_schedule], schedule_medians[best_schedule], medians[0],
+    api::record_tuning(key, bucket, schedules[best_schedule],
+                       api::scheduled_seconds(medians[best], schedule_medians, best_schedule), medians[0],
                        candidates.size() + schedules.size() - 1, start, what.str());
     return std::move(scheduled[best_schedule]);
 }

@@ -160,6 +160,13 @@ std::vector<KernelConfig> schedule_variants(const KernelConfig& config) {
     return out;
 }
 
+double scheduled_seconds(double tile_seconds, const std::vector<double>& schedule_medians, size_t best) {
+    if (best == 0 || best >= schedule_medians.size() || !(schedule_medians[0] > 0) ||
+        !std::isfinite(schedule_medians[0]))
+        return tile_seconds;
+    return tile_seconds * schedule_medians[best] / schedule_medians[0];
+}
+
 std::string tuning_kind(KernelKind kind, bool deterministic) {
     const std::string name = kernel_kind_name(kind);
     return kind == KernelKind::backward_fused && !deterministic ? name + " nondeterministic" : name;

@@ -69,6 +69,13 @@ std::vector<KernelConfig> backward_candidates(const AttentionSpec& spec, const K
 // `config` for a kernel with no schedule to choose (the backward's, the simt loop's).
 std::vector<KernelConfig> schedule_variants(const KernelConfig& config);
 
+// The time to record for the schedule `best` of a tile that took `tile_seconds` among the tiles,
+// from `schedule_medians` (the tile's schedules timed after, the kernel's own first): the
+// schedules ran later, on a GPU that may be hotter, so their gain over the kernel's own schedule
+// in the same round scales the tile's time. The record's default / tuned then compares times
+// taken alike.
+double scheduled_seconds(double tile_seconds, const std::vector<double>& schedule_medians, size_t best);
+
 // The name a tuning key gives the tuned kernel: its kind, and for a backward_fused that adds dQ
 // in any order (CompileOptions.deterministic = false) "backward_fused nondeterministic": another
 // kernel of the same tiles, timed apart.

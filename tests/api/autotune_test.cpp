@@ -268,6 +268,16 @@ TEST(Autotune, ScheduleVariantsAreEveryOrderAndOnHopperEveryGrid) {
     EXPECT_EQ(schedule_variants(codegen::make_config(causal, KernelKind::backward_fused, "sm_80")).size(), 1u);
 }
 
+// The recorded time of a schedule: the tile's own time where the kernel's own schedule stayed,
+// else scaled by the schedule's gain within its round (a round on a hotter GPU shifts both alike).
+TEST(Autotune, AScheduleGainScalesTheTilesTime) {
+    EXPECT_DOUBLE_EQ(scheduled_seconds(2.0, {5.0, 4.0, 6.0}, 0), 2.0);
+    EXPECT_DOUBLE_EQ(scheduled_seconds(2.0, {5.0, 4.0, 6.0}, 1), 1.6);
+    EXPECT_DOUBLE_EQ(scheduled_seconds(2.0, {5.0}, 0), 2.0);
+    const double never = std::numeric_limits<double>::infinity();
+    EXPECT_DOUBLE_EQ(scheduled_seconds(2.0, {never, 4.0}, 1), 2.0) << "no finite round to scale by";
+}
+
 // A stored result names a schedule too: candidate_named gives that schedule of the named tile, and
 // nothing where the tile cannot take it (a grid named for an sm80 tile) or no candidate has the tile.
 TEST(Autotune, AStoredScheduleIsTakenOnlyWhereItsTileTakesIt) {
