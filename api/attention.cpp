@@ -198,15 +198,16 @@ Attention::Attention(const AttentionSpec& spec, const CompileOptions& options) :
             << "runs for f16 or bf16; use one of them";
     impl_->kernel_spec = per_head ? api::latent_head_spec(spec) : spec;
     impl_->kernel_inputs = per_head ? spec_inputs(impl_->kernel_spec) : impl_->inputs;
+    if (options.schedule) {  // checked before anything compiles
+        KernelConfig pinned = codegen::make_config(impl_->kernel_spec, KernelKind::forward, target.arch, options.tile,
+                                                   options.mainloop);
+        pinned.schedule = *options.schedule;
+        codegen::check_schedule(pinned, "CompileOptions.schedule");
+    }
     impl_->kernel =
         api::prepare_kernel(impl_->kernel_spec, impl_->kernel_inputs, KernelKind::forward, target, options.tile, {},
                             options.mainloop);
-    if (options.schedule) {
-        KernelConfig scheduled = impl_->kernel.config;
-        scheduled.schedule = *options.schedule;
-        codegen::check_schedule(scheduled, "CompileOptions.schedule");
-        impl_->kernel.config = scheduled;
-    }
+    if (options.schedule) impl_->kernel.config.schedule = *options.schedule;  // chosen at launch
     if (per_head) impl_->latent_gemm = api::prepare_latent_gemm(spec, target);
     impl_->tma_bias = api::tma_bias_tensor(impl_->kernel.config, impl_->kernel_spec);
     impl_->autotune = api::autotune_asked(options) && !options.tile && !options.mainloop && !options.schedule &&

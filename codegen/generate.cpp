@@ -105,6 +105,7 @@ KernelSource generate(const KernelPlan& plan, const KernelConfig& config, const 
     const KernelKindInfo& kind = kernel_kind_info(config.kind);
     KernelSource k;
     k.config = config;
+    k.config.schedule = CtaSchedule{};  // chosen at launch: one source (and cache key) for every schedule
     k.arch = arch;
     k.layout = plan_params_layout(plan, config.kind);
     k.threads = threads(config);

@@ -69,7 +69,9 @@ void check_schedule(const KernelConfig& c, const std::string& what) {
         chosen << c.schedule;  // " cta_order=... grid=..."
         std::string text = chosen.str();
         if (!text.empty()) text.erase(0, 1);
-        user_check(false) << what << " (" << text << ") for " << c << ": " << why
+        KernelConfig kernel = c;
+        kernel.schedule = CtaSchedule{};
+        user_check(false) << what << " (" << text << ") for " << kernel << ": " << why
                           << "; leave it unset for the kernel's own schedule";
     }
 }

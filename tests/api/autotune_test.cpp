@@ -16,6 +16,7 @@
 #include "api/autotune.h"
 #include "codegen/kernel_config.h"
 #include "dsl/example_specs.h"
+#include "runtime/kernel_cache.h"
 
 namespace attnjit::api {
 namespace {
@@ -241,7 +242,6 @@ TEST(Autotune, BackwardCandidatesAreTheKeyKernelsDefaultAndItsSm80Tiles) {
     EXPECT_EQ(tuning_kind(KernelKind::backward_dkdv, false), "backward_dkdv") << "the two-pass backward has one way";
 }
 
-// Without a GPU there is nothing to time: asked to tune, a compile-only Attention is the default one.
 // The schedules timed after the tiles (schedule_variants): the kernel's own first, then every CTA
 // order and, on the sm90 loop, every grid, each a valid configuration of the same tile; none
 // for kernels without a launch-time schedule (the backward's, the simt loop's).
@@ -308,16 +308,27 @@ TEST(Autotune, APinnedScheduleIsCheckedAndKept) {
     CompileOptions o;
     o.arch = "sm_90a";
     o.schedule = CtaSchedule{kOrderChunked4, Sm90Grid::per_item};
-    EXPECT_EQ(Attention(causal, o).config().schedule, *o.schedule);
+    const Attention pinned(causal, o);
+    EXPECT_EQ(pinned.config().schedule, *o.schedule);
+    CompileOptions own = o;
+    own.schedule.reset();
+    EXPECT_EQ(pinned.source().source, Attention(causal, own).source().source) << "the schedule reached the source";
     o.arch = "sm_80";
+    auto kernels_asked = [] {
+        const runtime::CacheStats s = runtime::KernelCache::global().stats();
+        return s.memory_hits + s.bundle_hits + s.disk_hits + s.misses;
+    };
+    const uint64_t before = kernels_asked();
     try {
         Attention a(causal, o);
         ADD_FAILURE() << "a grid for the sm80 loop was accepted";
     } catch (const UserError& e) {
         const std::string what = e.what();
         EXPECT_NE(what.find("CompileOptions.schedule (cta_order=chunked4 grid=per_item)"), std::string::npos) << what;
+        EXPECT_EQ(what.find("grid=per_item", what.find(')')), std::string::npos) << "the schedule told twice: " << what;
         EXPECT_NE(what.find("sm90 forward only"), std::string::npos) << what;
     }
+    EXPECT_EQ(kernels_asked(), before) << "a kernel was prepared before the schedule's check";
     o.schedule = CtaSchedule{kOrderPerHead, Sm90Grid::by_size};
     EXPECT_EQ(Attention(causal, o).config().schedule.order, kOrderPerHead);
     o.schedule = CtaSchedule{kOrderLast + 1, Sm90Grid::by_size};
@@ -331,6 +342,7 @@ TEST(Autotune, APinnedScheduleIsCheckedAndKept) {
     }
 }
 
+// Without a GPU there is nothing to time: asked to tune, a compile-only Attention is the default one.
 TEST(Autotune, ACompileOnlyAttentionBuildsWithTheDefault) {
     CompileOptions o;
     o.arch = "sm_90a";

@@ -18,7 +18,7 @@ void add_traits_kernel(int order) {
     e.dv = Traits::kDv;
     e.variant = V;
     e.tile = Traits::kConfig.tile;
-    e.tile.stages += 10 * order;  // tag in reports: stages + 10 * (forced order + 1)
+    e.tile.stages += 10 * order;  // tag in reports: stages + 10 * forced order (kOrderPerHead = 1, ...)
     e.func = reinterpret_cast<const void*>(&attnjit_forward<Traits, Var>);
     e.smem_bytes = attnjit::smem_bytes(Traits::kConfig);
     e.launch = &launch_kernel<Traits, V>;
@@ -38,8 +38,8 @@ void add_bench_split() {  // timing-only: causal without mask code, uniform half
 }
 template <int D, int BM, int BN, int W, int S, int O>
 void add_bench_pair_order() {
-    add_traits_kernel<OrderTraits<D, BM, BN, W, S, O>, kPlain>(O + 1);
-    add_traits_kernel<OrderTraits<D, BM, BN, W, S, O>, kCausalTL>(O + 1);
+    add_traits_kernel<OrderTraits<D, BM, BN, W, S, O>, kPlain>(O);  // the orders start at 1 (kernel_config.h)
+    add_traits_kernel<OrderTraits<D, BM, BN, W, S, O>, kCausalTL>(O);
 }
 
 void register_bench() {
