@@ -152,7 +152,7 @@ std::vector<KernelConfig> backward_candidates(const AttentionSpec& spec, const K
 std::vector<KernelConfig> schedule_variants(const KernelConfig& config) {
     std::vector<KernelConfig> out{config};
     for (int order = kOrderAuto; order <= kOrderLast; ++order)
-        for (Sm90Grid grid : {Sm90Grid::by_size, Sm90Grid::persistent, Sm90Grid::per_item}) {
+        for (Sm90Grid grid : kSm90Grids) {
             KernelConfig c = config;
             c.schedule = CtaSchedule{order, grid};
             if (c.schedule != config.schedule && config_is_valid(c)) out.push_back(c);

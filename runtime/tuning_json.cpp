@@ -11,7 +11,7 @@ bool schedule_from_names(const std::string& order, const std::string& grid, CtaS
             out.order = o;
             order_known = true;
         }
-    for (Sm90Grid g : {Sm90Grid::by_size, Sm90Grid::persistent, Sm90Grid::per_item})
+    for (Sm90Grid g : kSm90Grids)
         if (grid == sm90_grid_name(g)) {
             out.grid = g;
             grid_known = true;

@@ -110,6 +110,7 @@ enum : int {
 // The sm90 forward's grid: by_size, a persistent grid of one CTA an SM that takes the work items
 // in turn where there are more items than SMs, else one CTA an item; or either, always.
 enum class Sm90Grid : int { by_size = 0, persistent = 1, per_item = 2 };
+constexpr Sm90Grid kSm90Grids[] = {Sm90Grid::by_size, Sm90Grid::persistent, Sm90Grid::per_item};
 
 // How a forward's CTAs take their work: chosen at launch (ForwardArgs::cta_order, the grid's
 // shape), so every schedule runs the same compiled kernel (config_id, and with it the kernel's
